@@ -1,0 +1,67 @@
+# One Makefile drives everything. `make test` works on a fresh machine: it creates .venv,
+# installs the pinned dependencies, generates the protobuf code and runs the whole suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROTO_SRC := $(wildcard protos/stud/v1/*.proto)
+PROTO_STAMP := protos/gen/.stamp
+PYTEST := $(PY) -m pytest
+
+.PHONY: all venv protos test test-unit test-property test-integration test-e2e lint bench \
+	bench-rules bench-store run clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -c 'import site, pathlib; root = pathlib.Path.cwd(); \
+	  pathlib.Path(site.getsitepackages()[0], "stud-hilo-roots.pth").write_text( \
+	  "\n".join(str(root / p) for p in ("libs", "services", "protos/gen")) + "\n")'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+$(PROTO_STAMP): $(STAMP) $(PROTO_SRC)
+	rm -rf protos/gen && mkdir -p protos/gen
+	$(PY) -m grpc_tools.protoc -I protos --python_out=protos/gen --pyi_out=protos/gen \
+	  --grpc_python_out=protos/gen $(PROTO_SRC)
+	touch $(PROTO_STAMP)
+
+protos: $(PROTO_STAMP)
+
+test: $(PROTO_STAMP)
+	$(PYTEST) -m "not slow" -p no:cacheprovider
+
+test-unit: $(PROTO_STAMP)
+	$(PYTEST) tests/unit libs/rules
+
+test-property: $(PROTO_STAMP)
+	$(PYTEST) tests/property
+
+test-integration: $(PROTO_STAMP)
+	$(PYTEST) tests/integration
+
+test-e2e: $(PROTO_STAMP)
+	$(PYTEST) tests/e2e
+
+lint: $(PROTO_STAMP)
+	$(VENV)/bin/ruff check libs services tests tools bench
+	$(VENV)/bin/mypy libs/rules
+
+bench: bench-rules bench-store
+
+bench-rules: $(PROTO_STAMP)
+	$(PY) bench/bench_rules.py
+
+bench-store: $(PROTO_STAMP)
+	$(PY) bench/bench_store.py
+
+run: $(PROTO_STAMP)
+	$(PY) -m studkit.devrun
+
+clean:
+	rm -rf $(VENV) protos/gen .pytest_cache .mypy_cache .ruff_cache .hypothesis .run

@@ -1,0 +1,46 @@
+"""Redis key names. Every key of one table carries the table's Cluster hash tag ``{table-id}``
+so that a single Lua script may touch all of them; each service owns one key prefix, which is
+what the per-service Redis ACL users are scoped to."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+TABLE_PREFIX: Final = "stud:table:"
+DEALER_PREFIX: Final = "stud:dealer:"
+WALLET_PREFIX: Final = "stud:wallet:"
+
+_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """Return ``value`` if it is a safe identifier for a key, else raise ``ValueError``."""
+    if not _ID.match(value):
+        raise ValueError(f"{what} must be 1-64 characters of letters, digits, '_', '.', '-'")
+    return value
+
+
+def table_stream(table_id: str) -> str:
+    """The stream of a table's public events."""
+    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:events"
+
+
+def table_commands(table_id: str) -> str:
+    """Hash: command id -> recorded outcome of that command (idempotency)."""
+    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:commands"
+
+
+def table_index() -> str:
+    """Set of table ids that exist (so nothing ever scans keys)."""
+    return f"{TABLE_PREFIX}index"
+
+
+def dealer_key(table_id: str, suffix: str) -> str:
+    """A dealer-only key of one table (deck, salt, position, ...)."""
+    return f"{DEALER_PREFIX}{{{check_id(table_id, 'table id')}}}:{suffix}"
+
+
+def wallet_key(suffix: str) -> str:
+    """A wallet key."""
+    return f"{WALLET_PREFIX}{suffix}"

@@ -1,0 +1,48 @@
+"""Shared fixtures. Levels: ``tests/unit`` and ``tests/property`` are pure (no I/O);
+``tests/integration`` uses a real Redis and real in-process gRPC servers; ``tests/e2e`` starts
+the services as separate processes and talks to them only through their gRPC APIs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+
+from studkit.testing import TestRedis, test_redis
+
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    max_examples=100,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=50)
+settings.register_profile("long", deadline=None, max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+SERVICE_PASSWORDS = {
+    "table": "table-test-pw",
+    "dealer": "dealer-test-pw",
+    "wallet": "wallet-test-pw",
+    "auditor": "auditor-test-pw",
+}
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[TestRedis]:
+    """A real Redis for the whole session (see ``studkit.testing``)."""
+    with test_redis(os.environ, SERVICE_PASSWORDS) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: TestRedis) -> Iterator[str]:
+    """Admin URL of the session's Redis, flushed before each test."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    yield redis_server.url
