@@ -1,0 +1,406 @@
+"""gRPC server plumbing shared by the services: a ``grpc.aio`` server with health and
+reflection, the auth interceptor (token -> :class:`~studkit.auth.Principal` in a contextvar),
+the one error-mapping interceptor (exception -> status code, from an :class:`ErrorTable`) and
+graceful shutdown on SIGTERM.
+
+Handlers never call ``context.abort``: they raise, and :class:`ErrorMappingInterceptor` turns
+the exception into a status code, a readable message, trailing metadata ``stud-reason`` and a
+``google.rpc.ErrorInfo`` (``grpc-status-details-bin``). Health and reflection calls need no
+token, so probes work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import re
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Final
+
+import grpc
+import structlog
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from rules.errors import RuleViolation
+
+from studkit.auth import Forbidden, Principal, TokenVerifier, Unauthorized
+from studkit.errors import AlreadyExists, BadRequest, Conflict, FailedPrecondition, NotFound
+
+REASON_KEY: Final = "stud-reason"
+DETAILS_KEY: Final = "grpc-status-details-bin"
+ERROR_DOMAIN: Final = "stud-hilo"
+INTERNAL_MESSAGE: Final = "internal error"
+PUBLIC_SERVICES: Final = (
+    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+    "grpc.reflection.v1alpha.ServerReflection",
+    "grpc.reflection.v1.ServerReflection",
+)
+
+log = structlog.get_logger("studkit.grpc")
+
+_principal: ContextVar[Principal | None] = ContextVar("stud_principal", default=None)
+
+
+def current_principal() -> Principal:
+    """The caller of the RPC being handled; raises :class:`Unauthorized` outside one."""
+    principal = _principal.get()
+    if principal is None:
+        raise Unauthorized("no authenticated caller")
+    return principal
+
+
+# --- the error table ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MappedError:
+    """What the client receives for an exception."""
+
+    code: grpc.StatusCode
+    reason: str
+    message: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def reason_of(exc: BaseException) -> str:
+    """The machine-readable reason of an exception: its ``reason`` attribute (an enum's
+    value, or a string), else the snake_case class name."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, Enum):
+        return str(reason.value)
+    if isinstance(reason, str) and reason:
+        return reason
+    return _snake(type(exc).__name__)
+
+
+class ErrorTable:
+    """Exception class -> status code. The most specific class in an exception's MRO wins;
+    anything unlisted is ``INTERNAL``. Services extend :data:`BASE_ERRORS` in their
+    ``errors.py``."""
+
+    def __init__(self, codes: Mapping[type[BaseException], grpc.StatusCode]) -> None:
+        self._codes: dict[type[BaseException], grpc.StatusCode] = dict(codes)
+
+    def extend(self, codes: Mapping[type[BaseException], grpc.StatusCode]) -> ErrorTable:
+        """A new table with ``codes`` added (or overriding)."""
+        return ErrorTable({**self._codes, **codes})
+
+    def code_for(self, exc: BaseException) -> grpc.StatusCode | None:
+        """The status code of ``exc``, or None when unmapped."""
+        for cls in type(exc).__mro__:
+            if cls in self._codes:
+                return self._codes[cls]
+        return None
+
+    def map(self, exc: BaseException) -> MappedError:
+        """How ``exc`` is reported to the client."""
+        code = self.code_for(exc)
+        if code is None:
+            return MappedError(grpc.StatusCode.INTERNAL, "internal", INTERNAL_MESSAGE)
+        metadata = {"field": exc.field} if isinstance(exc, BadRequest) else {}
+        return MappedError(code, reason_of(exc), str(exc) or reason_of(exc), metadata)
+
+
+BASE_ERRORS: Final = ErrorTable(
+    {
+        BadRequest: grpc.StatusCode.INVALID_ARGUMENT,
+        RuleViolation: grpc.StatusCode.FAILED_PRECONDITION,
+        FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+        Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
+        Forbidden: grpc.StatusCode.PERMISSION_DENIED,
+        NotFound: grpc.StatusCode.NOT_FOUND,
+        AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+        Conflict: grpc.StatusCode.ABORTED,
+    }
+)
+"""The shared part of every service's table; a service adds its own in ``errors.py``."""
+
+
+def trailing_metadata(error: MappedError) -> tuple[tuple[str, str | bytes], ...]:
+    """``stud-reason`` plus a serialized ``google.rpc.Status`` with an ``ErrorInfo``."""
+    info = error_details_pb2.ErrorInfo(
+        reason=error.reason, domain=ERROR_DOMAIN, metadata=dict(error.metadata)
+    )
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(
+        code=error.code.value[0], message=error.message, details=[detail]
+    )
+    return ((REASON_KEY, error.reason), (DETAILS_KEY, status.SerializeToString()))
+
+
+def rpc_error_reason(error: grpc.aio.AioRpcError | grpc.RpcError) -> str | None:
+    """Client side: the ``stud-reason`` of a failed call, or None."""
+    metadata = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in metadata or ():
+        if key == REASON_KEY:
+            return value if isinstance(value, str) else bytes(value).decode()
+    return None
+
+
+def rpc_error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
+    """Client side: the ``google.rpc.ErrorInfo`` of a failed call, or None."""
+    for key, value in error.trailing_metadata() or ():
+        if key == DETAILS_KEY:
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return info
+    return None
+
+# --- interceptors ---------------------------------------------------------------------------
+
+Scope = Callable[[str, grpc.aio.ServicerContext], contextlib.AbstractAsyncContextManager[None]]
+
+
+def is_public(method: str, public_services: Iterable[str] = PUBLIC_SERVICES) -> bool:
+    """True for a method of a service that needs no token (health, reflection)."""
+    service = method.lstrip("/").split("/", 1)[0]
+    return service in set(public_services)
+
+
+def _wrap_response_unary(behavior: Any, method: str, scope: Scope) -> Any:
+    async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async with scope(method, context):
+            result = behavior(request, context)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+    return wrapped
+
+
+def _wrap_response_stream(behavior: Any, method: str, scope: Scope) -> Any:
+    if inspect.isasyncgenfunction(behavior):
+
+        async def wrapped_gen(
+            request: Any, context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
+            async with scope(method, context):
+                async for item in behavior(request, context):
+                    yield item
+
+        return wrapped_gen
+
+    async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> None:
+        # A handler that answers through ``context.write`` and returns None.
+        async with scope(method, context):
+            result = behavior(request, context)
+            if inspect.isawaitable(result):
+                await result
+
+    return wrapped
+
+
+def wrap_handler(handler: grpc.RpcMethodHandler, method: str, scope: Scope) -> Any:
+    """``handler`` with its behaviour run inside ``scope(method, context)``."""
+    common = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            _wrap_response_unary(handler.unary_unary, method, scope), **common
+        )
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(
+            _wrap_response_unary(handler.stream_unary, method, scope), **common
+        )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            _wrap_response_stream(handler.unary_stream, method, scope), **common
+        )
+    return grpc.stream_stream_rpc_method_handler(
+        _wrap_response_stream(handler.stream_stream, method, scope), **common
+    )
+
+
+class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """The one place where exceptions become status codes; also opens the per-RPC log
+    context (``rpc``) and writes one canonical line per call with its outcome."""
+
+    def __init__(self, errors: ErrorTable, public_services: Sequence[str] = PUBLIC_SERVICES):
+        self._errors = errors
+        self._public = tuple(public_services)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or is_public(method, self._public):
+            return handler
+        return wrap_handler(handler, method, self._scope)
+
+    @contextlib.asynccontextmanager
+    async def _scope(self, method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(rpc=method)
+        started = time.perf_counter()
+        try:
+            yield
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            mapped = self._errors.map(exc)
+            duration_ms = round((time.perf_counter() - started) * 1000, 2)
+            if mapped.code is grpc.StatusCode.INTERNAL:
+                log.exception("rpc_failed", code=mapped.code.name, duration_ms=duration_ms)
+            else:
+                log.info(
+                    "rpc_rejected",
+                    code=mapped.code.name,
+                    reason=mapped.reason,
+                    detail=mapped.message,
+                    duration_ms=duration_ms,
+                )
+            await context.abort(
+                mapped.code, mapped.message, trailing_metadata=trailing_metadata(mapped)
+            )
+        else:
+            duration_ms = round((time.perf_counter() - started) * 1000, 2)
+            log.info("rpc_handled", code="OK", duration_ms=duration_ms)
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Verifies the bearer token of every non-public call and exposes the caller through
+    :func:`current_principal`; binds ``principal`` to the log context (never the token).
+    Must sit inside :class:`ErrorMappingInterceptor` so that a refusal is mapped."""
+
+    def __init__(
+        self, verifier: TokenVerifier, public_services: Sequence[str] = PUBLIC_SERVICES
+    ) -> None:
+        self._verifier = verifier
+        self._public = tuple(public_services)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or is_public(method, self._public):
+            return handler
+        metadata = handler_call_details.invocation_metadata
+
+        @contextlib.asynccontextmanager
+        async def scope(_method: str, _context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+            principal = self._verifier.verify_metadata(metadata)
+            structlog.contextvars.bind_contextvars(principal=principal.subject)
+            token = _principal.set(principal)
+            try:
+                yield
+            finally:
+                _principal.reset(token)
+
+        return wrap_handler(handler, method, scope)
+
+
+# --- building and running a server ----------------------------------------------------------
+
+ServiceRegistration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
+"""(``add_XServicer_to_server``, servicer, full service name)."""
+
+DEFAULT_OPTIONS: Final = (
+    # Two processes must never share a port silently (tests bind a free port).
+    ("grpc.so_reuseport", 0),
+)
+
+
+@dataclass
+class GrpcServer:
+    """A built ``grpc.aio`` server, its bound port and its health servicer."""
+
+    server: grpc.aio.Server
+    port: int
+    health: HealthServicer
+    service_names: tuple[str, ...]
+
+    async def start(self) -> None:
+        """Start serving and report SERVING for the server and each service."""
+        await self.server.start()
+        for name in ("", *self.service_names):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace: float | None) -> None:
+        """Report NOT_SERVING, let in-flight calls finish for ``grace`` seconds, stop."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+
+    async def wait_for_termination(self) -> None:
+        """Return when the server has stopped."""
+        await self.server.wait_for_termination()
+
+
+def create_grpc_server(
+    address: str,
+    services: Sequence[ServiceRegistration],
+    *,
+    verifier: TokenVerifier,
+    errors: ErrorTable = BASE_ERRORS,
+    options: Sequence[tuple[str, Any]] = DEFAULT_OPTIONS,
+) -> GrpcServer:
+    """A server with the auth and error interceptors, health, reflection and ``services``,
+    bound to ``address`` (``127.0.0.1:0`` picks a free port). Call within a running loop;
+    call :meth:`GrpcServer.start` to serve."""
+    server = grpc.aio.server(
+        interceptors=[ErrorMappingInterceptor(errors), AuthInterceptor(verifier)],
+        options=list(options),
+    )
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    names = []
+    for add, servicer, name in services:
+        add(servicer, server)
+        names.append(name)
+    reflection.enable_server_reflection(
+        (*names, PUBLIC_SERVICES[0], reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise RuntimeError(f"could not bind {address}")
+    return GrpcServer(server=server, port=port, health=health, service_names=tuple(names))
+
+
+async def run_until_signalled(
+    server: GrpcServer,
+    grace: float,
+    signals: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+) -> None:
+    """Wait for SIGTERM/SIGINT (or the server stopping), then stop gracefully."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed = []
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+        installed.append(sig)
+    try:
+        terminated = asyncio.create_task(server.wait_for_termination())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({terminated, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not terminated.done():
+            log.info("shutdown_started", grace_s=grace)
+            await server.stop(grace)
+        terminated.cancel()
+        log.info("shutdown_finished")
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
