@@ -1,0 +1,207 @@
+"""Fixed-limit betting: who acts, what they may do and what a wager does (RULES §6-§8)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum, unique
+
+from rules.config import HeadsUpRaises, TableConfig
+from rules.hands import board_value
+from rules.state import HandState, Player
+from rules.streets import Street, bet_size
+
+
+@unique
+class ActionKind(StrEnum):
+    """A player action."""
+
+    BRING_IN = "bring_in"
+    COMPLETE = "complete"
+    BET = "bet"
+    RAISE = "raise"
+    CALL = "call"
+    CHECK = "check"
+    FOLD = "fold"
+
+
+WAGERS = frozenset({ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LegalAction:
+    """One thing the player to act may do: ``amount`` chips in, reaching ``to`` this street."""
+
+    kind: ActionKind
+    amount: int = 0
+    to: int = 0
+    all_in: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LegalActions:
+    """What the player to act may do now."""
+
+    seat: int
+    actions: tuple[LegalAction, ...]
+
+    def get(self, kind: ActionKind) -> LegalAction | None:
+        """The action of that kind, if legal."""
+        for action in self.actions:
+            if action.kind == kind:
+                return action
+        return None
+
+    @property
+    def kinds(self) -> frozenset[ActionKind]:
+        """The kinds of the legal actions."""
+        return frozenset(a.kind for a in self.actions)
+
+
+def clockwise_after(hand: HandState, seat: int, wanted: Callable[[Player], bool]) -> int | None:
+    """The first player clockwise after ``seat`` (not ``seat`` itself unless it is the only
+    one) for whom ``wanted`` holds."""
+    players = hand.players
+    ordered = [p for p in players if p.seat > seat] + [p for p in players if p.seat <= seat]
+    for p in ordered:
+        if wanted(p):
+            return p.seat
+    return None
+
+
+def highest_board_seat(hand: HandState) -> int:
+    """The player in the hand with the highest board; ties to the lowest seat (RULES 8.1-8.2)."""
+    best: tuple[tuple[int, ...], int] | None = None
+    for p in hand.players:
+        if p.folded:
+            continue
+        key = (board_value(p.board), -p.seat)
+        if best is None or key > best:
+            best = key
+    assert best is not None
+    return -best[1]
+
+
+def bring_in_duty(hand: HandState) -> int | None:
+    """Who must bring in on 3rd street, or None when fewer than two players dealt in have
+    chips (RULES 7.1, 7.8, 7.9)."""
+    if sum(1 for p in hand.players if p.stack > 0) < 2:
+        return None
+    lowest = min(hand.players, key=lambda p: p.up[0].key)
+    if lowest.stack > 0:
+        return lowest.seat
+    return clockwise_after(hand, lowest.seat, lambda p: p.stack > 0)
+
+
+def first_to_act(hand: HandState) -> int | None:
+    """First actor on 4th to 7th street: the highest board, or the next player clockwise able
+    to act when that player is all-in (RULES 8.3)."""
+    top = highest_board_seat(hand)
+    if hand.player(top).able:
+        return top
+    return clockwise_after(hand, top, lambda p: p.able)
+
+
+def is_capped(hand: HandState, config: TableConfig) -> bool:
+    """Whether no more full wagers may be made this round (RULES 6.8)."""
+    return hand.full_wagers >= config.cap and not hand.cap_lifted
+
+
+def lifts_cap(hand: HandState, config: TableConfig, round_start: bool) -> bool:
+    """Whether the heads-up option lifts the cap now (call at round start or after an action)."""
+    if hand.cap_lifted:
+        return True
+    able = sum(1 for p in hand.players if p.able)
+    if config.heads_up_raises == HeadsUpRaises.ROUND_STARTS_HEADS_UP:
+        return round_start and able == 2
+    if config.heads_up_raises == HeadsUpRaises.HEADS_UP_BEFORE_CAP:
+        return able == 2 and hand.full_wagers < config.cap
+    return False
+
+
+def street_bet(hand: HandState, config: TableConfig) -> int:
+    """The bet size S of the current street."""
+    assert hand.street is not None
+    return bet_size(config, hand.street)
+
+
+def may_raise(hand: HandState, config: TableConfig, p: Player) -> bool:
+    """Whether ``p`` may bet, complete or raise now (RULES 6.6-6.8)."""
+    if is_capped(hand, config):
+        return False
+    if p.stack <= hand.target - p.street_total:
+        return False
+    if not any(q.able for q in hand.players if q.seat != p.seat):
+        return False
+    if p.acted and 2 * (hand.target - p.reference) < street_bet(hand, config):
+        return False
+    return True
+
+
+def wager_kind(hand: HandState) -> ActionKind:
+    """What a wager is called now: completion on 3rd street before a full wager, a bet when
+    nothing is to be called, else a raise."""
+    if hand.street == Street.THIRD and hand.level == 0:
+        return ActionKind.COMPLETE
+    if hand.target == 0:
+        return ActionKind.BET
+    return ActionKind.RAISE
+
+
+def legal_actions_for(hand: HandState, config: TableConfig) -> LegalActions | None:
+    """Exactly what the player to act may do, with amounts; None when nobody is to act."""
+    from rules.state import Phase  # local: avoid a cycle in type checking order
+
+    if hand.phase != Phase.BETTING or hand.to_act is None:
+        return None
+    p = hand.player(hand.to_act)
+    reach = p.street_total + p.stack
+    actions: list[LegalAction] = []
+    if hand.bring_in_pending:
+        amount = min(config.bring_in, p.stack)
+        actions.append(LegalAction(kind=ActionKind.BRING_IN, amount=amount, to=amount,
+                                   all_in=amount == p.stack))
+        if p.stack > config.bring_in:
+            to = min(config.small_bet, reach)
+            actions.append(LegalAction(kind=ActionKind.COMPLETE, amount=to, to=to,
+                                       all_in=to == reach))
+        return LegalActions(seat=p.seat, actions=tuple(actions))
+    to_call = hand.target - p.street_total
+    if to_call <= 0:
+        actions.append(LegalAction(kind=ActionKind.CHECK, to=p.street_total))
+    else:
+        actions.append(LegalAction(kind=ActionKind.FOLD, to=p.street_total))
+        amount = min(to_call, p.stack)
+        actions.append(LegalAction(kind=ActionKind.CALL, amount=amount,
+                                   to=p.street_total + amount, all_in=amount == p.stack))
+    if may_raise(hand, config, p):
+        to = min(hand.level + street_bet(hand, config), reach)
+        actions.append(LegalAction(kind=wager_kind(hand), amount=to - p.street_total, to=to,
+                                   all_in=to == reach))
+    return LegalActions(seat=p.seat, actions=tuple(actions))
+
+
+def round_over(hand: HandState) -> bool:
+    """Whether the betting round has ended (RULES 6.10)."""
+    in_hand = [p for p in hand.players if not p.folded]
+    if len(in_hand) <= 1:
+        return True
+    return all(p.acted and p.street_total >= hand.target for p in in_hand if p.able)
+
+
+def next_to_act(hand: HandState, after: int) -> int | None:
+    """The next player clockwise after ``after`` who still has to act this round."""
+    return clockwise_after(
+        hand, after, lambda p: p.able and (not p.acted or p.street_total < hand.target)
+    )
+
+
+def runout_pending(hand: HandState) -> bool:
+    """Two or more in the hand but no more betting possible (RULES 9.7, 6.11)."""
+    in_hand = [p for p in hand.players if not p.folded]
+    if len(in_hand) < 2:
+        return False
+    able = [p for p in in_hand if p.able]
+    if len(able) >= 2:
+        return False
+    return all(p.street_total >= hand.target for p in able)

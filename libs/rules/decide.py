@@ -1,0 +1,473 @@
+"""``decide(state, command) -> events``: judge one command against the state. Returns every
+event the command causes (including what follows automatically: a round closing, uncalled
+wagers, a hand settling) or raises :class:`RuleViolation` and changes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import assert_never
+
+from rules.betting import ActionKind, LegalAction, legal_actions_for, may_raise
+from rules.cards import Card
+from rules.commands import (
+    AddChips,
+    Bet,
+    Call,
+    Check,
+    Command,
+    Complete,
+    DealStreet,
+    Fold,
+    LeaveSeat,
+    OpenTable,
+    PostBringIn,
+    Raise,
+    RevealedHand,
+    RevealHands,
+    Showdown,
+    SitDown,
+    SitIn,
+    SitOut,
+    StartHand,
+    TimeOut,
+)
+from rules.config import TableConfig
+from rules.dealing import pending_deal
+from rules.errors import Reason, RuleViolation
+from rules.events import (
+    ActionTimedOut,
+    AntePosted,
+    BetMade,
+    BringInPosted,
+    BurnsReshuffled,
+    Called,
+    CardBurned,
+    Checked,
+    ChipsAdded,
+    CommunityCardDealt,
+    Completed,
+    DownCardDealt,
+    Event,
+    Folded,
+    HandEnded,
+    HandExposed,
+    HandStarted,
+    PlayerLeft,
+    PlayerSatIn,
+    PlayerSatOut,
+    PlayerSeated,
+    PotAwarded,
+    Raised,
+    Share,
+    TableOpened,
+    UncalledBetReturned,
+    UpCardDealt,
+)
+from rules.evolve import evolve
+from rules.showdown import award_events, evaluate, hand_pots, showdown_events
+from rules.state import HandState, Phase, TableState
+
+_KIND = {
+    PostBringIn: ActionKind.BRING_IN,
+    Complete: ActionKind.COMPLETE,
+    Bet: ActionKind.BET,
+    Raise: ActionKind.RAISE,
+    Call: ActionKind.CALL,
+    Check: ActionKind.CHECK,
+    Fold: ActionKind.FOLD,
+}
+
+
+def _fail(reason: Reason, detail: str) -> RuleViolation:
+    return RuleViolation(reason, detail)
+
+
+def _config(state: TableState) -> TableConfig:
+    if state.config is None:
+        raise _fail(Reason.INVALID_COMMAND, "the table is not open")
+    return state.config
+
+
+def _hand(state: TableState, phase: Phase) -> HandState:
+    hand = state.hand
+    if hand is None or hand.is_over:
+        raise _fail(Reason.NO_HAND_IN_PROGRESS, "no hand is in progress")
+    if hand.phase != phase:
+        reason = Reason.NOT_BETTING if phase == Phase.BETTING else Reason.INVALID_COMMAND
+        raise _fail(reason, f"the hand is in phase {hand.phase.value}, not {phase.value}")
+    return hand
+
+
+def _seat_number(state: TableState, seat: int) -> int:
+    config = _config(state)
+    if not isinstance(seat, int) or not 1 <= seat <= config.seats:
+        raise _fail(Reason.SEAT_OUT_OF_RANGE, f"seat must be 1..{config.seats}, got {seat!r}")
+    return seat
+
+
+def _occupied(state: TableState, seat: int) -> None:
+    if state.seat(_seat_number(state, seat)) is None:
+        raise _fail(Reason.SEAT_EMPTY, f"seat {seat} is empty")
+
+
+def _in_current_hand(state: TableState, seat: int) -> bool:
+    return state.hand_in_progress and state.hand is not None and state.hand.has_player(seat)
+
+
+def _positive(amount: int, what: str) -> int:
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+        raise _fail(Reason.INVALID_COMMAND, f"{what} must be a positive integer, got {amount!r}")
+    return amount
+
+
+# --- table commands ---------------------------------------------------------------------
+
+def _open(state: TableState, command: OpenTable) -> list[Event]:
+    if state.opened:
+        raise _fail(Reason.INVALID_COMMAND, "the table is already open")
+    if not command.table_id:
+        raise _fail(Reason.INVALID_COMMAND, "table id must not be empty")
+    return [TableOpened(table_id=command.table_id, config=command.config)]
+
+
+def _sit_down(state: TableState, command: SitDown) -> list[Event]:
+    seat = _seat_number(state, command.seat)
+    if state.seat(seat) is not None:
+        raise _fail(Reason.SEAT_TAKEN, f"seat {seat} is taken")
+    if not command.player_id:
+        raise _fail(Reason.INVALID_COMMAND, "player id must not be empty")
+    if any(s is not None and s.player_id == command.player_id for s in state.seats):
+        raise _fail(Reason.PLAYER_ALREADY_SEATED, f"{command.player_id} is already seated")
+    stack = _positive(command.stack, "stack")
+    return [PlayerSeated(seat=seat, player_id=command.player_id, stack=stack)]
+
+
+def _leave(state: TableState, command: LeaveSeat) -> list[Event]:
+    _occupied(state, command.seat)
+    if _in_current_hand(state, command.seat):
+        raise _fail(Reason.HAND_IN_PROGRESS, f"seat {command.seat} is in the current hand")
+    seat = state.seat(command.seat)
+    assert seat is not None
+    return [PlayerLeft(seat=command.seat, player_id=seat.player_id, stack=seat.stack)]
+
+
+def _sit_out(state: TableState, command: SitOut | SitIn) -> list[Event]:
+    _occupied(state, command.seat)
+    seat = state.seat(command.seat)
+    assert seat is not None
+    wants_out = isinstance(command, SitOut)
+    if seat.sitting_out == wants_out:
+        raise _fail(Reason.INVALID_COMMAND,
+                    f"seat {command.seat} is already sitting {'out' if wants_out else 'in'}")
+    return [PlayerSatOut(seat=command.seat) if wants_out else PlayerSatIn(seat=command.seat)]
+
+
+def _add_chips(state: TableState, command: AddChips) -> list[Event]:
+    _occupied(state, command.seat)
+    if _in_current_hand(state, command.seat):
+        raise _fail(Reason.HAND_IN_PROGRESS, "chips cannot be added during a hand (table stakes)")
+    return [ChipsAdded(seat=command.seat, amount=_positive(command.amount, "amount"))]
+
+
+def eligible_seats(state: TableState) -> tuple[int, ...]:
+    """Seats that would be dealt in if a hand started now (RULES 3.1)."""
+    return tuple(
+        n for n, s in enumerate(state.seats, start=1)
+        if s is not None and not s.sitting_out and s.stack > 0
+    )
+
+
+def _start(state: TableState, command: StartHand) -> list[Event]:
+    config = _config(state)
+    if state.hand_in_progress:
+        raise _fail(Reason.HAND_IN_PROGRESS, "a hand is already in progress")
+    if not isinstance(command.hand_number, int) or command.hand_number != state.hands_started + 1:
+        raise _fail(Reason.INVALID_COMMAND,
+                    f"the next hand number is {state.hands_started + 1}")
+    seats = eligible_seats(state)
+    if len(seats) < config.min_players:
+        raise _fail(Reason.NOT_ENOUGH_PLAYERS,
+                    f"{len(seats)} eligible players, {config.min_players} needed")
+    events: list[Event] = [HandStarted(hand_number=command.hand_number, seats=seats,
+                                       deck_commitment=command.deck_commitment)]
+    if config.ante > 0:
+        for n in seats:
+            stack = state.seats[n - 1].stack  # type: ignore[union-attr]
+            events.append(AntePosted(seat=n, amount=min(config.ante, stack)))
+    return events
+
+
+# --- dealing --------------------------------------------------------------------------
+
+def _known_cards(hand: HandState) -> list[Card]:
+    cards: list[Card] = []
+    for p in hand.players:
+        cards.extend(c for c in p.down if c is not None)
+        cards.extend(p.up)
+    if hand.community is not None:
+        cards.append(hand.community)
+    return cards
+
+
+def _check_unique(cards: list[Card]) -> None:
+    if len(set(cards)) != len(cards):
+        seen: set[Card] = set()
+        dupes = sorted({str(c) for c in cards if c in seen or seen.add(c)})  # type: ignore[func-returns-value]
+        raise _fail(Reason.DUPLICATE_CARD, f"card dealt twice: {', '.join(dupes)}")
+
+
+def _deal(state: TableState, command: DealStreet) -> list[Event]:
+    config = _config(state)
+    hand = _hand(state, Phase.DEALING)
+    plan = pending_deal(hand, config)
+    assert plan is not None
+    if len(command.cards) != len(plan.slots):
+        raise _fail(Reason.WRONG_DEAL,
+                    f"{plan.street.label} needs {len(plan.slots)} cards, got {len(command.cards)}")
+    if command.burned != (1 if plan.burn else 0) or command.reshuffled_burns != plan.reshuffle_burns:
+        raise _fail(Reason.WRONG_DEAL, f"{plan.street.label}: burn={plan.burn}, "
+                    f"reshuffle={plan.reshuffle_burns} expected")
+    events: list[Event] = []
+    if plan.reshuffle_burns:
+        events.append(BurnsReshuffled(count=hand.burned))
+    if plan.burn:
+        events.append(CardBurned())
+    new_cards: list[Card] = []
+    for slot, dealt in zip(plan.slots, command.cards, strict=True):
+        if dealt.seat != slot.seat or dealt.up != slot.up:
+            raise _fail(Reason.WRONG_DEAL, f"expected a {'up' if slot.up else 'down'} card for "
+                        f"{'the community' if slot.seat == 0 else f'seat {slot.seat}'}")
+        if slot.up and dealt.card is None:
+            raise _fail(Reason.WRONG_DEAL, "a face-up card needs its value")
+        if dealt.card is not None:
+            new_cards.append(dealt.card)
+        if slot.seat == 0:
+            assert dealt.card is not None
+            events.append(CommunityCardDealt(card=dealt.card))
+        elif slot.up:
+            assert dealt.card is not None
+            events.append(UpCardDealt(seat=slot.seat, street=plan.street, card=dealt.card))
+        else:
+            events.append(DownCardDealt(seat=slot.seat, street=plan.street, card=dealt.card))
+    _check_unique(_known_cards(hand) + new_cards)
+    return events
+
+
+def _reveal_map(hand: HandState, hands: tuple[RevealedHand, ...]) -> dict[int, tuple[Card, ...]]:
+    """Check revealed down cards: exactly the seats still in, the right count, consistent
+    with anything already known, no card twice."""
+    in_hand = [p for p in hand.players if not p.folded]
+    given = {h.seat: h.down for h in hands}
+    if len(given) != len(hands) or set(given) != {p.seat for p in in_hand}:
+        raise _fail(Reason.WRONG_SHOWDOWN, "reveal exactly the hands still in: seats "
+                    + ", ".join(str(p.seat) for p in in_hand))
+    cards: list[Card] = []
+    for p in in_hand:
+        down = given[p.seat]
+        if len(down) != len(p.down):
+            raise _fail(Reason.WRONG_SHOWDOWN, f"seat {p.seat} has {len(p.down)} down cards")
+        for known, revealed in zip(p.down, down, strict=True):
+            if known is not None and known != revealed:
+                raise _fail(Reason.WRONG_SHOWDOWN, f"seat {p.seat}: revealed cards differ")
+        cards.extend(down)
+        cards.extend(p.up)
+    if hand.community is not None:
+        cards.append(hand.community)
+    _check_unique(cards)
+    return given
+
+
+def _reveal(state: TableState, command: RevealHands) -> list[Event]:
+    hand = _hand(state, Phase.REVEAL)
+    given = _reveal_map(hand, command.hands)
+    return [HandExposed(seat=seat, down=given[seat]) for seat in sorted(given)]
+
+
+def _showdown(state: TableState, command: Showdown) -> list[Event]:
+    config = _config(state)
+    hand = _hand(state, Phase.SHOWDOWN)
+    given = _reveal_map(hand, command.hands)
+    return showdown_events(hand, config, given, command.muck_requests,
+                           all_show=_all_show(hand))
+
+
+def _all_show(hand: HandState) -> bool:
+    """Every hand is shown: an all-in runout, or at most one player could still act on 7th
+    street (RULES 9.7, 11.6)."""
+    return hand.exposed or sum(1 for p in hand.players if p.able) <= 1
+
+
+# --- betting ----------------------------------------------------------------------------
+
+def _refusal(hand: HandState, config: TableConfig, kind: ActionKind,
+             legal: tuple[LegalAction, ...]) -> RuleViolation:
+    kinds = {a.kind for a in legal}
+    listed = ", ".join(sorted(k.value for k in kinds))
+    if hand.bring_in_pending:
+        return _fail(Reason.ILLEGAL_ACTION, f"post the bring-in or complete (legal: {listed})")
+    if kind == ActionKind.FOLD and ActionKind.CHECK in kinds:
+        return _fail(Reason.FOLD_NOT_ALLOWED, "folding is not allowed when you can check")
+    if kind == ActionKind.CHECK:
+        return _fail(Reason.CHECK_NOT_ALLOWED, f"there is a wager to call (legal: {listed})")
+    if kind in (ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE):
+        other = next((a for a in legal if a.kind in (ActionKind.COMPLETE, ActionKind.BET,
+                                                      ActionKind.RAISE)), None)
+        if other is not None:
+            return _fail(Reason.ILLEGAL_ACTION, f"this wager is a {other.kind.value}")
+        assert hand.to_act is not None
+        p = hand.player(hand.to_act)
+        if hand.full_wagers >= config.cap and not hand.cap_lifted:
+            return _fail(Reason.CAP_REACHED, "the betting is capped: call or fold")
+        if p.stack <= hand.target - p.street_total:
+            return _fail(Reason.INSUFFICIENT_CHIPS, "not enough chips to raise")
+        if not may_raise(replace(hand, full_wagers=0), config, p) and p.acted:
+            return _fail(Reason.RAISE_NOT_REOPENED,
+                         "the betting was not reopened for you: call or fold")
+        return _fail(Reason.ILLEGAL_ACTION, f"no wager possible now (legal: {listed})")
+    if kind == ActionKind.BRING_IN:
+        return _fail(Reason.ILLEGAL_ACTION, "the bring-in is already posted")
+    return _fail(Reason.ILLEGAL_ACTION, f"{kind.value} is not legal now (legal: {listed})")
+
+
+def _action_event(hand: HandState, action: LegalAction) -> Event:
+    seat = hand.to_act
+    assert seat is not None
+    match action.kind:
+        case ActionKind.BRING_IN:
+            return BringInPosted(seat=seat, amount=action.amount)
+        case ActionKind.COMPLETE:
+            return Completed(seat=seat, amount=action.amount, to=action.to)
+        case ActionKind.BET:
+            return BetMade(seat=seat, amount=action.amount, to=action.to)
+        case ActionKind.RAISE:
+            return Raised(seat=seat, amount=action.amount, to=action.to)
+        case ActionKind.CALL:
+            return Called(seat=seat, amount=action.amount)
+        case ActionKind.CHECK:
+            return Checked(seat=seat)
+        case ActionKind.FOLD:
+            return Folded(seat=seat)
+        case _:
+            assert_never(action.kind)
+
+
+def _act(state: TableState, seat: int, kind: ActionKind, to: int | None) -> list[Event]:
+    config = _config(state)
+    hand = _hand(state, Phase.BETTING)
+    legal = legal_actions_for(hand, config)
+    assert legal is not None
+    if seat != legal.seat:
+        raise _fail(Reason.NOT_YOUR_TURN, f"seat {legal.seat} is to act, not seat {seat}")
+    action = legal.get(kind)
+    if action is None:
+        raise _refusal(hand, config, kind, legal.actions)
+    if to is not None and to != action.to:
+        raise _fail(Reason.WRONG_AMOUNT, f"a {kind.value} now goes to exactly {action.to}")
+    return [_action_event(hand, action)]
+
+
+def _time_out(state: TableState, command: TimeOut) -> list[Event]:
+    config = _config(state)
+    hand = _hand(state, Phase.BETTING)
+    legal = legal_actions_for(hand, config)
+    assert legal is not None
+    if command.seat != legal.seat:
+        raise _fail(Reason.NOT_YOUR_TURN, f"seat {legal.seat} is to act, not {command.seat}")
+    for kind in (ActionKind.BRING_IN, ActionKind.CHECK, ActionKind.FOLD):
+        action = legal.get(kind)
+        if action is not None:
+            return [ActionTimedOut(seat=command.seat), _action_event(hand, action)]
+    raise AssertionError("a player to act can always post, check or fold")
+
+
+# --- what follows automatically -----------------------------------------------------------
+
+def _uncalled(hand: HandState) -> list[Event]:
+    totals = sorted(((p.street_total, p.seat) for p in hand.players), reverse=True)
+    if len(totals) >= 2 and totals[0][0] > totals[1][0]:
+        return [UncalledBetReturned(seat=totals[0][1], amount=totals[0][0] - totals[1][0])]
+    return []
+
+
+def _uncontested(hand: HandState) -> list[Event]:
+    winner = next(p.seat for p in hand.players if not p.folded)
+    return [PotAwarded(pot=i, seat=winner, amount=pot.amount, share=Share.WHOLE)
+            for i, pot in enumerate(hand_pots(hand)) if winner in pot.eligible]
+
+
+def _exposed_showdown(hand: HandState) -> list[Event]:
+    values = {}
+    for p in hand.players:
+        if not p.folded:
+            own = tuple(c for c in p.own_cards() if c is not None)
+            values[p.seat] = evaluate(p.seat, own, hand.community)
+    return list(award_events(hand_pots(hand), values, values))
+
+
+def _follow(state: TableState, events: list[Event]) -> tuple[Event, ...]:
+    """Append what the command's events set off, evolving as we go."""
+    out: list[Event] = []
+    for event in events:
+        before = state.hand.phase if state.hand is not None else None
+        state = evolve(state, event)
+        out.append(event)
+        hand = state.hand
+        if hand is None or before != Phase.BETTING or hand.phase == Phase.BETTING:
+            continue
+        for returned in _uncalled(hand):
+            state = evolve(state, returned)
+            out.append(returned)
+    hand = state.hand
+    if hand is not None and not hand.is_over:
+        settle: list[Event] = []
+        if hand.phase == Phase.SETTLING and not hand.awards:
+            settle = [*_uncontested(hand)]
+        elif hand.phase == Phase.SHOWDOWN and hand.exposed:
+            settle = _exposed_showdown(hand)
+        if any(isinstance(e, PotAwarded) for e in out) or settle:
+            settle.append(HandEnded(hand_number=hand.hand_number))
+            for event in settle:
+                state = evolve(state, event)
+            out.extend(settle)
+    return tuple(out)
+
+
+def decide(state: TableState, command: Command) -> tuple[Event, ...]:
+    """The events a command causes, or :class:`RuleViolation` (nothing changes).
+
+    >>> from rules.config import TableConfig
+    >>> from rules.state import initial_state
+    >>> decide(initial_state(), OpenTable(table_id="t1", config=TableConfig()))
+    (TableOpened(table_id='t1', config=TableConfig(...)),)
+    >>> decide(initial_state(), SitDown(seat=1, player_id="ann", stack=100))
+    Traceback (most recent call last):
+    ...
+    rules.errors.RuleViolation: invalid_command: the table is not open
+    """
+    match command:
+        case OpenTable():
+            events = _open(state, command)
+        case SitDown():
+            events = _sit_down(state, command)
+        case LeaveSeat():
+            events = _leave(state, command)
+        case SitOut() | SitIn():
+            events = _sit_out(state, command)
+        case AddChips():
+            events = _add_chips(state, command)
+        case StartHand():
+            events = _start(state, command)
+        case DealStreet():
+            events = _deal(state, command)
+        case PostBringIn() | Complete() | Bet() | Raise() | Call() | Check() | Fold():
+            to = getattr(command, "to", None)
+            events = _act(state, command.seat, _KIND[type(command)], to)
+        case TimeOut():
+            events = _time_out(state, command)
+        case RevealHands():
+            events = _reveal(state, command)
+        case Showdown():
+            events = _showdown(state, command)
+        case _:
+            assert_never(command)
+    return _follow(state, events)

@@ -1,0 +1,136 @@
+"""A small in-memory driver: applies commands with ``decide`` and ``evolve`` and keeps the
+log. Used by tests, the PHH replay and bots; services do the same with a store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from rules.betting import LegalActions, legal_actions_for
+from rules.cards import DECK, Card, parse_cards
+from rules.commands import (
+    Command,
+    DealStreet,
+    DealtCard,
+    OpenTable,
+    RevealedHand,
+    Showdown,
+    SitDown,
+    StartHand,
+)
+from rules.config import TableConfig
+from rules.dealing import DealPlan, pending_deal
+from rules.decide import decide
+from rules.events import Event
+from rules.evolve import evolve
+from rules.state import HandState, TableState, initial_state
+
+
+class TableDriver:
+    """Holds a table's state and event log; every change goes through ``decide``.
+
+    >>> t = TableDriver(TableConfig(), stacks={1: 1000, 2: 1000})
+    >>> _ = t.start()
+    >>> t.deal_from("2c 3c 4c 5c 6c 7c")
+    >>> t.legal().seat
+    1
+    """
+
+    def __init__(self, config: TableConfig, stacks: Mapping[int, int] | None = None,
+                 table_id: str = "t1") -> None:
+        self.state: TableState = initial_state()
+        self.events: list[Event] = []
+        self.reserved: set[Card] = set()
+        self.apply(OpenTable(table_id=table_id, config=config))
+        for seat, stack in sorted((stacks or {}).items()):
+            self.apply(SitDown(seat=seat, player_id=f"p{seat}", stack=stack))
+
+    @property
+    def config(self) -> TableConfig:
+        """The table's configuration."""
+        assert self.state.config is not None
+        return self.state.config
+
+    @property
+    def hand(self) -> HandState:
+        """The current hand."""
+        assert self.state.hand is not None
+        return self.state.hand
+
+    def apply(self, command: Command) -> tuple[Event, ...]:
+        """Decide and apply one command; returns its events."""
+        events = decide(self.state, command)
+        for event in events:
+            self.state = evolve(self.state, event)
+        self.events.extend(events)
+        return events
+
+    def start(self, commitment: str = "") -> tuple[Event, ...]:
+        """Start the next hand."""
+        return self.apply(StartHand(hand_number=self.state.hands_started + 1,
+                                    deck_commitment=commitment))
+
+    def plan(self) -> DealPlan:
+        """What must be dealt next."""
+        plan = pending_deal(self.hand, self.config)
+        if plan is None:
+            raise ValueError(f"not dealing (phase {self.hand.phase.value})")
+        return plan
+
+    def deal(self, cards: Sequence[Card], hide_down: bool = False) -> tuple[Event, ...]:
+        """Deal the next street from ``cards`` in dealing order (a stacked deck's next
+        cards); with ``hide_down`` the down cards enter as unknown, as in the public record."""
+        plan = self.plan()
+        if len(cards) < len(plan.slots):
+            raise ValueError(f"{plan.street.label} needs {len(plan.slots)} cards")
+        dealt = tuple(
+            DealtCard(seat=slot.seat, up=slot.up,
+                      card=None if hide_down and not slot.up else card)
+            for slot, card in zip(plan.slots, cards, strict=False)
+        )
+        return self.apply(DealStreet(cards=dealt, burned=1 if plan.burn else 0,
+                                     reshuffled_burns=plan.reshuffle_burns))
+
+    def deal_from(self, text: str, hide_down: bool = False) -> None:
+        """Deal the next street from cards written as text."""
+        self.deal(parse_cards(text), hide_down=hide_down)
+
+    def reserve(self, text: str) -> None:
+        """Keep these cards out of automatic filling (they are meant for later streets)."""
+        self.reserved.update(parse_cards(text))
+
+    def deal_street(self, up: Mapping[int, str] | None = None,
+                    down: Mapping[int, str] | None = None, community: str | None = None,
+                    hide_down: bool = False) -> tuple[Event, ...]:
+        """Deal the next street giving some cards by seat (``down`` may list two cards on
+        3rd street); every card not given is filled from cards not yet seen or reserved."""
+        plan = self.plan()
+        wanted_up = {s: list(parse_cards(t)) for s, t in (up or {}).items()}
+        wanted_down = {s: list(parse_cards(t)) for s, t in (down or {}).items()}
+        wanted_community = list(parse_cards(community)) if community else []
+        given = {c for cs in (*wanted_up.values(), *wanted_down.values()) for c in cs}
+        given.update(wanted_community)
+        seen = {c for p in self.hand.players for c in (*p.down, *p.up) if c is not None}
+        if self.hand.community is not None:
+            seen.add(self.hand.community)
+        spare = [c for c in reversed(DECK) if c not in given | seen | self.reserved]
+        cards: list[Card] = []
+        for slot in plan.slots:
+            source = (wanted_community if slot.seat == 0
+                      else (wanted_up if slot.up else wanted_down).get(slot.seat, []))
+            cards.append(source.pop(0) if source else spare.pop(0))
+        return self.deal(cards, hide_down=hide_down)
+
+    def legal(self) -> LegalActions:
+        """What the player to act may do."""
+        legal = legal_actions_for(self.hand, self.config)
+        if legal is None:
+            raise ValueError(f"nobody is to act (phase {self.hand.phase.value})")
+        return legal
+
+    def showdown(self, mucks: Iterable[int] = ()) -> tuple[Event, ...]:
+        """Settle the showdown with the down cards this state knows."""
+        hands = tuple(
+            RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))
+            for p in self.hand.players if not p.folded
+        )
+        return self.apply(Showdown(hands=hands, muck_requests=frozenset(mucks)))
