@@ -17,6 +17,7 @@ from rules.betting import (
 )
 from rules.config import TableConfig
 from rules.events import (
+    EVENT_TYPES,
     ActionTimedOut,
     AntePosted,
     BetMade,
@@ -46,7 +47,6 @@ from rules.events import (
     UncalledBetReturned,
     UpCardDealt,
 )
-from rules.events import EVENT_TYPES
 from rules.state import HandState, Phase, Player, Seat, TableState, initial_state
 from rules.streets import Street
 
@@ -256,12 +256,12 @@ def evolve(state: TableState, event: Event) -> TableState:
             return replace(state, hand=hand, hands_started=state.hands_started + 1)
         case HandEnded():
             assert state.hand is not None
-            seats = list(state.seats)
+            table_seats = list(state.seats)
             for p in state.hand.players:
-                current = seats[p.seat - 1]
+                current = table_seats[p.seat - 1]
                 if current is not None:
-                    seats[p.seat - 1] = replace(current, stack=p.stack)
-            return replace(state, seats=tuple(seats),
+                    table_seats[p.seat - 1] = replace(current, stack=p.stack)
+            return replace(state, seats=tuple(table_seats),
                            hand=replace(state.hand, phase=Phase.COMPLETE, to_act=None))
         case (
             AntePosted() | CardBurned() | BurnsReshuffled() | DownCardDealt() | UpCardDealt()
