@@ -133,9 +133,8 @@ def may_raise(hand: HandState, config: TableConfig, p: Player) -> bool:
         return False
     if not any(q.able for q in hand.players if q.seat != p.seat):
         return False
-    if p.acted and 2 * (hand.target - p.reference) < street_bet(hand, config):
-        return False
-    return True
+    # RULES 6.6: after acting, only wagers adding up to half a bet reopen the raising.
+    return not p.acted or 2 * (hand.target - p.reference) >= street_bet(hand, config)
 
 
 def wager_kind(hand: HandState) -> ActionKind:

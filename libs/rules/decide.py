@@ -212,7 +212,12 @@ def _known_cards(hand: HandState) -> list[Card]:
 def _check_unique(cards: list[Card]) -> None:
     if len(set(cards)) != len(cards):
         seen: set[Card] = set()
-        dupes = sorted({str(c) for c in cards if c in seen or seen.add(c)})  # type: ignore[func-returns-value]
+        repeated: set[str] = set()
+        for card in cards:
+            if card in seen:
+                repeated.add(str(card))
+            seen.add(card)
+        dupes = sorted(repeated)
         raise _fail(Reason.DUPLICATE_CARD, f"card dealt twice: {', '.join(dupes)}")
 
 
@@ -224,7 +229,8 @@ def _deal(state: TableState, command: DealStreet) -> list[Event]:
     if len(command.cards) != len(plan.slots):
         raise _fail(Reason.WRONG_DEAL,
                     f"{plan.street.label} needs {len(plan.slots)} cards, got {len(command.cards)}")
-    if command.burned != (1 if plan.burn else 0) or command.reshuffled_burns != plan.reshuffle_burns:
+    burned = 1 if plan.burn else 0
+    if command.burned != burned or command.reshuffled_burns != plan.reshuffle_burns:
         raise _fail(Reason.WRONG_DEAL, f"{plan.street.label}: burn={plan.burn}, "
                     f"reshuffle={plan.reshuffle_burns} expected")
     events: list[Event] = []
