@@ -27,8 +27,8 @@ venv: $(STAMP)
 
 $(PROTO_STAMP): $(STAMP) $(PROTO_SRC)
 	rm -rf protos/gen && mkdir -p protos/gen
-	$(PY) -m grpc_tools.protoc -I protos --python_out=protos/gen --pyi_out=protos/gen \
-	  --grpc_python_out=protos/gen $(PROTO_SRC)
+	$(if $(PROTO_SRC),$(PY) -m grpc_tools.protoc -I protos --python_out=protos/gen \
+	  --pyi_out=protos/gen --grpc_python_out=protos/gen $(PROTO_SRC))
 	touch $(PROTO_STAMP)
 
 protos: $(PROTO_STAMP)
