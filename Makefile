@@ -49,7 +49,7 @@ test-e2e: $(PROTO_STAMP)
 	$(PYTEST) tests/e2e
 
 lint: $(PROTO_STAMP)
-	$(VENV)/bin/ruff check libs services tests tools bench
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy libs/rules
 
 bench: bench-rules bench-store
