@@ -1,0 +1,27 @@
+"""``make run`` brings everything up: Redis and every service, each answering health checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from studkit.devrun import available_services
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class TestDevRun:
+    def test_every_service_starts_and_serves(self, tmp_path: Path) -> None:
+        """``python -m studkit.devrun --once`` starts Redis and each service, all SERVING."""
+        result = subprocess.run(
+            [sys.executable, "-m", "studkit.devrun", "--once", "--data-dir",
+             str(tmp_path / "redis")],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        services = available_services(ROOT)
+        assert "wallet" in services
+        for name in services:
+            assert f"{name:<10}" in result.stdout and "NOT SERVING" not in result.stdout
+        assert "player:alice" in result.stdout
