@@ -426,11 +426,15 @@ def _follow(state: TableState, events: list[Event]) -> tuple[Event, ...]:
     hand = state.hand
     if hand is not None and not hand.is_over:
         settle: list[Event] = []
+        # A hand in SETTLING ends now, even when no pot holds a chip (ante 0, everyone
+        # folds to the bring-in: RULES 7.6, 9.6).
+        ends = hand.phase == Phase.SETTLING
         if hand.phase == Phase.SETTLING and not hand.awards:
             settle = [*_uncontested(hand)]
         elif hand.phase == Phase.SHOWDOWN and hand.exposed:
             settle = _exposed_showdown(hand)
-        if any(isinstance(e, PotAwarded) for e in out) or settle:
+            ends = True
+        if ends:
             settle.append(HandEnded(hand_number=hand.hand_number))
             for event in settle:
                 state = evolve(state, event)
