@@ -31,6 +31,11 @@ def table_commands(table_id: str) -> str:
     return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:commands"
 
 
+def table_version(table_id: str) -> str:
+    """String: the table's version, i.e. the number of events in its stream."""
+    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:version"
+
+
 def table_index() -> str:
     """Set of table ids that exist (so nothing ever scans keys)."""
     return f"{TABLE_PREFIX}index"

@@ -1,0 +1,49 @@
+-- Conditional, idempotent append of one command's events to a table's stream (atomic).
+--
+-- KEYS[1] stream    stud:table:{id}:events    one entry per event, explicit id 0-<sequence>
+-- KEYS[2] commands  stud:table:{id}:commands  hash: command id -> "<version> <id> <id> ..."
+-- KEYS[3] version   stud:table:{id}:version   string: number of events in the stream
+-- KEYS[4] index     stud:table:index          set of table ids that have events
+-- ARGV[1] expected version, ARGV[2] command id, ARGV[3] table id,
+-- ARGV[4..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set.
+--
+-- Replies: {"duplicate", outcome} | {"conflict", actual_version} | {"appended", outcome}.
+-- Every check happens before the first write, because Redis does not roll back the writes of
+-- a script that fails half-way: either all of a command's events are written or none.
+
+local stream, commands, version_key, index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local expected = tonumber(ARGV[1])
+local command_id = ARGV[2]
+local table_id = ARGV[3]
+
+local recorded = redis.call('HGET', commands, command_id)
+if recorded then
+  return {'duplicate', recorded}
+end
+
+local current = tonumber(redis.call('GET', version_key) or '0')
+if current ~= expected then
+  return {'conflict', current}
+end
+
+-- The stream is never trimmed, so its length is the version; a mismatch means something
+-- wrote to the stream behind the store's back, and appending would break the 0-<seq> ids.
+local length = redis.call('XLEN', stream)
+if length ~= current then
+  return redis.error_reply('STORECORRUPT stream length ' .. length .. ' != version ' .. current)
+end
+
+local ids = {}
+for i = 4, #ARGV do
+  local sequence = current + (i - 3)
+  ids[#ids + 1] = redis.call('XADD', stream, string.format('0-%d', sequence), 'envelope', ARGV[i])
+end
+local version = current + #ids
+local outcome = string.format('%d', version)
+if #ids > 0 then
+  outcome = outcome .. ' ' .. table.concat(ids, ' ')
+  redis.call('SET', version_key, string.format('%d', version))
+  redis.call('SADD', index, table_id)
+end
+redis.call('HSET', commands, command_id, outcome)
+return {'appended', outcome}

@@ -1,0 +1,474 @@
+"""The event store contract, written once (:class:`StoreContract`) and run against Redis.
+
+A store keeps each table's events in order, appends one command's events only at the version
+the command was decided against, all or nothing, returns the recorded outcome for a retried
+command id, and lets subscribers tail a table from any event id without gaps or duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis.asyncio as aioredis
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import Message
+from redis.crc import key_slot
+
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit import keys
+from studkit.store import (
+    AppendResult,
+    EventStore,
+    StoreCorrupted,
+    StoredEvent,
+    StreamConflict,
+    StreamTailer,
+    Subscription,
+)
+
+DEADLINE = 10.0  # seconds; a generous bound for anything that should take milliseconds
+
+
+def envelope(event_type: str = "Probe", hand: int = 1, payload: bytes = b"") -> EventEnvelope:
+    """A caller's envelope: the store fills in sequence, table id and command id."""
+    return EventEnvelope(event_type=event_type, schema_version=1, hand_number=hand,
+                         payload=payload)
+
+
+def envelopes(n: int, prefix: str = "E") -> list[EventEnvelope]:
+    return [envelope(f"{prefix}{i}", payload=f"{prefix}{i}".encode()) for i in range(n)]
+
+
+async def take(events: AsyncIterator[StoredEvent], n: int) -> list[StoredEvent]:
+    """The next ``n`` events, or fail after :data:`DEADLINE`."""
+    async with asyncio.timeout(DEADLINE):
+        return [await anext(events) for _ in range(n)]
+
+
+async def eventually(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` on every turn of the event loop until it holds or the deadline."""
+    async with asyncio.timeout(DEADLINE):
+        while not condition():
+            await asyncio.sleep(0)
+
+
+def sequences(events: list[StoredEvent]) -> list[int]:
+    return [e.envelope.sequence for e in events]
+
+
+class StoreContract:
+    """What every event store does. Subclasses provide :meth:`make_store` and
+    :meth:`make_tailer`; each test gets fresh, empty storage."""
+
+    async def make_store(self, *, page_size: int = 500) -> EventStore:
+        raise NotImplementedError
+
+    def make_tailer(self, store: EventStore, *, buffer_limit: int = 10_000) -> StreamTailer:
+        raise NotImplementedError
+
+    # -- append and read ------------------------------------------------------------------
+
+    async def test_new_table_is_empty(self) -> None:
+        """A table nobody wrote to is at version 0, has no events and is not listed."""
+        store = await self.make_store()
+        assert await store.version("t1") == 0
+        assert await store.read("t1") == []
+        assert await store.table_ids() == []
+
+    async def test_reads_back_what_was_appended(self) -> None:
+        """Read-back returns the appended envelopes, numbered 1.., with table and command."""
+        store = await self.make_store()
+        first = await store.append("t1", envelopes(2, "A"), expected_version=0, command_id="c1")
+        second = await store.append("t1", envelopes(3, "B"), expected_version=2, command_id="c2")
+        assert first == AppendResult(version=2, stream_ids=("0-1", "0-2"))
+        assert second == AppendResult(version=5, stream_ids=("0-3", "0-4", "0-5"))
+        stored = await store.read("t1")
+        assert [e.stream_id for e in stored] == ["0-1", "0-2", "0-3", "0-4", "0-5"]
+        assert sequences(stored) == [1, 2, 3, 4, 5]
+        assert [e.envelope.event_type for e in stored] == ["A0", "A1", "B0", "B1", "B2"]
+        assert [e.envelope.command_id for e in stored] == ["c1", "c1", "c2", "c2", "c2"]
+        assert {e.envelope.table_id for e in stored} == {"t1"}
+        expected = envelope("B2", payload=b"B2")
+        expected.MergeFrom(EventEnvelope(sequence=5, table_id="t1", command_id="c2"))
+        assert stored[-1].envelope == expected
+        assert await store.version("t1") == 5
+
+    async def test_reads_from_a_version(self) -> None:
+        """``read(from_version=n)`` returns the events after the n-th."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(4), expected_version=0, command_id="c1")
+        assert sequences(await store.read("t1", from_version=2)) == [3, 4]
+        assert await store.read("t1", from_version=4) == []
+
+    async def test_reads_long_streams_in_pages(self) -> None:
+        """Reading pages through a stream longer than one page loses and repeats nothing."""
+        store = await self.make_store(page_size=3)
+        for version in range(0, 10, 2):
+            await store.append("t1", envelopes(2), expected_version=version,
+                               command_id=f"c{version}")
+        assert sequences(await store.read("t1")) == list(range(1, 11))
+        assert sequences(await store.read("t1", from_version=3)) == list(range(4, 11))
+
+    async def test_leaves_the_callers_envelopes_untouched(self) -> None:
+        """The store numbers copies; the caller's messages keep their fields."""
+        store = await self.make_store()
+        mine = envelopes(2)
+        await store.append("t1", mine, expected_version=0, command_id="c1")
+        assert [(e.sequence, e.table_id, e.command_id) for e in mine] == [(0, "", "")] * 2
+
+    async def test_refuses_an_envelope_of_another_table_or_command(self) -> None:
+        """An envelope naming another table or command is a caller bug: nothing is written."""
+        store = await self.make_store()
+        foreign = envelope()
+        foreign.table_id = "t2"
+        with pytest.raises(ValueError, match="t2"):
+            await store.append("t1", [envelope(), foreign], expected_version=0, command_id="c")
+        other = envelope()
+        other.command_id = "c-other"
+        with pytest.raises(ValueError, match="c-other"):
+            await store.append("t1", [other], expected_version=0, command_id="c")
+        assert await store.version("t1") == 0
+
+    async def test_keeps_tables_apart(self) -> None:
+        """Each table has its own versions and its own command ids."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(3), expected_version=0, command_id="c1")
+        result = await store.append("t2", envelopes(1), expected_version=0, command_id="c1")
+        assert result == AppendResult(version=1, stream_ids=("0-1",))
+        assert await store.version("t1") == 3
+        assert sequences(await store.read("t2")) == [1]
+
+    async def test_lists_the_tables_that_have_events(self) -> None:
+        """The index lists every table with events, once, sorted."""
+        store = await self.make_store()
+        for table in ("t2", "t1", "t3"):
+            await store.append(table, envelopes(1), expected_version=0, command_id="a")
+        await store.append("t1", envelopes(1), expected_version=1, command_id="b")
+        assert await store.table_ids() == ["t1", "t2", "t3"]
+
+    async def test_a_command_without_events_is_recorded_but_lists_no_table(self) -> None:
+        """A command that decided no events is recorded (a retry is a duplicate) and writes
+        no event."""
+        store = await self.make_store()
+        assert await store.append("t1", [], expected_version=0, command_id="c") == AppendResult(
+            version=0, stream_ids=()
+        )
+        retry = await store.append("t1", [], expected_version=0, command_id="c")
+        assert retry.duplicate
+        assert await store.table_ids() == []
+        assert await store.version("t1") == 0
+
+    # -- conditional appends --------------------------------------------------------------
+
+    async def test_second_append_at_the_same_version_conflicts(self) -> None:
+        """Two commands decided against version n: the first wins, the second raises
+        StreamConflict naming both versions, and writes nothing."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(1), expected_version=0, command_id="winner")
+        with pytest.raises(StreamConflict) as raised:
+            await store.append("t1", envelopes(1, "L"), expected_version=0, command_id="loser")
+        assert (raised.value.expected, raised.value.actual) == (0, 1)
+        assert [e.envelope.command_id for e in await store.read("t1")] == ["winner"]
+
+    async def test_append_ahead_of_the_stream_conflicts(self) -> None:
+        """An expected version the stream has not reached is a conflict too."""
+        store = await self.make_store()
+        with pytest.raises(StreamConflict) as raised:
+            await store.append("t1", envelopes(1), expected_version=3, command_id="c")
+        assert (raised.value.expected, raised.value.actual) == (3, 0)
+        assert await store.table_ids() == []
+
+    async def test_multi_event_append_is_all_or_nothing(self) -> None:
+        """A command's events are all written, contiguously, or none is."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(2), expected_version=0, command_id="c1")
+        with pytest.raises(StreamConflict):
+            await store.append("t1", envelopes(5, "X"), expected_version=1, command_id="c2")
+        assert sequences(await store.read("t1")) == [1, 2]
+        result = await store.append("t1", envelopes(5, "X"), expected_version=2, command_id="c2")
+        assert result.stream_ids == ("0-3", "0-4", "0-5", "0-6", "0-7")
+        assert [e.envelope.event_type for e in await store.read("t1", 2)] == [
+            "X0", "X1", "X2", "X3", "X4",
+        ]
+
+    async def test_losing_writer_succeeds_after_rereading(self) -> None:
+        """After a conflict, appending at the version the conflict reports succeeds."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(1), expected_version=0, command_id="a")
+        try:
+            await store.append("t1", envelopes(1), expected_version=0, command_id="b")
+        except StreamConflict as conflict:
+            result = await store.append("t1", envelopes(1), conflict.actual, command_id="b")
+        assert result.version == 2
+
+    # -- idempotency -----------------------------------------------------------------------
+
+    async def test_retried_command_returns_the_original_outcome_and_writes_nothing(
+        self,
+    ) -> None:
+        """A command id seen before gets its recorded outcome back, marked duplicate, even if
+        the stream moved on and the retry carries other events or versions."""
+        store = await self.make_store()
+        original = await store.append("t1", envelopes(3), expected_version=0, command_id="c1")
+        await store.append("t1", envelopes(1), expected_version=3, command_id="c2")
+        for expected in (0, 3, 4):
+            retry = await store.append("t1", envelopes(2, "R"), expected, command_id="c1")
+            assert retry == AppendResult(original.version, original.stream_ids, duplicate=True)
+        assert sequences(await store.read("t1")) == [1, 2, 3, 4]
+        assert "R0" not in {e.envelope.event_type for e in await store.read("t1")}
+
+    async def test_a_conflicting_command_is_not_recorded(self) -> None:
+        """A command that lost a race was not applied, so its id can still succeed."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(1), expected_version=0, command_id="a")
+        with pytest.raises(StreamConflict):
+            await store.append("t1", envelopes(1), expected_version=0, command_id="b")
+        result = await store.append("t1", envelopes(1), expected_version=1, command_id="b")
+        assert result == AppendResult(version=2, stream_ids=("0-2",))
+
+    # -- schema growth ----------------------------------------------------------------------
+
+    async def test_payload_written_by_an_old_schema_reads_with_the_new_one(self) -> None:
+        """The store carries payloads opaquely: an event written with a v1 message parses
+        with v2 (new field at its default), and v2 bytes parse with v1."""
+        old, new = probe_messages()
+        store = await self.make_store()
+        written = old(table_id="t1", stack=500)
+        await store.append("t1", [envelope("Probe", payload=written.SerializeToString())],
+                           expected_version=0, command_id="c1")
+        (stored,) = await store.read("t1")
+        parsed = new.FromString(stored.envelope.payload)
+        assert (parsed.table_id, parsed.stack, parsed.rake) == ("t1", 500, 0)
+        newer = new(table_id="t1", stack=7, rake=1).SerializeToString()
+        assert old.FromString(newer).stack == 7
+
+    # -- tailing ----------------------------------------------------------------------------
+
+    async def test_tail_replays_stored_events_then_delivers_new_ones(self) -> None:
+        """A subscriber from "0" gets the stored events, then events appended later."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store)
+        await store.append("t1", envelopes(3), expected_version=0, command_id="c1")
+        async with tailer.subscribe("t1", "0") as events:
+            assert sequences(await take(events, 3)) == [1, 2, 3]
+            await store.append("t1", envelopes(2), expected_version=3, command_id="c2")
+            assert sequences(await take(events, 2)) == [4, 5]
+
+    async def test_tail_delivers_events_written_after_it_started(self) -> None:
+        """A subscriber waiting on an empty table gets the first events when they come."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store)
+        async with tailer.subscribe("t1", "0-0") as events:
+            waiting = asyncio.create_task(take(events, 2))
+            await store.append("t1", envelopes(2), expected_version=0, command_id="c1")
+            assert sequences(await waiting) == [1, 2]
+
+    async def test_tail_resumes_after_a_given_id(self) -> None:
+        """Resuming from an event id yields exactly the events after it."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store)
+        first = await store.append("t1", envelopes(4), expected_version=0, command_id="c1")
+        async with tailer.subscribe("t1", first.stream_ids[1]) as events:
+            assert sequences(await take(events, 2)) == [3, 4]
+            await store.append("t1", envelopes(1), expected_version=4, command_id="c2")
+            assert sequences(await take(events, 1)) == [5]
+        async with tailer.subscribe("t1", "0-5") as events:
+            waiting = asyncio.create_task(take(events, 1))
+            await store.append("t1", envelopes(1), expected_version=5, command_id="c3")
+            assert sequences(await waiting) == [6]
+
+    async def test_tail_has_no_gap_or_duplicate_while_writes_go_on(self) -> None:
+        """Subscribers joining at different moments of a burst of appends each see every
+        event exactly once, in order."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store)
+        total, joined = 120, []
+        for step in range(total // 3):
+            await store.append("t1", envelopes(3), expected_version=3 * step,
+                               command_id=f"c{step}")
+            if step % 10 == 0:
+                subscription = tailer.subscribe("t1", "0")
+                joined.append((subscription, asyncio.create_task(take(subscription, total))))
+        for subscription, task in joined:
+            assert sequences(await task) == list(range(1, total + 1))
+            await subscription.aclose()
+
+    async def test_one_reader_per_table_which_stops_with_its_last_subscriber(self) -> None:
+        """Subscribers of one table share one reader; it stops when the last one leaves."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store)
+        first, second = tailer.subscribe("t1"), tailer.subscribe("t1")
+        waiting = [asyncio.create_task(take(s, 1)) for s in (first, second)]
+        await eventually(lambda: tailer.tailed_tables() == {"t1"})
+        await store.append("t1", envelopes(1), expected_version=0, command_id="c1")
+        assert [sequences(await w) for w in waiting] == [[1], [1]]
+        assert len([t for t in asyncio.all_tasks() if t.get_name() == "tail:t1"]) == 1
+        await first.aclose()
+        assert tailer.tailed_tables() == {"t1"}
+        await store.append("t1", envelopes(1), expected_version=1, command_id="c2")
+        assert sequences(await take(second, 1)) == [2]
+        await second.aclose()
+        assert tailer.tailed_tables() == frozenset()
+        assert [t for t in asyncio.all_tasks() if t.get_name() == "tail:t1"] == []
+
+    async def test_a_slow_subscriber_catches_up_from_the_stream(self) -> None:
+        """A subscriber that falls further behind than its buffer re-reads what it missed."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store, buffer_limit=3)
+        slow = tailer.subscribe("t1")
+        fast = tailer.subscribe("t1")
+        waiting = asyncio.create_task(take(fast, 1))
+        await store.append("t1", envelopes(1), expected_version=0, command_id="c0")
+        await waiting
+        assert sequences(await take(slow, 1)) == [1]
+        for step in range(10):
+            await store.append("t1", envelopes(5), expected_version=1 + 5 * step,
+                               command_id=f"c{step + 1}")
+        assert sequences(await take(fast, 50)) == list(range(2, 52))  # all were delivered
+        assert sequences(await take(slow, 50)) == list(range(2, 52))
+        await slow.aclose()
+        await fast.aclose()
+
+    async def test_closing_the_tailer_ends_its_subscriptions(self) -> None:
+        """After ``aclose`` every subscription's iteration ends and no reader runs."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store)
+        events = tailer.subscribe("t1")
+        waiting = asyncio.create_task(take(events, 1))
+        await store.append("t1", envelopes(1), expected_version=0, command_id="c")
+        await waiting
+        await tailer.aclose()
+        with pytest.raises(StopAsyncIteration):
+            await take(events, 1)
+        assert tailer.tailed_tables() == frozenset()
+
+
+def probe_messages() -> tuple[type[Message], type[Message]]:
+    """Two releases of one event message: v2 added ``rake = 3`` and reserved field 4."""
+    classes = []
+    for version, fields in ((1, ("table_id", "stack")), (2, ("table_id", "stack", "rake"))):
+        proto = descriptor_pb2.FileDescriptorProto(
+            name=f"probe_v{version}.proto", package=f"probe.v{version}", syntax="proto3"
+        )
+        message = proto.message_type.add(name="Probe")
+        for number, name in enumerate(fields, start=1):
+            message.field.add(
+                name=name, number=number, label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+                type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING if name == "table_id"
+                else descriptor_pb2.FieldDescriptorProto.TYPE_UINT64,
+            )
+        if version == 2:
+            message.reserved_range.add(start=4, end=5)
+            message.reserved_name.append("tip")
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(proto)
+        classes.append(
+            message_factory.GetMessageClass(pool.FindMessageTypeByName(f"probe.v{version}.Probe"))
+        )
+    return classes[0], classes[1]
+
+
+class TestRedisEventStore(StoreContract):
+    """The contract against a real Redis (the session's server, flushed per test)."""
+
+    @pytest.fixture(autouse=True)
+    async def _redis(self, redis_url: str) -> AsyncIterator[None]:
+        self.url = redis_url
+        self.clients: list[aioredis.Redis] = []
+        self.tailers: list[StreamTailer] = []
+        yield
+        for tailer in self.tailers:
+            await tailer.aclose()
+        for client in self.clients:
+            await client.aclose()
+
+    def client(self) -> aioredis.Redis:
+        client = aioredis.Redis.from_url(self.url)
+        self.clients.append(client)
+        return client
+
+    async def make_store(self, *, page_size: int = 500) -> EventStore:
+        return EventStore(self.client(), page_size=page_size)
+
+    def make_tailer(self, store: EventStore, *, buffer_limit: int = 10_000) -> StreamTailer:
+        tailer = StreamTailer(self.client(), block_ms=1_000, buffer_limit=buffer_limit)
+        self.tailers.append(tailer)
+        return tailer
+
+    async def test_keys_of_one_table_share_one_cluster_slot(self) -> None:
+        """Every key the append script touches for a table hashes to the table's slot."""
+        slots = {key_slot(k.encode()) for k in (keys.table_stream("t-42"),
+                                                keys.table_commands("t-42"),
+                                                keys.table_version("t-42"))}
+        assert len(slots) == 1
+
+    async def test_loads_the_script_again_after_a_script_flush(self) -> None:
+        """EVALSHA falls back to loading the script when the server has lost it."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(1), expected_version=0, command_id="a")
+        await store.client.script_flush()
+        result = await store.append("t1", envelopes(1), expected_version=1, command_id="b")
+        assert result.version == 2
+
+    async def test_refuses_to_append_to_a_stream_written_behind_its_back(self) -> None:
+        """If the stream and the version key disagree, the store raises and writes nothing."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(1), expected_version=0, command_id="a")
+        await store.client.xadd(keys.table_stream("t1"), {"envelope": b""})
+        with pytest.raises(StoreCorrupted):
+            await store.append("t1", envelopes(1), expected_version=1, command_id="b")
+        assert await store.version("t1") == 1
+
+    async def test_reads_an_envelope_written_before_fields_were_added(self) -> None:
+        """Stream entries written by an older release (an envelope without the newer
+        fields) parse with today's EventEnvelope, and appends continue after them."""
+        old_bytes = old_envelope_bytes(event_type="HandStarted", sequence=1)
+        client = self.client()
+        await client.xadd(keys.table_stream("t1"), {"envelope": old_bytes}, id="0-1")
+        await client.set(keys.table_version("t1"), 1)
+        store = await self.make_store()
+        (stored,) = await store.read("t1")
+        assert stored.envelope.event_type == "HandStarted"
+        assert stored.envelope.sequence == 1
+        assert not stored.envelope.HasField("occurred_at")
+        assert stored.envelope.payload == b""
+        assert (await store.append("t1", envelopes(1), 1, command_id="c")).version == 2
+
+    async def test_subscription_is_an_async_iterator(self) -> None:
+        """``subscribe`` returns a Subscription usable with ``async for``."""
+        store = await self.make_store()
+        tailer = self.make_tailer(store)
+        await store.append("t1", envelopes(2), expected_version=0, command_id="c")
+        subscription = tailer.subscribe("t1")
+        assert isinstance(subscription, Subscription)
+        seen = []
+        async with asyncio.timeout(DEADLINE):
+            async for event in subscription:
+                seen.append(event.envelope.sequence)
+                if len(seen) == 2:
+                    break
+        await subscription.aclose()
+        assert seen == [1, 2]
+
+
+def old_envelope_bytes(event_type: str, sequence: int) -> bytes:
+    """An EventEnvelope as an early release wrote it: only fields 1 to 5 existed."""
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="old_envelope.proto", package="old.v1", syntax="proto3"
+    )
+    message = proto.message_type.add(name="EventEnvelope")
+    types = descriptor_pb2.FieldDescriptorProto
+    for number, (name, kind) in enumerate(
+        (("event_type", types.TYPE_STRING), ("schema_version", types.TYPE_UINT32),
+         ("table_id", types.TYPE_STRING), ("hand_number", types.TYPE_UINT64),
+         ("sequence", types.TYPE_UINT64)),
+        start=1,
+    ):
+        message.field.add(name=name, number=number, type=kind, label=types.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    old = message_factory.GetMessageClass(pool.FindMessageTypeByName("old.v1.EventEnvelope"))
+    return bytes(old(event_type=event_type, schema_version=1, table_id="t1", hand_number=1,
+                     sequence=sequence).SerializeToString())
