@@ -1,0 +1,74 @@
+"""Rules events <-> stored EventEnvelopes (``envelope.proto``): ``event_type`` is the event's
+message name (e.g. ``"HandStarted"``, also the rules class name) and ``payload`` is that typed
+message, serialized."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+from rules.events import Event
+from stud.v1 import events_pb2 as epb
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.errors import BadRequest
+from studkit.mapping.events import event_from_proto, event_to_proto
+
+SCHEMA_VERSION: Final = 1
+"""The ``schema_version`` written into every envelope (see envelope.proto)."""
+
+# event_type -> the TableEvent oneof field holding that message.
+_EVENT_FIELDS: Final[dict[str, str]] = {
+    f.message_type.name: f.name
+    for f in epb.TableEvent.DESCRIPTOR.oneofs_by_name["event"].fields
+}
+
+
+def event_type(event: Event) -> str:
+    """The envelope's ``event_type`` of an event: its message name, e.g. ``"HandStarted"``
+    (the rules class and the stud.v1 message share the name)."""
+    return type(event).__name__
+
+
+def envelope_for(
+    event: Event, *, table_id: str, hand_number: int, command_id: str, occurred_at: datetime,
+) -> EventEnvelope:
+    """The envelope to append for ``event``: ``payload`` is the typed message named by
+    ``event_type``, serialized. ``sequence`` is left to the event store. ``occurred_at`` must
+    be timezone-aware (the writer's clock; the rules never read one)."""
+    if occurred_at.tzinfo is None:
+        raise ValueError("occurred_at must be timezone-aware")
+    wrapped = event_to_proto(event)
+    typed = getattr(wrapped, str(wrapped.WhichOneof("event")))
+    envelope = EventEnvelope(
+        event_type=event_type(event), schema_version=SCHEMA_VERSION, table_id=table_id,
+        hand_number=hand_number, command_id=command_id,
+        payload=typed.SerializeToString(deterministic=True),
+    )
+    envelope.occurred_at.FromDatetime(occurred_at)
+    return envelope
+
+
+def table_event_from_envelope(envelope: EventEnvelope) -> epb.TableEvent:
+    """The TableEvent an envelope holds (not yet validated: see :func:`event_from_envelope`)."""
+    if envelope.schema_version < 1:
+        raise BadRequest("schema_version", "missing (envelopes start at schema_version 1)")
+    name = _EVENT_FIELDS.get(envelope.event_type)
+    if name is None:
+        raise BadRequest("event_type", f"unknown event type {envelope.event_type!r}")
+    wrapped = epb.TableEvent()
+    typed = getattr(wrapped, name)
+    typed.SetInParent()  # an event without fields (CardBurned) has an empty payload
+    try:
+        typed.MergeFromString(envelope.payload)
+    except DecodeError as exc:
+        raise BadRequest("payload", f"not a {envelope.event_type}: {exc}") from None
+    return wrapped
+
+
+def event_from_envelope(envelope: EventEnvelope) -> Event:
+    """The rules event a stored envelope holds. A payload written by an older schema parses
+    (absent fields read as their defaults); one written by a newer schema parses too (unknown
+    fields are ignored), as long as the event type is known."""
+    return event_from_proto(table_event_from_envelope(envelope))
