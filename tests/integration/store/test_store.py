@@ -12,8 +12,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis.asyncio as aioredis
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import Message
+from google.protobuf import (  # type: ignore[import-untyped]
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+)
+from google.protobuf.message import Message  # type: ignore[import-untyped]
 from redis.crc import key_slot
 
 from stud.v1.envelope_pb2 import EventEnvelope
