@@ -1,0 +1,1 @@
+"""The dealer service: shuffled decks, commitments, dealing, hole-card secrecy, reveals."""

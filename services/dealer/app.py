@@ -1,0 +1,315 @@
+"""The dealer's use cases: who may ask for what, checked against the table's public stream,
+then the deck store. Knows a :class:`~dealer.store.DealerStore` and
+:class:`~dealer.tables.PublicTables`, never redis or grpc.
+
+Access: the table service (role ``service``, a name in ``table_services``) starts hands, deals
+and asks for reveals; a player reads only the cards of the seat the public stream says they
+were dealt into; an auditor reads a finished hand's deck. Nothing here logs a card value, a
+deck, a salt or a token: log lines carry ids and counts only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from dealer.audit import HandAudit
+from dealer.commitment import commit
+from dealer.deck import HandDeck, StreetDeal, deal_street, seat_draws
+from dealer.shuffle import new_salt, shuffled
+from dealer.store import DealerStore, Recorded, StoredHand
+from dealer.tables import PublicTables, TableView
+from rules import DealPlan, HandState, Phase, pending_deal
+from studkit.auth import Forbidden, Principal, Role, require_role
+from studkit.errors import Conflict, FailedPrecondition, NotFound
+
+log = structlog.get_logger("dealer")
+
+REVEAL_PHASES = frozenset({Phase.REVEAL, Phase.SHOWDOWN})
+
+
+class WrongDeal(FailedPrecondition):
+    """Raised when a deal request is not what the rules say must be dealt now."""
+
+    default_reason = "wrong_deal"
+
+
+class NotAtShowdown(FailedPrecondition):
+    """Raised when a reveal is asked for before the hand's showdown or all-in runout."""
+
+    default_reason = "not_at_showdown"
+
+
+class SeatNotInHand(FailedPrecondition):
+    """Raised when a reveal names a seat that folded or was not dealt in: such a hand is
+    never revealed."""
+
+    default_reason = "seat_not_in_hand"
+
+
+class HandNotOver(FailedPrecondition):
+    """Raised when an audit is asked for before the hand has ended."""
+
+    default_reason = "hand_not_over"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OwnCards:
+    """A player's cards in one hand, as the dealer gives them to that player only."""
+
+    table_id: str
+    hand_number: int
+    seat: int
+    down: tuple[int, ...]
+    up: tuple[int, ...]
+
+    def __repr__(self) -> str:
+        return f"OwnCards(table_id={self.table_id!r}, hand_number={self.hand_number})"
+
+
+def _bind(table_id: str, hand_number: int | None = None) -> None:
+    structlog.contextvars.bind_contextvars(table_id=table_id)
+    if hand_number is not None:
+        structlog.contextvars.bind_contextvars(hand_number=hand_number)
+
+
+def _hand_of(view: TableView, hand_number: int) -> HandState:
+    hand = view.state.hand
+    if not view.state.opened:
+        raise NotFound(f"table {view.table_id} has no public record", reason="unknown_table")
+    if hand is None or hand.hand_number != hand_number:
+        current = 0 if hand is None else hand.hand_number
+        raise FailedPrecondition(
+            f"hand {hand_number} is not the table's current hand ({current})",
+            reason="not_current_hand",
+        )
+    return hand
+
+
+class DealerApp:
+    """Use cases of the dealer, one method per RPC."""
+
+    def __init__(
+        self,
+        store: DealerStore,
+        tables: PublicTables,
+        *,
+        table_services: Collection[str] = ("table",),
+        conflict_retries: int = 5,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self._store = store
+        self._tables = tables
+        self._table_services = frozenset(table_services)
+        self._retries = conflict_retries
+        self._clock_ms = clock_ms
+
+    # --- who may ask ------------------------------------------------------------------------
+
+    def _require_table(self, principal: Principal) -> None:
+        require_role(principal, Role.SERVICE)
+        if principal.name not in self._table_services:
+            raise Forbidden(f"service {principal.name} is not a table service")
+
+    async def _stored(self, table_id: str, hand_number: int) -> StoredHand:
+        stored = await self._store.load_hand(table_id, hand_number)
+        if stored is None:
+            raise NotFound(f"no deck for hand {hand_number} of table {table_id}",
+                           reason="unknown_hand")
+        return stored
+
+    # --- the table's calls ------------------------------------------------------------------
+
+    async def start_hand(self, principal: Principal, table_id: str, hand_number: int) -> str:
+        """Shuffle the deck of the table's next hand (once) and return its commitment."""
+        self._require_table(principal)
+        _bind(table_id, hand_number)
+        existing = await self._store.load_hand(table_id, hand_number)
+        if existing is not None:
+            log.info("hand_deck_reused")
+            return existing.commitment
+        view = await self._tables.view(table_id)
+        state = view.state
+        if not state.opened:
+            raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
+        if state.hand_in_progress or hand_number != state.hands_started + 1:
+            raise FailedPrecondition(
+                f"the table's next hand is {state.hands_started + 1}"
+                + (" after the current one ends" if state.hand_in_progress else ""),
+                reason="not_next_hand",
+            )
+        deck = HandDeck(table_id=table_id, hand_number=hand_number, order=shuffled(),
+                        reshuffle_key=shuffled(), salt=new_salt())
+        commitment = await self._store.create_hand(deck, commit(deck), self._clock_ms())
+        log.info("hand_deck_shuffled")
+        return commitment
+
+    async def deal(self, principal: Principal, table_id: str, hand_number: int,
+                   plan: DealPlan, first_index: int | None = None) -> StreetDeal:
+        """The cards of one street. The request must be exactly the rules' pending deal of
+        the public state (or repeat an earlier request, which gets the same cards)."""
+        self._require_table(principal)
+        _bind(table_id, hand_number)
+        structlog.contextvars.bind_contextvars(street=int(plan.street))
+        for _attempt in range(self._retries):
+            stored = await self._stored(table_id, hand_number)
+            recorded = stored.deal_for(plan.street)
+            if recorded is not None:
+                return self._repeat(recorded, plan, first_index)
+            view = await self._tables.view(table_id)
+            hand = _hand_of(view, hand_number)
+            if hand.deck_commitment != stored.commitment:
+                raise FailedPrecondition("the hand's published commitment is not this deck's",
+                                         reason="commitment_mismatch")
+            expected = pending_deal(view.state)
+            if expected != plan:
+                raise WrongDeal(self._wrong_deal(expected))
+            streets_public = 0 if hand.street is None else int(hand.street) - 2
+            if len(stored.deals) != streets_public:
+                raise FailedPrecondition(
+                    f"the dealer recorded {len(stored.deals)} streets, the table {streets_public}",
+                    reason="deal_out_of_step",
+                )
+            deal = deal_street(stored.deck, stored.deals, plan)
+            _check_first_index(deal, first_index)
+            outcome, existing = await self._store.record_deal(
+                table_id, hand_number, deal, len(stored.deals))
+            if outcome is Recorded.RECORDED:
+                log.info("street_dealt", cards=len(deal.cards), burned=deal.burn is not None,
+                         reshuffled=deal.reshuffled)
+                return deal
+            if outcome is Recorded.EXISTS and existing is not None:
+                return self._repeat(existing, plan, first_index)
+            if outcome is Recorded.MISSING:
+                raise NotFound(f"no deck for hand {hand_number}", reason="unknown_hand")
+        raise Conflict(f"streets kept being recorded; gave up after {self._retries} attempts")
+
+    @staticmethod
+    def _wrong_deal(expected: DealPlan | None) -> str:
+        if expected is None:
+            return "the hand is not waiting for cards"
+        return (f"the rules ask for {expected.street.label}: {len(expected.slots)} cards, "
+                f"burn={expected.burn}, reshuffle={expected.reshuffle_burns}, to seats "
+                + ", ".join(f"{s.seat}{'u' if s.up else 'd'}" for s in expected.slots))
+
+    @staticmethod
+    def _repeat(recorded: StreetDeal, plan: DealPlan, first_index: int | None) -> StreetDeal:
+        if not recorded.matches(plan):
+            raise WrongDeal(f"{plan.street.label} was already dealt to other slots")
+        _check_first_index(recorded, first_index)
+        log.info("street_repeated", cards=len(recorded.cards))
+        return recorded
+
+    async def reveal(self, principal: Principal, table_id: str, hand_number: int,
+                     seats: Sequence[int]) -> dict[int, tuple[int, ...]]:
+        """The down cards of ``seats`` (all hands still in when empty), only at the
+        showdown or an all-in runout, and only for hands still in."""
+        self._require_table(principal)
+        _bind(table_id, hand_number)
+        view = await self._tables.view(table_id)
+        hand = _hand_of(view, hand_number)
+        wanted = list(seats) or [p.seat for p in hand.players if not p.folded]
+        if len(set(wanted)) != len(wanted):
+            raise SeatNotInHand("a seat is named twice")
+        stored = await self._stored(table_id, hand_number)
+        out: dict[int, tuple[int, ...]] = {}
+        for seat in wanted:
+            if not hand.has_player(seat):
+                raise SeatNotInHand(f"seat {seat} was not dealt into hand {hand_number}")
+            player = hand.player(seat)
+            if player.folded:
+                raise SeatNotInHand(f"seat {seat} folded; a folded hand is never revealed")
+            already_public = (player.shown or player.exposed
+                              or (player.mucked and all(c is not None for c in player.down)))
+            if hand.phase not in REVEAL_PHASES and not already_public:
+                raise NotAtShowdown(f"hand {hand_number} is in phase {hand.phase.value}")
+            dealt_down = [d.card for d in seat_draws(stored.deals, seat) if not d.up]
+            if len(dealt_down) < len(player.down):
+                raise FailedPrecondition(f"seat {seat}: the dealer has fewer down cards than "
+                                         "the public record", reason="deal_out_of_step")
+            out[seat] = tuple(dealt_down[: len(player.down)])
+        log.info("hands_revealed", seats=len(out), phase=hand.phase.value)
+        return out
+
+    # --- players ----------------------------------------------------------------------------
+
+    async def own_cards(self, principal: Principal, table_id: str,
+                        hand_number: int = 0) -> OwnCards:
+        """The caller's own cards in hand ``hand_number`` (0: the table's latest hand)."""
+        if principal.role is not Role.PLAYER:
+            raise Forbidden("only a player may read their own cards")
+        _bind(table_id, hand_number or None)
+        view = await self._tables.view(table_id)
+        return await self._own_cards(view, principal, hand_number)
+
+    async def _own_cards(self, view: TableView, principal: Principal,
+                         hand_number: int) -> OwnCards:
+        latest = view.state.hand
+        if hand_number == 0:
+            if latest is None:
+                raise NotFound(f"no hand has started at table {view.table_id}",
+                               reason="unknown_hand")
+            hand_number = latest.hand_number
+        if hand_number not in view.seatings:
+            raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
+        seat = view.seat_of(hand_number, principal.name)
+        if seat is None:
+            raise Forbidden(f"you were not dealt into hand {hand_number}",
+                            reason="not_dealt_in")
+        stored = await self._stored(view.table_id, hand_number)
+        draws = seat_draws(stored.deals, seat)
+        if latest is not None and latest.hand_number == hand_number:
+            # Only cards the public record shows as dealt: a street the table never
+            # recorded is not the player's yet.
+            player = latest.player(seat)
+            draws = draws[: len(player.down) + len(player.up)]
+        return OwnCards(table_id=view.table_id, hand_number=hand_number, seat=seat,
+                        down=tuple(d.card for d in draws if not d.up),
+                        up=tuple(d.card for d in draws if d.up))
+
+    async def watch_own_cards(self, principal: Principal, table_id: str,
+                              changes: AsyncIterator[object]) -> AsyncIterator[OwnCards]:
+        """The caller's cards of the latest hand they were dealt into, now and again after
+        every change of the table's stream that changes them. ``changes`` yields once per
+        new public event."""
+        if principal.role is not Role.PLAYER:
+            raise Forbidden("only a player may read their own cards")
+        _bind(table_id)
+        last: OwnCards | None = None
+        async for _change in changes:
+            view = await self._tables.view(table_id)
+            hand = view.state.hand
+            if hand is None or view.seat_of(hand.hand_number, principal.name) is None:
+                continue
+            cards = await self._own_cards(view, principal, hand.hand_number)
+            if last is None or (cards.hand_number, cards.down, cards.up) != (
+                    last.hand_number, last.down, last.up):
+                last = cards
+                yield cards
+
+    # --- auditors ---------------------------------------------------------------------------
+
+    async def audit(self, principal: Principal, table_id: str, hand_number: int) -> HandAudit:
+        """A finished hand's deck, salt, reshuffle key and the dealer's log of draws."""
+        require_role(principal, Role.AUDITOR)
+        _bind(table_id, hand_number)
+        view = await self._tables.view(table_id)
+        hand = view.state.hand
+        if hand is None or hand_number > hand.hand_number:
+            raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
+        if hand.hand_number == hand_number and not hand.is_over:
+            raise HandNotOver(f"hand {hand_number} is still being played")
+        stored = await self._stored(table_id, hand_number)
+        log.info("hand_audited", streets=len(stored.deals))
+        return HandAudit(deck=stored.deck, commitment=stored.commitment, deals=stored.deals)
+
+
+def _check_first_index(deal: StreetDeal, first_index: int | None) -> None:
+    if first_index is None:
+        return
+    first = deal.burn_index if deal.burn_index is not None else deal.cards[0].index
+    if first != first_index:
+        raise WrongDeal(f"{deal.street.label} starts at card {first}, not {first_index}")

@@ -1,0 +1,42 @@
+"""Dependencies wired explicitly, in one function: stores, the public table view, the app and
+the token verifier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dealer.app import DealerApp
+from dealer.config import Settings
+from dealer.store import DealerStore
+from dealer.tables import PublicTables
+from studkit.auth import TokenVerifier
+from studkit.mapping import event_from_envelope
+from studkit.store import EventStore, StreamTailer
+
+
+@dataclass(frozen=True, slots=True)
+class DealerDeps:
+    """Everything the server needs."""
+
+    app: DealerApp
+    store: DealerStore
+    events: EventStore
+    tailer: StreamTailer
+    verifier: TokenVerifier
+
+    async def close(self) -> None:
+        """Stop the stream readers and release the Redis connections."""
+        await self.tailer.aclose()
+        await self.store.close()
+
+
+def build_deps(settings: Settings) -> DealerDeps:
+    """The dealer's dependencies for ``settings`` (call within a running loop). One Redis
+    client, the dealer ACL user's, serves the deck store and the reads of tables' streams."""
+    store = DealerStore.from_url(settings.redis_url)
+    events = EventStore(store.client)
+    tables = PublicTables(events, event_from_envelope)
+    app = DealerApp(store, tables, table_services=settings.table_services,
+                    conflict_retries=settings.conflict_retries)
+    return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(store.client),
+                      verifier=TokenVerifier(settings.auth_secret))

@@ -1,0 +1,147 @@
+"""Dealer protos <-> dealer values, pure. Requests are validated here (ids, hand numbers,
+seats, streets) and refused with :class:`~studkit.errors.BadRequest` naming the field; cards
+go through ``studkit.mapping`` so there is one card encoding on the wire."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from dealer.app import OwnCards
+from dealer.audit import HandAudit
+from dealer.deck import Draw, HandDeck, StreetDeal
+from rules import DealPlan, DealSlot, card_from_index
+from stud.v1 import commands_pb2 as cpb
+from stud.v1 import common_pb2 as pb
+from stud.v1 import dealer_pb2 as dpb
+from studkit.errors import BadRequest
+from studkit.keys import check_id
+from studkit.mapping import card_from_proto, card_to_proto, street_from_proto, street_to_proto
+
+MAX_SEAT: Final = 8
+SCHEME: Final = ("sha256(stud-hilo-deck-v1|table_id|hand_number|salt|deck|reshuffle_key), "
+                 "cards as one byte each: (rank - 2) * 4 + suit (c=0, d=1, h=2, s=3)")
+
+
+def table_id(value: str, field: str = "table_id") -> str:
+    """A table id as keys accept it."""
+    try:
+        return check_id(value, field)
+    except ValueError as exc:
+        raise BadRequest(field, str(exc), reason="malformed_id") from None
+
+
+def hand_number(value: int, field: str = "hand_number", *, latest_ok: bool = False) -> int:
+    """A hand number, 1.. (0 too when it means "the latest hand")."""
+    if value < (0 if latest_ok else 1):
+        raise BadRequest(field, "hand numbers start at 1")
+    return value
+
+
+def seats(values: Iterable[int], field: str = "seats") -> tuple[int, ...]:
+    """Seats 1..8."""
+    out = tuple(values)
+    for i, seat in enumerate(out):
+        if not 1 <= seat <= MAX_SEAT:
+            raise BadRequest(f"{field}[{i}]", f"seat must be 1..{MAX_SEAT}, got {seat}")
+    return out
+
+
+def plan_from_proto(msg: dpb.DealRequest) -> DealPlan:
+    """The deal a request asks for, as a :class:`rules.DealPlan`."""
+    if not msg.slots:
+        raise BadRequest("slots", "at least one card to deal")
+    slots = []
+    for i, slot in enumerate(msg.slots):
+        if not 0 <= slot.seat <= MAX_SEAT:
+            raise BadRequest(f"slots[{i}].seat", f"seat must be 0..{MAX_SEAT}, got {slot.seat}")
+        slots.append(DealSlot(seat=slot.seat, up=slot.up))
+    return DealPlan(street=street_from_proto(msg.street), slots=tuple(slots), burn=msg.burn,
+                    reshuffle_burns=msg.reshuffle_burns)
+
+
+def card(index: int) -> pb.Card:
+    """The wire form of a card index."""
+    return card_to_proto(card_from_index(index))
+
+
+def deal_to_proto(deal: StreetDeal) -> dpb.DealResponse:
+    """The table's view of a street: up cards with values, down cards without."""
+    cards = []
+    for draw in deal.cards:
+        dealt = cpb.DealtCard(seat=draw.seat, up=draw.up)
+        if draw.up:
+            dealt.card.CopyFrom(card(draw.card))
+        cards.append(dealt)
+    first = deal.burn_index if deal.burn_index is not None else deal.cards[0].index
+    return dpb.DealResponse(cards=cards, burned=0 if deal.burn is None else 1,
+                            reshuffled_burns=deal.reshuffled, card_index_start=first)
+
+
+def own_cards_to_proto(cards: OwnCards) -> dpb.MyCards:
+    """A player's own cards."""
+    return dpb.MyCards(table_id=cards.table_id, hand_number=cards.hand_number, seat=cards.seat,
+                       down=[card(c) for c in cards.down], up=[card(c) for c in cards.up])
+
+
+def reveal_to_proto(hands: dict[int, tuple[int, ...]]) -> dpb.RevealResponse:
+    """Revealed hands, in the order given."""
+    return dpb.RevealResponse(hands=[
+        cpb.RevealedHand(seat=seat, down=[card(c) for c in down]) for seat, down in hands.items()
+    ])
+
+
+def _draw(draw: Draw) -> dpb.AuditDraw:
+    return dpb.AuditDraw(index=draw.index, card=card(draw.card), seat=draw.seat, up=draw.up)
+
+
+def audit_to_proto(audit: HandAudit) -> dpb.HandAudit:
+    """Everything an auditor needs to check a hand."""
+    streets = []
+    used = 0
+    for deal in audit.deals:
+        street = dpb.AuditStreet(street=street_to_proto(deal.street), reshuffled=deal.reshuffled,
+                                 cards=[_draw(d) for d in deal.cards])
+        if deal.burn is not None and deal.burn_index is not None:
+            street.burn.CopyFrom(dpb.AuditDraw(index=deal.burn_index, card=card(deal.burn)))
+            used += 1
+        used += len(deal.cards)
+        streets.append(street)
+    deck = audit.deck
+    return dpb.HandAudit(
+        table_id=deck.table_id, hand_number=deck.hand_number, commitment=audit.commitment,
+        deck=[card(c) for c in deck.order], salt=deck.salt, scheme=SCHEME, cards_used=used,
+        reshuffle_key=[card(c) for c in deck.reshuffle_key], streets=streets,
+    )
+
+
+def _index(msg: pb.Card, field: str) -> int:
+    return card_from_proto(msg, field).index
+
+
+def audit_from_proto(msg: dpb.HandAudit) -> HandAudit:
+    """The auditor's side: a HandAudit message as values :func:`dealer.audit.verify_hand`
+    checks."""
+    try:
+        deck = HandDeck(
+            table_id=table_id(msg.table_id), hand_number=hand_number(msg.hand_number),
+            order=tuple(_index(c, f"deck[{i}]") for i, c in enumerate(msg.deck)),
+            reshuffle_key=tuple(_index(c, f"reshuffle_key[{i}]")
+                                for i, c in enumerate(msg.reshuffle_key)),
+            salt=bytes(msg.salt),
+        )
+    except ValueError as exc:
+        raise BadRequest("deck", str(exc)) from None
+    deals = []
+    for i, street in enumerate(msg.streets):
+        field = f"streets[{i}]"
+        burn = street.burn if street.HasField("burn") else None
+        deals.append(StreetDeal(
+            street=street_from_proto(street.street, f"{field}.street"),
+            reshuffled=street.reshuffled,
+            burn=None if burn is None else _index(burn.card, f"{field}.burn.card"),
+            burn_index=None if burn is None else burn.index,
+            cards=tuple(Draw(index=d.index, card=_index(d.card, f"{field}.cards[{j}].card"),
+                             seat=d.seat, up=d.up) for j, d in enumerate(street.cards)),
+        ))
+    return HandAudit(deck=deck, commitment=msg.commitment, deals=tuple(deals))

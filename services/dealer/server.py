@@ -1,0 +1,104 @@
+"""The dealer's gRPC face: a thin servicer (proto -> app -> proto) and
+``create_server(settings, deps) -> (server, port)``. Errors are raised, never aborted here:
+``errors.DEALER_ERRORS`` maps them in the interceptor."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Final
+
+import grpc
+
+from dealer import mapping
+from dealer.bootstrap import DealerDeps
+from dealer.config import Settings
+from dealer.errors import DEALER_ERRORS
+from rules.events import DownCardDealt, HandStarted, UpCardDealt
+from stud.v1 import dealer_pb2 as pb
+from stud.v1 import dealer_pb2_grpc as pb_grpc
+from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
+from studkit.store import EventStore, StreamTailer
+
+SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerService"].full_name
+CARD_EVENTS: Final = frozenset(
+    cls.__name__ for cls in (HandStarted, DownCardDealt, UpCardDealt)
+)
+"""Event types (envelope ``event_type``) after which a player's own cards may have changed."""
+
+
+class DealerServicer(pb_grpc.DealerServiceServicer):
+    """One method per RPC, each a translation around one app call."""
+
+    def __init__(self, deps: DealerDeps) -> None:
+        self._app = deps.app
+        self._events: EventStore = deps.events
+        self._tailer: StreamTailer = deps.tailer
+
+    async def StartHand(
+        self, request: pb.StartHandRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StartHandResponse:
+        commitment = await self._app.start_hand(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.hand_number))
+        return pb.StartHandResponse(commitment=commitment)
+
+    async def Deal(
+        self, request: pb.DealRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DealResponse:
+        first = request.card_index_start if request.HasField("card_index_start") else None
+        deal = await self._app.deal(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.hand_number), mapping.plan_from_proto(request), first)
+        return mapping.deal_to_proto(deal)
+
+    async def GetMyCards(
+        self, request: pb.GetMyCardsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MyCards:
+        cards = await self._app.own_cards(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.hand_number, latest_ok=True))
+        return mapping.own_cards_to_proto(cards)
+
+    async def WatchMyCards(
+        self, request: pb.WatchMyCardsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.MyCards]:
+        table_id = mapping.table_id(request.table_id)
+        principal = current_principal()
+        version = await self._events.version(table_id)
+
+        async def changes() -> AsyncIterator[object]:
+            yield None  # the cards as they are now
+            async with self._tailer.subscribe(table_id, after_id=f"0-{version}") as events:
+                async for stored in events:
+                    if stored.envelope.event_type in CARD_EVENTS:
+                        yield stored
+
+        async for cards in self._app.watch_own_cards(principal, table_id, changes()):
+            yield mapping.own_cards_to_proto(cards)
+
+    async def Reveal(
+        self, request: pb.RevealRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RevealResponse:
+        hands = await self._app.reveal(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.hand_number), mapping.seats(request.seats))
+        return mapping.reveal_to_proto(hands)
+
+    async def GetAudit(
+        self, request: pb.GetAuditRequest, context: grpc.aio.ServicerContext
+    ) -> pb.HandAudit:
+        audit = await self._app.audit(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.hand_number))
+        return mapping.audit_to_proto(audit)
+
+
+def create_server(settings: Settings, deps: DealerDeps) -> tuple[GrpcServer, int]:
+    """The dealer server bound to ``settings.addr`` (not started) and its port."""
+    server = create_grpc_server(
+        settings.addr,
+        [(pb_grpc.add_DealerServiceServicer_to_server, DealerServicer(deps), SERVICE_NAME)],
+        verifier=deps.verifier,
+        errors=DEALER_ERRORS,
+    )
+    return server, server.port

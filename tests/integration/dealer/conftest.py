@@ -1,0 +1,58 @@
+"""Dealer integration fixtures: a real Redis (through the dealer's and the table's ACL users
+when the session runs its own server) and a real in-process grpc.aio dealer on 127.0.0.1:0;
+``TableRole`` writes the table's public stream as the table service will."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Mapping
+
+import pytest
+import redis.asyncio as aredis
+
+from dealer.config import Settings
+from dealer.testing import MakeTable, RunningDealer, TableRole, running_dealer
+from rules import TableConfig
+from studkit.store import EventStore
+from studkit.testing import TestRedis
+
+SECRET = "dealer-integration-secret-long-enough-0123456789"
+_tables = itertools.count(1)
+
+
+def service_url(redis_server: TestRedis, admin_url: str, service: str) -> str:
+    """A service ACL user's URL when this session runs the server, else the admin URL."""
+    if redis_server.server is not None:
+        return redis_server.server.url_for(service)
+    return admin_url
+
+
+@pytest.fixture
+async def dealer(redis_server: TestRedis, redis_url: str) -> AsyncIterator[RunningDealer]:
+    """A fresh dealer on a flushed Redis."""
+    settings = Settings(addr="127.0.0.1:0", auth_secret=SECRET,
+                        redis_url=service_url(redis_server, redis_url, "dealer"))
+    async with running_dealer(settings) as running:
+        yield running
+
+
+@pytest.fixture
+async def table_events(redis_server: TestRedis, redis_url: str) -> AsyncIterator[EventStore]:
+    """The event store as the table service uses it (the table's Redis user)."""
+    client = aredis.Redis.from_url(service_url(redis_server, redis_url, "table"))
+    yield EventStore(client)
+    await client.aclose()
+
+
+@pytest.fixture
+def make_table(dealer: RunningDealer, table_events: EventStore) -> MakeTable:
+    """Open a table (public events in its stream) with players seated: seat -> name."""
+
+    async def make(players: Mapping[int, str], config: TableConfig | None = None,
+                   **kwargs: object) -> TableRole:
+        table = TableRole(table_events, dealer.client, f"t-{next(_tables)}",
+                          config or TableConfig(), players, **kwargs)  # type: ignore[arg-type]
+        await table.open()
+        return table
+
+    return make

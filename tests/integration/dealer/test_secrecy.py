@@ -1,0 +1,244 @@
+"""Hole-card secrecy over real gRPC and Redis: a player reads their own down cards with their
+own token and nobody else's; other players, the table service, auditors, forged, expired and
+malformed tokens get nothing; the table's Redis user cannot touch the dealer's keys; and no
+card value reaches a log line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+import redis.asyncio as aredis
+from redis.exceptions import NoPermissionError
+from structlog.testing import capture_logs
+
+from dealer.store import hand_key
+from dealer.testing import AUDITOR, TABLE, MakeTable, RunningDealer, player
+from rules import Phase, TableConfig
+from stud.v1 import dealer_pb2 as pb
+from studkit import testing as studkit_testing
+from studkit.auth import Principal, TokenIssuer, bearer_metadata
+from studkit.mapping import card_from_proto
+from studkit.redis_server import acl_rules
+
+pytestmark = pytest.mark.integration
+
+PLAYERS = {2: "ann", 5: "bob", 7: "cat"}
+SECRET = "dealer-integration-secret-long-enough-0123456789"
+CARD_TEXT = re.compile(r"(?<![A-Za-z0-9])[2-9TJQKA][cdhs](?![A-Za-z0-9])")
+
+
+async def refused(call: object) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call  # type: ignore[misc]
+    return info.value
+
+
+def cards_of(reply: pb.MyCards) -> tuple[list[str], list[str]]:
+    return ([str(card_from_proto(c)) for c in reply.down],
+            [str(card_from_proto(c)) for c in reply.up])
+
+
+class TestOwnCards:
+    async def test_each_player_reads_only_their_own_down_cards(
+        self, make_table: MakeTable
+    ) -> None:
+        """Each token gets the two down cards of its own seat; the three hands are disjoint
+        and agree with what the showdown later reveals."""
+        table = await make_table(PLAYERS)
+        await table.start_hand()
+        await table.deal()
+        seen = {}
+        for seat, name in PLAYERS.items():
+            reply = await table.dealer.my_cards(table.table_id, player(name))
+            down, up = cards_of(reply)
+            assert reply.seat == seat and reply.hand_number == 1
+            assert len(down) == 2 and len(up) == 1
+            assert up == [str(table.t.hand.player(seat).up[0])]
+            seen[seat] = down
+        everything = [c for down in seen.values() for c in down]
+        assert len(set(everything)) == 6
+        await table.play_until(Phase.SHOWDOWN)
+        revealed = {h.seat: [str(c) for c in h.down] for h in await table.revealed()}
+        for seat, down in seen.items():
+            assert revealed[seat][:2] == down
+
+    async def test_a_card_the_table_has_not_recorded_is_not_yet_the_players(
+        self, make_table: MakeTable
+    ) -> None:
+        """Cards drawn for a street that is not in the public stream yet are not shown."""
+        from dealer.testing import deal_request
+
+        table = await make_table(PLAYERS)
+        await table.start_hand()
+        await table.dealer.deal(deal_request(table.table_id, 1, table.t))
+        reply = await table.dealer.my_cards(table.table_id, player("ann"))
+        assert list(reply.down) == [] and list(reply.up) == []
+        await table.deal()  # now recorded: the same cards
+        reply = await table.dealer.my_cards(table.table_id, player("ann"))
+        assert len(reply.down) == 2
+
+    @pytest.mark.parametrize("who", [TABLE, AUDITOR, player("eve")])
+    async def test_nobody_else_reads_them(self, make_table: MakeTable, who: Principal) -> None:
+        """The table service, an auditor and a player not dealt in are refused."""
+        table = await make_table(PLAYERS)
+        await table.start_hand()
+        await table.deal()
+        error = await refused(table.dealer.my_cards(table.table_id, who))
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+
+    @pytest.mark.parametrize("kind", ["forged", "expired", "malformed", "missing"])
+    async def test_bad_tokens_read_nothing(self, make_table: MakeTable, kind: str) -> None:
+        """A token signed with another key, an expired one, garbage or none at all is
+        UNAUTHENTICATED."""
+        table = await make_table(PLAYERS)
+        await table.start_hand()
+        await table.deal()
+        ann = player("ann")
+        metadata: tuple[tuple[str, str], ...] = ()
+        if kind == "forged":
+            forger = TokenIssuer("another-secret-that-is-long-enough-0123456789")
+            metadata = bearer_metadata(forger.issue(ann))
+        elif kind == "expired":
+            old = TokenIssuer(SECRET, clock=lambda: time.time() - 7200)
+            metadata = bearer_metadata(old.issue(ann, ttl_seconds=60))
+        elif kind == "malformed":
+            metadata = bearer_metadata("not.a.jwt")
+        request = pb.GetMyCardsRequest(table_id=table.table_id)
+        error = await refused(table.dealer.stub.GetMyCards(request, metadata=metadata,
+                                                           timeout=5))
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+
+    async def test_players_cannot_reveal_or_audit(self, make_table: MakeTable) -> None:
+        """The other ways to down cards are closed to players."""
+        table = await make_table(PLAYERS)
+        await table.play_hand()
+        error = await refused(table.dealer.reveal(table.table_id, 1, who=player("ann")))
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        error = await refused(table.dealer.audit(table.table_id, 1, who=player("ann")))
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        error = await refused(table.dealer.audit(table.table_id, 1, who=TABLE))
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+
+    async def test_earlier_hands_by_number(self, make_table: MakeTable) -> None:
+        """A player reads their cards of an earlier hand they were dealt into."""
+        table = await make_table(PLAYERS)
+        await table.play_hand()
+        await table.start_hand()
+        first = await table.dealer.my_cards(table.table_id, player("bob"), hand_number=1)
+        assert first.hand_number == 1 and len(first.down) == 3
+        latest = await table.dealer.my_cards(table.table_id, player("bob"))
+        assert latest.hand_number == 2 and list(latest.down) == []
+        error = await refused(table.dealer.my_cards(table.table_id, player("bob"), 3))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+class TestWatchMyCards:
+    async def test_the_stream_follows_the_players_cards(
+        self, make_table: MakeTable, dealer: RunningDealer
+    ) -> None:
+        """The stream sends the cards as they are, then again after each street dealt to
+        the player; it never carries another seat's cards."""
+        table = await make_table(PLAYERS)
+        await table.start_hand()
+        call = dealer.client.stub.WatchMyCards(
+            pb.WatchMyCardsRequest(table_id=table.table_id),
+            metadata=dealer.client.metadata(player("cat")), timeout=30)
+        stream: AsyncIterator[pb.MyCards] = call.__aiter__()
+        try:
+            first = await asyncio.wait_for(anext(stream), 10)
+            assert first.seat == 7 and list(first.down) == []
+            await table.deal()
+            third = await asyncio.wait_for(anext(stream), 10)
+            assert (len(third.down), len(third.up)) == (2, 1)
+            await table.play_until(Phase.DEALING)  # 3rd street betting done
+            await table.deal()
+            fourth = await asyncio.wait_for(anext(stream), 10)
+            assert (len(fourth.down), len(fourth.up)) == (2, 2)
+            assert list(fourth.down) == list(third.down)
+            direct = await table.dealer.my_cards(table.table_id, player("cat"))
+            assert direct == fourth
+        finally:
+            call.cancel()
+
+    async def test_the_table_cannot_watch(self, make_table: MakeTable,
+                                          dealer: RunningDealer) -> None:
+        """Only players may watch their cards."""
+        table = await make_table(PLAYERS)
+        call = dealer.client.stub.WatchMyCards(
+            pb.WatchMyCardsRequest(table_id=table.table_id),
+            metadata=dealer.client.metadata(TABLE), timeout=10)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            async for _ in call:
+                pass
+        assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def table_user(redis_server: studkit_testing.TestRedis, admin_url: str) -> aredis.Redis:
+    """A client logged in as the table service's Redis user: the launcher's, or one created
+    with the same ACL rules when the session's Redis comes from elsewhere."""
+    if redis_server.server is not None:
+        return aredis.Redis.from_url(redis_server.server.url_for("table"))
+    admin = aredis.Redis.from_url(admin_url)
+    info = await admin.info("server")
+    version = tuple(int(p) for p in str(info["redis_version"]).split("."))
+    password = "table-acl-test-pw"
+    await admin.execute_command("ACL", "SETUSER", "table-acl-test", "reset", "on",
+                                f">{password}", *acl_rules("table", version))
+    await admin.aclose()
+    host_port = admin_url.split("://", 1)[1].split("/", 1)[0].split("@")[-1]
+    return aredis.Redis.from_url(f"redis://table-acl-test:{password}@{host_port}/0")
+
+
+class TestRedisAcl:
+    async def test_the_table_user_gets_noperm_on_dealer_keys(
+        self, make_table: MakeTable, redis_server: studkit_testing.TestRedis, redis_url: str
+    ) -> None:
+        """Reading, writing or deleting a hand's deck as the table's Redis user fails with
+        NOPERM, while the table's own stream stays readable to it."""
+        table = await make_table(PLAYERS)
+        await table.start_hand()
+        await table.deal()
+        client = await table_user(redis_server, redis_url)
+        key = hand_key(table.table_id, 1)
+        try:
+            for attempt in (client.hgetall(key), client.hget(key, "order"),
+                            client.hset(key, "order", b"x"), client.delete(key),
+                            client.type(key)):
+                with pytest.raises(NoPermissionError):
+                    await attempt
+            assert await client.xlen(f"stud:table:{{{table.table_id}}}:events") > 0
+        finally:
+            await client.aclose()
+
+
+class TestLogs:
+    async def test_no_card_value_reaches_a_log_line(
+        self, make_table: MakeTable, dealer: RunningDealer
+    ) -> None:
+        """A whole hand (deals, own cards, reveals, audit) logs ids and counts only: no card
+        written as text, no deck, no salt, no token."""
+        table = await make_table({1: "ann", 2: "bob", 3: "cat", 4: "dan"},
+                                 TableConfig(burn_cards=True))
+        with capture_logs() as logs:
+            await table.start_hand()
+            await table.deal()
+            for name in ("ann", "bob"):
+                await table.dealer.my_cards(table.table_id, player(name))
+            await table.play_until(Phase.SHOWDOWN, folds={4: 4})
+            await table.step()
+            audit = await table.dealer.audit(table.table_id, 1)
+            await refused(table.dealer.my_cards(table.table_id, TABLE))
+        assert table.t.hand.is_over and logs
+        text = json.dumps(logs, default=str)
+        assert not CARD_TEXT.findall(text)
+        assert audit.salt.hex()[:16] not in text
+        assert "eyJ" not in text  # no JWT
+        assert any(entry.get("event") == "street_dealt" for entry in logs)
+        order = [card_from_proto(c).index for c in audit.deck]
+        assert json.dumps(order[:4])[1:-1] not in text
