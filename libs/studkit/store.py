@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -314,7 +315,7 @@ class StreamTailer:
         batch: int = 500,
         buffer_limit: int = 10_000,
     ) -> None:
-        socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+        socket_timeout = _socket_timeout(client)
         if socket_timeout is not None and block_ms >= socket_timeout * 1000:
             raise ValueError(f"block_ms={block_ms} must be below the client's socket_timeout")
         self._client = client
@@ -426,6 +427,22 @@ class StreamTailer:
                 del self._readers[reader.table_id]
             for subscriber in list(reader.subscribers):
                 subscriber.fail(exc)
+
+
+def _socket_timeout(client: aioredis.Redis) -> float | None:
+    """The read timeout the client's connections use (redis-py's default when unset)."""
+    pool = client.connection_pool
+    configured: object = None
+    if "socket_timeout" in pool.connection_kwargs:
+        configured = pool.connection_kwargs["socket_timeout"]
+    else:  # the default of the first __init__ up the connection class's MRO that names it
+        for cls in pool.connection_class.__mro__:
+            init = cls.__dict__.get("__init__")
+            parameter = inspect.signature(init).parameters.get("socket_timeout") if init else None
+            if parameter is not None:
+                configured = parameter.default
+                break
+    return float(configured) if isinstance(configured, int | float) else None
 
 
 async def _stop(reader: _TableReader) -> None:

@@ -440,6 +440,15 @@ class TestRedisEventStore(StoreContract):
         assert stored.envelope.payload == b""
         assert (await store.append("t1", envelopes(1), 1, command_id="c")).version == 2
 
+    async def test_tailer_refuses_a_block_longer_than_the_socket_timeout(self) -> None:
+        """A blocked XREAD outliving the client's socket timeout would fail; the tailer
+        refuses that configuration up front (redis-py's default timeout counts too)."""
+        with pytest.raises(ValueError, match="socket_timeout"):
+            StreamTailer(aioredis.Redis.from_url(self.url, socket_timeout=1), block_ms=1_000)
+        with pytest.raises(ValueError, match="socket_timeout"):
+            StreamTailer(self.client(), block_ms=5_000)
+        StreamTailer(aioredis.Redis.from_url(self.url, socket_timeout=None), block_ms=60_000)
+
     async def test_subscription_is_an_async_iterator(self) -> None:
         """``subscribe`` returns a Subscription usable with ``async for``."""
         store = await self.make_store()
