@@ -193,7 +193,7 @@ class DealerApp:
             return "the hand is not waiting for cards"
         return (f"the rules ask for {expected.street.label}: {len(expected.slots)} cards, "
                 f"burn={expected.burn}, reshuffle={expected.reshuffle_burns}, to seats "
-                + ", ".join(f"{s.seat}{'u' if s.up else 'd'}" for s in expected.slots))
+                + ", ".join(f"{s.seat}:{'up' if s.up else 'down'}" for s in expected.slots))
 
     @staticmethod
     def _repeat(recorded: StreetDeal, plan: DealPlan, first_index: int | None) -> StreetDeal:

@@ -18,7 +18,7 @@ from redis.exceptions import NoPermissionError
 from structlog.testing import capture_logs
 
 from dealer.store import hand_key
-from dealer.testing import AUDITOR, TABLE, MakeTable, RunningDealer, player
+from dealer.testing import AUDITOR, TABLE, MakeTable, RunningDealer, deal_request, player
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2 as pb
 from studkit import testing as studkit_testing
@@ -72,8 +72,6 @@ class TestOwnCards:
         self, make_table: MakeTable
     ) -> None:
         """Cards drawn for a street that is not in the public stream yet are not shown."""
-        from dealer.testing import deal_request
-
         table = await make_table(PLAYERS)
         await table.start_hand()
         await table.dealer.deal(deal_request(table.table_id, 1, table.t))
@@ -221,12 +219,15 @@ class TestLogs:
     async def test_no_card_value_reaches_a_log_line(
         self, make_table: MakeTable, dealer: RunningDealer
     ) -> None:
-        """A whole hand (deals, own cards, reveals, audit) logs ids and counts only: no card
-        written as text, no deck, no salt, no token."""
+        """A whole hand (deals, a refused deal, own cards, reveals, audit) logs ids and counts
+        only: no card written as text, no deck, no salt, no token."""
         table = await make_table({1: "ann", 2: "bob", 3: "cat", 4: "dan"},
                                  TableConfig(burn_cards=True))
         with capture_logs() as logs:
             await table.start_hand()
+            wrong = deal_request(table.table_id, 1, table.t)
+            wrong.slots[0].up = True
+            await refused(table.dealer.deal(wrong))  # its refusal is logged too
             await table.deal()
             for name in ("ann", "bob"):
                 await table.dealer.my_cards(table.table_id, player(name))
@@ -239,6 +240,7 @@ class TestLogs:
         assert not CARD_TEXT.findall(text)
         assert audit.salt.hex()[:16] not in text
         assert "eyJ" not in text  # no JWT
-        assert any(entry.get("event") == "street_dealt" for entry in logs)
+        events = {entry.get("event") for entry in logs}
+        assert {"street_dealt", "hands_revealed", "hand_audited", "rpc_rejected"} <= events
         order = [card_from_proto(c).index for c in audit.deck]
         assert json.dumps(order[:4])[1:-1] not in text
