@@ -3,18 +3,18 @@
 -- KEYS[1] stream    stud:table:{id}:events    one entry per event, explicit id 0-<sequence>
 -- KEYS[2] commands  stud:table:{id}:commands  hash: command id -> "<version> <id> <id> ..."
 -- KEYS[3] version   stud:table:{id}:version   string: number of events in the stream
--- KEYS[4] index     stud:table:index          set of table ids that have events
 -- ARGV[1] expected version, ARGV[2] command id, ARGV[3] table id,
 -- ARGV[4..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set.
 --
 -- Replies: {"duplicate", outcome} | {"conflict", actual_version} | {"appended", outcome}.
 -- Every check happens before the first write, because Redis does not roll back the writes of
 -- a script that fails half-way: either all of a command's events are written or none.
+-- Every key carries the table's hash tag, so the script runs on Redis Cluster too; the table
+-- index (no tag) is updated by the store after the append (idempotent SADD).
 
-local stream, commands, version_key, index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stream, commands, version_key = KEYS[1], KEYS[2], KEYS[3]
 local expected = tonumber(ARGV[1])
 local command_id = ARGV[2]
-local table_id = ARGV[3]
 
 local recorded = redis.call('HGET', commands, command_id)
 if recorded then
@@ -43,7 +43,6 @@ local outcome = string.format('%d', version)
 if #ids > 0 then
   outcome = outcome .. ' ' .. table.concat(ids, ' ')
   redis.call('SET', version_key, string.format('%d', version))
-  redis.call('SADD', index, table_id)
 end
 redis.call('HSET', commands, command_id, outcome)
 return {'appended', outcome}
