@@ -28,7 +28,10 @@ SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
     "table": ("~stud:table:*", "+@all", "-@dangerous"),
     "dealer": ("~stud:dealer:*", "%R~stud:table:*", "+@all", "-@dangerous"),
     "wallet": ("~stud:wallet:*", "+@all", "-@dangerous"),
-    "auditor": ("%R~stud:*", "+@read", "+@connection", "-@dangerous"),
+    # Auditors read the public streams and the ledger; decks only through the dealer's audit
+    # API after a hand (never a deck of a hand in play).
+    "auditor": ("%R~stud:table:*", "%R~stud:wallet:*", "+@read", "+@connection",
+                "-@dangerous"),
 }
 
 

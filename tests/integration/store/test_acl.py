@@ -177,13 +177,13 @@ class TestWalletUser:
 
 
 class TestAuditorUser:
-    async def test_reads_everything(self, admin: aioredis.Redis, connect: Connect) -> None:
-        """The auditor reads table streams, dealer logs and wallet keys."""
+    async def test_reads_public_streams_and_ledger(self, admin: aioredis.Redis, connect: Connect) -> None:
+        """The auditor reads table streams and wallet keys, never the dealer's decks."""
         client = connect("auditor")
         assert [e.envelope.event_type for e in await EventStore(client).read("t1")] == ["Seeded"]
         assert await EventStore(client).table_ids() == ["t1"]
-        assert await client.get(DEALER_KEY) == b"deck-bytes"
         assert await client.get(WALLET_KEY) == b"100"
+        await refused(client.get(DEALER_KEY))
 
     async def test_writes_nothing(self, admin: aioredis.Redis, connect: Connect) -> None:
         """The auditor can run no write command and no script, on any key."""
