@@ -30,8 +30,8 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
-from rules.errors import RuleViolation
 
+from rules.errors import RuleViolation
 from studkit.auth import Forbidden, Principal, TokenVerifier, Unauthorized
 from studkit.errors import AlreadyExists, BadRequest, Conflict, FailedPrecondition, NotFound
 
@@ -110,7 +110,8 @@ class ErrorTable:
         code = self.code_for(exc)
         if code is None:
             return MappedError(grpc.StatusCode.INTERNAL, "internal", INTERNAL_MESSAGE)
-        metadata = {"field": exc.field} if isinstance(exc, BadRequest) else {}
+        field_name = getattr(exc, "field", None)
+        metadata = {"field": field_name} if isinstance(field_name, str) and field_name else {}
         return MappedError(code, reason_of(exc), str(exc) or reason_of(exc), metadata)
 
 
@@ -308,7 +309,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             try:
                 yield
             finally:
-                _principal.reset(token)
+                try:
+                    _principal.reset(token)
+                except ValueError:  # a stream finalised in another context
+                    _principal.set(None)
 
         return wrap_handler(handler, method, scope)
 

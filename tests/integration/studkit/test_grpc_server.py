@@ -10,8 +10,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from rules.errors import Reason, RuleViolation
 from structlog.testing import capture_logs
+
+from rules.errors import Reason, RuleViolation
 from studkit.auth import Forbidden, Principal, Role, TokenIssuer, TokenVerifier, bearer_metadata
 from studkit.errors import AlreadyExists, BadRequest, Conflict, FailedPrecondition, NotFound
 from studkit.grpc_server import (

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import jwt
 import pytest
+
 from studkit.auth import (
     DEV_INSECURE_SECRET,
     Forbidden,

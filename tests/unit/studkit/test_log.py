@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
+
 from studkit.log import REDACTED, configure_logging
 
 

@@ -1,0 +1,162 @@
+"""The wallet's application layer: who may do what, then decide (``ledger``) and apply
+(``store``). Knows a :class:`~wallet.store.WalletStore`, never redis or grpc.
+
+Access: players act on their own account only (create, read, buy in); ``service`` callers
+(the table) buy in for players, settle hands, cash out and reconcile; ``operator`` callers
+create accounts, deposit and withdraw; ``auditor`` callers read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from studkit.auth import Forbidden, Principal, Role, require_role
+from studkit.errors import BadRequest, Conflict
+from wallet.ledger import (
+    LedgerView,
+    decide,
+)
+from wallet.model import (
+    AccountId,
+    AccountKind,
+    Applied,
+    BuyIn,
+    CashOut,
+    Command,
+    Deposit,
+    Reconciliation,
+    SettleHand,
+    StatementPage,
+    Withdraw,
+    seat_account,
+)
+from wallet.store import BalanceChanged, WalletStore
+
+log = structlog.get_logger("wallet")
+
+READERS = (Role.SERVICE, Role.OPERATOR, Role.AUDITOR)
+MAX_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 100
+
+
+def _own_or(principal: Principal, player_id: str, *roles: Role) -> None:
+    """Allow the player themself, or any of ``roles``; else :class:`Forbidden`."""
+    if principal.is_player(player_id):
+        return
+    if principal.role is Role.PLAYER:
+        raise Forbidden(f"a player may only act on their own account, not player:{player_id}")
+    require_role(principal, *roles)
+
+
+def _may_read(principal: Principal, account: AccountId) -> None:
+    if account.kind is AccountKind.PLAYER:
+        _own_or(principal, account.player_id, *READERS)
+    else:
+        require_role(principal, *READERS)
+
+
+class WalletApp:
+    """Use cases of the wallet, one method per RPC."""
+
+    def __init__(
+        self,
+        store: WalletStore,
+        *,
+        conflict_retries: int = 5,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self._store = store
+        self._retries = conflict_retries
+        self._clock_ms = clock_ms
+
+    async def create_account(self, principal: Principal, player_id: str) -> int:
+        """Open ``player_id``'s account; returns its balance (0)."""
+        _own_or(principal, player_id, Role.OPERATOR)
+        await self._store.create_account(player_id, self._clock_ms())
+        log.info("account_created", account=f"player:{player_id}")
+        return 0
+
+    async def balance(self, principal: Principal, account: AccountId) -> int:
+        """The balance of ``account``."""
+        _may_read(principal, account)
+        return await self._store.balance(account)
+
+    async def statement(
+        self, principal: Principal, account: AccountId, page_size: int, page_token: str
+    ) -> StatementPage:
+        """A page of ``account``'s postings."""
+        _may_read(principal, account)
+        if not 0 <= page_size <= MAX_PAGE_SIZE:
+            raise BadRequest("page_size", f"must be 0..{MAX_PAGE_SIZE}")
+        try:
+            return await self._store.statement(
+                account, page_size or DEFAULT_PAGE_SIZE, page_token
+            )
+        except ValueError as exc:
+            raise BadRequest("page_token", str(exc)) from None
+
+    async def deposit(self, principal: Principal, command: Deposit) -> Applied:
+        """Operator: money in."""
+        require_role(principal, Role.OPERATOR)
+        return await self._apply(command)
+
+    async def withdraw(self, principal: Principal, command: Withdraw) -> Applied:
+        """Operator: money out."""
+        require_role(principal, Role.OPERATOR)
+        return await self._apply(command)
+
+    async def buy_in(self, principal: Principal, command: BuyIn) -> Applied:
+        """The player themself or the table: account -> seat escrow."""
+        _own_or(principal, command.player_id, Role.SERVICE)
+        return await self._apply(command)
+
+    async def settle_hand(self, principal: Principal, command: SettleHand) -> Applied:
+        """The table: one hand's result, once."""
+        require_role(principal, Role.SERVICE)
+        structlog.contextvars.bind_contextvars(hand_id=command.hand_id)
+        return await self._apply(command)
+
+    async def cash_out(self, principal: Principal, command: CashOut) -> Applied:
+        """The table: seat escrow -> account; the seat is freed."""
+        require_role(principal, Role.SERVICE)
+        return await self._apply(command)
+
+    async def reconcile(self, principal: Principal, table_id: str) -> Reconciliation:
+        """Each occupied seat's escrow at a table."""
+        require_role(principal, *READERS)
+        return await self._store.reconcile(table_id)
+
+    async def _apply(self, command: Command) -> Applied:
+        table_id = getattr(command, "table_id", "")
+        if table_id:
+            structlog.contextvars.bind_contextvars(table_id=table_id)
+        key = getattr(command, "idempotency_key", "")
+        if key:
+            structlog.contextvars.bind_contextvars(idempotency_key=key)
+        for attempt in range(1, self._retries + 1):
+            view = await self._view(command)
+            transaction = decide(command, view)
+            try:
+                applied = await self._store.apply(transaction)
+            except BalanceChanged:
+                log.info("transaction_retried", kind=transaction.kind.value, attempt=attempt)
+                continue
+            log.info(
+                "transaction_applied",
+                kind=transaction.kind.value,
+                transaction_id=applied.transaction_id,
+                replayed=applied.replayed,
+                postings=len(transaction.postings),
+            )
+            return applied
+        raise Conflict(f"balances kept moving; gave up after {self._retries} attempts")
+
+    async def _view(self, command: Command) -> LedgerView:
+        """What ``decide`` needs to read: only a cash-out depends on a balance."""
+        if isinstance(command, CashOut):
+            seat = seat_account(command.table_id, command.seat)
+            return LedgerView(balances={seat.key: await self._store.balance(seat)})
+        return LedgerView()

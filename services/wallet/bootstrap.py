@@ -1,0 +1,33 @@
+"""Dependencies wired explicitly, in one function: store, app and token verifier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from studkit.auth import TokenVerifier
+from wallet.app import WalletApp
+from wallet.config import Settings
+from wallet.store import WalletStore
+
+
+@dataclass(frozen=True, slots=True)
+class WalletDeps:
+    """Everything the server needs."""
+
+    app: WalletApp
+    store: WalletStore
+    verifier: TokenVerifier
+
+    async def close(self) -> None:
+        """Release the Redis connections."""
+        await self.store.close()
+
+
+def build_deps(settings: Settings) -> WalletDeps:
+    """The wallet's dependencies for ``settings`` (call within a running loop)."""
+    store = WalletStore.from_url(settings.redis_url)
+    return WalletDeps(
+        app=WalletApp(store, conflict_retries=settings.conflict_retries),
+        store=store,
+        verifier=TokenVerifier(settings.auth_secret),
+    )

@@ -1,0 +1,245 @@
+"""Protobuf <-> wallet domain values, pure. Raises :class:`~studkit.errors.BadRequest` naming
+the field for malformed input (ids, missing oneofs, unspecified enums); amount rules live in
+``ledger``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rules.streets import Street
+from stud.v1 import wallet_pb2 as pb
+from studkit.errors import BadRequest
+from studkit.keys import check_id
+from wallet.model import (
+    EXTERNAL,
+    HOUSE,
+    MAX_SEAT,
+    AccountId,
+    AccountKind,
+    Applied,
+    BuyIn,
+    CashOut,
+    Deposit,
+    RakePolicy,
+    Reconciliation,
+    SeatResult,
+    SettleHand,
+    StatementPage,
+    TxKind,
+    Withdraw,
+    player_account,
+    seat_account,
+)
+
+_STREETS: Final = {
+    pb.SettleHandRequest.STREET_THIRD: Street.THIRD,
+    pb.SettleHandRequest.STREET_FOURTH: Street.FOURTH,
+    pb.SettleHandRequest.STREET_FIFTH: Street.FIFTH,
+    pb.SettleHandRequest.STREET_SIXTH: Street.SIXTH,
+    pb.SettleHandRequest.STREET_SEVENTH: Street.SEVENTH,
+}
+_SYSTEM: Final = {pb.SYSTEM_ACCOUNT_HOUSE: HOUSE, pb.SYSTEM_ACCOUNT_EXTERNAL: EXTERNAL}
+_KINDS: Final = {
+    TxKind.DEPOSIT: pb.TRANSACTION_KIND_DEPOSIT,
+    TxKind.WITHDRAWAL: pb.TRANSACTION_KIND_WITHDRAWAL,
+    TxKind.BUY_IN: pb.TRANSACTION_KIND_BUY_IN,
+    TxKind.SETTLEMENT: pb.TRANSACTION_KIND_SETTLEMENT,
+    TxKind.CASH_OUT: pb.TRANSACTION_KIND_CASH_OUT,
+}
+
+
+def ident(value: str, field: str) -> str:
+    """``value`` if it is a safe id (1-64 of letters, digits, '_', '.', '-')."""
+    try:
+        return check_id(value, field)
+    except ValueError as exc:
+        raise BadRequest(field, str(exc), reason="malformed_id") from None
+
+
+# --- requests -> domain ---------------------------------------------------------------------
+
+
+def account_from_proto(ref: pb.AccountRef, field: str = "account") -> AccountId:
+    """The account a request names."""
+    match ref.WhichOneof("account"):
+        case "player_id":
+            return player_account(ident(ref.player_id, f"{field}.player_id"))
+        case "seat":
+            table_id = ident(ref.seat.table_id, f"{field}.seat.table_id")
+            if not 1 <= ref.seat.seat <= MAX_SEAT:
+                raise BadRequest(f"{field}.seat.seat", f"must be 1..{MAX_SEAT}")
+            return seat_account(table_id, ref.seat.seat)
+        case "system":
+            if ref.system not in _SYSTEM:
+                raise BadRequest(f"{field}.system", "unspecified system account")
+            return _SYSTEM[ref.system]
+        case _:
+            raise BadRequest(field, "name a player, a seat or a system account")
+
+
+def account_to_proto(account: AccountId) -> pb.AccountRef:
+    """The wire form of an account."""
+    match account.kind:
+        case AccountKind.PLAYER:
+            return pb.AccountRef(player_id=account.player_id)
+        case AccountKind.SEAT:
+            return pb.AccountRef(seat=pb.SeatAccount(table_id=account.table_id, seat=account.seat))
+        case AccountKind.HOUSE:
+            return pb.AccountRef(system=pb.SYSTEM_ACCOUNT_HOUSE)
+        case AccountKind.EXTERNAL:
+            return pb.AccountRef(system=pb.SYSTEM_ACCOUNT_EXTERNAL)
+
+
+def deposit_from_proto(request: pb.DepositRequest) -> Deposit:
+    """A deposit command."""
+    return Deposit(
+        player_id=ident(request.player_id, "player_id"),
+        amount=request.amount,
+        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+    )
+
+
+def withdraw_from_proto(request: pb.WithdrawRequest) -> Withdraw:
+    """A withdrawal command."""
+    return Withdraw(
+        player_id=ident(request.player_id, "player_id"),
+        amount=request.amount,
+        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+    )
+
+
+def buy_in_from_proto(request: pb.BuyInRequest) -> BuyIn:
+    """A buy-in command."""
+    return BuyIn(
+        player_id=ident(request.player_id, "player_id"),
+        table_id=ident(request.table_id, "table_id"),
+        seat=request.seat,
+        amount=request.amount,
+        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+    )
+
+
+def settle_hand_from_proto(request: pb.SettleHandRequest) -> SettleHand:
+    """A settlement command."""
+    if request.ended_on_street not in _STREETS:
+        raise BadRequest("ended_on_street", "name the street the hand ended on")
+    return SettleHand(
+        table_id=ident(request.table_id, "table_id"),
+        hand_id=ident(request.hand_id, "hand_id"),
+        results=tuple(
+            SeatResult(
+                seat=s.seat,
+                player_id=ident(s.player_id, f"seats[{i}].player_id"),
+                amount_in=s.amount_in,
+                amount_won=s.amount_won,
+            )
+            for i, s in enumerate(request.seats)
+        ),
+        rake=request.rake,
+        rake_policy=RakePolicy(
+            percent_bps=request.rake_policy.percent_bps, cap=request.rake_policy.cap
+        ),
+        ended_on=_STREETS[request.ended_on_street],
+    )
+
+
+def cash_out_from_proto(request: pb.CashOutRequest) -> CashOut:
+    """A cash-out command."""
+    return CashOut(
+        table_id=ident(request.table_id, "table_id"),
+        seat=request.seat,
+        player_id=ident(request.player_id, "player_id"),
+        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+    )
+
+
+# --- domain -> responses --------------------------------------------------------------------
+
+
+def deposit_to_proto(command: Deposit, applied: Applied) -> pb.DepositResponse:
+    """The reply to a deposit."""
+    return pb.DepositResponse(
+        transaction_id=applied.transaction_id,
+        balance=applied.balance(player_account(command.player_id)),
+        replayed=applied.replayed,
+    )
+
+
+def withdraw_to_proto(command: Withdraw, applied: Applied) -> pb.WithdrawResponse:
+    """The reply to a withdrawal."""
+    return pb.WithdrawResponse(
+        transaction_id=applied.transaction_id,
+        balance=applied.balance(player_account(command.player_id)),
+        replayed=applied.replayed,
+    )
+
+
+def buy_in_to_proto(command: BuyIn, applied: Applied) -> pb.BuyInResponse:
+    """The reply to a buy-in."""
+    return pb.BuyInResponse(
+        transaction_id=applied.transaction_id,
+        player_balance=applied.balance(player_account(command.player_id)),
+        seat_balance=applied.balance(seat_account(command.table_id, command.seat)),
+        replayed=applied.replayed,
+    )
+
+
+def settle_hand_to_proto(command: SettleHand, applied: Applied) -> pb.SettleHandResponse:
+    """The reply to a settlement: each settled seat's escrow after it."""
+    return pb.SettleHandResponse(
+        transaction_id=applied.transaction_id,
+        seats=[
+            pb.EscrowSeat(
+                seat=r.seat,
+                player_id=r.player_id,
+                balance=applied.balance(seat_account(command.table_id, r.seat)),
+            )
+            for r in command.results
+        ],
+        rake=command.rake,
+        replayed=applied.replayed,
+    )
+
+
+def cash_out_to_proto(command: CashOut, applied: Applied) -> pb.CashOutResponse:
+    """The reply to a cash-out."""
+    player = player_account(command.player_id)
+    return pb.CashOutResponse(
+        transaction_id=applied.transaction_id,
+        amount=applied.amount,
+        player_balance=applied.balance(player),
+        replayed=applied.replayed,
+    )
+
+
+def statement_to_proto(page: StatementPage) -> pb.GetStatementResponse:
+    """A statement page on the wire."""
+    return pb.GetStatementResponse(
+        lines=[
+            pb.StatementLine(
+                posting_id=line.posting_id,
+                transaction_id=line.transaction_id,
+                kind=_KINDS[line.kind],
+                amount=line.amount,
+                balance_after=line.balance_after,
+                recorded_at_unix_ms=line.recorded_at_ms,
+                table_id=line.table_id,
+                hand_id=line.hand_id,
+            )
+            for line in page.lines
+        ],
+        next_page_token=page.next_page_token,
+    )
+
+
+def reconciliation_to_proto(reconciliation: Reconciliation) -> pb.ReconcileResponse:
+    """A table's escrows on the wire."""
+    return pb.ReconcileResponse(
+        table_id=reconciliation.table_id,
+        seats=[
+            pb.EscrowSeat(seat=s.seat, player_id=s.player_id, balance=s.balance)
+            for s in reconciliation.seats
+        ],
+        total=reconciliation.total,
+        last_hand_id=reconciliation.last_hand_id,
+    )

@@ -1,0 +1,239 @@
+"""The wallet's vocabulary, pure values: accounts, commands and read models (statement
+lines, escrows, transaction outcomes). Money is ``int`` in the smallest unit, never float."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum, unique
+from typing import Final, assert_never
+
+from rules.streets import Street
+
+MAX_AMOUNT: Final = 2**53 - 1
+"""Largest amount or balance (exact in the store's Lua numbers)."""
+MAX_SEAT: Final = 8
+
+
+# --- accounts -------------------------------------------------------------------------------
+
+
+@unique
+class AccountKind(StrEnum):
+    """The four kinds of account."""
+
+    PLAYER = "player"
+    SEAT = "seat"
+    HOUSE = "house"
+    EXTERNAL = "external"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccountId:
+    """One account of the ledger; ``key`` is its stable name in the ledger and the store."""
+
+    kind: AccountKind
+    player_id: str = ""
+    table_id: str = ""
+    seat: int = 0
+
+    @property
+    def key(self) -> str:
+        """``player:<id>``, ``seat:<table>:<seat>``, ``house`` or ``external``."""
+        match self.kind:
+            case AccountKind.PLAYER:
+                return f"player:{self.player_id}"
+            case AccountKind.SEAT:
+                return f"seat:{self.table_id}:{self.seat}"
+            case AccountKind.HOUSE | AccountKind.EXTERNAL:
+                return self.kind.value
+            case _:
+                assert_never(self.kind)
+
+    @property
+    def may_go_negative(self) -> bool:
+        """Only the external account (the outside world) goes below zero."""
+        return self.kind is AccountKind.EXTERNAL
+
+    @staticmethod
+    def parse(key: str) -> AccountId:
+        """The account named by ``key`` (inverse of :attr:`key`).
+
+        >>> AccountId.parse("seat:t1:3") == seat_account("t1", 3)
+        True
+        """
+        kind, _, rest = key.partition(":")
+        match AccountKind(kind):
+            case AccountKind.PLAYER:
+                return player_account(rest)
+            case AccountKind.SEAT:
+                table_id, _, seat = rest.rpartition(":")
+                return seat_account(table_id, int(seat))
+            case AccountKind.HOUSE:
+                return HOUSE
+            case AccountKind.EXTERNAL:
+                return EXTERNAL
+
+
+def player_account(player_id: str) -> AccountId:
+    """A player's account."""
+    return AccountId(kind=AccountKind.PLAYER, player_id=player_id)
+
+
+def seat_account(table_id: str, seat: int) -> AccountId:
+    """The escrow account of a table seat."""
+    return AccountId(kind=AccountKind.SEAT, table_id=table_id, seat=seat)
+
+
+HOUSE: Final = AccountId(kind=AccountKind.HOUSE)
+EXTERNAL: Final = AccountId(kind=AccountKind.EXTERNAL)
+
+# --- commands -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deposit:
+    """Money in from outside to a player's account."""
+
+    player_id: str
+    amount: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Withdraw:
+    """Money out of a player's account to outside."""
+
+    player_id: str
+    amount: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuyIn:
+    """Move money from a player's account to their seat's escrow."""
+
+    player_id: str
+    table_id: str
+    seat: int
+    amount: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeatResult:
+    """What one seat put into a hand (antes, bring-in, bets) and won from it."""
+
+    seat: int
+    player_id: str
+    amount_in: int
+    amount_won: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RakePolicy:
+    """A table's rake: basis points of the pot, capped; ``percent_bps == 0`` is no rake."""
+
+    percent_bps: int = 0
+    cap: int = 0
+
+
+NO_RAKE: Final = RakePolicy()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettleHand:
+    """Apply one hand's money result to the seats' escrows (idempotent per hand id)."""
+
+    table_id: str
+    hand_id: str
+    results: tuple[SeatResult, ...]
+    rake: int = 0
+    rake_policy: RakePolicy = NO_RAKE
+    ended_on: Street = Street.SEVENTH
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CashOut:
+    """Move a seat's whole escrow back to the player's account and free the seat."""
+
+    table_id: str
+    seat: int
+    player_id: str
+    idempotency_key: str
+
+
+Command = Deposit | Withdraw | BuyIn | SettleHand | CashOut
+
+# --- read models ----------------------------------------------------------------------------
+
+
+@unique
+class TxKind(StrEnum):
+    """The kind of a ledger transaction."""
+
+    DEPOSIT = "deposit"
+    WITHDRAWAL = "withdrawal"
+    BUY_IN = "buy_in"
+    SETTLEMENT = "settlement"
+    CASH_OUT = "cash_out"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatementLine:
+    """One posting of an account's statement."""
+
+    posting_id: str
+    transaction_id: str
+    kind: TxKind
+    amount: int
+    balance_after: int
+    recorded_at_ms: int
+    table_id: str = ""
+    hand_id: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatementPage:
+    """A page of a statement and the token of the next one (empty if none)."""
+
+    lines: tuple[StatementLine, ...]
+    next_page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EscrowBalance:
+    """A seat's escrow and who it is held for."""
+
+    seat: int
+    player_id: str
+    balance: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reconciliation:
+    """A table's seats as the wallet sees them."""
+
+    table_id: str
+    seats: tuple[EscrowBalance, ...]
+    last_hand_id: str = ""
+
+    @property
+    def total(self) -> int:
+        """Sum of the seats' escrows."""
+        return sum(s.balance for s in self.seats)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Applied:
+    """The outcome of a transaction: its id, balances after it, and whether this answers a
+    retry of an already applied one."""
+
+    transaction_id: str
+    balances: Mapping[str, int]
+    amount: int = 0
+    replayed: bool = False
+
+    def balance(self, account: AccountId) -> int:
+        """The balance of ``account`` right after the transaction."""
+        return self.balances[account.key]

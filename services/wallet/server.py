@@ -1,0 +1,101 @@
+"""The wallet's gRPC face: a thin servicer (proto -> command -> app -> proto) and
+``create_server(settings, deps) -> (server, port)``. Errors are raised, never aborted here:
+``errors.WALLET_ERRORS`` maps them in the interceptor."""
+
+from __future__ import annotations
+
+import grpc
+
+from stud.v1 import wallet_pb2 as pb
+from stud.v1 import wallet_pb2_grpc as pb_grpc
+from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
+from wallet import mapping
+from wallet.app import WalletApp
+from wallet.bootstrap import WalletDeps
+from wallet.config import Settings
+from wallet.errors import WALLET_ERRORS
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["WalletService"].full_name
+
+
+class WalletServicer(pb_grpc.WalletServiceServicer):
+    """One method per RPC, each a translation around one app call."""
+
+    def __init__(self, app: WalletApp) -> None:
+        self._app = app
+
+    async def CreateAccount(
+        self, request: pb.CreateAccountRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateAccountResponse:
+        player_id = mapping.ident(request.player_id, "player_id")
+        balance = await self._app.create_account(current_principal(), player_id)
+        return pb.CreateAccountResponse(player_id=player_id, balance=balance)
+
+    async def GetBalance(
+        self, request: pb.GetBalanceRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetBalanceResponse:
+        account = mapping.account_from_proto(request.account)
+        balance = await self._app.balance(current_principal(), account)
+        return pb.GetBalanceResponse(account=mapping.account_to_proto(account), balance=balance)
+
+    async def GetStatement(
+        self, request: pb.GetStatementRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetStatementResponse:
+        account = mapping.account_from_proto(request.account)
+        page = await self._app.statement(
+            current_principal(), account, request.page_size, request.page_token
+        )
+        return mapping.statement_to_proto(page)
+
+    async def Deposit(
+        self, request: pb.DepositRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DepositResponse:
+        command = mapping.deposit_from_proto(request)
+        applied = await self._app.deposit(current_principal(), command)
+        return mapping.deposit_to_proto(command, applied)
+
+    async def Withdraw(
+        self, request: pb.WithdrawRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WithdrawResponse:
+        command = mapping.withdraw_from_proto(request)
+        applied = await self._app.withdraw(current_principal(), command)
+        return mapping.withdraw_to_proto(command, applied)
+
+    async def BuyIn(
+        self, request: pb.BuyInRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BuyInResponse:
+        command = mapping.buy_in_from_proto(request)
+        applied = await self._app.buy_in(current_principal(), command)
+        return mapping.buy_in_to_proto(command, applied)
+
+    async def SettleHand(
+        self, request: pb.SettleHandRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SettleHandResponse:
+        command = mapping.settle_hand_from_proto(request)
+        applied = await self._app.settle_hand(current_principal(), command)
+        return mapping.settle_hand_to_proto(command, applied)
+
+    async def CashOut(
+        self, request: pb.CashOutRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CashOutResponse:
+        command = mapping.cash_out_from_proto(request)
+        applied = await self._app.cash_out(current_principal(), command)
+        return mapping.cash_out_to_proto(command, applied)
+
+    async def Reconcile(
+        self, request: pb.ReconcileRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReconcileResponse:
+        table_id = mapping.ident(request.table_id, "table_id")
+        reconciliation = await self._app.reconcile(current_principal(), table_id)
+        return mapping.reconciliation_to_proto(reconciliation)
+
+
+def create_server(settings: Settings, deps: WalletDeps) -> tuple[GrpcServer, int]:
+    """The wallet server bound to ``settings.addr`` (not started) and its port."""
+    server = create_grpc_server(
+        settings.addr,
+        [(pb_grpc.add_WalletServiceServicer_to_server, WalletServicer(deps.app), SERVICE_NAME)],
+        verifier=deps.verifier,
+        errors=WALLET_ERRORS,
+    )
+    return server, server.port

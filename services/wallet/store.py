@@ -1,0 +1,290 @@
+"""The wallet's Redis store, the only module of the wallet that imports redis.
+
+Keys (all under ``stud:wallet:``, the wallet user's ACL prefix): the ledger stream ``ledger``
+(one entry per transaction, the truth), ``balances`` (a projection: account -> balance),
+``idempotency`` (scope -> fingerprint and outcome), ``accounts`` (player id -> created ms),
+``seats:<table>`` (seat -> player it is held for), ``last_hand`` (table -> last settled hand)
+and ``postings:<account>`` (one stream per account: its statement). ``apply.lua`` appends a
+transaction and updates every projection in one script, so they never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any, Final, cast
+
+import redis.asyncio as redis
+
+from studkit.errors import AlreadyExists, Conflict, FailedPrecondition, NotFound
+from studkit.keys import wallet_key
+from wallet.ledger import (
+    InsufficientFunds,
+    LedgerEntry,
+    Posting,
+    SeatUnavailable,
+    Transaction,
+)
+from wallet.model import (
+    MAX_SEAT,
+    AccountId,
+    AccountKind,
+    Applied,
+    EscrowBalance,
+    Reconciliation,
+    StatementLine,
+    StatementPage,
+    TxKind,
+    seat_account,
+)
+
+LEDGER: Final = wallet_key("ledger")
+BALANCES: Final = wallet_key("balances")
+IDEMPOTENCY: Final = wallet_key("idempotency")
+ACCOUNTS: Final = wallet_key("accounts")
+LAST_HAND: Final = wallet_key("last_hand")
+NO_TABLE_SEATS: Final = wallet_key("seats")
+"""Stands in for KEYS[5] when a transaction touches no table (never written)."""
+
+StreamRows = list[tuple[str, dict[str, str]]]
+
+_STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+_SCRIPT: Final = resources.files("wallet").joinpath("apply.lua").read_text()
+
+
+def seats_key(table_id: str) -> str:
+    """Hash of one table's seat holders."""
+    return wallet_key(f"seats:{table_id}")
+
+
+def postings_key(account: AccountId) -> str:
+    """Stream of one account's postings (its statement)."""
+    return wallet_key(f"postings:{account.key}")
+
+
+class UnknownAccount(NotFound):
+    """Raised when a request names a player account that was never created."""
+
+    default_reason = "unknown_account"
+
+
+class IdempotencyKeyReused(AlreadyExists):
+    """Raised when an idempotency scope (key, or table and hand id) was already used for a
+    different request."""
+
+    default_reason = "idempotency_key_reused"
+
+
+class BalanceChanged(Conflict):
+    """Raised when a balance the transaction was decided on moved before it applied; the app
+    re-reads and decides again (``ABORTED`` after bounded retries)."""
+
+    default_reason = "balance_changed"
+
+
+class BalanceLimit(FailedPrecondition):
+    """Raised when a balance would leave the exact integer range (±(2^53 - 1))."""
+
+    default_reason = "balance_limit"
+
+
+def _plan(transaction: Transaction) -> str:
+    return json.dumps(
+        {
+            "kind": transaction.kind.value,
+            "table_id": transaction.table_id,
+            "hand_id": transaction.hand_id,
+            "players": list(transaction.players),
+            "postings": [
+                {"account": p.account.key, "amount": str(p.amount)}
+                for p in transaction.postings
+            ],
+            "guards": [
+                {"account": g.account.key, "op": g.op.value, "value": str(g.value)}
+                for g in transaction.guards
+            ],
+            "seats": [
+                {"action": s.action.value, "seat": str(s.seat), "player": s.player_id}
+                for s in transaction.seats
+            ],
+            "report": [a.key for a in transaction.report],
+            "amount": str(transaction.amount),
+        }
+    )
+
+
+def _record(transaction: Transaction) -> str:
+    return json.dumps(
+        {
+            "kind": transaction.kind.value,
+            "postings": [[p.account.key, p.amount] for p in transaction.postings],
+            "table_id": transaction.table_id,
+            "hand_id": transaction.hand_id,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _entry(entry_id: str, fields: Mapping[str, str]) -> LedgerEntry:
+    record = json.loads(fields["tx"])
+    return LedgerEntry(
+        transaction_id=entry_id,
+        kind=TxKind(record["kind"]),
+        postings=tuple(Posting(AccountId.parse(k), int(v)) for k, v in record["postings"]),
+        table_id=record["table_id"],
+        hand_id=record["hand_id"],
+    )
+
+
+def _refusal(reason: str, detail: str) -> Exception:
+    match reason:
+        case "idempotency_key_reused":
+            return IdempotencyKeyReused(f"{detail} was used for a different request")
+        case "unknown_account":
+            return UnknownAccount(f"no account {detail}")
+        case "insufficient_funds":
+            return InsufficientFunds(detail)
+        case "seat_taken" | "seat_not_held":
+            return SeatUnavailable(reason, detail)
+        case "balance_changed":
+            return BalanceChanged(f"{detail} moved while the request was decided")
+        case "balance_limit":
+            return BalanceLimit(f"{detail} would exceed the balance range")
+        case _:
+            return RuntimeError(f"unexpected refusal from apply.lua: {reason} {detail}")
+
+
+class WalletStore:
+    """Reads and atomic writes of the wallet's Redis keys."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._redis = client
+        self._apply = client.register_script(_SCRIPT)
+
+    @classmethod
+    def from_url(cls, url: str) -> WalletStore:
+        """A store on a new connection pool (``decode_responses`` on)."""
+        return cls(redis.Redis.from_url(url, decode_responses=True))
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._redis.aclose()
+
+    async def ping(self) -> bool:
+        """True when Redis answers."""
+        return bool(await self._redis.ping())
+
+    # --- writes -----------------------------------------------------------------------------
+
+    async def create_account(self, player_id: str, created_ms: int) -> None:
+        """Open a player account; :class:`AlreadyExists` if open."""
+        if not await self._redis.hsetnx(ACCOUNTS, player_id, str(created_ms)):
+            raise AlreadyExists(f"account player:{player_id} exists")
+
+    async def apply(self, transaction: Transaction) -> Applied:
+        """Apply ``transaction`` once per scope, atomically; a retry of an applied scope
+        returns the original outcome with ``replayed`` set. Raises the refusal otherwise."""
+        table_seats = seats_key(transaction.table_id) if transaction.table_id else NO_TABLE_SEATS
+        keys = [LEDGER, BALANCES, IDEMPOTENCY, ACCOUNTS, table_seats, LAST_HAND]
+        keys += [postings_key(p.account) for p in transaction.postings]
+        args = [
+            transaction.scope,
+            transaction.fingerprint,
+            _plan(transaction),
+            _record(transaction),
+        ]
+        reply: list[Any] = await self._apply(keys=keys, args=args)
+        status, payload, extra = reply
+        if status != "ok":
+            raise _refusal(str(payload), str(extra))
+        outcome = json.loads(payload)
+        return Applied(
+            transaction_id=outcome["tx_id"],
+            balances={k: int(v) for k, v in (outcome["balances"] or {}).items()},
+            amount=int(outcome["amount"]),
+            replayed=bool(extra),
+        )
+
+    # --- reads ------------------------------------------------------------------------------
+
+    async def account_exists(self, player_id: str) -> bool:
+        """True when the player's account is open."""
+        return bool(await self._redis.hexists(ACCOUNTS, player_id))
+
+    async def balance(self, account: AccountId) -> int:
+        """The balance of ``account``; :class:`UnknownAccount` for an unopened player."""
+        if account.kind is AccountKind.PLAYER and not await self.account_exists(
+            account.player_id
+        ):
+            raise UnknownAccount(f"no account {account.key}")
+        value = await self._redis.hget(BALANCES, account.key)
+        return int(value) if value is not None else 0
+
+    async def statement(
+        self, account: AccountId, page_size: int, page_token: str = ""
+    ) -> StatementPage:
+        """Up to ``page_size`` postings of ``account`` after ``page_token``, oldest first."""
+        if account.kind is AccountKind.PLAYER and not await self.account_exists(
+            account.player_id
+        ):
+            raise UnknownAccount(f"no account {account.key}")
+        if page_token and not _STREAM_ID.match(page_token):
+            raise ValueError("malformed page token")
+        start = f"({page_token}" if page_token else "-"
+        rows = cast(
+            StreamRows,
+            await self._redis.xrange(postings_key(account), start, "+", count=page_size + 1),
+        )
+        page = rows[:page_size]
+        lines = tuple(
+            StatementLine(
+                posting_id=posting_id,
+                transaction_id=f["tx_id"],
+                kind=TxKind(f["kind"]),
+                amount=int(f["amount"]),
+                balance_after=int(f["balance_after"]),
+                recorded_at_ms=int(posting_id.split("-", 1)[0]),
+                table_id=f.get("table_id", ""),
+                hand_id=f.get("hand_id", ""),
+            )
+            for posting_id, f in page
+        )
+        next_token = page[-1][0] if len(rows) > page_size else ""
+        return StatementPage(lines=lines, next_page_token=next_token)
+
+    async def reconcile(self, table_id: str) -> Reconciliation:
+        """Each occupied seat's escrow at ``table_id`` and its last settled hand, read in
+        one MULTI so that no settlement lands between them."""
+        accounts = [seat_account(table_id, seat) for seat in range(1, MAX_SEAT + 1)]
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(seats_key(table_id))
+            pipe.hget(LAST_HAND, table_id)
+            pipe.hmget(BALANCES, [a.key for a in accounts])
+            holders, last_hand, values = await pipe.execute()
+        balance_of = {a.seat: int(v or 0) for a, v in zip(accounts, values, strict=True)}
+        return Reconciliation(
+            table_id=table_id,
+            seats=tuple(
+                EscrowBalance(seat=int(seat), player_id=player, balance=balance_of[int(seat)])
+                for seat, player in sorted(holders.items(), key=lambda item: int(item[0]))
+            ),
+            last_hand_id=last_hand or "",
+        )
+
+    async def balances(self) -> dict[str, int]:
+        """Every account's balance (the projection), zero balances dropped."""
+        raw = cast(dict[str, str], await self._redis.hgetall(BALANCES))
+        return {k: int(v) for k, v in raw.items() if int(v) != 0}
+
+    async def ledger(self, batch: int = 1000) -> list[LedgerEntry]:
+        """The whole ledger, oldest first (for audits, replay and tests)."""
+        entries: list[LedgerEntry] = []
+        start = "-"
+        while True:
+            rows = cast(StreamRows, await self._redis.xrange(LEDGER, start, "+", count=batch))
+            entries += [_entry(entry_id, fields) for entry_id, fields in rows]
+            if len(rows) < batch:
+                return entries
+            start = f"({rows[-1][0]}"

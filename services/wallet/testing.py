@@ -1,0 +1,139 @@
+"""Test support: an in-process wallet server and a typed client that calls it as anyone.
+
+Used by the wallet's tests and by other services' integration tests that need a real wallet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Final
+
+import grpc
+
+from stud.v1 import wallet_pb2 as pb
+from stud.v1 import wallet_pb2_grpc as pb_grpc
+from studkit.auth import Principal, Role, TokenIssuer, bearer_metadata
+from wallet.bootstrap import WalletDeps, build_deps
+from wallet.config import Settings
+from wallet.server import create_server
+
+OPERATOR: Final = Principal(Role.OPERATOR, "ops")
+TABLE: Final = Principal(Role.SERVICE, "table")
+AUDITOR: Final = Principal(Role.AUDITOR, "audit")
+TIMEOUT_S: Final = 10.0
+
+
+def player(name: str) -> Principal:
+    """The principal of player ``name``."""
+    return Principal(Role.PLAYER, name)
+
+
+@dataclass
+class WalletClient:
+    """The wallet stub plus tokens: ``client.as_(principal).Deposit(...)``-style helpers."""
+
+    stub: pb_grpc.WalletServiceStub
+    issuer: TokenIssuer
+    _tokens: dict[Principal, str] = field(default_factory=dict)
+
+    def metadata(self, who: Principal) -> tuple[tuple[str, str]]:
+        """Call metadata carrying a token for ``who``."""
+        if who not in self._tokens:
+            self._tokens[who] = self.issuer.issue(who)
+        return bearer_metadata(self._tokens[who])
+
+    async def create_account(self, name: str, who: Principal = OPERATOR) -> None:
+        """Open ``name``'s account."""
+        await self.stub.CreateAccount(
+            pb.CreateAccountRequest(player_id=name), metadata=self.metadata(who), timeout=TIMEOUT_S
+        )
+
+    async def deposit(
+        self, name: str, amount: int, key: str, who: Principal = OPERATOR
+    ) -> pb.DepositResponse:
+        """Deposit to ``name``'s account."""
+        reply: pb.DepositResponse = await self.stub.Deposit(
+            pb.DepositRequest(player_id=name, amount=amount, idempotency_key=key),
+            metadata=self.metadata(who),
+            timeout=TIMEOUT_S,
+        )
+        return reply
+
+    async def balance(self, account: pb.AccountRef, who: Principal = OPERATOR) -> int:
+        """The balance of any account."""
+        reply = await self.stub.GetBalance(
+            pb.GetBalanceRequest(account=account), metadata=self.metadata(who), timeout=TIMEOUT_S
+        )
+        return int(reply.balance)
+
+    async def player_balance(self, name: str) -> int:
+        """The balance of ``name``'s account."""
+        return await self.balance(pb.AccountRef(player_id=name))
+
+    async def buy_in(
+        self, name: str, table: str, seat: int, amount: int, key: str, who: Principal = TABLE
+    ) -> pb.BuyInResponse:
+        """Buy ``name`` in at ``table``/``seat``."""
+        reply: pb.BuyInResponse = await self.stub.BuyIn(
+            pb.BuyInRequest(
+                player_id=name, table_id=table, seat=seat, amount=amount, idempotency_key=key
+            ),
+            metadata=self.metadata(who),
+            timeout=TIMEOUT_S,
+        )
+        return reply
+
+    async def settle(
+        self, request: pb.SettleHandRequest, who: Principal = TABLE
+    ) -> pb.SettleHandResponse:
+        """Settle a hand."""
+        reply: pb.SettleHandResponse = await self.stub.SettleHand(
+            request, metadata=self.metadata(who), timeout=TIMEOUT_S
+        )
+        return reply
+
+    async def cash_out(
+        self, name: str, table: str, seat: int, key: str, who: Principal = TABLE
+    ) -> pb.CashOutResponse:
+        """Cash ``name`` out of ``table``/``seat``."""
+        reply: pb.CashOutResponse = await self.stub.CashOut(
+            pb.CashOutRequest(table_id=table, seat=seat, player_id=name, idempotency_key=key),
+            metadata=self.metadata(who),
+            timeout=TIMEOUT_S,
+        )
+        return reply
+
+    async def escrows(self, table: str, who: Principal = TABLE) -> dict[int, int]:
+        """Seat -> escrow balance at ``table`` (Reconcile)."""
+        reply = await self.stub.Reconcile(
+            pb.ReconcileRequest(table_id=table), metadata=self.metadata(who), timeout=TIMEOUT_S
+        )
+        return {s.seat: s.balance for s in reply.seats}
+
+
+@dataclass
+class RunningWallet:
+    """An in-process wallet: its dependencies, port and a client on a channel to it."""
+
+    settings: Settings
+    deps: WalletDeps
+    port: int
+    client: WalletClient
+
+
+@contextlib.asynccontextmanager
+async def running_wallet(settings: Settings) -> AsyncIterator[RunningWallet]:
+    """Start a wallet for ``settings`` (use ``addr="127.0.0.1:0"``), stop it on exit."""
+    deps = build_deps(settings)
+    server, port = create_server(settings, deps)
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.WalletServiceStub(channel)  # type: ignore[no-untyped-call]
+            client = WalletClient(stub, TokenIssuer(settings.auth_secret))
+            yield RunningWallet(settings=settings, deps=deps, port=port, client=client)
+    finally:
+        await server.stop(None)
+        await deps.close()

@@ -1,0 +1,157 @@
+"""The application layer without I/O: who may call what, and bounded retries of a cash-out
+whose escrow keeps moving (a stub store; the real one is covered by integration tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from studkit.auth import Forbidden, Principal, Role
+from studkit.errors import Conflict
+from wallet.app import WalletApp
+from wallet.config import Settings
+from wallet.ledger import Transaction
+from wallet.model import (
+    Applied,
+    BuyIn,
+    CashOut,
+    Deposit,
+    RakePolicy,
+    SeatResult,
+    SettleHand,
+    Withdraw,
+    player_account,
+    seat_account,
+)
+from wallet.store import BalanceChanged
+
+OPERATOR = Principal(Role.OPERATOR, "ops")
+TABLE = Principal(Role.SERVICE, "table")
+AUDITOR = Principal(Role.AUDITOR, "audit")
+ALICE = Principal(Role.PLAYER, "alice")
+BOB = Principal(Role.PLAYER, "bob")
+
+
+class StubStore:
+    """Records applied transactions; can be told to report moved balances."""
+
+    def __init__(self, conflicts: int = 0) -> None:
+        self.applied: list[Transaction] = []
+        self.conflicts = conflicts
+        self.reads = 0
+
+    async def apply(self, transaction: Transaction) -> Applied:
+        if self.conflicts:
+            self.conflicts -= 1
+            raise BalanceChanged("moved")
+        self.applied.append(transaction)
+        return Applied(transaction_id="1-0", balances={})
+
+    async def balance(self, account: Any) -> int:
+        self.reads += 1
+        return 100 + self.reads
+
+    async def create_account(self, player_id: str, created_ms: int) -> None:
+        return None
+
+    async def reconcile(self, table_id: str) -> Any:
+        return None
+
+
+def app_with(store: StubStore, retries: int = 3) -> WalletApp:
+    return WalletApp(store, conflict_retries=retries)  # type: ignore[arg-type]
+
+
+DEPOSIT = Deposit(player_id="alice", amount=5, idempotency_key="k")
+WITHDRAW = Withdraw(player_id="alice", amount=5, idempotency_key="k")
+BUY_IN = BuyIn(player_id="alice", table_id="t1", seat=1, amount=5, idempotency_key="k")
+SETTLE = SettleHand(table_id="t1", hand_id="h", rake_policy=RakePolicy(),
+                    results=(SeatResult(seat=1, player_id="alice", amount_in=0, amount_won=0),))
+CASH_OUT = CashOut(table_id="t1", seat=1, player_id="alice", idempotency_key="k")
+
+
+class TestAccess:
+    @pytest.mark.parametrize(
+        ("method", "command", "allowed", "denied"),
+        [
+            ("deposit", DEPOSIT, [OPERATOR], [ALICE, TABLE, AUDITOR]),
+            ("withdraw", WITHDRAW, [OPERATOR], [ALICE, TABLE, AUDITOR]),
+            ("buy_in", BUY_IN, [ALICE, TABLE], [BOB, OPERATOR, AUDITOR]),
+            ("settle_hand", SETTLE, [TABLE], [ALICE, OPERATOR, AUDITOR]),
+            ("cash_out", CASH_OUT, [TABLE], [ALICE, OPERATOR, AUDITOR]),
+        ],
+    )
+    async def test_money_moves_only_for_allowed_callers(
+        self, method: str, command: Any, allowed: list[Principal], denied: list[Principal]
+    ) -> None:
+        """Each money-moving call is Forbidden to everyone outside its allowed roles, and a
+        refused call never reaches the store."""
+        store = StubStore()
+        app = app_with(store)
+        for who in denied:
+            with pytest.raises(Forbidden):
+                await getattr(app, method)(who, command)
+        assert store.applied == []
+        for who in allowed:
+            await getattr(app, method)(who, command)
+        assert len(store.applied) == len(allowed)
+
+    async def test_reads_are_own_account_for_players(self) -> None:
+        """A player reads only their own account; staff roles read any, seats included."""
+        app = app_with(StubStore())
+        await app.balance(ALICE, player_account("alice"))
+        for account in (player_account("bob"), seat_account("t1", 1)):
+            with pytest.raises(Forbidden):
+                await app.balance(ALICE, account)
+            for who in (TABLE, OPERATOR, AUDITOR):
+                await app.balance(who, account)
+
+    async def test_account_creation_is_own_or_operator(self) -> None:
+        """Players open their own account; operators any; the table none."""
+        app = app_with(StubStore())
+        await app.create_account(ALICE, "alice")
+        await app.create_account(OPERATOR, "bob")
+        for who, name in ((ALICE, "bob"), (TABLE, "carol")):
+            with pytest.raises(Forbidden):
+                await app.create_account(who, name)
+
+
+class TestRetries:
+    async def test_cash_out_rereads_after_a_moved_balance(self) -> None:
+        """A cash-out whose escrow moved is decided again on a fresh read and applies."""
+        store = StubStore(conflicts=2)
+        await app_with(store).cash_out(TABLE, CASH_OUT)
+        assert store.reads == 3 and store.applied[0].amount == 103
+
+    async def test_gives_up_with_conflict_after_bounded_retries(self) -> None:
+        """If the escrow keeps moving, the app raises Conflict (ABORTED) after N attempts."""
+        store = StubStore(conflicts=10)
+        with pytest.raises(Conflict):
+            await app_with(store, retries=3).cash_out(TABLE, CASH_OUT)
+        assert store.reads == 3 and store.applied == []
+
+
+class TestSettings:
+    def test_reads_the_environment(self) -> None:
+        """Settings come from env vars, with defaults."""
+        settings = Settings.from_env({
+            "WALLET_ADDR": "127.0.0.1:7000",
+            "REDIS_URL": "redis://wallet:pw@redis:6379/0",
+            "STUD_AUTH_SECRET": "x" * 40,
+            "LOG_LEVEL": "DEBUG",
+        })
+        assert settings.addr == "127.0.0.1:7000" and settings.log_level == "DEBUG"
+        assert settings.shutdown_grace_s == 5.0
+
+    def test_never_shows_secrets(self) -> None:
+        """repr omits the auth secret and the Redis URL; the redacted URL hides the password."""
+        settings = Settings.from_env({"REDIS_URL": "redis://wallet:hunter2@redis:6379/0",
+                                      "STUD_AUTH_SECRET": "s" * 40})
+        assert "hunter2" not in repr(settings) and "s" * 40 not in repr(settings)
+        assert settings.redis_url_redacted == "redis://wallet:***@redis:6379/0"
+
+    def test_requires_a_secret_outside_dev(self) -> None:
+        """Without STUD_AUTH_SECRET and STUD_ENV=dev the wallet does not start."""
+        with pytest.raises(RuntimeError):
+            Settings.from_env({})
