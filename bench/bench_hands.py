@@ -15,9 +15,10 @@ from typing import TypeVar
 
 from pokerkit import Card as PokerKitCard
 from pokerkit import EightOrBetterLowHand, StandardHighHand
-from rules import DECK, Card, best_high, best_low
 from treys import Card as TreysCard  # type: ignore[import-untyped]
 from treys import Evaluator
+
+from rules import DECK, Card, best_high, best_low
 
 SEED = 20240611
 T = TypeVar("T")

@@ -61,7 +61,7 @@ showdown_opener=<ShowdownOpener.LAST_AGGRESSOR: 'last_aggressor'>, history_revea
                 self.seats, self.min_players, self.small_bet, self.big_bet, self.ante,
                 self.bring_in, self.max_raises)), "amounts and counts must be integers"),
             (0 < self.small_bet < self.big_bet, "need 0 < small_bet < big_bet"),
-            (0 <= self.ante, "need 0 <= ante"),
+            (self.ante >= 0, "need 0 <= ante"),
             (0 < self.bring_in < self.small_bet, "need 0 < bring_in < small_bet"),
             (self.max_raises >= 0, "need max_raises >= 0"),
             (2 <= self.min_players <= self.seats <= 8, "need 2 <= min_players <= seats <= 8"),

@@ -182,9 +182,10 @@ class EventStore:
             keys.table_version(table_id),
         )
         if payloads and expected_version == 0:
-            # Only a table's first append can create it. Outside the script (the index has no table hash tag, so the script stays in one
-            # Cluster slot) and before it: a crash in between leaves at most an indexed table
-            # without events, never events of an unindexed table. SADD is idempotent.
+            # Only a table's first append can create it. Indexed outside the script (the index
+            # has no table hash tag, so the script stays in one Cluster slot) and before it: a
+            # crash in between leaves at most an indexed table without events, never events of
+            # an unindexed table. SADD is idempotent.
             await self._client.sadd(keys.table_index(), table_id)
         reply = await self._run_append(keys_, (expected_version, command_id, table_id, *payloads))
         match reply:

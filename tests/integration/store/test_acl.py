@@ -177,7 +177,9 @@ class TestWalletUser:
 
 
 class TestAuditorUser:
-    async def test_reads_public_streams_and_ledger(self, admin: aioredis.Redis, connect: Connect) -> None:
+    async def test_reads_public_streams_and_ledger(
+        self, admin: aioredis.Redis, connect: Connect
+    ) -> None:
         """The auditor reads table streams and wallet keys, never the dealer's decks."""
         client = connect("auditor")
         assert [e.envelope.event_type for e in await EventStore(client).read("t1")] == ["Seeded"]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 from pokerkit import EightOrBetterLowHand, StandardHighHand
+
 from rules import (
     DECK,
     Card,

@@ -19,7 +19,6 @@ from rules.commands import (
     Raise,
     RevealedHand,
     RevealHands,
-    Showdown,
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
 from rules.dealing import pending_deal
@@ -676,8 +675,6 @@ class TestE25DeckRunsShort:
 
 
 class TestE26ShowdownOrder:
-    HANDS = {5: "8c 8d 7h 8s 5c 3d 2h", 7: "As Ad Qh 9s 6d Kc 4c", 2: "7d 6c Kd Kh 4h 2s 3c"}
-
     def _play(self, config: TableConfig) -> TableDriver:
         t = table([2, 5, 7], config)
         wants = {Street.SIXTH: {2: 400, 5: 800, 7: 800}}
