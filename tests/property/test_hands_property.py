@@ -11,6 +11,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from rules import DECK, Card, best_high, best_low, board_value
 
 # The reference is slow (21 choices per hand) but so is nothing else here: ask for more
