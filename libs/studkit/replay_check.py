@@ -20,15 +20,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rules.history import (
-    END_OF_ACTIONS,
-    PhhError,
-    ReplayResult,
-    Verdict,
-    parse_phhs,
-    render_history,
-    replay_phh,
-)
+from rules.history import render_history
+from rules.phh import PhhError, parse_phhs
+from rules.phh_replay import replay_phh
+from rules.phh_verdict import END_OF_ACTIONS, ReplayResult, Verdict
 
 
 def _stacks(stacks: Sequence[int] | None) -> str:

@@ -1,0 +1,76 @@
+"""How a PHH hand maps onto our table: the configuration it is replayed with and the command
+each of its betting actions stands for."""
+
+from __future__ import annotations
+
+from rules.betting import WAGERS, ActionKind, legal_actions_for, wager_kind
+from rules.commands import Bet, Call, Check, Command, Complete, Fold, PostBringIn, Raise
+from rules.config import TableConfig
+from rules.errors import RuleViolation
+from rules.phh import PhhAction, PhhError, PhhHand
+from rules.state import HandState
+
+
+def replay_config(hand: PhhHand) -> TableConfig:
+    """The table configuration a PHH hand is replayed with: its stakes, the uniform ante,
+    no burns (see :mod:`rules.phh_replay`), every other option at its default. Raises
+    :class:`PhhError` when our rules cannot express the file's stakes.
+
+    >>> from rules.phh import VARIANT
+    >>> h = PhhHand(variant=VARIANT, antes=(40, 40), bring_in=50, small_bet=200, big_bet=400,
+    ...             starting_stacks=(1000, 1000), actions=())
+    >>> c = replay_config(h); c.seats, c.ante, c.burn_cards
+    (8, 40, False)
+    >>> from dataclasses import replace
+    >>> replay_config(replace(h, antes=(40, 30)))
+    Traceback (most recent call last):
+    ...
+    rules.phh.PhhError: antes differ between players ([40, 30]); our ante is one amount for everyone
+    """
+    if len(set(hand.antes)) > 1:
+        raise PhhError(f"antes differ between players ({list(hand.antes)}); our ante is one "
+                       "amount for everyone")
+    seats = len(hand.starting_stacks)
+    highest = max(hand.seats) if hand.seats else seats
+    seat_count = hand.seat_count if hand.seat_count and highest <= hand.seat_count <= 8 else 8
+    try:
+        return TableConfig(seats=seat_count, small_bet=hand.small_bet, big_bet=hand.big_bet,
+                           ante=hand.antes[0] if hand.antes else 0, bring_in=hand.bring_in)
+    except RuleViolation as error:
+        raise PhhError(str(error)) from None
+
+
+def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConfig) -> Command:
+    """The command a betting action (``pb``, ``cbr``, ``cc``, ``f``) of ``seat`` stands for
+    now: ``cbr`` the completion, bet or raise that fits, ``cc`` a check or a call. Whether
+    the command is legal is for ``decide`` to say.
+
+    >>> from rules.driver import TableDriver
+    >>> from rules.phh import parse_action
+    >>> t = TableDriver(TableConfig(), stacks={1: 1000, 2: 1000}); _ = t.start()
+    >>> t.deal_from("Ah Kd 7c 7d 2c 9s")
+    >>> command_for(parse_action("p1 cbr 200", 2), 1, t.hand, t.config)
+    Complete(seat=1, to=200)
+    >>> command_for(parse_action("p2 cc", 2), 2, t.hand, t.config)  # not p2's turn: no check
+    Call(seat=2)
+    """
+    if action.verb == "pb":
+        return PostBringIn(seat=seat)
+    if action.verb == "f":
+        return Fold(seat=seat)
+    legal = legal_actions_for(hand, config)
+    if action.verb == "cc":
+        can_check = (legal is not None and legal.seat == seat
+                     and legal.get(ActionKind.CHECK) is not None)
+        return Check(seat=seat) if can_check else Call(seat=seat)
+    kind = ActionKind.BET
+    if legal is not None:
+        wager = next((a for a in legal.actions if a.kind in WAGERS), None)
+        kind = wager.kind if wager is not None else wager_kind(hand)
+        if hand.bring_in_pending:
+            kind = ActionKind.COMPLETE
+    if kind == ActionKind.COMPLETE:
+        return Complete(seat=seat, to=action.amount)
+    if kind == ActionKind.BET:
+        return Bet(seat=seat, to=action.amount)
+    return Raise(seat=seat, to=action.amount)
