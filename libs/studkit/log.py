@@ -9,6 +9,7 @@ from collections.abc import MutableMapping
 from typing import Any, Final, TextIO
 
 import structlog
+import structlog.tracebacks
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 REDACTED: Final = "[redacted]"
@@ -42,8 +43,10 @@ def configure_logging(
     JSON (or the console renderer when ``json`` is None and ``stream`` is a TTY)."""
     out = stream or sys.stdout
     use_json = json if json is not None else not out.isatty()
+    # Tracebacks never carry frame locals: a local may hold a deck, a card or a token.
     renderer: Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer() if use_json
+        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
     )
     processors: list[Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -52,7 +55,8 @@ def configure_logging(
         redact_secrets,
     ]
     if use_json:
-        processors.append(structlog.processors.dict_tracebacks)
+        processors.append(structlog.processors.ExceptionRenderer(
+            structlog.tracebacks.ExceptionDictTransformer(show_locals=False)))
     processors.append(renderer)
     structlog.configure(
         processors=processors,

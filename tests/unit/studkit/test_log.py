@@ -42,3 +42,20 @@ class TestConfigureLogging:
         """Debug lines are dropped at INFO."""
         structlog.get_logger().debug("noise")
         assert stream.getvalue() == ""
+
+
+class TestTracebacksCarryNoLocals:
+    def test_exception_log_omits_frame_locals(self) -> None:
+        """A logged exception shows the frames but none of their local values (a local may
+        hold a deck, a card or a token)."""
+        out = io.StringIO()
+        configure_logging(json=True, stream=out, cache_logger_on_first_use=False)
+        try:
+            deck_order = "Ah Kd 7c 2s"  # noqa: F841 - the local that must not leak
+            raise RuntimeError("boom")
+        except RuntimeError:
+            structlog.get_logger().exception("rpc_failed")
+        line = out.getvalue()
+        assert "rpc_failed" in line and "RuntimeError" in line
+        assert "Ah Kd 7c 2s" not in line
+        assert json.loads(line)["exception"]
