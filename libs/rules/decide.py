@@ -210,15 +210,10 @@ def _known_cards(hand: HandState) -> list[Card]:
 
 
 def _check_unique(cards: list[Card]) -> None:
-    if len(set(cards)) != len(cards):
-        seen: set[Card] = set()
-        repeated: set[str] = set()
-        for card in cards:
-            if card in seen:
-                repeated.add(str(card))
-            seen.add(card)
-        dupes = sorted(repeated)
-        raise _fail(Reason.DUPLICATE_CARD, f"card dealt twice: {', '.join(dupes)}")
+    # The message counts repeats and never names them: a repeated card may be a down card.
+    repeats = len(cards) - len(set(cards))
+    if repeats:
+        raise _fail(Reason.DUPLICATE_CARD, f"{repeats} card(s) would be dealt twice")
 
 
 def _deal(state: TableState, command: DealStreet) -> list[Event]:

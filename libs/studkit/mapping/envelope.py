@@ -9,7 +9,7 @@ from typing import Final
 
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
-from rules.events import Event
+from rules.events import DownCardDealt, Event
 from stud.v1 import events_pb2 as epb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import BadRequest
@@ -23,6 +23,10 @@ _EVENT_FIELDS: Final[dict[str, str]] = {
     f.message_type.name: f.name
     for f in epb.TableEvent.DESCRIPTOR.oneofs_by_name["event"].fields
 }
+
+
+class HoleCardInPublicRecord(ValueError):
+    """Raised when a down card's value would be written into the table's public stream."""
 
 
 def event_type(event: Event) -> str:
@@ -39,6 +43,9 @@ def envelope_for(
     be timezone-aware (the writer's clock; the rules never read one)."""
     if occurred_at.tzinfo is None:
         raise ValueError("occurred_at must be timezone-aware")
+    if isinstance(event, DownCardDealt) and event.card is not None:
+        # Envelopes go to the table's public stream: a down card is only "a down card" there.
+        raise HoleCardInPublicRecord(f"seat {event.seat}'s down card carries its value")
     wrapped = event_to_proto(event)
     typed = getattr(wrapped, str(wrapped.WhichOneof("event")))
     envelope = EventEnvelope(
