@@ -111,10 +111,10 @@ class TestProbesAndAuth:
         """Reflection lists the registered service without a token."""
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         request = reflection_pb2.ServerReflectionRequest(list_services="")
-        async for reply in stub.ServerReflectionInfo(iter([request]), timeout=5):
-            names = {s.name for s in reply.list_services_response.service}
-            assert SERVICE in names and "grpc.health.v1.Health" in names
-            break
+        replies = [r async for r in stub.ServerReflectionInfo(iter([request]), timeout=5)]
+        assert len(replies) == 1
+        names = {s.name for s in replies[0].list_services_response.service}
+        assert SERVICE in names and "grpc.health.v1.Health" in names
 
     async def test_missing_token_is_unauthenticated(self, channel: grpc.aio.Channel) -> None:
         """A call without a token is UNAUTHENTICATED with reason missing_token."""

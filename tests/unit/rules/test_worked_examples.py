@@ -523,14 +523,21 @@ class TestE18LowThatDoesNotQualify:
     def test_high_hand_scoops_without_low(self) -> None:
         """E18: no qualifying low; S1's kings take the whole pot."""
         got = showdown_of({1: "Ks Kh Qd Tc 7s 5d 2c", 6: "9d 6c 4h 3d Ah Js Jc"})
-        assert set(got) == {1}
+        assert got == {1: 2 * (40 + 50)}  # antes and the called bring-in, no low half
+        assert split(2170, {1: "Ks Kh Qd Tc 7s 5d 2c", 6: "9d 6c 4h 3d Ah Js Jc"}) == {1: 2170}
+
+    def test_paired_four_is_no_low(self) -> None:
+        """E18: 9-7-5-4-4-A-K has no qualifying low (the fours count once)."""
+        from rules.hands import best_low
+        assert best_low(parse_cards("9s 7d 5c 4h 4d As Kh")) is None
 
 
 class TestE19WheelScoops:
     def test_wheel_wins_both_halves(self) -> None:
         """E19: the wheel is the best high here and the best low."""
         got = showdown_of({2: "5s 4d 3c 2h As Kd Kc", 5: "8c 8h 7d 6s 4h 2d Qs"})
-        assert set(got) == {2}
+        assert got == {2: 2 * (40 + 50)}
+        assert split(1850, {2: "5s 4d 3c 2h As Kd Kc", 5: "8c 8h 7d 6s 4h 2d Qs"}) == {2: 1850}
 
 
 class TestE20Quartering:
@@ -678,8 +685,9 @@ class TestE26ShowdownOrder:
     def _play(self, config: TableConfig) -> TableDriver:
         t = table([2, 5, 7], config)
         wants = {Street.SIXTH: {2: 400, 5: 800, 7: 800}}
-        play(t, {2: "7d 6c Kd Kh 4h 2s 3c", 5: "8c 8d 8h 7h 5c 3d 2h",
-                 7: "As Ad Qh 9s 6d Kc 4c"}, wants, mucks=frozenset({2, 5, 7}))
+        # RULES E26's cards in dealing order (down, down, four up, down)
+        play(t, {2: "7d 6c Kd Kh 4h 2s 3c", 5: "8d 7s 8c 7h 5c 3d 2h",
+                 7: "Ad Kc As Qh 9s 6d 4c"}, wants, mucks=frozenset({2, 5, 7}))
         return t
 
     def test_last_aggressor_shows_first_and_losers_may_muck(self) -> None:
@@ -688,8 +696,9 @@ class TestE26ShowdownOrder:
         shows = [e for e in t.events if isinstance(e, (HandShown, HandMucked))]
         assert [(type(e).__name__, e.seat) for e in shows] == [
             ("HandShown", 5), ("HandMucked", 7), ("HandShown", 2)]
-        awards = {(e.seat, e.share) for e in t.events if isinstance(e, PotAwarded)}
-        assert awards == {(5, Share.HIGH), (2, Share.LOW)}
+        awards = {(e.seat, e.share, e.amount) for e in t.events if isinstance(e, PotAwarded)}
+        # each of three put in 40 + 50 + 800; the halves of the 2,670 pot are equal
+        assert awards == {(5, Share.HIGH, 1335), (2, Share.LOW, 1335)}
 
     def test_first_to_act_option(self) -> None:
         """E26 with ``first_to_act``: order S2, S5, S7; S5 shown automatically."""
@@ -728,7 +737,6 @@ class TestE28DealingOrder:
         assert hand.player(1).down == (deck[0], deck[3]) and hand.player(1).up == (deck[6],)
         assert hand.player(8).down == (deck[2], deck[5]) and hand.player(8).up == (deck[8],)
         t.apply(PostBringIn(seat=1))
-        t.apply(Fold(seat=3)) if False else None
         t.apply(Complete(seat=3))
         t.apply(Call(seat=8))
         t.apply(Fold(seat=1))
