@@ -11,7 +11,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
-from studkit.testing import TestRedis, test_redis
+from studkit.testing import RedisSource, TestRedis, test_redis
 
 settings.register_profile(
     "ci",
@@ -42,6 +42,9 @@ def redis_server() -> Iterator[TestRedis]:
 @pytest.fixture
 def redis_url(redis_server: TestRedis) -> Iterator[str]:
     """Admin URL of the session's Redis, flushed before each test."""
+    if redis_server.source is RedisSource.ENV and not os.environ.get("STUD_TEST_ALLOW_FLUSH"):
+        pytest.fail("REDIS_URL is set: the tests would FLUSHALL that Redis. Set "
+                    "STUD_TEST_ALLOW_FLUSH=1 if it is a throwaway instance.")
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     client.close()
