@@ -21,7 +21,7 @@ class TestDevRun:
         )
         assert result.returncode == 0, result.stdout + result.stderr
         services = available_services(ROOT)
-        assert "wallet" in services
+        assert {"dealer", "wallet"} <= set(services)
         for name in services:
             assert f"{name:<10}" in result.stdout and "NOT SERVING" not in result.stdout
         assert "player:alice" in result.stdout
