@@ -4,8 +4,9 @@ place state changes. ``fold`` replays a whole log."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
-from typing import assert_never
+from dataclasses import fields, replace
+from operator import attrgetter
+from typing import Any, TypeVar, assert_never
 
 from rules.betting import (
     bring_in_duty,
@@ -50,10 +51,35 @@ from rules.events import (
 from rules.state import HandState, Phase, Player, Seat, TableState, initial_state
 from rules.streets import Street
 
+_T = TypeVar("_T", HandState, Player, TableState)
+_FIELDS = {cls: (tuple(f.name for f in fields(cls)), attrgetter(*(f.name for f in fields(cls))))
+           for cls in (HandState, Player, TableState)}
+_new = object.__new__
+_set = object.__setattr__
 
-def _set_player(hand: HandState, player: Player) -> HandState:
-    return replace(hand, players=tuple(player if p.seat == player.seat else p
-                                       for p in hand.players))
+
+def _derive(obj: _T, **changes: Any) -> _T:
+    """``dataclasses.replace`` for the hot path of ``fold``, about twice as fast: copies the
+    fields into a new frozen value without going through ``__init__`` (these classes
+    compute and check nothing there)."""
+    cls = type(obj)
+    names, values = _FIELDS[cls]
+    new = _new(cls)
+    for name, value in zip(names, values(obj), strict=True):
+        _set(new, name, value)
+    for name, value in changes.items():
+        _set(new, name, value)
+    return new
+
+
+def _with_player(players: tuple[Player, ...], player: Player) -> tuple[Player, ...]:
+    seat = player.seat
+    return tuple(player if p.seat == seat else p for p in players)
+
+
+def _set_player(hand: HandState, player: Player, **changes: Any) -> HandState:
+    """The hand with ``player`` in place of the one at its seat (and other ``changes``)."""
+    return _derive(hand, players=_with_player(hand.players, player), **changes)
 
 
 def _set_seat(state: TableState, number: int, seat: Seat | None) -> TableState:
@@ -73,48 +99,47 @@ def _start_round(hand: HandState, config: TableConfig) -> HandState:
     """Reset the street's betting and find who acts first (or that nobody does)."""
     players = tuple(
         p if (p.street_total, p.acted, p.reference) == (0, False, 0)
-        else replace(p, street_total=0, acted=False, reference=0)
+        else _derive(p, street_total=0, acted=False, reference=0)
         for p in hand.players
     )
-    hand = replace(hand, players=players, target=0, level=0, full_wagers=0, to_act=None,
+    hand = _derive(hand, players=players, target=0, level=0, full_wagers=0, to_act=None,
                    cap_lifted=False, bring_in_pending=False)
     street = hand.street
     assert street is not None
     if hand.exposed:
-        return replace(hand, phase=Phase.SHOWDOWN if street == Street.SEVENTH else Phase.DEALING)
+        return _derive(hand, phase=Phase.SHOWDOWN if street == Street.SEVENTH else Phase.DEALING)
     if street == Street.THIRD:
         duty = bring_in_duty(hand)
         if duty is None:
-            return replace(hand, phase=Phase.REVEAL)
-        hand = replace(hand, phase=Phase.BETTING, to_act=duty, bring_in_seat=duty,
-                       bring_in_pending=True)
-    else:
-        if sum(1 for p in hand.players if p.able) < 2:
-            return replace(hand, phase=Phase.SHOWDOWN if street == Street.SEVENTH
-                           else Phase.REVEAL)
-        hand = replace(hand, phase=Phase.BETTING, to_act=first_to_act(hand))
-    return replace(hand, cap_lifted=lifts_cap(hand, config, round_start=True))
+            return _derive(hand, phase=Phase.REVEAL)
+        return _derive(hand, phase=Phase.BETTING, to_act=duty, bring_in_seat=duty,
+                       bring_in_pending=True,
+                       cap_lifted=lifts_cap(hand, config, round_start=True))
+    if sum(1 for p in hand.players if p.able) < 2:
+        return _derive(hand, phase=Phase.SHOWDOWN if street == Street.SEVENTH else Phase.REVEAL)
+    return _derive(hand, phase=Phase.BETTING, to_act=first_to_act(hand),
+                   cap_lifted=lifts_cap(hand, config, round_start=True))
 
 
-def _end_round(hand: HandState) -> HandState:
+def _end_round(hand: HandState, cap_lifted: bool) -> HandState:
     """Choose what follows a finished betting round."""
-    hand = replace(hand, to_act=None)
     in_hand = [p for p in hand.players if not p.folded]
     if len(in_hand) <= 1:
-        return replace(hand, phase=Phase.SETTLING)
-    if hand.street == Street.SEVENTH:
-        return replace(hand, phase=Phase.SHOWDOWN)
-    if sum(1 for p in in_hand if p.able) <= 1:
-        return replace(hand, phase=Phase.DEALING if hand.exposed else Phase.REVEAL)
-    return replace(hand, phase=Phase.DEALING)
+        phase = Phase.SETTLING
+    elif hand.street == Street.SEVENTH:
+        phase = Phase.SHOWDOWN
+    elif sum(1 for p in in_hand if p.able) <= 1:
+        phase = Phase.DEALING if hand.exposed else Phase.REVEAL
+    else:
+        phase = Phase.DEALING
+    return _derive(hand, to_act=None, phase=phase, cap_lifted=cap_lifted)
 
 
 def _after_action(hand: HandState, config: TableConfig, seat: int) -> HandState:
-    if not hand.cap_lifted and lifts_cap(hand, config, round_start=False):
-        hand = replace(hand, cap_lifted=True)
+    lifted = hand.cap_lifted or lifts_cap(hand, config, round_start=False)
     if round_over(hand):
-        return _end_round(hand)
-    return replace(hand, to_act=next_to_act(hand, seat))
+        return _end_round(hand, lifted)
+    return _derive(hand, to_act=next_to_act(hand, seat), cap_lifted=lifted)
 
 
 def _reference(hand: HandState, config: TableConfig, target: int) -> int:
@@ -123,87 +148,90 @@ def _reference(hand: HandState, config: TableConfig, target: int) -> int:
     return target
 
 
-def _put_in(hand: HandState, seat: int, amount: int) -> Player:
+def _put_in(hand: HandState, seat: int, amount: int, **changes: Any) -> Player:
+    """The player at ``seat`` after putting ``amount`` in (and other ``changes``)."""
     p = hand.player(seat)
-    return replace(p, stack=p.stack - amount, street_total=p.street_total + amount,
-                   hand_total=p.hand_total + amount)
+    return _derive(p, stack=p.stack - amount, street_total=p.street_total + amount,
+                   hand_total=p.hand_total + amount, **changes)
 
 
 def _wager(hand: HandState, config: TableConfig, seat: int, amount: int, to: int) -> HandState:
-    p = replace(_put_in(hand, seat, amount), acted=True)
     level, wagers = hand.level, hand.full_wagers
     if 2 * (to - level) >= street_bet(hand, config):
         level, wagers = to, wagers + 1
-    hand = replace(hand, target=to, level=level, full_wagers=wagers,
-                   last_wager=(hand.street, seat) if hand.street else None)
-    hand = _set_player(hand, replace(p, reference=_reference(hand, config, to)))
+    p = _put_in(hand, seat, amount, acted=True, reference=_reference(hand, config, to))
+    hand = _set_player(hand, p, target=to, level=level, full_wagers=wagers,
+                       last_wager=(hand.street, seat) if hand.street else None,
+                       bring_in_pending=False)
     return _after_action(hand, config, seat)
 
 
 def _card_dealt(hand: HandState, config: TableConfig) -> HandState:
-    hand = replace(hand, dealt=hand.dealt + 1)
+    """``hand`` has just received a card: start the round once the street is dealt."""
     if _street_dealt(hand):
         return _start_round(hand, config)
     return hand
 
 
 def _hand_event(hand: HandState, config: TableConfig, event: Event) -> HandState:
+    # Cases run from the most frequent events down (``fold`` spends its time here).
     match event:
-        case AntePosted(seat=seat, amount=amount):
-            p = hand.player(seat)
-            return _set_player(hand, replace(p, stack=p.stack - amount,
-                                             hand_total=p.hand_total + amount))
-        case CardBurned():
-            return replace(hand, burned=hand.burned + 1)
-        case BurnsReshuffled():
-            return replace(hand, burned=0)
-        case DownCardDealt(seat=seat, street=street, card=card):
-            p = hand.player(seat)
-            hand = _set_player(replace(hand, street=street), replace(p, down=(*p.down, card)))
-            return _card_dealt(hand, config)
         case UpCardDealt(seat=seat, street=street, card=card):
             p = hand.player(seat)
-            hand = _set_player(replace(hand, street=street), replace(p, up=(*p.up, card)))
-            return _card_dealt(hand, config)
-        case CommunityCardDealt(card=card):
-            return _card_dealt(replace(hand, community=card, street=Street.SEVENTH), config)
-        case BringInPosted(seat=seat, amount=amount):
-            p = replace(_put_in(hand, seat, amount), acted=True, reference=0)
-            hand = replace(_set_player(hand, p), target=config.bring_in, bring_in_pending=False)
-            return _after_action(hand, config, seat)
-        case Completed(seat=seat, amount=amount, to=to) | BetMade(
-            seat=seat, amount=amount, to=to
-        ) | Raised(seat=seat, amount=amount, to=to):
-            return _wager(replace(hand, bring_in_pending=False), config, seat, amount, to)
+            return _card_dealt(_set_player(hand, _derive(p, up=(*p.up, card)), street=street,
+                                           dealt=hand.dealt + 1), config)
+        case DownCardDealt(seat=seat, street=street, card=card):
+            p = hand.player(seat)
+            return _card_dealt(_set_player(hand, _derive(p, down=(*p.down, card)),
+                                           street=street, dealt=hand.dealt + 1), config)
         case Called(seat=seat, amount=amount):
-            p = replace(_put_in(hand, seat, amount), acted=True,
+            p = _put_in(hand, seat, amount, acted=True,
                         reference=_reference(hand, config, hand.target))
             return _after_action(_set_player(hand, p), config, seat)
         case Checked(seat=seat):
-            p = replace(hand.player(seat), acted=True,
+            p = _derive(hand.player(seat), acted=True,
                         reference=_reference(hand, config, hand.target))
             return _after_action(_set_player(hand, p), config, seat)
+        case AntePosted(seat=seat, amount=amount):
+            p = hand.player(seat)
+            return _set_player(hand, _derive(p, stack=p.stack - amount,
+                                             hand_total=p.hand_total + amount))
+        case Completed(seat=seat, amount=amount, to=to) | BetMade(
+            seat=seat, amount=amount, to=to
+        ) | Raised(seat=seat, amount=amount, to=to):
+            return _wager(hand, config, seat, amount, to)
         case Folded(seat=seat):
-            hand = _set_player(hand, replace(hand.player(seat), folded=True))
+            hand = _set_player(hand, _derive(hand.player(seat), folded=True))
             return _after_action(hand, config, seat)
+        case BringInPosted(seat=seat, amount=amount):
+            p = _put_in(hand, seat, amount, acted=True, reference=0)
+            hand = _set_player(hand, p, target=config.bring_in, bring_in_pending=False)
+            return _after_action(hand, config, seat)
+        case CardBurned():
+            return _derive(hand, burned=hand.burned + 1)
+        case BurnsReshuffled():
+            return _derive(hand, burned=0)
+        case CommunityCardDealt(card=card):
+            return _card_dealt(_derive(hand, community=card, street=Street.SEVENTH,
+                                       dealt=hand.dealt + 1), config)
         case ActionTimedOut():
             return hand
         case UncalledBetReturned(seat=seat, amount=amount):
             return _set_player(hand, _put_in(hand, seat, -amount))
         case HandExposed(seat=seat, down=down):
-            hand = _set_player(hand, replace(hand.player(seat), down=down, exposed=True))
+            hand = _set_player(hand, _derive(hand.player(seat), down=down, exposed=True))
             if all(p.exposed for p in hand.players if not p.folded):
-                hand = replace(hand, exposed=True, phase=Phase.DEALING)
+                hand = _derive(hand, exposed=True, phase=Phase.DEALING)
             return hand
         case HandShown(seat=seat, down=down):
-            return _set_player(hand, replace(hand.player(seat), down=down, shown=True))
+            return _set_player(hand, _derive(hand.player(seat), down=down, shown=True))
         case HandMucked(seat=seat, down=down):
             p = hand.player(seat)
-            return _set_player(hand, replace(p, down=down or p.down, mucked=True))
+            return _set_player(hand, _derive(p, down=down or p.down, mucked=True))
         case PotAwarded(seat=seat, amount=amount):
             p = hand.player(seat)
-            hand = _set_player(hand, replace(p, stack=p.stack + amount))
-            return replace(hand, awards=(*hand.awards, event), phase=Phase.SETTLING)
+            return _set_player(hand, _derive(p, stack=p.stack + amount),
+                               awards=(*hand.awards, event), phase=Phase.SETTLING)
         case _:
             raise TypeError(f"not a hand event: {type(event).__name__}")
 
@@ -270,14 +298,38 @@ def evolve(state: TableState, event: Event) -> TableState:
             | HandExposed() | HandShown() | HandMucked() | PotAwarded()
         ):
             assert state.hand is not None and state.config is not None
-            return replace(state, hand=_hand_event(state.hand, state.config, event))
+            return _derive(state, hand=_hand_event(state.hand, state.config, event))
         case _:
             assert_never(event)
 
 
+_HAND_EVENT_TYPES = frozenset({
+    AntePosted, CardBurned, BurnsReshuffled, DownCardDealt, UpCardDealt, CommunityCardDealt,
+    BringInPosted, Completed, BetMade, Raised, Called, Checked, Folded, ActionTimedOut,
+    UncalledBetReturned, HandExposed, HandShown, HandMucked, PotAwarded,
+})
+
+
 def fold(events: Iterable[Event], state: TableState | None = None) -> TableState:
-    """Replay events from ``state`` (default: the initial state)."""
+    """Replay events from ``state`` (default: the initial state).
+
+    The same as applying :func:`evolve` to each event in turn; a run of hand events is
+    applied to the hand alone, and the table takes the hand back once at the end of it.
+    """
     current = initial_state() if state is None else state
+    hand: HandState | None = None
+    """The hand while a run of hand events lasts (``current.hand`` is stale meanwhile)."""
+    config = current.config
     for event in events:
+        if type(event) in _HAND_EVENT_TYPES:
+            if hand is None:
+                hand, config = current.hand, current.config
+            assert hand is not None and config is not None
+            hand = _hand_event(hand, config, event)
+            continue
+        if hand is not None:
+            current, hand = _derive(current, hand=hand), None
         current = evolve(current, event)
+    if hand is not None:
+        current = _derive(current, hand=hand)
     return current
