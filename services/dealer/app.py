@@ -5,7 +5,8 @@ then the deck store. Knows a :class:`~dealer.store.DealerStore` and
 Access: the table service (role ``service``, a name in ``table_services``) starts hands, deals
 and asks for reveals; a player reads only the cards of the seat the public stream says they
 were dealt into; an auditor reads a finished hand's deck. Nothing here logs a card value, a
-deck, a salt or a token: log lines carry ids and counts only.
+deck, a salt or a token: log lines carry ids and counts only, and the domain counters
+(:class:`DealerCounters`) carry no label but a card's face (up or down).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dealer.tables import PublicTables, TableView
 from rules import DealPlan, HandState, Phase, pending_deal
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.errors import Conflict, FailedPrecondition, NotFound
+from studkit.metrics import ClosedCounter, Metrics
 
 log = structlog.get_logger("dealer")
 
@@ -54,6 +56,29 @@ class HandNotOver(FailedPrecondition):
     """Raised when an audit is asked for before the hand has ended."""
 
     default_reason = "hand_not_over"
+
+
+@dataclass(frozen=True, slots=True)
+class DealerCounters:
+    """The dealer's domain counters, on the server's metrics registry."""
+
+    hands_started: ClosedCounter
+    cards_dealt: ClosedCounter
+
+    @classmethod
+    def register(cls, metrics: Metrics) -> DealerCounters:
+        """Declare the counters on ``metrics``' registry."""
+        return cls(
+            hands_started=metrics.counter(
+                "stud_dealer_hands_started",
+                "Hands whose deck the dealer shuffled (a repeated StartHand is not counted).",
+            ),
+            cards_dealt=metrics.counter(
+                "stud_dealer_cards_dealt",
+                "Cards dealt to seats, by face (burns and repeated deals are not counted).",
+                {"face": ("up", "down")},
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,12 +125,14 @@ class DealerApp:
         table_services: Collection[str] = ("table",),
         conflict_retries: int = 5,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._tables = tables
         self._table_services = frozenset(table_services)
         self._retries = conflict_retries
         self._clock_ms = clock_ms
+        self._counters = DealerCounters.register(metrics if metrics is not None else Metrics())
 
     # --- who may ask ------------------------------------------------------------------------
 
@@ -143,7 +170,10 @@ class DealerApp:
             )
         deck = HandDeck(table_id=table_id, hand_number=hand_number, order=shuffled(),
                         reshuffle_key=shuffled(), salt=new_salt())
-        commitment = await self._store.create_hand(deck, commit(deck), self._clock_ms())
+        ours = commit(deck)
+        commitment = await self._store.create_hand(deck, ours, self._clock_ms())
+        if commitment == ours:  # else a concurrent StartHand stored its deck first
+            self._counters.hands_started.inc()
         log.info("hand_deck_shuffled")
         return commitment
 
@@ -178,6 +208,9 @@ class DealerApp:
             outcome, existing = await self._store.record_deal(
                 table_id, hand_number, deal, len(stored.deals))
             if outcome is Recorded.RECORDED:
+                up = sum(1 for card in deal.cards if card.up)
+                self._counters.cards_dealt.inc(up, face="up")
+                self._counters.cards_dealt.inc(len(deal.cards) - up, face="down")
                 log.info("street_dealt", cards=len(deal.cards), burned=deal.burn is not None,
                          reshuffled=deal.reshuffled)
                 return deal

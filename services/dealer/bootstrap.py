@@ -1,9 +1,9 @@
-"""Dependencies wired explicitly, in one function: stores, the public table view, the app and
-the token verifier."""
+"""Dependencies wired explicitly, in one function: stores, the public table view, the app, the
+token verifier and the metrics registry (gRPC and domain counters)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dealer.app import DealerApp
 from dealer.config import Settings
@@ -11,6 +11,7 @@ from dealer.store import DealerStore
 from dealer.tables import PublicTables
 from studkit.auth import TokenVerifier
 from studkit.mapping import event_from_envelope
+from studkit.metrics import Metrics
 from studkit.store import EventStore, StreamTailer
 
 
@@ -23,6 +24,7 @@ class DealerDeps:
     events: EventStore
     tailer: StreamTailer
     verifier: TokenVerifier
+    metrics: Metrics = field(default_factory=Metrics)
 
     async def close(self) -> None:
         """Stop the stream readers and release the Redis connections."""
@@ -36,7 +38,8 @@ def build_deps(settings: Settings) -> DealerDeps:
     store = DealerStore.from_url(settings.redis_url)
     events = EventStore(store.client)
     tables = PublicTables(events, event_from_envelope)
+    metrics = Metrics()
     app = DealerApp(store, tables, table_services=settings.table_services,
-                    conflict_retries=settings.conflict_retries)
+                    conflict_retries=settings.conflict_retries, metrics=metrics)
     return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(store.client),
-                      verifier=TokenVerifier(settings.auth_secret))
+                      verifier=TokenVerifier(settings.auth_secret), metrics=metrics)

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from studkit.auth import secret_from_env
+from studkit.metrics import port_number
 
+DEFAULT_METRICS_PORT = 9102
 DEFAULT_ADDR = "[::]:50052"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -22,7 +24,8 @@ class Settings:
     ``stud:dealer:*`` and reads ``stud:table:*``), ``STUD_AUTH_SECRET`` (required unless
     ``STUD_ENV=dev``), ``LOG_LEVEL`` (``INFO``), ``DEALER_SHUTDOWN_GRACE`` (seconds, ``5``),
     ``DEALER_TABLE_SERVICES`` (comma-separated service names allowed to start hands, deal and
-    reveal; ``table``), ``DEALER_CONFLICT_RETRIES`` (``5``).
+    reveal; ``table``), ``DEALER_CONFLICT_RETRIES`` (``5``), ``METRICS_PORT`` (Prometheus
+    ``/metrics`` over HTTP, ``9102``; ``0`` serves none).
     """
 
     addr: str = DEFAULT_ADDR
@@ -32,6 +35,7 @@ class Settings:
     shutdown_grace_s: float = 5.0
     table_services: tuple[str, ...] = ("table",)
     conflict_retries: int = 5
+    metrics_port: int = DEFAULT_METRICS_PORT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -51,6 +55,7 @@ class Settings:
             shutdown_grace_s=float(env.get("DEALER_SHUTDOWN_GRACE", "5")),
             table_services=services,
             conflict_retries=int(env.get("DEALER_CONFLICT_RETRIES", "5")),
+            metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
         )
 
     @property

@@ -94,11 +94,13 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
 
 
 def create_server(settings: Settings, deps: DealerDeps) -> tuple[GrpcServer, int]:
-    """The dealer server bound to ``settings.addr`` (not started) and its port."""
+    """The dealer server bound to ``settings.addr`` (not started) and its port; calls are
+    counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``)."""
     server = create_grpc_server(
         settings.addr,
         [(pb_grpc.add_DealerServiceServicer_to_server, DealerServicer(deps), SERVICE_NAME)],
         verifier=deps.verifier,
         errors=DEALER_ERRORS,
+        metrics=deps.metrics,
     )
     return server, server.port

@@ -1,4 +1,5 @@
-"""``python -m wallet``: read the settings, configure logging, serve until SIGTERM."""
+"""``python -m wallet``: read the settings, configure logging, serve gRPC and ``/metrics`` until
+SIGTERM."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import structlog
 from studkit.auth import DEV_INSECURE_SECRET
 from studkit.grpc_server import run_until_signalled
 from studkit.log import configure_logging
+from studkit.metrics import metrics_endpoint
 from wallet.bootstrap import build_deps
 from wallet.config import Settings
 from wallet.server import create_server
@@ -24,10 +26,12 @@ async def serve(settings: Settings) -> None:
     try:
         await deps.store.ping()
         server, port = create_server(settings, deps)
-        await server.start()
-        log.info("wallet_started", addr=settings.addr, port=port,
-                 redis=settings.redis_url_redacted)
-        await run_until_signalled(server, settings.shutdown_grace_s)
+        with metrics_endpoint(deps.metrics.registry, settings.metrics_port) as metrics:
+            await server.start()
+            log.info("wallet_started", addr=settings.addr, port=port,
+                     metrics_port=metrics.port if metrics else None,
+                     redis=settings.redis_url_redacted)
+            await run_until_signalled(server, settings.shutdown_grace_s)
     finally:
         await deps.close()
     log.info("wallet_stopped")

@@ -4,18 +4,24 @@
 Access: players act on their own account only (create, read, buy in); ``service`` callers
 (the table) buy in for players, settle hands, cash out and reconcile; ``operator`` callers
 create accounts, deposit and withdraw; ``auditor`` callers read.
+
+Settlements are counted by outcome (``stud_wallet_settlements_total{outcome}``: applied,
+duplicate, refused); no counter carries an id or an amount.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Final
 
 import structlog
 
 from studkit.auth import Forbidden, Principal, Role, require_role
-from studkit.errors import BadRequest, Conflict
+from studkit.errors import BadRequest, Conflict, ServiceError
+from studkit.metrics import Metrics
 from wallet.ledger import (
+    LedgerError,
     LedgerView,
     decide,
 )
@@ -40,6 +46,7 @@ log = structlog.get_logger("wallet")
 READERS = (Role.SERVICE, Role.OPERATOR, Role.AUDITOR)
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 100
+SETTLEMENT_OUTCOMES: Final = ("applied", "duplicate", "refused")
 
 
 def _own_or(principal: Principal, player_id: str, *roles: Role) -> None:
@@ -67,10 +74,17 @@ class WalletApp:
         *,
         conflict_retries: int = 5,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._retries = conflict_retries
         self._clock_ms = clock_ms
+        self._settlements = (metrics if metrics is not None else Metrics()).counter(
+            "stud_wallet_settlements",
+            "SettleHand commands by outcome: applied, duplicate (a replay of an applied "
+            "settlement) or refused.",
+            {"outcome": SETTLEMENT_OUTCOMES},
+        )
 
     async def create_account(self, principal: Principal, player_id: str) -> int:
         """Open ``player_id``'s account; returns its balance (0)."""
@@ -115,9 +129,15 @@ class WalletApp:
 
     async def settle_hand(self, principal: Principal, command: SettleHand) -> Applied:
         """The table: one hand's result, once."""
-        require_role(principal, Role.SERVICE)
-        structlog.contextvars.bind_contextvars(hand_id=command.hand_id)
-        return await self._apply(command)
+        try:
+            require_role(principal, Role.SERVICE)
+            structlog.contextvars.bind_contextvars(hand_id=command.hand_id)
+            applied = await self._apply(command)
+        except (ServiceError, LedgerError):
+            self._settlements.inc(outcome="refused")
+            raise
+        self._settlements.inc(outcome="duplicate" if applied.replayed else "applied")
+        return applied
 
     async def cash_out(self, principal: Principal, command: CashOut) -> Applied:
         """The table: seat escrow -> account; the seat is freed."""

@@ -1,10 +1,12 @@
-"""Dependencies wired explicitly, in one function: store, app and token verifier."""
+"""Dependencies wired explicitly, in one function: store, app, token verifier and the metrics
+registry (gRPC and domain counters)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from studkit.auth import TokenVerifier
+from studkit.metrics import Metrics
 from wallet.app import WalletApp
 from wallet.config import Settings
 from wallet.store import WalletStore
@@ -17,6 +19,7 @@ class WalletDeps:
     app: WalletApp
     store: WalletStore
     verifier: TokenVerifier
+    metrics: Metrics = field(default_factory=Metrics)
 
     async def close(self) -> None:
         """Release the Redis connections."""
@@ -26,8 +29,10 @@ class WalletDeps:
 def build_deps(settings: Settings) -> WalletDeps:
     """The wallet's dependencies for ``settings`` (call within a running loop)."""
     store = WalletStore.from_url(settings.redis_url)
+    metrics = Metrics()
     return WalletDeps(
-        app=WalletApp(store, conflict_retries=settings.conflict_retries),
+        app=WalletApp(store, conflict_retries=settings.conflict_retries, metrics=metrics),
         store=store,
         verifier=TokenVerifier(settings.auth_secret),
+        metrics=metrics,
     )

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from studkit.auth import secret_from_env
+from studkit.metrics import port_number
 
+DEFAULT_METRICS_PORT = 9103
 DEFAULT_ADDR = "[::]:50053"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -20,7 +22,8 @@ class Settings:
     ``WALLET_ADDR`` (default ``[::]:50053``), ``REDIS_URL`` (default
     ``redis://127.0.0.1:6379/0``; use the wallet ACL user's credentials), ``STUD_AUTH_SECRET``
     (required unless ``STUD_ENV=dev``), ``LOG_LEVEL`` (``INFO``), ``WALLET_SHUTDOWN_GRACE``
-    (seconds, ``5``), ``WALLET_CONFLICT_RETRIES`` (``5``).
+    (seconds, ``5``), ``WALLET_CONFLICT_RETRIES`` (``5``), ``METRICS_PORT`` (Prometheus
+    ``/metrics`` over HTTP, ``9103``; ``0`` serves none).
     """
 
     addr: str = DEFAULT_ADDR
@@ -29,6 +32,7 @@ class Settings:
     log_level: str = "INFO"
     shutdown_grace_s: float = 5.0
     conflict_retries: int = 5
+    metrics_port: int = DEFAULT_METRICS_PORT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -41,6 +45,7 @@ class Settings:
             log_level=env.get("LOG_LEVEL", "INFO"),
             shutdown_grace_s=float(env.get("WALLET_SHUTDOWN_GRACE", "5")),
             conflict_retries=int(env.get("WALLET_CONFLICT_RETRIES", "5")),
+            metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
         )
 
     @property

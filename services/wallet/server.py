@@ -91,11 +91,13 @@ class WalletServicer(pb_grpc.WalletServiceServicer):
 
 
 def create_server(settings: Settings, deps: WalletDeps) -> tuple[GrpcServer, int]:
-    """The wallet server bound to ``settings.addr`` (not started) and its port."""
+    """The wallet server bound to ``settings.addr`` (not started) and its port; calls are
+    counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``)."""
     server = create_grpc_server(
         settings.addr,
         [(pb_grpc.add_WalletServiceServicer_to_server, WalletServicer(deps.app), SERVICE_NAME)],
         verifier=deps.verifier,
         errors=WALLET_ERRORS,
+        metrics=deps.metrics,
     )
     return server, server.port

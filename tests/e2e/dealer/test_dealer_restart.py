@@ -53,7 +53,8 @@ class DealerProcess:
         self.port = free_port()
         self.log_path = log_path
         env = {**os.environ, "DEALER_ADDR": f"127.0.0.1:{self.port}", "REDIS_URL": redis_url,
-               "STUD_AUTH_SECRET": SECRET, "LOG_LEVEL": "INFO", "DEALER_SHUTDOWN_GRACE": "2"}
+               "STUD_AUTH_SECRET": SECRET, "LOG_LEVEL": "INFO", "DEALER_SHUTDOWN_GRACE": "2",
+               "METRICS_PORT": "0"}
         env.pop("STUD_ENV", None)
         self._log = log_path.open("wb")
         self.process = subprocess.Popen([sys.executable, "-m", "dealer"], cwd=ROOT, env=env,

@@ -55,6 +55,7 @@ class WalletProcess:
             "STUD_AUTH_SECRET": SECRET,
             "LOG_LEVEL": "INFO",
             "WALLET_SHUTDOWN_GRACE": "2",
+            "METRICS_PORT": "0",
         }
         env.pop("STUD_ENV", None)
         with self.log_path.open("ab") as log:

@@ -60,6 +60,30 @@ class TestManifests:
         allowed = rule["podSelector"]["matchExpressions"][0]["values"]
         assert set(allowed) == {"table", "dealer", "wallet"}
 
+    @pytest.mark.parametrize(("name", "port"), [("dealer", 9102), ("wallet", 9103)])
+    def test_service_exposes_metrics(self, name: str, port: int) -> None:
+        """Each service serves /metrics on a container port named ``metrics`` (the port its
+        METRICS_PORT names), its pods ask Prometheus to scrape that port, and a NetworkPolicy
+        admits the monitoring namespace to it."""
+        deployments = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "Deployment"}
+        template = deployments[name]["spec"]["template"]
+        container = template["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports["metrics"] == port
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["METRICS_PORT"] == str(port)
+        annotations = template["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/port"] == str(port)
+        assert annotations["prometheus.io/path"] == "/metrics"
+        policies = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "NetworkPolicy"}
+        spec = policies["metrics-from-monitoring"]["spec"]
+        assert name in spec["podSelector"]["matchExpressions"][0]["values"]
+        rule = spec["ingress"][0]
+        assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {
+            "stud-hilo/monitoring": "true"}
+        assert [p["port"] for p in rule["ports"]] == ["metrics"]
+
     @pytest.mark.parametrize("overlay", ["dev", "prod"])
     def test_overlays_reference_base(self, overlay: str) -> None:
         """Both overlays build on the base."""
