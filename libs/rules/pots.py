@@ -95,9 +95,10 @@ def split_pot(pot: Pot, hands: Mapping[int, ShowdownHand]) -> tuple[Award, ...]:
     contenders = [hands[s] for s in pot.eligible if s in hands]
     if not contenders:
         raise ValueError("a pot needs at least one eligible hand")
-    if len(contenders) == 1:
+    if len(contenders) == 1:  # the others mucked: the shown hand takes the pot with its hand
         only = contenders[0]
-        return (Award(seat=only.seat, amount=pot.amount, share=Share.WHOLE, hand=""),)
+        return (Award(seat=only.seat, amount=pot.amount, share=Share.WHOLE,
+                      hand=only.high.description),)
     best_high = max(h.high for h in contenders)
     high_winners = [h for h in contenders if h.high == best_high]
     lows = [h for h in contenders if h.low is not None]
