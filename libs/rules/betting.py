@@ -62,9 +62,11 @@ def clockwise_after(hand: HandState, seat: int, wanted: Callable[[Player], bool]
     """The first player clockwise after ``seat`` (not ``seat`` itself unless it is the only
     one) for whom ``wanted`` holds."""
     players = hand.players
-    ordered = [p for p in players if p.seat > seat] + [p for p in players if p.seat <= seat]
-    for p in ordered:
-        if wanted(p):
+    for p in players:
+        if p.seat > seat and wanted(p):
+            return p.seat
+    for p in players:
+        if p.seat <= seat and wanted(p):
             return p.seat
     return None
 
@@ -111,12 +113,16 @@ def lifts_cap(hand: HandState, config: TableConfig, round_start: bool) -> bool:
     """Whether the heads-up option lifts the cap now (call at round start or after an action)."""
     if hand.cap_lifted:
         return True
-    able = sum(1 for p in hand.players if p.able)
     if config.heads_up_raises == HeadsUpRaises.ROUND_STARTS_HEADS_UP:
-        return round_start and able == 2
+        return round_start and _able_count(hand) == 2
     if config.heads_up_raises == HeadsUpRaises.HEADS_UP_BEFORE_CAP:
-        return able == 2 and hand.full_wagers < config.cap
+        return _able_count(hand) == 2 and hand.full_wagers < config.cap
     return False
+
+
+def _able_count(hand: HandState) -> int:
+    """How many players are able to act."""
+    return sum(1 for p in hand.players if p.able)
 
 
 def street_bet(hand: HandState, config: TableConfig) -> int:
@@ -182,10 +188,15 @@ def legal_actions_for(hand: HandState, config: TableConfig) -> LegalActions | No
 
 def round_over(hand: HandState) -> bool:
     """Whether the betting round has ended (RULES 6.10)."""
-    in_hand = [p for p in hand.players if not p.folded]
-    if len(in_hand) <= 1:
-        return True
-    return all(p.acted and p.street_total >= hand.target for p in in_hand if p.able)
+    target = hand.target
+    in_hand = 0
+    waiting = False
+    for p in hand.players:
+        if not p.folded:
+            in_hand += 1
+            if p.able and not (p.acted and p.street_total >= target):
+                waiting = True
+    return in_hand <= 1 or not waiting
 
 
 def next_to_act(hand: HandState, after: int) -> int | None:

@@ -3,11 +3,12 @@ place state changes. ``fold`` replays a whole log."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
 from operator import attrgetter
 from typing import Any, TypeVar, assert_never
 
+from rules._mutable import MutableHand, MutablePlayer
 from rules.betting import (
     bring_in_duty,
     first_to_act,
@@ -51,17 +52,16 @@ from rules.events import (
 from rules.state import HandState, Phase, Player, Seat, TableState, initial_state
 from rules.streets import Street
 
-_T = TypeVar("_T", HandState, Player, TableState)
-_FIELDS = {cls: (tuple(f.name for f in fields(cls)), attrgetter(*(f.name for f in fields(cls))))
-           for cls in (HandState, Player, TableState)}
 _new = object.__new__
 _set = object.__setattr__
+_D = TypeVar("_D", HandState, TableState, Seat)
+_FIELDS = {cls: (tuple(f.name for f in fields(cls)), attrgetter(*(f.name for f in fields(cls))))
+           for cls in (HandState, TableState, Seat)}
 
 
-def _derive(obj: _T, **changes: Any) -> _T:
-    """``dataclasses.replace`` for the hot path of ``fold``, about twice as fast: copies the
-    fields into a new frozen value without going through ``__init__`` (these classes
-    compute and check nothing there)."""
+def _derive(obj: _D, **changes: Any) -> _D:
+    """``dataclasses.replace`` without going through ``__init__`` (these classes compute and
+    check nothing there), several times as fast."""
     cls = type(obj)
     names, values = _FIELDS[cls]
     new = _new(cls)
@@ -72,14 +72,8 @@ def _derive(obj: _T, **changes: Any) -> _T:
     return new
 
 
-def _with_player(players: tuple[Player, ...], player: Player) -> tuple[Player, ...]:
-    seat = player.seat
-    return tuple(player if p.seat == seat else p for p in players)
-
-
-def _set_player(hand: HandState, player: Player, **changes: Any) -> HandState:
-    """The hand with ``player`` in place of the one at its seat (and other ``changes``)."""
-    return _derive(hand, players=_with_player(hand.players, player), **changes)
+def _with_hand(state: TableState, hand: HandState) -> TableState:
+    return _derive(state, hand=hand)
 
 
 def _set_seat(state: TableState, number: int, seat: Seat | None) -> TableState:
@@ -88,40 +82,46 @@ def _set_seat(state: TableState, number: int, seat: Seat | None) -> TableState:
     return replace(state, seats=tuple(seats))
 
 
-def _street_dealt(hand: HandState) -> bool:
+def _street_dealt(hand: MutableHand) -> bool:
     """Whether every player still in has this street's cards."""
     assert hand.street is not None
     want = int(hand.street) - (1 if hand.community is not None else 0)
-    return all(len(p.down) + len(p.up) == want for p in hand.players if not p.folded)
+    for p in hand.players:  # noqa: SIM110 (a loop: no generator on the hot path)
+        if not p.folded and len(p.down) + len(p.up) != want:
+            return False
+    return True
 
 
-def _start_round(hand: HandState, config: TableConfig) -> HandState:
+def _start_round(hand: MutableHand, config: TableConfig) -> None:
     """Reset the street's betting and find who acts first (or that nobody does)."""
-    players = tuple(
-        p if (p.street_total, p.acted, p.reference) == (0, False, 0)
-        else _derive(p, street_total=0, acted=False, reference=0)
-        for p in hand.players
-    )
-    hand = _derive(hand, players=players, target=0, level=0, full_wagers=0, to_act=None,
-                   cap_lifted=False, bring_in_pending=False)
+    for p in hand.players:
+        if p.street_total != 0 or p.acted or p.reference != 0:
+            twin = hand.mutable(p.seat)
+            twin.street_total, twin.acted, twin.reference = 0, False, 0
+    hand.target = hand.level = hand.full_wagers = 0
+    hand.to_act = None
+    hand.cap_lifted = hand.bring_in_pending = False
     street = hand.street
     assert street is not None
+    view = hand.view()
     if hand.exposed:
-        return _derive(hand, phase=Phase.SHOWDOWN if street == Street.SEVENTH else Phase.DEALING)
-    if street == Street.THIRD:
-        duty = bring_in_duty(hand)
+        hand.phase = Phase.SHOWDOWN if street == Street.SEVENTH else Phase.DEALING
+    elif street == Street.THIRD:
+        duty = bring_in_duty(view)
         if duty is None:
-            return _derive(hand, phase=Phase.REVEAL)
-        return _derive(hand, phase=Phase.BETTING, to_act=duty, bring_in_seat=duty,
-                       bring_in_pending=True,
-                       cap_lifted=lifts_cap(hand, config, round_start=True))
-    if sum(1 for p in hand.players if p.able) < 2:
-        return _derive(hand, phase=Phase.SHOWDOWN if street == Street.SEVENTH else Phase.REVEAL)
-    return _derive(hand, phase=Phase.BETTING, to_act=first_to_act(hand),
-                   cap_lifted=lifts_cap(hand, config, round_start=True))
+            hand.phase = Phase.REVEAL
+        else:
+            hand.cap_lifted = lifts_cap(view, config, round_start=True)
+            hand.phase, hand.to_act, hand.bring_in_seat = Phase.BETTING, duty, duty
+            hand.bring_in_pending = True
+    elif sum(1 for p in hand.players if p.able) < 2:
+        hand.phase = Phase.SHOWDOWN if street == Street.SEVENTH else Phase.REVEAL
+    else:
+        hand.cap_lifted = lifts_cap(view, config, round_start=True)
+        hand.phase, hand.to_act = Phase.BETTING, first_to_act(view)
 
 
-def _end_round(hand: HandState, cap_lifted: bool) -> HandState:
+def _end_round(hand: MutableHand, cap_lifted: bool) -> None:
     """Choose what follows a finished betting round."""
     in_hand = [p for p in hand.players if not p.folded]
     if len(in_hand) <= 1:
@@ -132,108 +132,159 @@ def _end_round(hand: HandState, cap_lifted: bool) -> HandState:
         phase = Phase.DEALING if hand.exposed else Phase.REVEAL
     else:
         phase = Phase.DEALING
-    return _derive(hand, to_act=None, phase=phase, cap_lifted=cap_lifted)
+    hand.to_act, hand.phase, hand.cap_lifted = None, phase, cap_lifted
 
 
-def _after_action(hand: HandState, config: TableConfig, seat: int) -> HandState:
-    lifted = hand.cap_lifted or lifts_cap(hand, config, round_start=False)
-    if round_over(hand):
-        return _end_round(hand, lifted)
-    return _derive(hand, to_act=next_to_act(hand, seat), cap_lifted=lifted)
+def _after_action(hand: MutableHand, config: TableConfig, seat: int) -> None:
+    view = hand.view()
+    lifted = hand.cap_lifted or lifts_cap(view, config, round_start=False)
+    if round_over(view):
+        _end_round(hand, lifted)
+    else:
+        hand.to_act, hand.cap_lifted = next_to_act(view, seat), lifted
 
 
-def _reference(hand: HandState, config: TableConfig, target: int) -> int:
+def _reference(hand: MutableHand, config: TableConfig, target: int) -> int:
     if hand.street == Street.THIRD and target <= config.bring_in:
         return 0
     return target
 
 
-def _put_in(hand: HandState, seat: int, amount: int, **changes: Any) -> Player:
-    """The player at ``seat`` after putting ``amount`` in (and other ``changes``)."""
-    p = hand.player(seat)
-    return _derive(p, stack=p.stack - amount, street_total=p.street_total + amount,
-                   hand_total=p.hand_total + amount, **changes)
+def _put_in(hand: MutableHand, seat: int, amount: int) -> MutablePlayer:
+    """The player at ``seat``, after putting ``amount`` in."""
+    p = hand.mutable(seat)
+    p.stack -= amount
+    p.street_total += amount
+    p.hand_total += amount
+    return p
 
 
-def _wager(hand: HandState, config: TableConfig, seat: int, amount: int, to: int) -> HandState:
-    level, wagers = hand.level, hand.full_wagers
-    if 2 * (to - level) >= street_bet(hand, config):
-        level, wagers = to, wagers + 1
-    p = _put_in(hand, seat, amount, acted=True, reference=_reference(hand, config, to))
-    hand = _set_player(hand, p, target=to, level=level, full_wagers=wagers,
-                       last_wager=(hand.street, seat) if hand.street else None,
-                       bring_in_pending=False)
-    return _after_action(hand, config, seat)
+def _act(hand: MutableHand, seat: int, amount: int, reference: int) -> None:
+    """The player at ``seat`` acts, putting ``amount`` in."""
+    p = _put_in(hand, seat, amount)
+    p.acted, p.reference = True, reference
 
 
-def _card_dealt(hand: HandState, config: TableConfig) -> HandState:
+def _wager(hand: MutableHand, config: TableConfig, seat: int, amount: int, to: int) -> None:
+    if 2 * (to - hand.level) >= street_bet(hand.view(), config):
+        hand.level = to
+        hand.full_wagers += 1
+    _act(hand, seat, amount, _reference(hand, config, to))
+    hand.target = to
+    hand.last_wager = (hand.street, seat) if hand.street else None
+    hand.bring_in_pending = False
+    _after_action(hand, config, seat)
+
+
+def _card_dealt(hand: MutableHand, config: TableConfig) -> None:
     """``hand`` has just received a card: start the round once the street is dealt."""
     if _street_dealt(hand):
-        return _start_round(hand, config)
-    return hand
+        _start_round(hand, config)
 
 
-def _hand_event(hand: HandState, config: TableConfig, event: Event) -> HandState:
-    # Cases run from the most frequent events down (``fold`` spends its time here).
-    match event:
-        case UpCardDealt(seat=seat, street=street, card=card):
-            p = hand.player(seat)
-            return _card_dealt(_set_player(hand, _derive(p, up=(*p.up, card)), street=street,
-                                           dealt=hand.dealt + 1), config)
-        case DownCardDealt(seat=seat, street=street, card=card):
-            p = hand.player(seat)
-            return _card_dealt(_set_player(hand, _derive(p, down=(*p.down, card)),
-                                           street=street, dealt=hand.dealt + 1), config)
-        case Called(seat=seat, amount=amount):
-            p = _put_in(hand, seat, amount, acted=True,
-                        reference=_reference(hand, config, hand.target))
-            return _after_action(_set_player(hand, p), config, seat)
-        case Checked(seat=seat):
-            p = _derive(hand.player(seat), acted=True,
-                        reference=_reference(hand, config, hand.target))
-            return _after_action(_set_player(hand, p), config, seat)
-        case AntePosted(seat=seat, amount=amount):
-            p = hand.player(seat)
-            return _set_player(hand, _derive(p, stack=p.stack - amount,
-                                             hand_total=p.hand_total + amount))
-        case Completed(seat=seat, amount=amount, to=to) | BetMade(
-            seat=seat, amount=amount, to=to
-        ) | Raised(seat=seat, amount=amount, to=to):
-            return _wager(hand, config, seat, amount, to)
-        case Folded(seat=seat):
-            hand = _set_player(hand, _derive(hand.player(seat), folded=True))
-            return _after_action(hand, config, seat)
-        case BringInPosted(seat=seat, amount=amount):
-            p = _put_in(hand, seat, amount, acted=True, reference=0)
-            hand = _set_player(hand, p, target=config.bring_in, bring_in_pending=False)
-            return _after_action(hand, config, seat)
-        case CardBurned():
-            return _derive(hand, burned=hand.burned + 1)
-        case BurnsReshuffled():
-            return _derive(hand, burned=0)
-        case CommunityCardDealt(card=card):
-            return _card_dealt(_derive(hand, community=card, street=Street.SEVENTH,
-                                       dealt=hand.dealt + 1), config)
-        case ActionTimedOut():
-            return hand
-        case UncalledBetReturned(seat=seat, amount=amount):
-            return _set_player(hand, _put_in(hand, seat, -amount))
-        case HandExposed(seat=seat, down=down):
-            hand = _set_player(hand, _derive(hand.player(seat), down=down, exposed=True))
-            if all(p.exposed for p in hand.players if not p.folded):
-                hand = _derive(hand, exposed=True, phase=Phase.DEALING)
-            return hand
-        case HandShown(seat=seat, down=down):
-            return _set_player(hand, _derive(hand.player(seat), down=down, shown=True))
-        case HandMucked(seat=seat, down=down):
-            p = hand.player(seat)
-            return _set_player(hand, _derive(p, down=down or p.down, mucked=True))
-        case PotAwarded(seat=seat, amount=amount):
-            p = hand.player(seat)
-            return _set_player(hand, _derive(p, stack=p.stack + amount),
-                               awards=(*hand.awards, event), phase=Phase.SETTLING)
-        case _:
-            raise TypeError(f"not a hand event: {type(event).__name__}")
+# One function per hand event, changing the hand in place.
+
+def _up_card(hand: MutableHand, config: TableConfig, event: UpCardDealt) -> None:
+    p = hand.mutable(event.seat)
+    p.up = (*p.up, event.card)
+    hand.street = event.street
+    hand.dealt += 1
+    _card_dealt(hand, config)
+
+
+def _down_card(hand: MutableHand, config: TableConfig, event: DownCardDealt) -> None:
+    p = hand.mutable(event.seat)
+    p.down = (*p.down, event.card)
+    hand.street = event.street
+    hand.dealt += 1
+    _card_dealt(hand, config)
+
+
+def _called(hand: MutableHand, config: TableConfig, event: Called) -> None:
+    _act(hand, event.seat, event.amount, _reference(hand, config, hand.target))
+    _after_action(hand, config, event.seat)
+
+
+def _checked(hand: MutableHand, config: TableConfig, event: Checked) -> None:
+    _act(hand, event.seat, 0, _reference(hand, config, hand.target))
+    _after_action(hand, config, event.seat)
+
+
+def _ante(hand: MutableHand, config: TableConfig, event: AntePosted) -> None:
+    p = hand.mutable(event.seat)
+    p.stack -= event.amount
+    p.hand_total += event.amount
+
+
+def _wagered(hand: MutableHand, config: TableConfig, event: Completed | BetMade | Raised) -> None:
+    _wager(hand, config, event.seat, event.amount, event.to)
+
+
+def _folded(hand: MutableHand, config: TableConfig, event: Folded) -> None:
+    hand.mutable(event.seat).folded = True
+    _after_action(hand, config, event.seat)
+
+
+def _bring_in(hand: MutableHand, config: TableConfig, event: BringInPosted) -> None:
+    _act(hand, event.seat, event.amount, 0)
+    hand.target, hand.bring_in_pending = config.bring_in, False
+    _after_action(hand, config, event.seat)
+
+
+def _burned(hand: MutableHand, config: TableConfig, event: CardBurned) -> None:
+    hand.burned += 1
+
+
+def _reshuffled(hand: MutableHand, config: TableConfig, event: BurnsReshuffled) -> None:
+    hand.burned = 0
+
+
+def _community(hand: MutableHand, config: TableConfig, event: CommunityCardDealt) -> None:
+    hand.community, hand.street = event.card, Street.SEVENTH
+    hand.dealt += 1
+    _card_dealt(hand, config)
+
+
+def _timed_out(hand: MutableHand, config: TableConfig, event: ActionTimedOut) -> None:
+    pass
+
+
+def _returned(hand: MutableHand, config: TableConfig, event: UncalledBetReturned) -> None:
+    _put_in(hand, event.seat, -event.amount)
+
+
+def _exposed(hand: MutableHand, config: TableConfig, event: HandExposed) -> None:
+    p = hand.mutable(event.seat)
+    p.down, p.exposed = event.down, True
+    if all(p.exposed for p in hand.players if not p.folded):
+        hand.exposed, hand.phase = True, Phase.DEALING
+
+
+def _shown(hand: MutableHand, config: TableConfig, event: HandShown) -> None:
+    p = hand.mutable(event.seat)
+    p.down, p.shown = event.down, True
+
+
+def _mucked(hand: MutableHand, config: TableConfig, event: HandMucked) -> None:
+    p = hand.mutable(event.seat)
+    p.down, p.mucked = event.down or p.down, True
+
+
+def _awarded(hand: MutableHand, config: TableConfig, event: PotAwarded) -> None:
+    hand.mutable(event.seat).stack += event.amount
+    hand.awards = (*hand.awards, event)
+    hand.phase = Phase.SETTLING
+
+
+_HAND_EVENTS: dict[type[Event], Callable[[MutableHand, TableConfig, Any], None]] = {
+    AntePosted: _ante, CardBurned: _burned, BurnsReshuffled: _reshuffled,
+    DownCardDealt: _down_card, UpCardDealt: _up_card, CommunityCardDealt: _community,
+    BringInPosted: _bring_in, Completed: _wagered, BetMade: _wagered, Raised: _wagered,
+    Called: _called, Checked: _checked, Folded: _folded, ActionTimedOut: _timed_out,
+    UncalledBetReturned: _returned, HandExposed: _exposed, HandShown: _shown,
+    HandMucked: _mucked, PotAwarded: _awarded,
+}
+"""What each hand event does to the hand (the only place a hand changes)."""
 
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)
@@ -252,6 +303,12 @@ def evolve(state: TableState, event: Event) -> TableState:
     ...
     TypeError: not an event: int
     """
+    handler = _HAND_EVENTS.get(type(event))
+    if handler is not None:
+        assert state.hand is not None and state.config is not None
+        twin = MutableHand.thaw(state.hand)
+        handler(twin, state.config, event)
+        return _with_hand(state, twin.freeze())
     if type(event) not in _EVENT_TYPES:
         raise TypeError(f"not an event: {type(event).__name__}")
     match event:
@@ -281,55 +338,51 @@ def evolve(state: TableState, event: Event) -> TableState:
                 players.append(Player(seat=n, stack=seat_state.stack))
             hand = HandState(hand_number=number, players=tuple(players),
                              deck_commitment=commitment)
-            return replace(state, hand=hand, hands_started=state.hands_started + 1)
+            return _derive(state, hand=hand, hands_started=state.hands_started + 1)
         case HandEnded():
             assert state.hand is not None
             table_seats = list(state.seats)
             for p in state.hand.players:
                 current = table_seats[p.seat - 1]
                 if current is not None:
-                    table_seats[p.seat - 1] = replace(current, stack=p.stack)
-            return replace(state, seats=tuple(table_seats),
-                           hand=replace(state.hand, phase=Phase.COMPLETE, to_act=None))
+                    table_seats[p.seat - 1] = _derive(current, stack=p.stack)
+            return _derive(state, seats=tuple(table_seats),
+                           hand=_derive(state.hand, phase=Phase.COMPLETE, to_act=None))
         case (
             AntePosted() | CardBurned() | BurnsReshuffled() | DownCardDealt() | UpCardDealt()
             | CommunityCardDealt() | BringInPosted() | Completed() | BetMade() | Raised()
             | Called() | Checked() | Folded() | ActionTimedOut() | UncalledBetReturned()
             | HandExposed() | HandShown() | HandMucked() | PotAwarded()
         ):
-            assert state.hand is not None and state.config is not None
-            return _derive(state, hand=_hand_event(state.hand, state.config, event))
+            raise AssertionError("hand events are applied above")
         case _:
             assert_never(event)
-
-
-_HAND_EVENT_TYPES = frozenset({
-    AntePosted, CardBurned, BurnsReshuffled, DownCardDealt, UpCardDealt, CommunityCardDealt,
-    BringInPosted, Completed, BetMade, Raised, Called, Checked, Folded, ActionTimedOut,
-    UncalledBetReturned, HandExposed, HandShown, HandMucked, PotAwarded,
-})
 
 
 def fold(events: Iterable[Event], state: TableState | None = None) -> TableState:
     """Replay events from ``state`` (default: the initial state).
 
     The same as applying :func:`evolve` to each event in turn; a run of hand events is
-    applied to the hand alone, and the table takes the hand back once at the end of it.
+    applied in place to one mutable twin of the hand, and the table takes the hand back, as
+    a frozen value, once at the end of it.
     """
     current = initial_state() if state is None else state
-    hand: HandState | None = None
+    hand: MutableHand | None = None
     """The hand while a run of hand events lasts (``current.hand`` is stale meanwhile)."""
     config = current.config
+    handlers = _HAND_EVENTS
     for event in events:
-        if type(event) in _HAND_EVENT_TYPES:
+        handler = handlers.get(type(event))
+        if handler is not None:
             if hand is None:
-                hand, config = current.hand, current.config
-            assert hand is not None and config is not None
-            hand = _hand_event(hand, config, event)
+                assert current.hand is not None
+                hand, config = MutableHand.thaw(current.hand), current.config
+            assert config is not None
+            handler(hand, config, event)
             continue
         if hand is not None:
-            current, hand = _derive(current, hand=hand), None
+            current, hand = _with_hand(current, hand.freeze()), None
         current = evolve(current, event)
     if hand is not None:
-        current = _derive(current, hand=hand)
+        current = _with_hand(current, hand.freeze())
     return current

@@ -418,7 +418,19 @@ def board_value(cards: Sequence[Card]) -> tuple[int, ...]:
     ...
     rules.errors.RuleViolation: invalid_command: need 0 to 4 cards, got 5
     """
-    _, source = _summed(cards, 0, 4)
+    total, source = _summed(cards, 0, 4)
+    ranks = total & _RANK_FIELD  # the value depends on the ranks held alone
+    value = _BOARD_BY_RANKS.get(ranks)
+    if value is None:
+        value = _BOARD_BY_RANKS[ranks] = _board_value(source)
+    return value
+
+
+_BOARD_BY_RANKS: Final[dict[int, tuple[int, ...]]] = {}
+""":func:`board_value` by the rank counters of the cards (at most a few thousand boards)."""
+
+
+def _board_value(source: tuple[Card, ...]) -> tuple[int, ...]:
     sizes: dict[int, int] = {}
     for card in source:
         sizes[card.rank] = sizes.get(card.rank, 0) + 1
