@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rules.events import DownCardDealt, Event, HandMucked
-from rules.state import HandState, TableState
+from rules.state import HandState, Phase, TableState
 
 Viewer = int | None
 
@@ -51,3 +51,24 @@ def table_for(state: TableState, viewer: Viewer) -> TableState:
 def public_event(event: Event) -> Event:
     """The event as it may be written to the table's public stream."""
     return event_for(event, None, dealt_in=True)
+
+
+def revealable_seats(hand: HandState) -> frozenset[int]:
+    """Seats whose down cards may legitimately be turned face up now: every hand still in at
+    the showdown or an all-in runout (RULES 9.7, 11), and hands already shown, exposed or
+    mucked into the history. A folded hand never is.
+
+    >>> from rules.state import Player
+    >>> hand = HandState(hand_number=1, phase=Phase.SHOWDOWN, players=(
+    ...     Player(seat=1, stack=0), Player(seat=2, stack=0, folded=True)))
+    >>> sorted(revealable_seats(hand))
+    [1]
+    >>> sorted(revealable_seats(HandState(hand_number=1, players=(Player(seat=1, stack=0),))))
+    []
+    """
+    at_showdown = hand.phase in (Phase.REVEAL, Phase.SHOWDOWN)
+    return frozenset(
+        p.seat for p in hand.players
+        if not p.folded and (at_showdown or p.shown or p.exposed
+                             or (p.mucked and all(c is not None for c in p.down)))
+    )

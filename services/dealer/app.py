@@ -23,14 +23,14 @@ from dealer.deck import HandDeck, StreetDeal, deal_street, seat_draws
 from dealer.shuffle import new_salt, shuffled
 from dealer.store import DealerStore, Recorded, StoredHand
 from dealer.tables import PublicTables, TableView
-from rules import DealPlan, HandState, Phase, pending_deal
+from rules import DealPlan, HandState, pending_deal
+from rules.views import revealable_seats
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.errors import Conflict, FailedPrecondition, NotFound
 from studkit.metrics import ClosedCounter, Metrics
 
 log = structlog.get_logger("dealer")
 
-REVEAL_PHASES = frozenset({Phase.REVEAL, Phase.SHOWDOWN})
 
 
 class WrongDeal(FailedPrecondition):
@@ -248,6 +248,7 @@ class DealerApp:
         if len(set(wanted)) != len(wanted):
             raise SeatNotInHand("a seat is named twice")
         stored = await self._stored(table_id, hand_number)
+        revealable = revealable_seats(hand)
         out: dict[int, tuple[int, ...]] = {}
         for seat in wanted:
             if not hand.has_player(seat):
@@ -255,9 +256,7 @@ class DealerApp:
             player = hand.player(seat)
             if player.folded:
                 raise SeatNotInHand(f"seat {seat} folded; a folded hand is never revealed")
-            already_public = (player.shown or player.exposed
-                              or (player.mucked and all(c is not None for c in player.down)))
-            if hand.phase not in REVEAL_PHASES and not already_public:
+            if seat not in revealable:
                 raise NotAtShowdown(f"hand {hand_number} is in phase {hand.phase.value}")
             dealt_down = [d.card for d in seat_draws(stored.deals, seat) if not d.up]
             if len(dealt_down) < len(player.down):
