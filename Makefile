@@ -37,7 +37,7 @@ test: $(PROTO_STAMP)
 	$(PYTEST) -m "not slow" -p no:cacheprovider
 
 test-unit: $(PROTO_STAMP)
-	$(PYTEST) tests/unit libs/rules
+	$(PYTEST) tests/unit libs/rules libs/studkit
 
 test-property: $(PROTO_STAMP)
 	$(PYTEST) tests/property

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
 
 from studkit.auth import secret_from_env
 from studkit.metrics import port_number
+from studkit.service import redact_url
 
 DEFAULT_METRICS_PORT = 9103
 DEFAULT_ADDR = "[::]:50053"
@@ -51,10 +51,4 @@ class Settings:
     @property
     def redis_url_redacted(self) -> str:
         """``redis_url`` without its password, for logs."""
-        parts = urlsplit(self.redis_url)
-        if parts.password is None:
-            return self.redis_url
-        netloc = f"{parts.username or ''}:***@{parts.hostname}"
-        if parts.port:
-            netloc += f":{parts.port}"
-        return urlunsplit(parts._replace(netloc=netloc))
+        return redact_url(self.redis_url)

@@ -1,0 +1,97 @@
+"""The life of one service process, the same for every service: settings from the environment,
+logging, dependencies, the gRPC server and ``/metrics``, until SIGTERM, then a graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import structlog
+
+from studkit.auth import DEV_INSECURE_SECRET
+from studkit.grpc_server import GrpcServer, run_until_signalled
+from studkit.log import configure_logging
+from studkit.metrics import Metrics, metrics_endpoint
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, for logs.
+
+    >>> redact_url("redis://wallet:s3cret@redis:6379/0")
+    'redis://wallet:***@redis:6379/0'
+    >>> redact_url("redis://127.0.0.1:6379/0")
+    'redis://127.0.0.1:6379/0'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class ServiceSettings(Protocol):
+    """What every service's ``Settings`` carries."""
+
+    @property
+    def redis_url(self) -> str: ...
+    @property
+    def auth_secret(self) -> str: ...
+    @property
+    def addr(self) -> str: ...
+    @property
+    def log_level(self) -> str: ...
+    @property
+    def shutdown_grace_s(self) -> float: ...
+    @property
+    def metrics_port(self) -> int: ...
+
+
+class Pingable(Protocol):
+    async def ping(self) -> Any: ...
+
+
+class ServiceDeps(Protocol):
+    """What every service's dependencies offer."""
+
+    @property
+    def store(self) -> Pingable: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    async def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=ServiceSettings)
+D = TypeVar("D", bound=ServiceDeps)
+
+
+async def serve(name: str, settings: S, build_deps: Callable[[S], D],
+                create_server: Callable[[S, D], tuple[GrpcServer, int]],
+                **started: object) -> None:
+    """Serve until SIGTERM/SIGINT, then stop gracefully (in-flight calls get the grace)."""
+    log = structlog.get_logger(name)
+    if settings.auth_secret == DEV_INSECURE_SECRET:
+        log.warning("insecure_dev_auth_secret", hint="set STUD_AUTH_SECRET outside dev")
+    deps = build_deps(settings)
+    try:
+        await deps.store.ping()
+        server, port = create_server(settings, deps)
+        with metrics_endpoint(deps.metrics.registry, settings.metrics_port) as metrics:
+            await server.start()
+            log.info(f"{name}_started", addr=settings.addr, port=port,
+                     metrics_port=metrics.port if metrics else None,
+                     redis=redact_url(settings.redis_url), **started)
+            await run_until_signalled(server, settings.shutdown_grace_s)
+    finally:
+        await deps.close()
+    log.info(f"{name}_stopped")
+
+
+def main(name: str, settings: S, build_deps: Callable[[S], D],
+         create_server: Callable[[S, D], tuple[GrpcServer, int]], **started: object) -> None:
+    """Entry point of a service process (``python -m <name>``)."""
+    configure_logging(settings.log_level)
+    asyncio.run(serve(name, settings, build_deps, create_server, **started))
