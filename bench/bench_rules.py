@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rules import DECK, Card, TableConfig, decide, fold
+from rules import DECK, TableConfig, decide, fold
 from rules.betting import WAGERS, ActionKind, LegalActions
 from rules.commands import (
     Bet,
@@ -26,20 +26,14 @@ from rules.commands import (
     Check,
     Command,
     Complete,
-    DealStreet,
-    DealtCard,
     Fold,
     PostBringIn,
     Raise,
-    RevealedHand,
-    RevealHands,
-    Showdown,
-    StartHand,
     TimeOut,
 )
-from rules.driver import TableDriver
+from rules.driver import StackedDeck, TableDriver
 from rules.events import Event
-from rules.state import Phase, TableState
+from rules.state import TableState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_hands beside this file
 from bench_hands import report as hands_report
@@ -81,12 +75,6 @@ def _action(rng: random.Random, legal: LegalActions) -> Command:
     return COMMANDS[passive.kind](seat=seat)
 
 
-def _revealed(state: TableState) -> tuple[RevealedHand, ...]:
-    assert state.hand is not None
-    return tuple(RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))
-                 for p in state.hand.players if not p.folded)
-
-
 def record_hand(rng: random.Random) -> RecordedHand:
     """Play one random hand at a fresh table (a fifth of the tables burn cards)."""
     config = TableConfig.for_stakes(rng.choice((2, 10, 100, 200, 1000)),
@@ -100,34 +88,10 @@ def record_hand(rng: random.Random) -> RecordedHand:
     decisions: list[tuple[TableState, Command]] = []
     deck = list(DECK)
     rng.shuffle(deck)
-    burned: list[Card] = []
-
-    def apply(command: Command) -> None:
-        decisions.append((table.state, command))
-        table.apply(command)
-
-    apply(StartHand(hand_number=1))
-    while not table.hand.is_over:
-        phase = table.hand.phase
-        if phase == Phase.DEALING:
-            plan = table.plan()
-            if plan.reshuffle_burns:
-                deck.extend(burned)
-                burned.clear()
-            if plan.burn:
-                burned.append(deck.pop(0))
-            apply(DealStreet(
-                cards=tuple(DealtCard(seat=slot.seat, up=slot.up, card=deck.pop(0))
-                            for slot in plan.slots),
-                burned=1 if plan.burn else 0, reshuffled_burns=plan.reshuffle_burns))
-        elif phase == Phase.BETTING:
-            apply(_action(rng, table.legal()))
-        elif phase == Phase.REVEAL:
-            apply(RevealHands(hands=_revealed(table.state)))
-        else:
-            hands = _revealed(table.state)
-            apply(Showdown(hands=hands, muck_requests=frozenset(
-                h.seat for h in hands if rng.random() < 0.5)))
+    table.play_hand(
+        StackedDeck(deck), act=lambda legal: _action(rng, legal),
+        mucks=lambda hands: [h.seat for h in hands if rng.random() < 0.5],
+        observe=lambda state, command, events: decisions.append((state, command)))
     return RecordedHand(before=before, after=table.state, events=tuple(table.events[start:]),
                         decisions=tuple(decisions))
 

@@ -4,7 +4,7 @@ and deep stacks, decks, a stacked-deck dealer, legal and illegal commands."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -35,8 +35,9 @@ from rules.commands import (
     TimeOut,
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
-from rules.dealing import DealPlan, pending_deal
+from rules.dealing import pending_deal
 from rules.decide import eligible_seats
+from rules.driver import StackedDeck, deal_command, revealed_hands
 from rules.state import Phase, TableState
 
 ACTION_COMMANDS: dict[ActionKind, type[PostBringIn | Complete | Bet | Raise | Call | Check
@@ -136,47 +137,8 @@ def tables(draw: st.DrawFn, min_players: int = 2) -> TableSetup:
 
 # --- the dealer --------------------------------------------------------------------------
 
-@dataclass(slots=True)
-class Dealer:
-    """A stacked deck for one hand: deals from the top, burns and reshuffles the burns into
-    the stub as :func:`rules.pending_deal` asks (the order after a reshuffle: stub, then the
-    burns in the order burned)."""
-
-    stub: list[Card]
-    burned: list[Card] = field(default_factory=list)
-    dealt: list[Card] = field(default_factory=list)
-
-    def cards_for(self, plan: DealPlan) -> list[Card]:
-        """Take the cards of ``plan`` off the deck, in dealing order."""
-        if plan.reshuffle_burns:
-            self.stub.extend(self.burned)
-            self.burned.clear()
-        if plan.burn:
-            self.burned.append(self.stub.pop(0))
-        cards = [self.stub.pop(0) for _ in plan.slots]
-        self.dealt.extend(cards)
-        return cards
-
-
-def deal_command(plan: DealPlan, cards: list[Card], hide_down: bool = False) -> DealStreet:
-    """The DealStreet for ``plan`` with ``cards``; down cards as None when hidden."""
-    return DealStreet(
-        cards=tuple(DealtCard(seat=s.seat, up=s.up, card=None if hide_down and not s.up else c)
-                    for s, c in zip(plan.slots, cards, strict=True)),
-        burned=1 if plan.burn else 0,
-        reshuffled_burns=plan.reshuffle_burns,
-    )
-
-
-def revealed_hands(state: TableState) -> tuple[RevealedHand, ...]:
-    """The down cards of every hand still in, as this (full-information) state knows them."""
-    assert state.hand is not None
-    hands = []
-    for p in state.hand.players:
-        if not p.folded:
-            assert all(c is not None for c in p.down), "the state must know the down cards"
-            hands.append(RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c)))
-    return tuple(hands)
+# The stacked deck, the deal command and the reveal are the rules driver's own.
+Dealer = StackedDeck
 
 
 # --- legal commands ----------------------------------------------------------------------
@@ -345,7 +307,7 @@ def _bad_deals(state: TableState, dealer: Dealer) -> Iterator[tuple[Command, Rea
     assert hand is not None and config is not None
     plan = pending_deal(hand, config)
     assert plan is not None
-    peek = Dealer(stub=list(dealer.stub), burned=list(dealer.burned))
+    peek = dealer.copy()
     cards = peek.cards_for(plan)
     good = deal_command(plan, cards)
     slots = list(good.cards)

@@ -3,7 +3,7 @@ log. Used by tests, the PHH replay and bots; services do the same with a store."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from rules.betting import LegalActions, legal_actions_for
 from rules.cards import DECK, Card, parse_cards
@@ -13,6 +13,7 @@ from rules.commands import (
     DealtCard,
     OpenTable,
     RevealedHand,
+    RevealHands,
     Showdown,
     SitDown,
     StartHand,
@@ -22,7 +23,7 @@ from rules.dealing import DealPlan, pending_deal
 from rules.decide import decide
 from rules.events import Event
 from rules.evolve import evolve
-from rules.state import HandState, TableState, initial_state
+from rules.state import HandState, Phase, TableState, initial_state
 
 
 class TableDriver:
@@ -82,13 +83,7 @@ class TableDriver:
         plan = self.plan()
         if len(cards) < len(plan.slots):
             raise ValueError(f"{plan.street.label} needs {len(plan.slots)} cards")
-        dealt = tuple(
-            DealtCard(seat=slot.seat, up=slot.up,
-                      card=None if hide_down and not slot.up else card)
-            for slot, card in zip(plan.slots, cards, strict=False)
-        )
-        return self.apply(DealStreet(cards=dealt, burned=1 if plan.burn else 0,
-                                     reshuffled_burns=plan.reshuffle_burns))
+        return self.apply(deal_command(plan, cards[: len(plan.slots)], hide_down))
 
     def deal_from(self, text: str, hide_down: bool = False) -> None:
         """Deal the next street from cards written as text."""
@@ -129,8 +124,92 @@ class TableDriver:
 
     def showdown(self, mucks: Iterable[int] = ()) -> tuple[Event, ...]:
         """Settle the showdown with the down cards this state knows."""
-        hands = tuple(
-            RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))
-            for p in self.hand.players if not p.folded
-        )
-        return self.apply(Showdown(hands=hands, muck_requests=frozenset(mucks)))
+        return self.apply(Showdown(hands=revealed_hands(self.state),
+                                   muck_requests=frozenset(mucks)))
+
+    def play_hand(
+        self,
+        deck: StackedDeck,
+        act: Callable[[LegalActions], Command],
+        mucks: Callable[[tuple[RevealedHand, ...]], Iterable[int]] = lambda hands: (),
+        observe: Callable[[TableState, Command, tuple[Event, ...]], None] | None = None,
+    ) -> None:
+        """Start the next hand and play it to the end: cards from ``deck``, each player's
+        command from ``act``, muck requests at the showdown from ``mucks``; ``observe`` sees
+        every command with the state it met and the events it caused."""
+
+        def apply(command: Command) -> None:
+            before = self.state
+            events = self.apply(command)
+            if observe is not None:
+                observe(before, command, events)
+
+        apply(StartHand(hand_number=self.state.hands_started + 1))
+        while not self.hand.is_over:
+            phase = self.hand.phase
+            if phase == Phase.DEALING:
+                apply(deck.deal_command(self.plan()))
+            elif phase == Phase.BETTING:
+                apply(act(self.legal()))
+            elif phase == Phase.REVEAL:
+                apply(RevealHands(hands=revealed_hands(self.state)))
+            else:
+                hands = revealed_hands(self.state)
+                apply(Showdown(hands=hands, muck_requests=frozenset(mucks(hands))))
+
+
+class StackedDeck:
+    """A deck in a known order (tests, benchmarks, replays): deals from the top as
+    :func:`rules.pending_deal` asks, burning and, when RULES 10.4 says so, putting the burned
+    cards back under the stub in the order burned (the dealer service shuffles them instead).
+    """
+
+    def __init__(self, cards: Iterable[Card]) -> None:
+        self.stub: list[Card] = list(cards)
+        self.burned: list[Card] = []
+        self.dealt: list[Card] = []
+
+    def copy(self) -> StackedDeck:
+        """An independent deck in the same position."""
+        twin = StackedDeck(self.stub)
+        twin.burned, twin.dealt = list(self.burned), list(self.dealt)
+        return twin
+
+    def cards_for(self, plan: DealPlan) -> list[Card]:
+        """Take the cards of ``plan`` off the deck, in dealing order."""
+        if plan.reshuffle_burns:
+            self.stub.extend(self.burned)
+            self.burned.clear()
+        if plan.burn:
+            self.burned.append(self.stub.pop(0))
+        cards = [self.stub.pop(0) for _ in plan.slots]
+        self.dealt.extend(cards)
+        return cards
+
+    def deal_command(self, plan: DealPlan, hide_down: bool = False) -> DealStreet:
+        """The DealStreet for ``plan`` from this deck; down cards as None when hidden."""
+        return deal_command(plan, self.cards_for(plan), hide_down)
+
+
+def deal_command(plan: DealPlan, cards: Sequence[Card], hide_down: bool = False) -> DealStreet:
+    """The DealStreet for ``plan`` with ``cards`` in dealing order (down cards as None when
+    hidden, as in the public record)."""
+    return DealStreet(
+        cards=tuple(DealtCard(seat=s.seat, up=s.up, card=None if hide_down and not s.up else c)
+                    for s, c in zip(plan.slots, cards, strict=True)),
+        burned=1 if plan.burn else 0,
+        reshuffled_burns=plan.reshuffle_burns,
+    )
+
+
+def revealed_hands(state: TableState) -> tuple[RevealedHand, ...]:
+    """The down cards of every hand still in, as this (full-information) state knows them."""
+    assert state.hand is not None
+    hands = []
+    for p in state.hand.players:
+        if not p.folded:
+            known = tuple(c for c in p.down if c is not None)
+            if len(known) != len(p.down):
+                raise ValueError(f"seat {p.seat}'s down cards are not known to this state")
+            hands.append(RevealedHand(seat=p.seat, down=known))
+    return tuple(hands)

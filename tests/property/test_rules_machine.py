@@ -98,7 +98,7 @@ class TableMachine(RuleBasedStateMachine):
     def start_hand(self, deck: tuple[Card, ...]) -> None:
         self.before_hand = self.table.state
         self.hand_start = len(self.table.events)
-        self.dealer = Dealer(stub=list(deck))
+        self.dealer = Dealer(deck)
         self.apply(StartHand(hand_number=self.table.state.hands_started + 1))
         event("hand started")
 

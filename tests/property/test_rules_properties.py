@@ -97,7 +97,7 @@ class Run:
                 break
             self.before_hand = self.table.state
             self.hand_start = len(self.table.events)
-            self.dealer = Dealer(stub=list(self.data.draw(decks, label="deck")))
+            self.dealer = Dealer(self.data.draw(decks, label="deck"))
             self.calm = self.data.draw(st.booleans(), label="calm table")
             self.apply(StartHand(hand_number=self.table.state.hands_started + 1,
                                  deck_commitment="sha256:..."))

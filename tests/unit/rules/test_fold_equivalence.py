@@ -10,7 +10,7 @@ from functools import reduce
 
 import pytest
 
-from rules import DECK, Card, TableConfig, evolve, fold
+from rules import DECK, TableConfig, evolve, fold
 from rules._mutable import MutableHand, MutablePlayer
 from rules.betting import WAGERS, ActionKind, LegalActions
 from rules.commands import (
@@ -20,21 +20,15 @@ from rules.commands import (
     Check,
     Command,
     Complete,
-    DealStreet,
-    DealtCard,
     Fold,
     PostBringIn,
     Raise,
-    RevealedHand,
-    RevealHands,
-    Showdown,
-    StartHand,
     TimeOut,
 )
 from rules.config import HeadsUpRaises
-from rules.driver import TableDriver
+from rules.driver import StackedDeck, TableDriver
 from rules.events import BurnsReshuffled, CommunityCardDealt, Event, HandExposed
-from rules.state import HandState, Phase, Player, TableState
+from rules.state import HandState, Player, TableState
 
 TABLES = 150
 HANDS_PER_TABLE = 3
@@ -83,12 +77,6 @@ def _action(rng: random.Random, legal: LegalActions) -> Command:
     return COMMANDS[passive.kind](seat=seat)
 
 
-def _revealed(state: TableState) -> tuple[RevealedHand, ...]:
-    assert state.hand is not None
-    return tuple(RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))
-                 for p in state.hand.players if not p.folded)
-
-
 def _record_table(rng: random.Random) -> Table:
     """A few hands at a random table (all heads-up options, some burning cards, some short
     stacks), topping up empty stacks between hands."""
@@ -104,41 +92,21 @@ def _record_table(rng: random.Random) -> Table:
     steps: list[Step] = []
     spans: list[tuple[int, int]] = []
 
-    def apply(command: Command) -> None:
-        before = table.state
-        events = table.apply(command)
+    def record(before: TableState, command: Command, events: tuple[Event, ...]) -> None:
         steps.append(Step(before=before, events=events, after=table.state))
 
     for number in range(1, HANDS_PER_TABLE + 1):
         for seat in stacks:
             if table.state.stack(seat) == 0:
-                apply(AddChips(seat=seat, amount=10 * big))
+                record(table.state, AddChips(seat=seat, amount=10 * big),
+                       table.apply(AddChips(seat=seat, amount=10 * big)))
         deck = list(DECK)
         rng.shuffle(deck)
-        burned: list[Card] = []
         first = len(steps)
-        apply(StartHand(hand_number=number))
-        while not table.hand.is_over:
-            phase = table.hand.phase
-            if phase == Phase.DEALING:
-                plan = table.plan()
-                if plan.reshuffle_burns:
-                    deck.extend(burned)
-                    burned.clear()
-                if plan.burn:
-                    burned.append(deck.pop(0))
-                apply(DealStreet(
-                    cards=tuple(DealtCard(seat=slot.seat, up=slot.up, card=deck.pop(0))
-                                for slot in plan.slots),
-                    burned=1 if plan.burn else 0, reshuffled_burns=plan.reshuffle_burns))
-            elif phase == Phase.BETTING:
-                apply(_action(rng, table.legal()))
-            elif phase == Phase.REVEAL:
-                apply(RevealHands(hands=_revealed(table.state)))
-            else:
-                hands = _revealed(table.state)
-                apply(Showdown(hands=hands, muck_requests=frozenset(
-                    h.seat for h in hands if rng.random() < 0.5)))
+        table.play_hand(
+            StackedDeck(deck), act=lambda legal: _action(rng, legal),
+            mucks=lambda hands: [h.seat for h in hands if rng.random() < 0.5], observe=record)
+        assert table.hand.hand_number == number
         spans.append((first, len(steps)))
     return Table(start=start, steps=tuple(steps), hands=tuple(spans))
 
