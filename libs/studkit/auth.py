@@ -200,6 +200,21 @@ def bearer_metadata(token: str) -> tuple[tuple[str, str]]:
     return ((METADATA_KEY, f"{BEARER}{token}"),)
 
 
+class TokenBook:
+    """Tokens for any principal, minted once each: the credentials of test clients, tools
+    and bots that call as several principals."""
+
+    def __init__(self, issuer: TokenIssuer) -> None:
+        self.issuer = issuer
+        self._tokens: dict[Principal, str] = {}
+
+    def metadata(self, who: Principal) -> tuple[tuple[str, str]]:
+        """Call metadata carrying a token for ``who``."""
+        if who not in self._tokens:
+            self._tokens[who] = self.issuer.issue(who)
+        return bearer_metadata(self._tokens[who])
+
+
 def mint_token(role: Role | str, name: str, secret: str, ttl_seconds: int = 3600) -> str:
     """Convenience: a token for ``role:name`` (local runs, tests, bots)."""
     principal = Principal(role=Role(role), name=name)

@@ -39,7 +39,7 @@ from rules.driver import TableDriver
 from rules.events import HandStarted
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
-from studkit.auth import Principal, Role, TokenIssuer, bearer_metadata
+from studkit.auth import Principal, Role, TokenBook, TokenIssuer
 from studkit.mapping import card_from_proto, envelope_for, street_to_proto
 from studkit.store import EventStore
 
@@ -59,13 +59,14 @@ class DealerClient:
 
     stub: pb_grpc.DealerServiceStub
     issuer: TokenIssuer
-    _tokens: dict[Principal, str] = field(default_factory=dict)
+    tokens: TokenBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = TokenBook(self.issuer)
 
     def metadata(self, who: Principal) -> tuple[tuple[str, str]]:
         """Call metadata carrying a token for ``who``."""
-        if who not in self._tokens:
-            self._tokens[who] = self.issuer.issue(who)
-        return bearer_metadata(self._tokens[who])
+        return self.tokens.metadata(who)
 
     async def start_hand(self, table_id: str, hand_number: int,
                          who: Principal = TABLE) -> str:

@@ -14,7 +14,7 @@ import grpc
 
 from stud.v1 import wallet_pb2 as pb
 from stud.v1 import wallet_pb2_grpc as pb_grpc
-from studkit.auth import Principal, Role, TokenIssuer, bearer_metadata
+from studkit.auth import Principal, Role, TokenBook, TokenIssuer
 from wallet.bootstrap import WalletDeps, build_deps
 from wallet.config import Settings
 from wallet.server import create_server
@@ -36,13 +36,14 @@ class WalletClient:
 
     stub: pb_grpc.WalletServiceStub
     issuer: TokenIssuer
-    _tokens: dict[Principal, str] = field(default_factory=dict)
+    tokens: TokenBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = TokenBook(self.issuer)
 
     def metadata(self, who: Principal) -> tuple[tuple[str, str]]:
         """Call metadata carrying a token for ``who``."""
-        if who not in self._tokens:
-            self._tokens[who] = self.issuer.issue(who)
-        return bearer_metadata(self._tokens[who])
+        return self.tokens.metadata(who)
 
     async def create_account(self, name: str, who: Principal = OPERATOR) -> None:
         """Open ``name``'s account."""
