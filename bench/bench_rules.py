@@ -21,16 +21,11 @@ from pathlib import Path
 from rules import DECK, TableConfig, decide, fold
 from rules.betting import WAGERS, ActionKind, LegalActions
 from rules.commands import (
-    Bet,
-    Call,
-    Check,
     Command,
-    Complete,
     Fold,
-    PostBringIn,
-    Raise,
     TimeOut,
 )
+from rules.decide import action_command
 from rules.driver import StackedDeck, TableDriver
 from rules.events import Event
 from rules.state import TableState
@@ -41,11 +36,6 @@ from bench_hands import run_hands_bench
 
 SEED = 20240612
 TARGET_MS = 0.2
-COMMANDS: dict[ActionKind, type[PostBringIn | Complete | Bet | Raise | Call | Check | Fold]] = {
-    ActionKind.BRING_IN: PostBringIn, ActionKind.COMPLETE: Complete, ActionKind.BET: Bet,
-    ActionKind.RAISE: Raise, ActionKind.CALL: Call, ActionKind.CHECK: Check,
-    ActionKind.FOLD: Fold,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +57,12 @@ def _action(rng: random.Random, legal: LegalActions) -> Command:
     if roll < 0.02:
         return TimeOut(seat=seat)
     if roll < 0.25 and wager is not None:
-        return COMMANDS[wager.kind](seat=seat)
+        return action_command(seat, wager.kind)
     if roll < 0.35 and legal.get(ActionKind.FOLD) is not None:
         return Fold(seat=seat)
     passive = next(a for a in legal.actions
                    if a.kind in (ActionKind.CHECK, ActionKind.CALL, ActionKind.BRING_IN))
-    return COMMANDS[passive.kind](seat=seat)
+    return action_command(seat, passive.kind)
 
 
 def record_hand(rng: random.Random) -> RecordedHand:

@@ -36,20 +36,10 @@ from rules.commands import (
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
 from rules.dealing import pending_deal
-from rules.decide import eligible_seats
+from rules.decide import ACTION_COMMANDS, eligible_seats
 from rules.driver import StackedDeck, deal_command, revealed_hands
 from rules.state import Phase, TableState
 
-ACTION_COMMANDS: dict[ActionKind, type[PostBringIn | Complete | Bet | Raise | Call | Check
-                                          | Fold]] = {
-    ActionKind.BRING_IN: PostBringIn,
-    ActionKind.COMPLETE: Complete,
-    ActionKind.BET: Bet,
-    ActionKind.RAISE: Raise,
-    ActionKind.CALL: Call,
-    ActionKind.CHECK: Check,
-    ActionKind.FOLD: Fold,
-}
 
 class Deck(tuple[Card, ...]):
     """A deck order that hypothesis prints as card text."""

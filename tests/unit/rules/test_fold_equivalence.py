@@ -15,28 +15,18 @@ from rules._mutable import MutableHand, MutablePlayer
 from rules.betting import WAGERS, ActionKind, LegalActions
 from rules.commands import (
     AddChips,
-    Bet,
-    Call,
-    Check,
     Command,
-    Complete,
     Fold,
-    PostBringIn,
-    Raise,
     TimeOut,
 )
 from rules.config import HeadsUpRaises
+from rules.decide import action_command
 from rules.driver import StackedDeck, TableDriver
 from rules.events import BurnsReshuffled, CommunityCardDealt, Event, HandExposed
 from rules.state import HandState, Player, TableState
 
 TABLES = 150
 HANDS_PER_TABLE = 3
-COMMANDS: dict[ActionKind, type[PostBringIn | Complete | Bet | Raise | Call | Check | Fold]] = {
-    ActionKind.BRING_IN: PostBringIn, ActionKind.COMPLETE: Complete, ActionKind.BET: Bet,
-    ActionKind.RAISE: Raise, ActionKind.CALL: Call, ActionKind.CHECK: Check,
-    ActionKind.FOLD: Fold,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +59,12 @@ def _action(rng: random.Random, legal: LegalActions) -> Command:
     if roll < 0.02:
         return TimeOut(seat=seat)
     if roll < 0.3 and wager is not None:
-        return COMMANDS[wager.kind](seat=seat)
+        return action_command(seat, wager.kind)
     if roll < 0.4 and legal.get(ActionKind.FOLD) is not None:
         return Fold(seat=seat)
     passive = next(a for a in legal.actions
                    if a.kind in (ActionKind.CHECK, ActionKind.CALL, ActionKind.BRING_IN))
-    return COMMANDS[passive.kind](seat=seat)
+    return action_command(seat, passive.kind)
 
 
 def _record_table(rng: random.Random) -> Table:

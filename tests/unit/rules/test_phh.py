@@ -27,11 +27,11 @@ from rules.commands import (
     Complete,
     Fold,
     PostBringIn,
-    Raise,
     RevealedHand,
     RevealHands,
     TimeOut,
 )
+from rules.decide import action_command
 from rules.driver import TableDriver
 from rules.events import (
     BetMade,
@@ -973,9 +973,6 @@ def play_ours(seed: int, short_stacks: bool = True) -> TableDriver:
     weights = {ActionKind.COMPLETE: 0.3, ActionKind.BET: 0.3, ActionKind.RAISE: 0.3,
                ActionKind.CALL: 1.0, ActionKind.CHECK: 1.0, ActionKind.BRING_IN: 1.0,
                ActionKind.FOLD: rng.choice((0.0, 0.1, 0.3))}
-    commands = {ActionKind.BRING_IN: PostBringIn, ActionKind.COMPLETE: Complete,
-                ActionKind.BET: Bet, ActionKind.RAISE: Raise, ActionKind.CALL: Call,
-                ActionKind.CHECK: Check, ActionKind.FOLD: Fold}
     while not t.hand.is_over:
         phase = t.hand.phase
         if phase == Phase.DEALING:
@@ -987,7 +984,7 @@ def play_ours(seed: int, short_stacks: bool = True) -> TableDriver:
                 continue
             kinds = [a.kind for a in legal.actions]
             kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
-            t.apply(commands[kind](seat=legal.seat))
+            t.apply(action_command(legal.seat, kind))
         elif phase == Phase.REVEAL:
             t.apply(RevealHands(hands=tuple(
                 RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))

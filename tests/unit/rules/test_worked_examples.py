@@ -22,6 +22,7 @@ from rules.commands import (
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
 from rules.dealing import pending_deal
+from rules.decide import action_command
 from rules.driver import TableDriver
 from rules.events import (
     CommunityCardDealt,
@@ -126,10 +127,7 @@ def play(t: TableDriver, hands: Mapping[int, str],
                 kind = ActionKind.CALL
             else:
                 kind = ActionKind.CHECK
-            command = {ActionKind.BRING_IN: PostBringIn, ActionKind.COMPLETE: Complete,
-                       ActionKind.BET: Bet, ActionKind.RAISE: Raise, ActionKind.CALL: Call,
-                       ActionKind.CHECK: Check, ActionKind.FOLD: Fold}[kind]
-            t.apply(command(seat=seat))
+            t.apply(action_command(seat, kind))
         elif phase == Phase.REVEAL:
             t.apply(RevealHands(hands=tuple(
                 RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))
