@@ -122,6 +122,11 @@ class TableDriver:
             raise ValueError(f"nobody is to act (phase {self.hand.phase.value})")
         return legal
 
+    def reveal(self) -> tuple[Event, ...]:
+        """Turn the hands still in face up for an all-in runout, with the down cards this
+        state knows."""
+        return self.apply(RevealHands(hands=revealed_hands(self.state)))
+
     def showdown(self, mucks: Iterable[int] = ()) -> tuple[Event, ...]:
         """Settle the showdown with the down cards this state knows."""
         return self.apply(Showdown(hands=revealed_hands(self.state),
@@ -152,7 +157,7 @@ class TableDriver:
             elif phase == Phase.BETTING:
                 apply(act(self.legal()))
             elif phase == Phase.REVEAL:
-                apply(RevealHands(hands=revealed_hands(self.state)))
+                apply(RevealHands(hands=revealed_hands(self.state)))  # as reveal(), observed
             else:
                 hands = revealed_hands(self.state)
                 apply(Showdown(hands=hands, muck_requests=frozenset(mucks(hands))))

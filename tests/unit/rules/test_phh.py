@@ -27,8 +27,6 @@ from rules.commands import (
     Complete,
     Fold,
     PostBringIn,
-    RevealedHand,
-    RevealHands,
     TimeOut,
 )
 from rules.decide import action_command
@@ -986,9 +984,7 @@ def play_ours(seed: int, short_stacks: bool = True) -> TableDriver:
             kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
             t.apply(action_command(legal.seat, kind))
         elif phase == Phase.REVEAL:
-            t.apply(RevealHands(hands=tuple(
-                RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))
-                for p in t.hand.players if not p.folded)))
+            t.reveal()
         else:
             t.showdown(mucks={p.seat for p in t.hand.players if rng.random() < 0.5})
     return t

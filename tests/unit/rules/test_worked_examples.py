@@ -17,8 +17,6 @@ from rules.commands import (
     Fold,
     PostBringIn,
     Raise,
-    RevealedHand,
-    RevealHands,
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
 from rules.dealing import pending_deal
@@ -129,9 +127,7 @@ def play(t: TableDriver, hands: Mapping[int, str],
                 kind = ActionKind.CHECK
             t.apply(action_command(seat, kind))
         elif phase == Phase.REVEAL:
-            t.apply(RevealHands(hands=tuple(
-                RevealedHand(seat=p.seat, down=tuple(c for c in p.down if c is not None))
-                for p in t.hand.players if not p.folded)))
+            t.reveal()
         elif phase == Phase.SHOWDOWN:
             t.showdown(mucks=mucks)
         else:  # pragma: no cover
