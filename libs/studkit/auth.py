@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum, unique
 from typing import Any, Final
 
@@ -70,6 +70,9 @@ class Principal:
 
     role: Role
     name: str
+    expires_at: float | None = field(default=None, compare=False)
+    """When the token that authenticated this caller expires (epoch seconds); None when not
+    known. Streams end with ``UNAUTHENTICATED`` at this time."""
 
     @property
     def subject(self) -> str:
@@ -178,7 +181,7 @@ class TokenVerifier:
             check_id(name, "principal name")
         except ValueError:
             raise Unauthorized("invalid token (malformed subject)") from None
-        return Principal(role=role, name=name)
+        return Principal(role=role, name=name, expires_at=float(exp))
 
     def verify_metadata(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> Principal:
         """The principal of the ``authorization: Bearer`` entry of gRPC metadata."""
