@@ -11,12 +11,23 @@ TABLE_PREFIX: Final = "stud:table:"
 DEALER_PREFIX: Final = "stud:dealer:"
 WALLET_PREFIX: Final = "stud:wallet:"
 
-_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""Matched with ``fullmatch``: ``$`` (and ``match``) would accept a final newline."""
 
 
 def check_id(value: str, what: str = "id") -> str:
-    """Return ``value`` if it is a safe identifier for a key, else raise ``ValueError``."""
-    if not _ID.match(value):
+    """Return ``value`` if it is a safe identifier for a key, else raise ``ValueError``.
+
+    The whole string must match: no leading or trailing whitespace, not even a newline.
+
+    >>> check_id("alice")
+    'alice'
+    >>> check_id("alice\\n")
+    Traceback (most recent call last):
+    ...
+    ValueError: id must be 1-64 characters of letters, digits, '_', '.', '-'
+    """
+    if _ID.fullmatch(value) is None:
         raise ValueError(f"{what} must be 1-64 characters of letters, digits, '_', '.', '-'")
     return value
 

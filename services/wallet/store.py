@@ -50,7 +50,7 @@ NO_TABLE_SEATS: Final = wallet_key("seats")
 
 StreamRows = list[tuple[str, dict[str, str]]]
 
-_STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+_STREAM_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 _SCRIPT: Final = resources.files("wallet").joinpath("apply.lua").read_text()
 
 
@@ -230,7 +230,7 @@ class WalletStore:
             account.player_id
         ):
             raise UnknownAccount(f"no account {account.key}")
-        if page_token and not _STREAM_ID.match(page_token):
+        if page_token and _STREAM_ID.fullmatch(page_token) is None:
             raise ValueError("malformed page token")
         start = f"({page_token}" if page_token else "-"
         rows = cast(
