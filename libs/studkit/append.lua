@@ -4,9 +4,12 @@
 -- KEYS[2] commands  stud:table:{id}:commands  hash: command id -> "<version> <id> <id> ..."
 -- KEYS[3] version   stud:table:{id}:version   string: number of events in the stream
 -- ARGV[1] expected version, ARGV[2] command id, ARGV[3] table id,
--- ARGV[4..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set.
+-- ARGV[4] the command's fingerprint (a hash of what was asked; "" = not checked),
+-- ARGV[5..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set.
 --
--- Replies: {"duplicate", outcome} | {"conflict", actual_version} | {"appended", outcome}.
+-- Replies: {"duplicate", outcome} | {"conflict", actual_version} | {"appended", outcome} |
+-- {"reused", outcome} (the command id was recorded for a command with another fingerprint).
+-- A fingerprint is kept in the commands hash under "<command id>#fp".
 -- Every check happens before the first write, because Redis does not roll back the writes of
 -- a script that fails half-way: either all of a command's events are written or none.
 -- Every key carries the table's hash tag, so the script runs on Redis Cluster too; the table
@@ -16,8 +19,13 @@ local stream, commands, version_key = KEYS[1], KEYS[2], KEYS[3]
 local expected = tonumber(ARGV[1])
 local command_id = ARGV[2]
 
+local fingerprint = ARGV[4]
 local recorded = redis.call('HGET', commands, command_id)
 if recorded then
+  local seen = redis.call('HGET', commands, command_id .. '#fp')
+  if seen and fingerprint ~= '' and seen ~= fingerprint then
+    return {'reused', recorded}
+  end
   return {'duplicate', recorded}
 end
 
@@ -34,8 +42,8 @@ if length ~= current then
 end
 
 local ids = {}
-for i = 4, #ARGV do
-  local sequence = current + (i - 3)
+for i = 5, #ARGV do
+  local sequence = current + (i - 4)
   ids[#ids + 1] = redis.call('XADD', stream, string.format('0-%d', sequence), 'envelope', ARGV[i])
 end
 local version = current + #ids
@@ -45,4 +53,7 @@ if #ids > 0 then
   redis.call('SET', version_key, string.format('%d', version))
 end
 redis.call('HSET', commands, command_id, outcome)
+if fingerprint ~= '' then
+  redis.call('HSET', commands, command_id .. '#fp', fingerprint)
+end
 return {'appended', outcome}

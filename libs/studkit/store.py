@@ -42,6 +42,18 @@ class StreamConflict(Exception):
         self.actual = actual
 
 
+class CommandIdReused(Exception):
+    """Raised when a command id already recorded for a table is sent with another command
+    (a different fingerprint): nothing is written. The recorded outcome is attached."""
+
+    def __init__(self, table_id: str, command_id: str, recorded: AppendResult) -> None:
+        super().__init__(f"table {table_id}: command id {command_id!r} was used for "
+                         "another command")
+        self.table_id = table_id
+        self.command_id = command_id
+        self.recorded = recorded
+
+
 class StoreCorrupted(RuntimeError):
     """Raised when a table's keys contradict each other (e.g. the stream was written to
     outside the store); the store refuses to append rather than make it worse."""
@@ -159,14 +171,17 @@ class EventStore:
         envelopes: Sequence[EventEnvelope],
         expected_version: int,
         command_id: str,
+        fingerprint: str = "",
     ) -> AppendResult:
         """Append one command's events if the stream is at ``expected_version``.
 
         The store copies the envelopes and sets ``sequence`` (expected_version + 1, ...),
         ``table_id`` and ``command_id`` on the copies; the caller's messages are untouched.
         A retry with a ``command_id`` already recorded for this table returns the recorded
-        outcome with ``duplicate=True`` and writes nothing, whatever it carries. Raises
-        :class:`StreamConflict` when the stream is at another version (nothing written).
+        outcome with ``duplicate=True`` and writes nothing, whatever it carries; given a
+        ``fingerprint`` (a hash of the command), a recorded id with another fingerprint raises
+        :class:`CommandIdReused`. Raises :class:`StreamConflict` when the stream is at
+        another version (nothing written).
         """
         if expected_version < 0:
             raise ValueError("expected_version must be >= 0")
@@ -187,12 +202,15 @@ class EventStore:
             # crash in between leaves at most an indexed table without events, never events of
             # an unindexed table. SADD is idempotent.
             await self._client.sadd(keys.table_index(), table_id)
-        reply = await self._run_append(keys_, (expected_version, command_id, table_id, *payloads))
+        reply = await self._run_append(
+            keys_, (expected_version, command_id, table_id, fingerprint, *payloads))
         match reply:
             case [b"appended", outcome]:
                 return _outcome(outcome, duplicate=False)
             case [b"duplicate", outcome]:
                 return _outcome(outcome, duplicate=True)
+            case [b"reused", outcome]:
+                raise CommandIdReused(table_id, command_id, _outcome(outcome, duplicate=True))
             case [b"conflict", int(actual)]:
                 raise StreamConflict(table_id, expected_version, actual)
             case _:  # pragma: no cover - the script has no other reply
@@ -226,6 +244,20 @@ class EventStore:
                 self._page_size,
             )
         ]
+
+    async def recorded(self, table_id: str, command_id: str,
+                       fingerprint: str = "") -> AppendResult | None:
+        """The recorded outcome of ``command_id`` at ``table_id``, or None if it was never
+        appended; raises :class:`CommandIdReused` if it was recorded with another
+        ``fingerprint``."""
+        key = keys.table_commands(table_id)
+        outcome, seen = await self._client.hmget(key, [command_id, f"{command_id}#fp"])
+        if outcome is None:
+            return None
+        result = _outcome(outcome, duplicate=True)
+        if fingerprint and seen is not None and _text(seen) != fingerprint:
+            raise CommandIdReused(table_id, command_id, result)
+        return result
 
     async def version(self, table_id: str) -> int:
         """The table's current version: the number of events in its stream (0 if none)."""

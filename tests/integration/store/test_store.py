@@ -24,6 +24,7 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.store import (
     AppendResult,
+    CommandIdReused,
     EventStore,
     StoreCorrupted,
     StoredEvent,
@@ -98,6 +99,23 @@ class StoreContract:
         expected.MergeFrom(EventEnvelope(sequence=5, table_id="t1", command_id="c2"))
         assert stored[-1].envelope == expected
         assert await store.version("t1") == 5
+
+    async def test_command_id_reused_for_another_command_is_refused(self) -> None:
+        """Idempotency checks content: the same id with the same fingerprint is a duplicate;
+        with another fingerprint it is refused and nothing is written."""
+        store = await self.make_store()
+        first = await store.append("t1", envelopes(1), 0, "c1", fingerprint="f-a")
+        again = await store.append("t1", envelopes(1), 1, "c1", fingerprint="f-a")
+        assert again == AppendResult(version=first.version, stream_ids=first.stream_ids,
+                                     duplicate=True)
+        with pytest.raises(CommandIdReused) as caught:
+            await store.append("t1", envelopes(2), 1, "c1", fingerprint="f-b")
+        assert caught.value.recorded.version == 1
+        assert await store.version("t1") == 1
+        assert await store.recorded("t1", "c1", "f-a") == again
+        assert await store.recorded("t1", "c2") is None
+        with pytest.raises(CommandIdReused):
+            await store.recorded("t1", "c1", "f-b")
 
     async def test_reads_from_a_version(self) -> None:
         """``read(from_version=n)`` returns the events after the n-th."""
