@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
-from studkit.auth import DEV_INSECURE_SECRET
+from studkit.auth import KeySet
 from studkit.grpc_server import GrpcServer, run_until_signalled
 from studkit.log import configure_logging
 from studkit.metrics import Metrics, metrics_endpoint
@@ -39,7 +39,7 @@ class ServiceSettings(Protocol):
     @property
     def redis_url(self) -> str: ...
     @property
-    def auth_secret(self) -> str: ...
+    def auth_keys(self) -> KeySet: ...
     @property
     def addr(self) -> str: ...
     @property
@@ -73,14 +73,18 @@ async def serve(name: str, settings: S, build_deps: Callable[[S], D],
                 **started: object) -> None:
     """Serve until SIGTERM/SIGINT, then stop gracefully (in-flight calls get the grace)."""
     log = structlog.get_logger(name)
-    if settings.auth_secret == DEV_INSECURE_SECRET:
-        log.warning("insecure_dev_auth_secret", hint="set STUD_AUTH_SECRET outside dev")
+    if settings.auth_keys.has_dev_keys:
+        log.warning("insecure_dev_auth_keys", keys=len(settings.auth_keys),
+                    hint="the key set trusts generated dev keys; never outside development")
     deps = build_deps(settings)
     try:
         await deps.store.ping()
         server, port = create_server(settings, deps)
         with metrics_endpoint(deps.metrics.registry, settings.metrics_port) as metrics:
             await server.start()
+            start = getattr(deps, "start", None)
+            if start is not None:  # e.g. the table service rebuilds and drives its tables
+                await start()
             log.info(f"{name}_started", addr=settings.addr, port=port,
                      metrics_port=metrics.port if metrics else None,
                      redis=redact_url(settings.redis_url), **started)

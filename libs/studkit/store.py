@@ -19,7 +19,15 @@ from importlib import resources
 from typing import Final, Self, TypeAlias
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import (
+    ClusterDownError,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
@@ -29,6 +37,18 @@ _APPEND_LUA: Final = resources.files("studkit").joinpath("append.lua").read_text
 _APPEND_SHA: Final = hashlib.sha1(_APPEND_LUA.encode("utf-8")).hexdigest()
 
 StreamId: TypeAlias = tuple[int, int]
+
+STORE_UNAVAILABLE_ERRORS: Final[tuple[type[Exception], ...]] = (
+    RedisConnectionError,  # refused, reset, pool exhausted, LOADING (BusyLoadingError), auth
+    RedisTimeoutError,
+    ReadOnlyError,  # a replica that has not been promoted yet
+    TryAgainError,
+    ClusterDownError,  # and MASTERDOWN
+)
+"""The Redis client's exceptions that mean "the store cannot answer now", not "the request is
+wrong": the services report them as ``UNAVAILABLE`` (reason ``store_unavailable``). A write
+cut off this way may or may not have been applied, so a client retries it with the same
+idempotency key (or command id), which the store answers as a replay if it was."""
 
 
 class StreamConflict(Exception):
@@ -45,6 +65,8 @@ class StreamConflict(Exception):
 class CommandIdReused(Exception):
     """Raised when a command id already recorded for a table is sent with another command
     (a different fingerprint): nothing is written. The recorded outcome is attached."""
+
+    reason = "command_id_reused"
 
     def __init__(self, table_id: str, command_id: str, recorded: AppendResult) -> None:
         super().__init__(f"table {table_id}: command id {command_id!r} was used for "

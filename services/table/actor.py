@@ -1,0 +1,685 @@
+"""One table, owned by this process: its folded state, the commands that change it, and the
+driver that plays the hand (DESIGN 5a).
+
+Every change goes the same way, live or recovered: decide with the rules, append at the
+expected version (one unit of work: :meth:`TableActor.commit`), fold the appended envelopes
+with :meth:`TableActor._apply`, wake the driver. The driver asks the rules what is pending —
+cards to deal, hands to turn up, a clock to run, a hand to settle, the next hand to start —
+and does it; calls to the dealer and the wallet are made outside the lock and their results
+committed only if the table has not moved meanwhile (else they are asked again: every such call
+is idempotent). A restart loads the log and runs the same driver, so there is one code path.
+
+The table never holds a face-down card before showdown: the dealer's Deal reply carries down
+cards as "dealt" only, and :mod:`table.clients` drops any value it might carry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final
+
+import redis.asyncio as aioredis
+import structlog
+
+import rules
+from rules import Command, Event, Phase, TableState, decide, evolve, initial_state
+from rules.commands import LeaveSeat, OpenTable, RevealHands, Showdown, SitOut, StartHand, TimeOut
+from rules.errors import RuleViolation
+from rules.events import (
+    ActionTimedOut,
+    BetMade,
+    BringInPosted,
+    Called,
+    Checked,
+    Completed,
+    Folded,
+    HandEnded,
+    HandStarted,
+    PlayerLeft,
+    PlayerSatIn,
+    PlayerSatOut,
+    PlayerSeated,
+    Raised,
+)
+from stud.v1 import wallet_pb2 as wpb
+from stud.v1.envelope_pb2 import EventEnvelope, TurnClock
+from studkit import keys
+from studkit.errors import FailedPrecondition
+from studkit.mapping import envelope_for, event_from_envelope
+from studkit.store import AppendResult, EventStore, StreamConflict
+from table.clients import DealerClient, Refused, Unreachable, WalletClient, key
+from table.model import TableSettings
+
+log = structlog.get_logger("table")
+
+ACTIONS: Final = (BringInPosted, Completed, BetMade, Raised, Called, Checked, Folded,
+                  ActionTimedOut)
+STATUS_OPEN: Final = "open"
+STATUS_WAITING: Final = "waiting"
+STATUS_STOPPED: Final = "stopped"
+STATUS_CLOSED: Final = "closed"
+
+
+class Stale(FailedPrecondition):
+    """Raised when a command was decided for an older state of the table."""
+
+    default_reason = "stale"
+
+
+class WatcherTooSlow(Exception):
+    """Raised in a watcher that fell too far behind the table; it resumes from its last
+    sequence (``RESOURCE_EXHAUSTED``)."""
+
+    reason = "watcher_too_slow"
+
+
+def fingerprint(*parts: object) -> str:
+    """A command's content hash for content-checked idempotency."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else str(part).encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()[:32]
+
+
+def _ts(envelope_time: object) -> float:
+    return float(envelope_time.ToMicroseconds()) / 1e6  # type: ignore[attr-defined]
+
+
+@dataclass
+class Watcher:
+    """One live viewer's inbox: appended envelopes, bounded."""
+
+    limit: int
+    queue: asyncio.Queue[EventEnvelope] = field(init=False)
+    overflowed: bool = False
+
+    def __post_init__(self) -> None:
+        self.queue = asyncio.Queue(maxsize=self.limit)
+
+    def offer(self, envelopes: Sequence[EventEnvelope]) -> None:
+        for envelope in envelopes:
+            if self.overflowed:
+                return
+            try:
+                self.queue.put_nowait(envelope)
+            except asyncio.QueueFull:
+                self.overflowed = True
+                # Wake a consumer blocked on an empty queue is not needed: it is full.
+
+
+@dataclass
+class Intents:
+    """What seats asked for that applies later: leave after the hand, a top-up after the
+    hand, muck when allowed. Kept in Redis beside the stream so an owner's restart keeps
+    them."""
+
+    leaving: dict[int, str] = field(default_factory=dict)
+    topups: dict[int, tuple[str, int, str]] = field(default_factory=dict)
+    """seat -> (player, amount, wallet key)."""
+    muck: set[int] = field(default_factory=set)
+
+
+@dataclass
+class ActorDeps:
+    """What a table needs from the outside."""
+
+    store: EventStore
+    redis: aioredis.Redis
+    dealer: DealerClient
+    wallet: WalletClient
+    clock: Callable[[], float] = time.time
+    watcher_buffer: int = 1000
+    on_status: Callable[[str, str, str], None] | None = None
+    """(table id, status, reason) whenever the status changes (metrics)."""
+
+
+class TableActor:
+    """One table: state, commands, driver, watchers."""
+
+    def __init__(self, table_id: str, deps: ActorDeps, settings: TableSettings) -> None:
+        self.table_id = table_id
+        self.deps = deps
+        self.settings = settings
+        self.state: TableState = initial_state()
+        self.version = 0
+        self.lock = asyncio.Lock()
+        self.wake = asyncio.Event()
+        self.turn: TurnClock | None = None
+        self.banks: dict[int, int] = {}
+        self.seatings: dict[int, dict[int, str]] = {}
+        self.timeout_streak: dict[int, int] = {}
+        self.timed_out: set[int] = set()
+        self.sat_out_since: dict[int, float] = {}
+        self.departures: dict[str, tuple[int, float]] = {}
+        self.hand_started_at: deque[float] = deque(maxlen=500)
+        self.last_hand_ended_at = 0.0
+        self.intents = Intents()
+        self.settled = 0
+        self.status = STATUS_OPEN
+        self.status_reason = ""
+        self.closed = False
+        self.repaired = False
+        self.watchers: set[Watcher] = set()
+        self.task: asyncio.Task[None] | None = None
+        self._outage_since: float | None = None
+
+    # --- keys beside the stream ----------------------------------------------------------
+
+    def _key(self, suffix: str) -> str:
+        return f"{keys.TABLE_PREFIX}{{{keys.check_id(self.table_id, 'table id')}}}:{suffix}"
+
+    async def _save_intents(self) -> None:
+        mapping: dict[str, str] = {}
+        for seat, player in self.intents.leaving.items():
+            mapping[f"leave:{seat}"] = player
+        for seat, (player, amount, wkey) in self.intents.topups.items():
+            mapping[f"topup:{seat}"] = f"{player} {amount} {wkey}"
+        for seat in self.intents.muck:
+            mapping[f"muck:{seat}"] = "1"
+        pipe = self.deps.redis.pipeline(transaction=True)
+        pipe.delete(self._key("intents"))
+        if mapping:
+            pipe.hset(self._key("intents"), mapping=mapping)
+        await pipe.execute()
+
+    async def _load_aux(self) -> None:
+        raw = await self.deps.redis.hgetall(self._key("intents"))
+        for k, v in raw.items():
+            kind, _, seat = k.decode().partition(":")
+            value = v.decode()
+            if kind == "leave":
+                self.intents.leaving[int(seat)] = value
+            elif kind == "topup":
+                player, amount, wkey = value.split(" ")
+                self.intents.topups[int(seat)] = (player, int(amount), wkey)
+            elif kind == "muck":
+                self.intents.muck.add(int(seat))
+        settled = await self.deps.redis.get(self._key("settled"))
+        self.settled = int(settled) if settled else 0
+        self.closed = bool(await self.deps.redis.get(self._key("closed")))
+        if self.closed:
+            self._set_status(STATUS_CLOSED, "closed by an operator")
+
+    # --- loading and folding -------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Fold the table's whole log (the repository's snapshot-free path) and its
+        intents."""
+        for stored in await self.deps.store.read(self.table_id):
+            self._apply(stored.envelope)
+        await self._load_aux()
+
+    def _apply(self, envelope: EventEnvelope) -> None:
+        """Fold one stored envelope into the state and the room's bookkeeping."""
+        event = event_from_envelope(envelope)
+        at = _ts(envelope.occurred_at)
+        before = self.state
+        if isinstance(event, HandStarted):
+            self.seatings[event.hand_number] = {
+                s: seat.player_id for s in event.seats
+                if (seat := before.seat(s)) is not None}
+            self.hand_started_at.append(at)
+            self.timed_out = set()
+        if isinstance(event, ACTIONS) and self.turn is not None and event.seat == self.turn.seat:
+            used_ms = max(0, int((at - _ts(self.turn.action_deadline)) * 1000))
+            self.banks[event.seat] = max(0, int(self.turn.time_bank_ms) - used_ms)
+            self.turn = None
+        if isinstance(event, ActionTimedOut) and event.seat not in self.intents.leaving:
+            self.timed_out.add(event.seat)
+        self.state = evolve(self.state, event)
+        self.version = envelope.sequence or self.version + 1
+        if isinstance(event, HandEnded):
+            self.last_hand_ended_at = at
+            self.turn = None
+            for s in self.seatings.get(event.hand_number, {}):
+                self.timeout_streak[s] = self.timeout_streak.get(s, 0) + 1 if (
+                    s in self.timed_out) else 0
+        elif isinstance(event, PlayerSeated):
+            self.banks[event.seat] = int(self.settings.time_bank_s * 1000)
+            self.timeout_streak.pop(event.seat, None)
+            self.sat_out_since.pop(event.seat, None)
+        elif isinstance(event, PlayerLeft):
+            self.departures[event.player_id] = (event.stack, at)
+            self.sat_out_since.pop(event.seat, None)
+            self.timeout_streak.pop(event.seat, None)
+        elif isinstance(event, PlayerSatOut):
+            self.sat_out_since[event.seat] = at
+        elif isinstance(event, PlayerSatIn):
+            self.sat_out_since.pop(event.seat, None)
+            self.timeout_streak.pop(event.seat, None)
+        if envelope.HasField("turn_clock"):
+            self.turn = envelope.turn_clock
+
+    # --- the unit of work ----------------------------------------------------------------
+
+    def _hand_number_for(self, state: TableState, event: Event) -> int:
+        if isinstance(event, HandStarted):
+            return event.hand_number
+        return state.hand.hand_number if state.hand_in_progress and state.hand else 0
+
+    def _envelopes(self, events: Sequence[Event], command_id: str) -> list[EventEnvelope]:
+        now = self.deps.clock()
+        occurred = datetime.fromtimestamp(now, UTC)
+        state = self.state
+        out = []
+        for event in events:
+            out.append(envelope_for(event, table_id=self.table_id,
+                                    hand_number=self._hand_number_for(state, event),
+                                    command_id=command_id, occurred_at=occurred))
+            state = evolve(state, event)
+        hand = state.hand
+        if out and hand is not None and hand.phase == Phase.BETTING and hand.to_act:
+            seat = hand.to_act
+            bank = self.banks.get(seat, int(self.settings.time_bank_s * 1000))
+            if self.turn is not None and self.turn.seat == seat and not any(
+                    isinstance(e, ACTIONS) and e.seat == seat for e in events):
+                # The same turn goes on (e.g. a seat sat out meanwhile): keep its clock.
+                out[-1].turn_clock.CopyFrom(self.turn)
+            else:
+                clock = TurnClock(seat=seat, time_bank_ms=bank)
+                clock.started_at.FromMicroseconds(int(now * 1e6))
+                action_deadline = now + self.settings.action_time_s
+                clock.action_deadline.FromMicroseconds(int(action_deadline * 1e6))
+                clock.deadline.FromMicroseconds(int((action_deadline + bank / 1000) * 1e6))
+                out[-1].turn_clock.CopyFrom(clock)
+        return out
+
+    async def commit(self, command: Command, command_id: str, fp: str = "",
+                     expected_sequence: int | None = None,
+                     precheck: Callable[[TableState], None] | None = None
+                     ) -> tuple[AppendResult, list[EventEnvelope]]:
+        """Decide ``command`` on the current state and append its events at the current
+        version (the lock serialises this process's writers; a conflict means another
+        writer appended: reload and decide again). Returns the append's outcome and the
+        envelopes it wrote (the recorded ones for a duplicate)."""
+        async with self.lock:
+            recorded = await self.deps.store.recorded(self.table_id, command_id, fp)
+            if recorded is not None:
+                return recorded, await self._recorded_envelopes(recorded)
+            for _attempt in range(5):
+                if expected_sequence is not None and expected_sequence != self.version:
+                    raise Stale(f"the table is at sequence {self.version}, not "
+                                f"{expected_sequence}")
+                if precheck is not None:
+                    precheck(self.state)
+                events = decide(self.state, command)
+                envelopes = self._envelopes(events, command_id)
+                try:
+                    result = await self.deps.store.append(
+                        self.table_id, envelopes, self.version, command_id, fp)
+                except StreamConflict:
+                    await self._catch_up()
+                    continue
+                if result.duplicate:
+                    return result, await self._recorded_envelopes(result)
+                written = []
+                for offset, envelope in enumerate(envelopes, start=1):
+                    envelope.sequence = self.version + offset
+                    envelope.table_id = self.table_id
+                    envelope.command_id = command_id
+                    written.append(envelope)
+                for envelope in written:
+                    self._apply(envelope)
+                for watcher in list(self.watchers):
+                    watcher.offer(written)
+                self.wake.set()
+                return result, written
+            raise FailedPrecondition("the table kept changing; retry", reason="conflict")
+
+    async def _catch_up(self) -> None:
+        for stored in await self.deps.store.read(self.table_id, from_version=self.version):
+            self._apply(stored.envelope)
+            for watcher in list(self.watchers):
+                watcher.offer([stored.envelope])
+
+    async def _recorded_envelopes(self, result: AppendResult) -> list[EventEnvelope]:
+        count = len(result.stream_ids)
+        if not count:
+            return []
+        first = result.version - count
+        stored = await self.deps.store.read(self.table_id, from_version=first)
+        return [s.envelope for s in stored[:count]]
+
+    async def system(self, command: Command, command_id: str) -> bool:
+        """Commit a command of the table itself; False when the rules refuse it now (the
+        driver looks again)."""
+        try:
+            await self.commit(command, f"s:{command_id}")
+        except RuleViolation as exc:
+            log.info("system_command_refused", command=type(command).__name__,
+                     reason=exc.reason.value)
+            return False
+        return True
+
+    # --- status --------------------------------------------------------------------------
+
+    def _set_status(self, status: str, reason: str) -> None:
+        if (status, reason) != (self.status, self.status_reason):
+            self.status, self.status_reason = status, reason
+            log.info("table_status", table_id=self.table_id, status=status, reason=reason)
+            if self.deps.on_status is not None:
+                self.deps.on_status(self.table_id, status, reason)
+
+    def _waiting(self, reason: str) -> None:
+        if self.status in (STATUS_OPEN, STATUS_WAITING):
+            self._set_status(STATUS_WAITING, reason)
+
+    def _resumed(self) -> None:
+        self._outage_since = None
+        if self.status == STATUS_WAITING:
+            self._set_status(STATUS_CLOSED if self.closed else STATUS_OPEN, "")
+
+    # --- the driver ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the driver in the background."""
+        self.task = asyncio.create_task(self._run(), name=f"table:{self.table_id}")
+
+    async def stop(self) -> None:
+        """Stop the driver."""
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+    async def _run(self) -> None:
+        structlog.contextvars.bind_contextvars(table_id=self.table_id)
+        while True:
+            try:
+                delay = await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Unreachable as exc:
+                log.warning("table_waiting", detail=str(exc))
+                delay = 0.5
+            except Exception:
+                log.exception("table_step_failed")
+                delay = 1.0
+            if delay is None:
+                continue
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=max(0.0, delay))
+
+    def _give_up_after(self) -> float:
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+        return max(0.0, self.settings.outage_limit_s - (now - self._outage_since))
+
+    async def step(self) -> float | None:
+        """Do the next thing the table needs; None to look again at once, else how long to
+        wait (unless woken)."""
+        state, version = self.state, self.version
+        hand = state.hand
+        if not state.opened:
+            return 5.0
+        if hand is not None and state.hand_in_progress:
+            return await self._drive_hand(state, version)
+        if self.status == STATUS_STOPPED:
+            return 5.0
+        if hand is not None and hand.is_over and self.settled < hand.hand_number:
+            await self._settle(state)
+            return None
+        if not self.repaired:
+            await self._repair()
+            self.repaired = True
+            return None
+        if await self._between_hands(state):
+            return None
+        return await self._maybe_start(state)
+
+    async def _drive_hand(self, state: TableState, version: int) -> float | None:
+        hand = state.hand
+        assert hand is not None
+        n = hand.hand_number
+        on_wait = self._waiting
+        try:
+            if hand.phase == Phase.DEALING:
+                plan = rules.pending_deal(state)
+                if plan is None:
+                    return 1.0
+                deal = await self.deps.dealer.deal(self.table_id, n, plan,
+                                                   self._give_up_after(), on_wait)
+                self._resumed()
+                if self.version == version:
+                    await self.system(deal, f"h{n}:deal:{int(plan.street)}")
+                return None
+            if hand.phase in (Phase.REVEAL, Phase.SHOWDOWN):
+                hands = await self.deps.dealer.reveal(self.table_id, n, (),
+                                                      self._give_up_after(), on_wait)
+                self._resumed()
+                if self.version != version:
+                    return None
+                if hand.phase == Phase.REVEAL:
+                    await self.system(RevealHands(hands=hands), f"h{n}:reveal")
+                else:
+                    in_hand = {p.seat for p in hand.in_hand}
+                    await self.system(
+                        Showdown(hands=hands,
+                                 muck_requests=frozenset(self.intents.muck & in_hand)),
+                        f"h{n}:showdown")
+                return None
+        except Unreachable as exc:
+            await self._void(n, f"{exc.service} unreachable")
+            return None
+        except Refused as exc:
+            log.error("dealer_refused", hand_number=n, code=exc.code.name, reason=exc.reason)
+            self._waiting(f"dealer refused: {exc.reason or exc.code.name}")
+            return 2.0
+        if hand.phase == Phase.BETTING and hand.to_act:
+            seat = hand.to_act
+            if seat in self.intents.leaving:
+                await self.system(TimeOut(seat=seat), f"h{n}:leave:{version}")
+                return None
+            deadline = self.turn_deadline()
+            now = self.deps.clock()
+            if deadline is not None and now >= deadline:
+                await self.system(TimeOut(seat=seat), f"h{n}:timeout:{version}")
+                return None
+            return None if deadline is None else deadline - now
+        return 1.0
+
+    def turn_deadline(self) -> float | None:
+        """When the turn of the seat to act runs out (from the log's clock)."""
+        hand = self.state.hand
+        if hand is None or hand.phase != Phase.BETTING or not hand.to_act:
+            return None
+        if self.turn is not None and self.turn.seat == hand.to_act:
+            return _ts(self.turn.deadline)
+        # No clock in the log (it predates clocks): give a full turn from now.
+        bank = self.banks.get(hand.to_act, int(self.settings.time_bank_s * 1000))
+        clock = TurnClock(seat=hand.to_act, time_bank_ms=bank)
+        now = self.deps.clock()
+        clock.started_at.FromMicroseconds(int(now * 1e6))
+        clock.action_deadline.FromMicroseconds(int((now + self.settings.action_time_s) * 1e6))
+        clock.deadline.FromMicroseconds(
+            int((now + self.settings.action_time_s + bank / 1000) * 1e6))
+        self.turn = clock
+        return _ts(clock.deadline)
+
+    async def _void(self, hand_number: int, reason: str) -> None:
+        void = getattr(rules, "VoidHand", None) or getattr(rules.commands, "VoidHand", None)
+        if void is None:
+            self._waiting(reason)
+            return
+        log.error("hand_voided", hand_number=hand_number, reason=reason)
+        await self.system(void(reason=reason), f"h{hand_number}:void")
+        self._resumed()
+
+    # --- money ---------------------------------------------------------------------------
+
+    async def _settle(self, state: TableState) -> None:
+        settlement = rules.settlement(state)  # type: ignore[attr-defined]
+        hand = state.hand
+        assert hand is not None and settlement is not None
+        config = state.config
+        assert config is not None
+        request = wpb.SettleHandRequest(
+            table_id=self.table_id, hand_id=f"h{hand.hand_number}", rake=settlement.rake,
+            ended_on_street=int(settlement.ended_on) if settlement.ended_on else 3,
+            seats=[wpb.SettlementSeat(seat=s.seat, player_id=s.player_id,
+                                      amount_in=s.amount_in, amount_won=s.amount_won)
+                   for s in settlement.seats])
+        rake = getattr(config, "rake", None)
+        if rake is not None:
+            request.rake_policy.percent_bps = rake.percent_bps
+            request.rake_policy.cap = rake.cap
+        await self.deps.wallet.settle(request, on_wait=self._waiting)
+        await self.deps.redis.set(self._key("settled"), hand.hand_number)
+        self.settled = hand.hand_number
+        self._resumed()
+        log.info("hand_settled", hand_number=hand.hand_number, rake=settlement.rake)
+        await self.reconcile()
+
+    async def reconcile(self) -> bool:
+        """Every seat's escrow must equal its stack; else the table stops dealing."""
+        reply = await self.deps.wallet.reconcile(self.table_id, on_wait=self._waiting)
+        escrows = {s.seat: (s.player_id, s.balance) for s in reply.seats}
+        wrong = []
+        for number in range(1, len(self.state.seats) + 1):
+            seat = self.state.seat(number)
+            held = escrows.get(number)
+            want = None if seat is None else (seat.player_id, seat.stack)
+            if held != want and not (held is None and want is not None and want[1] == 0):
+                wrong.append(f"seat {number}: escrow {held} vs table {want}")
+        if wrong:
+            self._set_status(STATUS_STOPPED, "; ".join(wrong))
+            log.error("reconciliation_failed", detail=self.status_reason)
+            return False
+        return True
+
+    async def _repair(self) -> None:
+        """After a restart: money moved for a seat the log does not hold (a crash between
+        the wallet and the append) is refunded; a top-up paid but not added is added."""
+        reply = await self.deps.wallet.reconcile(self.table_id, on_wait=self._waiting)
+        for held in reply.seats:
+            seat = self.state.seat(held.seat) if held.seat <= len(self.state.seats) else None
+            if seat is None or seat.player_id != held.player_id:
+                log.warning("orphan_escrow_refunded", seat=held.seat, amount=held.balance)
+                await self.deps.wallet.cash_out(
+                    held.player_id, self.table_id, held.seat,
+                    key(self.table_id, "orphan", held.seat, held.player_id, self.version),
+                    on_wait=self._waiting)
+            elif held.balance > seat.stack:
+                topup = self.intents.topups.get(held.seat)
+                if topup is not None and topup[0] == held.player_id:
+                    await self._add_chips(held.seat, held.balance - seat.stack, topup[2])
+        await self.reconcile()
+
+    async def _add_chips(self, seat: int, amount: int, wallet_key: str) -> None:
+        from rules.commands import AddChips
+        await self.commit(AddChips(seat=seat, amount=amount), f"s:topup:{wallet_key}")
+        self.intents.topups.pop(seat, None)
+        await self._save_intents()
+
+    async def leave(self, seat: int, command_id: str) -> list[EventEnvelope]:
+        """Stand ``seat`` up and cash it out (between hands, or not dealt in)."""
+        player = self.state.seat(seat)
+        _result, written = await self.commit(LeaveSeat(seat=seat), command_id)
+        left = [e for e in written if e.event_type == "PlayerLeft"]
+        if player is not None and left:
+            await self.deps.wallet.cash_out(
+                player.player_id, self.table_id, seat,
+                key(self.table_id, "leave", seat, left[0].sequence), on_wait=self._waiting)
+        if self.intents.leaving.pop(seat, None) is not None or seat in self.intents.muck:
+            self.intents.muck.discard(seat)
+            await self._save_intents()
+        return written
+
+    async def _between_hands(self, state: TableState) -> bool:
+        """Leaves, top-ups, sit-outs due between hands; True if something was done."""
+        for seat in sorted(self.intents.leaving):
+            await self.leave(seat, f"s:leave:{seat}:{self.version}")
+            return True
+        for seat, (player, amount, wkey) in sorted(self.intents.topups.items()):
+            holder = state.seat(seat)
+            if holder is None or holder.player_id != player:
+                self.intents.topups.pop(seat)
+                await self._save_intents()
+                return True
+            try:
+                await self.deps.wallet.buy_in(player, self.table_id, seat, amount, wkey)
+            except Refused as exc:
+                log.info("topup_refused", seat=seat, reason=exc.reason)
+                self.intents.topups.pop(seat)
+                await self._save_intents()
+                return True
+            await self._add_chips(seat, amount, wkey)
+            return True
+        limit = self.settings.timeouts_before_sit_out
+        for number in range(1, len(state.seats) + 1):
+            seat_ = state.seat(number)
+            if seat_ is None:
+                continue
+            if not seat_.sitting_out and self.timeout_streak.get(number, 0) >= limit:
+                self.timeout_streak[number] = 0
+                if await self.system(SitOut(seat=number), f"auto-sitout:{number}:{self.version}"):
+                    return True
+            since = self.sat_out_since.get(number)
+            if seat_.sitting_out and since is not None and (
+                    self.deps.clock() - since >= self.settings.sit_out_limit_s):
+                await self.leave(number, f"s:stood-up:{number}:{self.version}")
+                return True
+            if self.closed:
+                await self.leave(number, f"s:closed:{number}:{self.version}")
+                return True
+        return False
+
+    async def _maybe_start(self, state: TableState) -> float | None:
+        if self.closed:
+            return 5.0
+        n = state.hands_started + 1
+        try:
+            decide(state, StartHand(hand_number=n))
+        except RuleViolation:
+            return 5.0  # not enough eligible players; a command wakes the driver
+        wait = self.last_hand_ended_at + self.settings.next_hand_delay_ms / 1000 - (
+            self.deps.clock())
+        if wait > 0:
+            return wait
+        version = self.version
+        try:
+            commitment = await self.deps.dealer.start_hand(self.table_id, n, None, self._waiting)
+        except Refused as exc:
+            log.error("dealer_refused_start", hand_number=n, reason=exc.reason)
+            return 2.0
+        self._resumed()
+        if self.version == version:
+            await self.system(StartHand(hand_number=n, deck_commitment=commitment),
+                              f"h{n}:start")
+        return None
+
+    # --- commands from the room ----------------------------------------------------------
+
+    async def open(self, command: OpenTable, command_id: str, fp: str
+                   ) -> tuple[AppendResult, list[EventEnvelope]]:
+        """Record the table's opening."""
+        return await self.commit(command, command_id, fp)
+
+    async def close(self) -> None:
+        """No further hand; everyone is stood up after the current one."""
+        await self.deps.redis.set(self._key("closed"), "1")
+        self.closed = True
+        self._set_status(STATUS_CLOSED, "closed by an operator")
+        self.wake.set()
+
+    async def set_intent(self, change: Callable[[Intents], None]) -> None:
+        """Change the seats' intents and persist them."""
+        async with self.lock:
+            change(self.intents)
+            await self._save_intents()
+        self.wake.set()
+
+    def hands_per_hour(self) -> int:
+        """Hands started over the last hour."""
+        cutoff = self.deps.clock() - 3600
+        return sum(1 for t in self.hand_started_at if t >= cutoff)

@@ -1,0 +1,354 @@
+"""The table service's use cases: who may ask for what, then the table's actor. Knows the
+actors, the event store and the clients, never grpc.
+
+Access: operators open and close tables; a player acts only for the seat the table's log says
+is theirs; anyone authenticated lists tables and watches (a seat sees its own view, everyone
+else the public one). Command ids are namespaced by caller (``c:<role>:<name>:<id>``), so one
+caller's ids never collide with another's or with the table's own (``s:...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import structlog
+
+from rules import TableConfig
+from rules.commands import AddChips, OpenTable, SitDown, SitIn, SitOut
+from rules.errors import RuleViolation
+from rules.events import HandStarted
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.auth import Forbidden, Principal, Role, require_role
+from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound
+from studkit.store import AppendResult, EventStore
+from table.actor import ActorDeps, TableActor, Watcher, WatcherTooSlow
+from table.clients import Refused, key
+from table.model import TableSettings
+
+log = structlog.get_logger("table")
+
+
+def command_key(principal: Principal, command_id: str) -> str:
+    """The stored command id of a caller's command."""
+    return f"c:{principal.role.value}:{principal.name}:{command_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a command did: the version after it, the envelopes it wrote, whether a retry."""
+
+    version: int
+    envelopes: list[EventEnvelope]
+    duplicate: bool
+
+
+def _outcome(result: AppendResult, envelopes: list[EventEnvelope]) -> Outcome:
+    return Outcome(result.version, envelopes, result.duplicate)
+
+
+class TableApp:
+    """Every table this process owns, and the use cases over them."""
+
+    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps],
+                 *, watch_limit_per_player: int = 8) -> None:
+        self._store = store
+        self._deps_for = deps_for
+        self.actors: dict[str, TableActor] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._watch_limit = watch_limit_per_player
+        self._watching: dict[str, int] = {}
+
+    # --- life ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Rebuild every table from its log and start driving it."""
+        for table_id in await self._store.table_ids():
+            await self._load(table_id)
+
+    async def stop(self) -> None:
+        for actor in self.actors.values():
+            await actor.stop()
+
+    async def _load(self, table_id: str) -> TableActor:
+        deps = self._deps_for()
+        raw = await deps.redis.get(self._settings_key(table_id))
+        settings = _settings_from_bytes(raw)
+        actor = TableActor(table_id, deps, settings)
+        await actor.load()
+        if actor.state.config is not None:
+            actor.settings = settings.for_config(actor.state.config)
+        self.actors[table_id] = actor
+        actor.start()
+        log.info("table_loaded", table_id=table_id, version=actor.version)
+        return actor
+
+    @staticmethod
+    def _settings_key(table_id: str) -> str:
+        from studkit import keys
+        return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:settings"
+
+    def actor(self, table_id: str) -> TableActor:
+        actor = self.actors.get(table_id)
+        if actor is None or not actor.state.opened:
+            raise NotFound(f"no table {table_id}", reason="unknown_table")
+        return actor
+
+    # --- lobby ---------------------------------------------------------------------------
+
+    async def open_table(self, principal: Principal, table_id: str, command_id: str,
+                         config: TableConfig, settings: TableSettings, fp: str) -> Outcome:
+        require_role(principal, Role.OPERATOR)
+        settings = settings.for_config(config)
+        lock = self._opening.setdefault(table_id, asyncio.Lock())
+        async with lock:
+            actor = self.actors.get(table_id)
+            if actor is None:
+                deps = self._deps_for()
+                await deps.redis.set(self._settings_key(table_id),
+                                     _settings_to_bytes(settings), nx=True)
+                actor = await self._load(table_id)
+                actor.settings = settings
+            cid = command_key(principal, command_id)
+            recorded = await self._store.recorded(table_id, cid, fp)
+            if recorded is None and actor.state.opened:
+                raise AlreadyExists(f"table {table_id} exists", reason="table_exists")
+            result, written = await actor.open(OpenTable(table_id=table_id, config=config),
+                                               cid, fp)
+            return _outcome(result, written)
+
+    async def close_table(self, principal: Principal, table_id: str) -> Outcome:
+        require_role(principal, Role.OPERATOR)
+        actor = self.actor(table_id)
+        await actor.close()
+        return Outcome(actor.version, [], False)
+
+    # --- seats ---------------------------------------------------------------------------
+
+    def _own_seat(self, principal: Principal, actor: TableActor, seat: int) -> str:
+        """The caller must be the player the log seats at ``seat``."""
+        if principal.role is not Role.PLAYER:
+            raise Forbidden("only a player acts for a seat", reason="not_a_player")
+        if not 1 <= seat <= len(actor.state.seats):
+            raise BadRequest("seat", f"must be 1..{len(actor.state.seats)}")
+        holder = actor.state.seat(seat)
+        if holder is None or holder.player_id != principal.name:
+            raise Forbidden(f"seat {seat} is not yours", reason="not_your_seat")
+        return principal.name
+
+    async def sit_down(self, principal: Principal, table_id: str, command_id: str, seat: int,
+                       buy_in: int, fp: str, expected: int | None) -> Outcome:
+        if principal.role is not Role.PLAYER:
+            raise Forbidden("only a player sits down", reason="not_a_player")
+        actor = self.actor(table_id)
+        cid = command_key(principal, command_id)
+        recorded = await self._store.recorded(table_id, cid, fp)
+        if recorded is not None:
+            return _outcome(recorded, await actor._recorded_envelopes(recorded))
+        s = actor.settings
+        if not s.buy_in_min <= buy_in <= s.buy_in_max:
+            raise FailedPrecondition(f"the buy-in must be {s.buy_in_min}..{s.buy_in_max}",
+                                     reason="buy_in_out_of_range")
+        left = actor.departures.get(principal.name)
+        if left is not None and actor.deps.clock() - left[1] < s.rathole_window_s \
+                and buy_in < left[0]:
+            raise FailedPrecondition(
+                f"you left this table with {left[0]} less than "
+                f"{round(s.rathole_window_s)}s ago: bring at least that much",
+                reason="rathole")
+        command = SitDown(seat=seat, player_id=principal.name, stack=buy_in)
+        try:
+            from rules import decide
+            decide(actor.state, command)  # legal now? before any money moves
+        except RuleViolation:
+            raise
+        wallet_key = key(table_id, cid)
+        try:
+            await actor.deps.wallet.buy_in(principal.name, table_id, seat, buy_in, wallet_key)
+        except Refused as exc:
+            raise FailedPrecondition(f"the wallet refused the buy-in: {exc.reason}",
+                                     reason=exc.reason or "buy_in_refused") from None
+        try:
+            result, written = await actor.commit(command, cid, fp, expected)
+        except (RuleViolation, FailedPrecondition):
+            # The seat went to someone else meanwhile: give the chips back.
+            await actor.deps.wallet.cash_out(principal.name, table_id, seat,
+                                             key(table_id, cid, "refund"))
+            raise
+        return _outcome(result, written)
+
+    async def leave_seat(self, principal: Principal, table_id: str, command_id: str,
+                         seat: int, fp: str, expected: int | None) -> Outcome:
+        actor = self.actor(table_id)
+        player = self._own_seat(principal, actor, seat)
+        cid = command_key(principal, command_id)
+        state = actor.state
+        in_hand = (state.hand_in_progress and state.hand is not None
+                   and state.hand.has_player(seat) and not state.hand.player(seat).folded)
+        if expected is not None and expected != actor.version:
+            raise FailedPrecondition(f"the table is at sequence {actor.version}",
+                                     reason="stale")
+        if in_hand or (state.hand_in_progress and state.hand is not None
+                       and state.hand.has_player(seat)):
+            await actor.set_intent(lambda i: i.leaving.__setitem__(seat, player))
+            return Outcome(actor.version, [], False)
+        written = await actor.leave(seat, cid)
+        return Outcome(actor.version, written, False)
+
+    async def sit_out(self, principal: Principal, table_id: str, command_id: str, seat: int,
+                      fp: str, expected: int | None, sit_in: bool = False) -> Outcome:
+        actor = self.actor(table_id)
+        self._own_seat(principal, actor, seat)
+        command = SitIn(seat=seat) if sit_in else SitOut(seat=seat)
+        result, written = await actor.commit(command, command_key(principal, command_id), fp,
+                                             expected)
+        return _outcome(result, written)
+
+    async def add_chips(self, principal: Principal, table_id: str, command_id: str, seat: int,
+                        amount: int, fp: str, expected: int | None) -> Outcome:
+        actor = self.actor(table_id)
+        player = self._own_seat(principal, actor, seat)
+        if amount <= 0:
+            raise BadRequest("amount", "must be > 0")
+        stack = actor.state.stack(seat)
+        holder = actor.state.seat(seat)
+        base = holder.stack if holder is not None else stack
+        pending = actor.intents.topups.get(seat)
+        if pending is not None:
+            raise FailedPrecondition("a top-up is already pending", reason="topup_pending")
+        if base + amount > actor.settings.buy_in_max:
+            raise FailedPrecondition(
+                f"a stack may be topped up to {actor.settings.buy_in_max}",
+                reason="above_buy_in_max")
+        cid = command_key(principal, command_id)
+        wallet_key = key(self_table := table_id, cid)
+        if actor.state.hand_in_progress:
+            await actor.set_intent(
+                lambda i: i.topups.__setitem__(seat, (player, amount, wallet_key)))
+            return Outcome(actor.version, [], False)
+        recorded = await self._store.recorded(table_id, cid, fp)
+        if recorded is not None:
+            return _outcome(recorded, await actor._recorded_envelopes(recorded))
+        try:
+            await actor.deps.wallet.buy_in(player, self_table, seat, amount, wallet_key)
+        except Refused as exc:
+            raise FailedPrecondition(f"the wallet refused the top-up: {exc.reason}",
+                                     reason=exc.reason or "buy_in_refused") from None
+        result, written = await actor.commit(AddChips(seat=seat, amount=amount), cid, fp)
+        return _outcome(result, written)
+
+    async def set_muck(self, principal: Principal, table_id: str, seat: int,
+                       muck: bool) -> Outcome:
+        actor = self.actor(table_id)
+        self._own_seat(principal, actor, seat)
+        await actor.set_intent(
+            lambda i: i.muck.add(seat) if muck else i.muck.discard(seat))
+        return Outcome(actor.version, [], False)
+
+    # --- play ----------------------------------------------------------------------------
+
+    async def act(self, principal: Principal, table_id: str, command_id: str, seat: int,
+                  command: object, fp: str, expected: int | None) -> Outcome:
+        actor = self.actor(table_id)
+        self._own_seat(principal, actor, seat)
+        result, written = await actor.commit(command,  # type: ignore[arg-type]
+                                             command_key(principal, command_id), fp, expected)
+        return _outcome(result, written)
+
+    # --- viewing -------------------------------------------------------------------------
+
+    def viewer_seat(self, principal: Principal, actor: TableActor) -> int | None:
+        """The caller's seat at the table now, None for an observer."""
+        if principal.role is not Role.PLAYER:
+            return None
+        for number in range(1, len(actor.state.seats) + 1):
+            seat = actor.state.seat(number)
+            if seat is not None and seat.player_id == principal.name:
+                return number
+        return None
+
+    async def watch(self, principal: Principal, table_id: str, after: int
+                    ) -> AsyncIterator[EventEnvelope]:
+        """The table's envelopes after sequence ``after``, then live ones; a watcher that
+        falls ``watcher_buffer`` events behind is cut off (:class:`WatcherTooSlow`)."""
+        actor = self.actor(table_id)
+        who = principal.subject
+        if self._watching.get(who, 0) >= self._watch_limit:
+            from table.errors import TooManyWatches
+            raise TooManyWatches(f"at most {self._watch_limit} open watches per caller")
+        self._watching[who] = self._watching.get(who, 0) + 1
+        watcher = Watcher(limit=actor.deps.watcher_buffer)
+        # No await between reading the version and registering: nothing is missed.
+        upto = actor.version
+        actor.watchers.add(watcher)
+        try:
+            last = after
+            if after < upto:
+                for stored in await self._store.read(table_id, from_version=after):
+                    if stored.envelope.sequence > upto:
+                        break
+                    yield stored.envelope
+                    last = stored.envelope.sequence
+            while True:
+                if watcher.overflowed and watcher.queue.empty():
+                    raise WatcherTooSlow(f"fell behind; resume after sequence {last}")
+                envelope = await watcher.queue.get()
+                if envelope.sequence <= last:
+                    continue
+                yield envelope
+                last = envelope.sequence
+        finally:
+            actor.watchers.discard(watcher)
+            self._watching[who] -= 1
+            if not self._watching[who]:
+                del self._watching[who]
+
+    def dealt_in(self, actor: TableActor, hand_number: int, seat: int | None) -> bool:
+        return seat is not None and seat in actor.seatings.get(hand_number, {})
+
+    async def hand_events(self, table_id: str, hand_number: int
+                          ) -> tuple[list[EventEnvelope], bool]:
+        """The envelopes of one hand, and whether it has ended."""
+        actor = self.actor(table_id)
+        if hand_number < 1 or hand_number > actor.state.hands_started:
+            raise NotFound(f"hand {hand_number} has not been played", reason="unknown_hand")
+        out: list[EventEnvelope] = []
+        started = False
+        for stored in await self._store.read(table_id):
+            env = stored.envelope
+            if env.event_type == "HandStarted" and env.hand_number == hand_number:
+                started = True
+            if started:
+                if env.hand_number != hand_number and env.event_type == "HandStarted":
+                    break
+                if env.hand_number == hand_number:
+                    out.append(env)
+                if env.event_type == "HandEnded" and env.hand_number == hand_number:
+                    return out, True
+        return out, False
+
+
+def _settings_to_bytes(settings: TableSettings) -> bytes:
+    from table.model import settings_to_proto
+    return bytes(settings_to_proto(settings).SerializeToString())
+
+
+def _settings_from_bytes(raw: bytes | None) -> TableSettings:
+    from stud.v1 import table_pb2 as pb
+    from table.model import settings_from_proto
+    if not raw:
+        return TableSettings()
+    msg = pb.TableSettings.FromString(raw)
+    base = settings_from_proto(msg)
+    return TableSettings(
+        action_time_s=base.action_time_s, time_bank_s=base.time_bank_s,
+        buy_in_min=msg.buy_in_min, buy_in_max=msg.buy_in_max,
+        next_hand_delay_ms=msg.next_hand_delay_ms,
+        timeouts_before_sit_out=base.timeouts_before_sit_out,
+        sit_out_limit_s=base.sit_out_limit_s, rathole_window_s=base.rathole_window_s,
+        outage_limit_s=base.outage_limit_s)
+
+
+_ = (time, HandStarted)

@@ -1,0 +1,77 @@
+"""Dependencies wired explicitly, in one function: the Redis client and event store, the
+channels and clients to the dealer and the wallet (signed as ``service:table``), the app,
+the token verifier and the metrics registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+import redis.asyncio as aioredis
+
+from studkit.auth import ServiceTokenSource, TokenVerifier
+from studkit.metrics import Metrics
+from studkit.store import EventStore
+from table.actor import ActorDeps
+from table.app import TableApp
+from table.clients import DealerClient, Retry, WalletClient
+from table.config import Settings
+
+
+@dataclass
+class TableDeps:
+    """Everything the server needs."""
+
+    app: TableApp
+    redis: aioredis.Redis
+    events: EventStore
+    verifier: TokenVerifier
+    channels: tuple[grpc.aio.Channel, ...]
+    metrics: Metrics = field(default_factory=Metrics)
+
+    @property
+    def store(self) -> aioredis.Redis:
+        """What the service shell pings before serving."""
+        return self.redis
+
+    async def start(self) -> None:
+        """Rebuild every table from its log and drive it."""
+        await self.app.start()
+
+    async def close(self) -> None:
+        """Stop the tables' drivers, close the channels and the Redis connections."""
+        await self.app.stop()
+        for channel in self.channels:
+            await channel.close()
+        await self.redis.aclose()
+
+
+def build_deps(settings: Settings) -> TableDeps:
+    """The table service's dependencies for ``settings`` (call within a running loop)."""
+    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10,
+                                     health_check_interval=30)
+    events = EventStore(client)
+    source = ServiceTokenSource(settings.service_key, settings.service_name)
+    retry = Retry(deadline_s=settings.call_deadline_s)
+    dealer_channel = grpc.aio.insecure_channel(settings.dealer_target)
+    wallet_channel = grpc.aio.insecure_channel(settings.wallet_target)
+    dealer = DealerClient(dealer_channel, lambda: source.metadata("dealer"), retry)
+    wallet = WalletClient(wallet_channel, lambda: source.metadata("wallet"), retry)
+    metrics = Metrics()
+    statuses = metrics.counter(
+        "stud_table_status_changes",
+        "Table status changes, by status (open, waiting for the dealer or wallet, stopped by "
+        "a failed reconciliation, closed).",
+        {"status": ("open", "waiting", "stopped", "closed")})
+
+    def on_status(_table_id: str, status: str, _reason: str) -> None:
+        statuses.inc(status=status)
+
+    def deps_for() -> ActorDeps:
+        return ActorDeps(store=events, redis=client, dealer=dealer, wallet=wallet,
+                         watcher_buffer=settings.watch_buffer, on_status=on_status)
+
+    app = TableApp(events, deps_for, watch_limit_per_player=settings.watches_per_player)
+    return TableDeps(app=app, redis=client, events=events,
+                     verifier=TokenVerifier(settings.auth_keys, audience="table"),
+                     channels=(dealer_channel, wallet_channel), metrics=metrics)

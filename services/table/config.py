@@ -1,0 +1,75 @@
+"""The table service's settings, read from the environment here and nowhere else."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from studkit.auth import KeySet, key_set_from_env
+from studkit.auth.config import SERVICE_KEY_ENV, signing_key_from_env
+from studkit.auth.signing import SigningKey
+from studkit.metrics import port_number
+from studkit.service import redact_url
+
+DEFAULT_METRICS_PORT = 9101
+DEFAULT_ADDR = "[::]:50051"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_DEALER = "127.0.0.1:50052"
+DEFAULT_WALLET = "127.0.0.1:50053"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Configuration of one table-service process.
+
+    ``TABLE_ADDR`` (default ``[::]:50051``), ``REDIS_URL`` (the table ACL user: it owns
+    ``stud:table:*``), ``TABLE_DEALER_TARGET`` (``127.0.0.1:50052``), ``TABLE_WALLET_TARGET``
+    (``127.0.0.1:50053``), ``STUD_AUTH_PUBLIC_KEYS`` (the public key set),
+    ``STUD_SERVICE_KEY`` (this service's private key; it signs as ``service:table``),
+    ``LOG_LEVEL`` (``INFO``), ``TABLE_SHUTDOWN_GRACE`` (seconds, ``5``),
+    ``TABLE_CALL_DEADLINE`` (seconds per call to the dealer or wallet, ``3``),
+    ``TABLE_WATCH_BUFFER`` (events a watcher may fall behind before it is cut off, ``1000``),
+    ``TABLE_WATCHES_PER_PLAYER`` (open watches per caller, ``8``), ``METRICS_PORT``
+    (``9101``; ``0`` serves none), ``METRICS_HOST`` (default all interfaces).
+    """
+
+    addr: str = DEFAULT_ADDR
+    redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
+    dealer_target: str = DEFAULT_DEALER
+    wallet_target: str = DEFAULT_WALLET
+    auth_keys: KeySet
+    service_key: SigningKey = field(repr=False)
+    service_name: str = "table"
+    log_level: str = "INFO"
+    shutdown_grace_s: float = 5.0
+    call_deadline_s: float = 3.0
+    watch_buffer: int = 1000
+    watches_per_player: int = 8
+    metrics_port: int = DEFAULT_METRICS_PORT
+    metrics_host: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``env`` (default ``os.environ``)."""
+        env = os.environ if env is None else env
+        return cls(
+            addr=env.get("TABLE_ADDR", DEFAULT_ADDR),
+            redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
+            dealer_target=env.get("TABLE_DEALER_TARGET", DEFAULT_DEALER),
+            wallet_target=env.get("TABLE_WALLET_TARGET", DEFAULT_WALLET),
+            auth_keys=key_set_from_env(env),
+            service_key=signing_key_from_env(env, SERVICE_KEY_ENV),
+            log_level=env.get("LOG_LEVEL", "INFO"),
+            shutdown_grace_s=float(env.get("TABLE_SHUTDOWN_GRACE", "5")),
+            call_deadline_s=float(env.get("TABLE_CALL_DEADLINE", "3")),
+            watch_buffer=int(env.get("TABLE_WATCH_BUFFER", "1000")),
+            watches_per_player=int(env.get("TABLE_WATCHES_PER_PLAYER", "8")),
+            metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
+            metrics_host=env.get("METRICS_HOST", ""),
+        )
+
+    @property
+    def redis_url_redacted(self) -> str:
+        """``redis_url`` without its password, for logs."""
+        return redact_url(self.redis_url)

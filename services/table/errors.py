@@ -1,0 +1,38 @@
+"""The table's exception -> status code table: the shared base plus the table's own refusals.
+Applied in one place, by ``studkit.grpc_server.ErrorMappingInterceptor``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import grpc
+
+from studkit.errors import ServiceError
+from studkit.grpc_server import BASE_ERRORS, ErrorTable
+from studkit.store import CommandIdReused
+from table.actor import WatcherTooSlow
+from table.clients import Unreachable
+
+
+class TooManyWatches(ServiceError):
+    """Raised when a caller opens more watches than the table allows per caller."""
+
+    default_reason = "too_many_streams"
+
+
+class CommandIdReusedError(ServiceError):
+    """The same command id with a different command (``INVALID_ARGUMENT``)."""
+
+    default_reason = "command_id_reused"
+
+
+TABLE_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(
+    {
+        CommandIdReused: grpc.StatusCode.INVALID_ARGUMENT,
+        CommandIdReusedError: grpc.StatusCode.INVALID_ARGUMENT,
+        TooManyWatches: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        WatcherTooSlow: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        # The dealer or the wallet stayed unreachable: retry with the same command id.
+        Unreachable: grpc.StatusCode.UNAVAILABLE,
+    }
+)

@@ -1,0 +1,230 @@
+"""The table service's gRPC face: a thin servicer (proto -> command -> app -> proto) and
+``create_server(settings, deps) -> (server, port)``. Errors are raised, never aborted here:
+``errors.TABLE_ERRORS`` maps them in the interceptor."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from rules.commands import Bet, Call, Check, Complete, Fold, PostBringIn, Raise
+from stud.v1 import table_pb2 as pb
+from stud.v1 import table_pb2_grpc as pb_grpc
+from studkit.errors import BadRequest
+from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
+from studkit.mapping import config_from_proto
+from studkit.mapping.common import check_amount, check_ident
+from table.actor import fingerprint
+from table.app import Outcome, TableApp
+from table.bootstrap import TableDeps
+from table.config import Settings
+from table.errors import TABLE_ERRORS
+from table.model import TableSettings, settings_from_proto
+from table.views import record_for, summary, table_view
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TableService"].full_name
+
+
+def _seat(value: int) -> int:
+    if not 1 <= value <= 8:
+        raise BadRequest("seat", "must be 1..8")
+    return value
+
+
+def _expected(request: Any) -> int | None:
+    return int(request.expected_sequence) if request.HasField("expected_sequence") else None
+
+
+def _to(request: Any) -> int | None:
+    return check_amount(request.to, "to") if request.HasField("to") else None
+
+
+def _common(request: Any, method: str) -> tuple[str, str, str]:
+    """(table id, command id, fingerprint) of a command request."""
+    table_id = check_ident(request.table_id, "table_id")
+    command_id = check_ident(request.command_id, "command_id")
+    return table_id, command_id, fingerprint(method, request.SerializeToString(
+        deterministic=True))
+
+
+class TableServicer(pb_grpc.TableServiceServicer):
+    """One method per RPC, each a translation around one app call."""
+
+    def __init__(self, app: TableApp) -> None:
+        self._app = app
+
+    def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
+        principal = current_principal()
+        actor = self._app.actor(table_id)
+        viewer = self._app.viewer_seat(principal, actor)
+        reply = pb.CommandReply(version=outcome.version, duplicate=outcome.duplicate)
+        for envelope in outcome.envelopes:
+            reply.events.append(record_for(
+                envelope, viewer, self._app.dealt_in(actor, envelope.hand_number, viewer)))
+        return reply
+
+    # --- lobby ---------------------------------------------------------------------------
+
+    async def OpenTable(self, request: pb.OpenTableRequest,
+                        context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "OpenTable")
+        if not request.HasField("config"):
+            raise BadRequest("config", "required")
+        config = config_from_proto(request.config)
+        settings = (settings_from_proto(request.settings) if request.HasField("settings")
+                    else TableSettings())
+        outcome = await self._app.open_table(current_principal(), table_id, command_id,
+                                             config, settings, fp)
+        return self._reply(table_id, outcome)
+
+    async def CloseTable(self, request: pb.CloseTableRequest,
+                         context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, _command_id, _fp = _common(request, "CloseTable")
+        outcome = await self._app.close_table(current_principal(), table_id)
+        return self._reply(table_id, outcome)
+
+    async def ListTables(self, request: pb.ListTablesRequest,
+                         context: grpc.aio.ServicerContext) -> pb.ListTablesResponse:
+        current_principal()
+        return pb.ListTablesResponse(tables=[
+            summary(actor) for _, actor in sorted(self._app.actors.items())
+            if actor.state.opened])
+
+    async def SetMuckPreference(self, request: pb.SetMuckPreferenceRequest,
+                                context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, _command_id, _fp = _common(request, "SetMuckPreference")
+        outcome = await self._app.set_muck(current_principal(), table_id,
+                                           _seat(request.seat), request.muck)
+        return self._reply(table_id, outcome)
+
+    # --- seats ---------------------------------------------------------------------------
+
+    async def SitDown(self, request: pb.SitDownRequest,
+                      context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "SitDown")
+        outcome = await self._app.sit_down(
+            current_principal(), table_id, command_id, _seat(request.seat),
+            check_amount(request.buy_in, "buy_in"), fp, _expected(request))
+        return self._reply(table_id, outcome)
+
+    async def LeaveSeat(self, request: pb.LeaveSeatRequest,
+                        context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "LeaveSeat")
+        outcome = await self._app.leave_seat(current_principal(), table_id, command_id,
+                                             _seat(request.seat), fp, _expected(request))
+        return self._reply(table_id, outcome)
+
+    async def SitOut(self, request: pb.SitOutRequest,
+                     context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "SitOut")
+        outcome = await self._app.sit_out(current_principal(), table_id, command_id,
+                                          _seat(request.seat), fp, _expected(request))
+        return self._reply(table_id, outcome)
+
+    async def SitIn(self, request: pb.SitInRequest,
+                    context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "SitIn")
+        outcome = await self._app.sit_out(current_principal(), table_id, command_id,
+                                          _seat(request.seat), fp, _expected(request),
+                                          sit_in=True)
+        return self._reply(table_id, outcome)
+
+    async def AddChips(self, request: pb.AddChipsRequest,
+                       context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "AddChips")
+        outcome = await self._app.add_chips(
+            current_principal(), table_id, command_id, _seat(request.seat),
+            check_amount(request.amount, "amount"), fp, _expected(request))
+        return self._reply(table_id, outcome)
+
+    # --- betting -------------------------------------------------------------------------
+
+    async def _act(self, request: Any, method: str, command: object) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, method)
+        outcome = await self._app.act(current_principal(), table_id, command_id,
+                                      _seat(request.seat), command, fp, _expected(request))
+        return self._reply(table_id, outcome)
+
+    async def PostBringIn(self, request: pb.PostBringInRequest,
+                          context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        return await self._act(request, "PostBringIn", PostBringIn(seat=request.seat))
+
+    async def Complete(self, request: pb.CompleteRequest,
+                       context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        return await self._act(request, "Complete",
+                               Complete(seat=request.seat, to=_to(request)))
+
+    async def Bet(self, request: pb.BetRequest,
+                  context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        return await self._act(request, "Bet", Bet(seat=request.seat, to=_to(request)))
+
+    async def Raise(self, request: pb.RaiseRequest,
+                    context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        return await self._act(request, "Raise", Raise(seat=request.seat, to=_to(request)))
+
+    async def Call(self, request: pb.CallRequest,
+                   context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        return await self._act(request, "Call", Call(seat=request.seat))
+
+    async def Check(self, request: pb.CheckRequest,
+                    context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        return await self._act(request, "Check", Check(seat=request.seat))
+
+    async def Fold(self, request: pb.FoldRequest,
+                   context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        return await self._act(request, "Fold", Fold(seat=request.seat))
+
+    # --- viewing -------------------------------------------------------------------------
+
+    async def GetTable(self, request: pb.GetTableRequest,
+                       context: grpc.aio.ServicerContext) -> pb.TableView:
+        table_id = check_ident(request.table_id, "table_id")
+        actor = self._app.actor(table_id)
+        viewer = self._app.viewer_seat(current_principal(), actor)
+        return table_view(actor, viewer, viewer in actor.intents.muck if viewer else False)
+
+    async def WatchTable(self, request: pb.WatchTableRequest,
+                         context: grpc.aio.ServicerContext
+                         ) -> AsyncIterator[pb.TableEventRecord]:
+        table_id = check_ident(request.table_id, "table_id")
+        after = int(request.after_sequence)
+        if not after and request.after_event_id:
+            ms, _, seq = request.after_event_id.partition("-")
+            if ms != "0" or not seq.isdigit():
+                raise BadRequest("after_event_id", "not an event id of this table (0-<n>)")
+            after = int(seq)
+        principal = current_principal()
+        actor = self._app.actor(table_id)
+        async for envelope in self._app.watch(principal, table_id, after):
+            viewer = self._app.viewer_seat(principal, actor)
+            yield record_for(envelope, viewer,
+                             self._app.dealt_in(actor, envelope.hand_number, viewer))
+
+    async def GetHandHistory(self, request: pb.GetHandHistoryRequest,
+                             context: grpc.aio.ServicerContext) -> pb.HandHistory:
+        table_id = check_ident(request.table_id, "table_id")
+        principal = current_principal()
+        actor = self._app.actor(table_id)
+        envelopes, complete = await self._app.hand_events(table_id, int(request.hand_number))
+        hand = int(request.hand_number)
+        viewer = None
+        for seat, player in actor.seatings.get(hand, {}).items():
+            if principal.role.value == "player" and player == principal.name:
+                viewer = seat
+        return pb.HandHistory(
+            table_id=table_id, hand_number=hand, complete=complete,
+            events=[record_for(e, viewer, viewer is not None) for e in envelopes])
+
+
+def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]:
+    """The table server bound to ``settings.addr`` (not started) and its port."""
+    server = create_grpc_server(
+        settings.addr,
+        [(pb_grpc.add_TableServiceServicer_to_server, TableServicer(deps.app), SERVICE_NAME)],
+        verifier=deps.verifier,
+        errors=TABLE_ERRORS,
+        metrics=deps.metrics,
+    )
+    return server, server.port

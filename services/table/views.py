@@ -1,0 +1,120 @@
+"""The table and its events as one viewer may see them, on the wire. Secrecy comes from the
+rules' views (``rules.views``): a seat sees its own view, everyone else the public one; the
+table never holds a down card before showdown anyway."""
+
+from __future__ import annotations
+
+from rules import Phase, TableState, legal_actions, pots
+from rules.views import event_for, table_for
+from stud.v1 import table_pb2 as pb
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.mapping import (
+    card_to_proto,
+    config_to_proto,
+    event_from_envelope,
+    event_to_proto,
+    legal_actions_to_proto,
+    street_to_proto,
+)
+from studkit.mapping.events import event_to_proto as _event_to_proto
+from table.actor import TableActor
+from table.model import settings_to_proto
+
+_PHASES = {
+    Phase.DEALING: pb.HAND_PHASE_DEALING,
+    Phase.BETTING: pb.HAND_PHASE_BETTING,
+    Phase.REVEAL: pb.HAND_PHASE_REVEAL,
+    Phase.SHOWDOWN: pb.HAND_PHASE_SHOWDOWN,
+    Phase.SETTLING: pb.HAND_PHASE_SETTLING,
+    Phase.COMPLETE: pb.HAND_PHASE_COMPLETE,
+}
+STATUSES = {
+    "open": pb.TABLE_STATUS_OPEN,
+    "waiting": pb.TABLE_STATUS_WAITING,
+    "stopped": pb.TABLE_STATUS_STOPPED,
+    "closed": pb.TABLE_STATUS_CLOSED,
+}
+
+
+def record_for(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
+               ) -> pb.TableEventRecord:
+    """One stored event as ``viewer`` may see it."""
+    event = event_for(event_from_envelope(envelope), viewer, dealt_in)
+    record = pb.TableEventRecord(event_id=f"0-{envelope.sequence}",
+                                 sequence=envelope.sequence,
+                                 hand_number=envelope.hand_number,
+                                 event=_event_to_proto(event))
+    record.occurred_at.CopyFrom(envelope.occurred_at)
+    return record
+
+
+def table_view(actor: TableActor, viewer: int | None, muck: bool = False) -> pb.TableView:
+    """The table now, as ``viewer`` may see it."""
+    state: TableState = table_for(actor.state, viewer)
+    view = pb.TableView(table_id=actor.table_id, version=actor.version,
+                        last_event_id=f"0-{actor.version}" if actor.version else "",
+                        viewer_seat=viewer or 0, hands_started=state.hands_started,
+                        settings=settings_to_proto(actor.settings),
+                        status=STATUSES[actor.status], status_reason=actor.status_reason,
+                        muck_preference=muck)
+    if state.config is not None:
+        view.config.CopyFrom(config_to_proto(state.config))
+    for number in range(1, len(state.seats) + 1):
+        seat = state.seat(number)
+        if seat is None:
+            continue
+        view.seats.append(pb.SeatView(
+            seat=number, player_id=seat.player_id, stack=state.stack(number),
+            sitting_out=seat.sitting_out,
+            time_bank_ms=actor.banks.get(number, int(actor.settings.time_bank_s * 1000)),
+            leaving=number in actor.intents.leaving))
+    hand = state.hand
+    if hand is None:
+        return view
+    hv = view.hand
+    hv.hand_number = hand.hand_number
+    hv.phase = _PHASES[hand.phase]
+    if hand.street is not None:
+        hv.street = street_to_proto(hand.street)
+    hv.deck_commitment = hand.deck_commitment
+    hv.to_act = hand.to_act or 0
+    hv.bring_in_seat = hand.bring_in_seat or 0
+    if hand.community is not None:
+        hv.community_card.CopyFrom(card_to_proto(hand.community))
+    for p in hand.players:
+        pv = pb.PlayerView(seat=p.seat, stack=p.stack, folded=p.folded, all_in=p.all_in,
+                           street_total=p.street_total, hand_total=p.hand_total,
+                           exposed=p.exposed, shown=p.shown, mucked=p.mucked)
+        for card in p.down:
+            down = pv.down.add()
+            if card is not None:
+                down.card.CopyFrom(card_to_proto(card))
+        pv.up.extend(card_to_proto(c) for c in p.up)
+        hv.players.append(pv)
+    for pot in pots(state):
+        hv.pots.append(pb.PotView(amount=pot.amount, eligible=list(pot.eligible)))
+    legal = legal_actions(state)
+    if legal is not None:
+        hv.legal_actions.CopyFrom(legal_actions_to_proto(legal))
+    for award in hand.awards:
+        hv.awards.append(event_to_proto(award).pot_awarded)
+    deadline = actor.turn_deadline()
+    if deadline is not None:
+        hv.turn_deadline.FromMicroseconds(int(deadline * 1e6))
+        hv.time_bank_ms = actor.banks.get(hand.to_act or 0,
+                                          int(actor.settings.time_bank_s * 1000))
+    return view
+
+
+def summary(actor: TableActor) -> pb.TableSummary:
+    """One line of the lobby."""
+    state = actor.state
+    players = [s.player_id for n in range(1, len(state.seats) + 1)
+               if (s := state.seat(n)) is not None]
+    out = pb.TableSummary(table_id=actor.table_id, settings=settings_to_proto(actor.settings),
+                          seats_taken=len(players), players=players,
+                          hands_per_hour=actor.hands_per_hour(),
+                          hands_started=state.hands_started, status=STATUSES[actor.status])
+    if state.config is not None:
+        out.config.CopyFrom(config_to_proto(state.config))
+    return out
