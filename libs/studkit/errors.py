@@ -57,3 +57,18 @@ class Conflict(ServiceError):
     client may retry the whole request."""
 
     default_reason = "conflict"
+
+
+class ResourceExhausted(ServiceError):
+    """Raised when a caller already holds as much of a bounded resource (open streams, ...)
+    as it may; the same request may succeed once it lets some go (``RESOURCE_EXHAUSTED``)."""
+
+    default_reason = "resource_exhausted"
+
+
+class Unavailable(ServiceError):
+    """Raised when something the service needs (its store) cannot answer now
+    (``UNAVAILABLE``). A write may or may not have been applied: retry it with the same
+    idempotency key, which is answered as a replay if it was."""
+
+    default_reason = "unavailable"

@@ -8,12 +8,19 @@ Handlers never call ``context.abort``: they raise, and :class:`ErrorMappingInter
 the exception into a status code, a readable message, trailing metadata ``stud-reason`` and a
 ``google.rpc.ErrorInfo`` (``grpc-status-details-bin``). Health and reflection calls need no
 token, so probes work.
+
+Refusals the plumbing makes itself, mapped, logged and counted like a handler's: a request
+body that does not decode is ``INVALID_ARGUMENT`` (``undecodable_request``, after the token
+check); a server stream ends with ``UNAUTHENTICATED`` (``token_expired``) when the caller's
+token expires; a store that cannot answer is ``UNAVAILABLE`` (``store_unavailable``: retry
+with the same idempotency key).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import re
 import signal
@@ -22,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import grpc
 import structlog
@@ -34,8 +41,17 @@ from grpc_reflection.v1alpha import reflection
 
 from rules.errors import RuleViolation
 from studkit.auth import Forbidden, Principal, TokenVerifier, Unauthorized
-from studkit.errors import AlreadyExists, BadRequest, Conflict, FailedPrecondition, NotFound
+from studkit.errors import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    FailedPrecondition,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
 from studkit.metrics import Metrics
+from studkit.store import STORE_UNAVAILABLE_ERRORS
 
 REASON_KEY: Final = "stud-reason"
 DETAILS_KEY: Final = "grpc-status-details-bin"
@@ -48,6 +64,9 @@ PUBLIC_SERVICES: Final = (
 )
 
 log = structlog.get_logger("studkit.grpc")
+
+Clock = Callable[[], float]
+"""Epoch seconds (``time.time``); injectable so tests can expire tokens without waiting."""
 
 _principal: ContextVar[Principal | None] = ContextVar("stud_principal", default=None)
 
@@ -88,34 +107,63 @@ def reason_of(exc: BaseException) -> str:
     return _snake(type(exc).__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A status code with a fixed reason and message, for exceptions that are not ours (a
+    driver's): their class name is no stable reason and their text may name hosts."""
+
+    code: grpc.StatusCode
+    reason: str
+    message: str
+
+
+ErrorEntry: TypeAlias = grpc.StatusCode | Refusal
+"""What an :class:`ErrorTable` maps an exception class to."""
+
+
 class ErrorTable:
-    """Exception class -> status code. The most specific class in an exception's MRO wins;
-    anything unlisted is ``INTERNAL``. Services extend :data:`BASE_ERRORS` in their
-    ``errors.py``."""
+    """Exception class -> status code (or :class:`Refusal`). The most specific class in an
+    exception's MRO wins; anything unlisted is ``INTERNAL``. Services extend
+    :data:`BASE_ERRORS` in their ``errors.py``."""
 
-    def __init__(self, codes: Mapping[type[BaseException], grpc.StatusCode]) -> None:
-        self._codes: dict[type[BaseException], grpc.StatusCode] = dict(codes)
+    def __init__(self, codes: Mapping[type[BaseException], ErrorEntry]) -> None:
+        self._codes: dict[type[BaseException], ErrorEntry] = dict(codes)
 
-    def extend(self, codes: Mapping[type[BaseException], grpc.StatusCode]) -> ErrorTable:
+    def extend(self, codes: Mapping[type[BaseException], ErrorEntry]) -> ErrorTable:
         """A new table with ``codes`` added (or overriding)."""
         return ErrorTable({**self._codes, **codes})
 
-    def code_for(self, exc: BaseException) -> grpc.StatusCode | None:
-        """The status code of ``exc``, or None when unmapped."""
+    def _entry(self, exc: BaseException) -> ErrorEntry | None:
         for cls in type(exc).__mro__:
             if cls in self._codes:
                 return self._codes[cls]
         return None
 
+    def code_for(self, exc: BaseException) -> grpc.StatusCode | None:
+        """The status code of ``exc``, or None when unmapped."""
+        entry = self._entry(exc)
+        return entry.code if isinstance(entry, Refusal) else entry
+
     def map(self, exc: BaseException) -> MappedError:
         """How ``exc`` is reported to the client."""
-        code = self.code_for(exc)
-        if code is None:
+        entry = self._entry(exc)
+        if entry is None:
             return MappedError(grpc.StatusCode.INTERNAL, "internal", INTERNAL_MESSAGE)
+        if isinstance(entry, Refusal):
+            return MappedError(entry.code, entry.reason, entry.message)
+        code = entry
         field_name = getattr(exc, "field", None)
         metadata = {"field": field_name} if isinstance(field_name, str) and field_name else {}
         return MappedError(code, reason_of(exc), str(exc) or reason_of(exc), metadata)
 
+
+STORE_UNAVAILABLE: Final = Refusal(
+    grpc.StatusCode.UNAVAILABLE,
+    "store_unavailable",
+    "the store is unavailable; retry with the same idempotency key",
+)
+"""Redis down, unreachable, timing out, loading or out of connections. A write may or may
+not have been applied; its retry with the same key is answered as a replay if it was."""
 
 BASE_ERRORS: Final = ErrorTable(
     {
@@ -127,6 +175,9 @@ BASE_ERRORS: Final = ErrorTable(
         NotFound: grpc.StatusCode.NOT_FOUND,
         AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
         Conflict: grpc.StatusCode.ABORTED,
+        ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        Unavailable: grpc.StatusCode.UNAVAILABLE,
+        **{error: STORE_UNAVAILABLE for error in STORE_UNAVAILABLE_ERRORS},
     }
 )
 """The shared part of every service's table; a service adds its own in ``errors.py``."""
@@ -169,6 +220,12 @@ def rpc_error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo |
 
 Scope = Callable[[str, grpc.aio.ServicerContext], contextlib.AbstractAsyncContextManager[None]]
 
+UNDECODABLE_REASON: Final = "undecodable_request"
+EXPIRED_REASON: Final = "token_expired"
+EXPIRY_POLL_S: Final = 1.0
+"""How often a waiting stream reads the clock again: a clock that jumps (a test's, or a wall
+clock stepped forward) ends an expired stream within this long."""
+
 
 def is_public(method: str, public_services: Iterable[str] = PUBLIC_SERVICES) -> bool:
     """True for a method of a service that needs no token (health, reflection)."""
@@ -176,10 +233,52 @@ def is_public(method: str, public_services: Iterable[str] = PUBLIC_SERVICES) -> 
     return service in set(public_services)
 
 
-def _wrap_response_unary(behavior: Any, method: str, scope: Scope) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Undecodable:
+    """A request body that did not deserialize. grpc would answer ``UNKNOWN`` for the
+    deserializer's exception, outside every interceptor; this stand-in lets the refusal happen
+    inside them, so that it is mapped, logged and counted."""
+
+    error: str
+
+
+class _TolerantDeserializer:
+    """A request deserializer that returns :class:`_Undecodable` instead of raising."""
+
+    def __init__(self, inner: Callable[[bytes], Any]) -> None:
+        self.inner = inner
+
+    def __call__(self, data: bytes) -> Any:
+        try:
+            return self.inner(data)
+        except Exception as exc:  # protobuf's DecodeError, or a custom deserializer's error
+            return _Undecodable(type(exc).__name__)
+
+
+def _decoded(request: Any) -> Any:
+    if isinstance(request, _Undecodable):
+        raise BadRequest("request", f"the request body does not decode ({request.error})",
+                         reason=UNDECODABLE_REASON)
+    return request
+
+
+async def _decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        yield _decoded(request)
+
+
+def _checked(request: Any, check: bool, streaming: bool) -> Any:
+    if not check:
+        return request
+    return _decoded_stream(request) if streaming else _decoded(request)
+
+
+def _wrap_response_unary(
+    behavior: Any, method: str, scope: Scope, check: bool, streaming: bool
+) -> Any:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
         async with scope(method, context):
-            result = behavior(request, context)
+            result = behavior(_checked(request, check, streaming), context)
             if inspect.isawaitable(result):
                 result = await result
             return result
@@ -187,14 +286,16 @@ def _wrap_response_unary(behavior: Any, method: str, scope: Scope) -> Any:
     return wrapped
 
 
-def _wrap_response_stream(behavior: Any, method: str, scope: Scope) -> Any:
+def _wrap_response_stream(
+    behavior: Any, method: str, scope: Scope, check: bool, streaming: bool
+) -> Any:
     if inspect.isasyncgenfunction(behavior):
 
         async def wrapped_gen(
             request: Any, context: grpc.aio.ServicerContext
         ) -> AsyncIterator[Any]:
             async with scope(method, context):
-                async for item in behavior(request, context):
+                async for item in behavior(_checked(request, check, streaming), context):
                     yield item
 
         return wrapped_gen
@@ -202,7 +303,7 @@ def _wrap_response_stream(behavior: Any, method: str, scope: Scope) -> Any:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> None:
         # A handler that answers through ``context.write`` and returns None.
         async with scope(method, context):
-            result = behavior(request, context)
+            result = behavior(_checked(request, check, streaming), context)
             if inspect.isawaitable(result):
                 await result
 
@@ -210,26 +311,136 @@ def _wrap_response_stream(behavior: Any, method: str, scope: Scope) -> Any:
 
 
 def wrap_handler(handler: grpc.RpcMethodHandler, method: str, scope: Scope) -> Any:
-    """``handler`` with its behaviour run inside ``scope(method, context)``."""
+    """``handler`` with its behaviour run inside ``scope(method, context)``.
+
+    The first wrap of a handler (the innermost interceptor's) makes its request deserializer
+    tolerant and refuses an undecodable request with :class:`~studkit.errors.BadRequest`
+    (reason ``undecodable_request``) inside its own scope, hence inside every outer one: the
+    token is checked first, and the refusal is mapped to ``INVALID_ARGUMENT``, logged and
+    counted."""
+    deserializer = handler.request_deserializer
+    check = deserializer is not None and not isinstance(deserializer, _TolerantDeserializer)
     common = {
-        "request_deserializer": handler.request_deserializer,
+        "request_deserializer": _TolerantDeserializer(deserializer) if check else deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
-            _wrap_response_unary(handler.unary_unary, method, scope), **common
+            _wrap_response_unary(handler.unary_unary, method, scope, check, False), **common
         )
     if handler.stream_unary is not None:
         return grpc.stream_unary_rpc_method_handler(
-            _wrap_response_unary(handler.stream_unary, method, scope), **common
+            _wrap_response_unary(handler.stream_unary, method, scope, check, True), **common
         )
     if handler.unary_stream is not None:
         return grpc.unary_stream_rpc_method_handler(
-            _wrap_response_stream(handler.unary_stream, method, scope), **common
+            _wrap_response_stream(handler.unary_stream, method, scope, check, False), **common
         )
     return grpc.stream_stream_rpc_method_handler(
-        _wrap_response_stream(handler.stream_stream, method, scope), **common
+        _wrap_response_stream(handler.stream_stream, method, scope, check, True), **common
     )
+
+
+def _with_stream_behavior(
+    handler: grpc.RpcMethodHandler, transform: Callable[[Any], Any]
+) -> grpc.RpcMethodHandler:
+    """``handler`` with ``transform`` applied to its behaviour if it answers with a stream."""
+    common = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(transform(handler.unary_stream), **common)
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(transform(handler.stream_stream), **common)
+    return handler
+
+
+# --- streams end with their token -----------------------------------------------------------
+
+_END: Final = object()
+
+
+def _token_expiry() -> float | None:
+    principal = _principal.get()
+    return None if principal is None else principal.expires_at
+
+
+async def _settle(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` until it is done and drop its outcome. Cancel more than once: on Python
+    3.11, ``asyncio.wait_for`` (inside redis-py) can swallow a cancel that lands as its
+    command completes."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.05)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not report it
+
+
+async def _before_expiry(task: asyncio.Task[Any], expires_at: float, clock: Clock) -> Any:
+    """``task``'s result, unless the clock reaches ``expires_at`` first: then ``task`` is
+    cancelled and :class:`~studkit.auth.Unauthorized` (``token_expired``) raised."""
+    try:
+        while True:
+            remaining = expires_at - clock()
+            if remaining <= 0:
+                raise Unauthorized("token expired: resume the stream with a fresh token",
+                                   reason=EXPIRED_REASON)
+            done, _ = await asyncio.wait({task}, timeout=min(remaining, EXPIRY_POLL_S))
+            if done:
+                return task.result()
+    finally:
+        if not task.done():
+            await _settle(task)
+
+
+def _expiring(behavior: Any, clock: Clock) -> Any:
+    """A response-stream behaviour that ends with ``token_expired`` when the caller's token
+    expires, even while it waits for something to send. Each step of the handler runs in a
+    task of its own, cancelled at the expiry; all steps share one context, so what the handler
+    binds (log context) stays bound from one step to the next."""
+    if inspect.isasyncgenfunction(behavior):
+
+        async def expiring_gen(
+            request: Any, context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
+            expires_at = _token_expiry()
+            items = behavior(request, context)
+            if expires_at is None:
+                async for item in items:
+                    yield item
+                return
+            steps = contextvars.copy_context()
+
+            async def step() -> Any:
+                try:
+                    return await anext(items)
+                except StopAsyncIteration:
+                    return _END
+
+            try:
+                while True:
+                    task = asyncio.get_running_loop().create_task(step(), context=steps)
+                    item = await _before_expiry(task, expires_at, clock)
+                    if item is _END:
+                        return
+                    yield item
+            finally:
+                await items.aclose()
+
+        return expiring_gen
+
+    async def expiring(request: Any, context: grpc.aio.ServicerContext) -> None:
+        expires_at = _token_expiry()
+        result = behavior(request, context)
+        if not inspect.isawaitable(result):
+            return
+        if expires_at is None:
+            await result
+            return
+        await _before_expiry(asyncio.ensure_future(result), expires_at, clock)
+
+    return expiring
 
 
 def _ended_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode | None:
@@ -305,6 +516,16 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             duration_ms = round((time.perf_counter() - started) * 1000, 2)
             if mapped.code is grpc.StatusCode.INTERNAL:
                 log.exception("rpc_failed", code=mapped.code.name, duration_ms=duration_ms)
+            elif mapped.code is grpc.StatusCode.UNAVAILABLE:
+                # Not the caller's fault: the operator wants to see these, with the cause.
+                log.warning(
+                    "rpc_rejected",
+                    code=mapped.code.name,
+                    reason=mapped.reason,
+                    detail=mapped.message,
+                    error=type(exc).__name__,
+                    duration_ms=duration_ms,
+                )
             else:
                 log.info(
                     "rpc_rejected",
@@ -330,13 +551,20 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Verifies the bearer token of every non-public call and exposes the caller through
     :func:`current_principal`; binds ``principal`` to the log context (never the token).
-    Must sit inside :class:`ErrorMappingInterceptor` so that a refusal is mapped."""
+    A server stream ends with ``UNAUTHENTICATED`` (reason ``token_expired``) when its
+    caller's token expires (``Principal.expires_at`` against ``clock``): clients resume with
+    a fresh token. Must sit inside :class:`ErrorMappingInterceptor` so that a refusal is
+    mapped."""
 
     def __init__(
-        self, verifier: TokenVerifier, public_services: Sequence[str] = PUBLIC_SERVICES
+        self,
+        verifier: TokenVerifier,
+        public_services: Sequence[str] = PUBLIC_SERVICES,
+        clock: Clock = time.time,
     ) -> None:
         self._verifier = verifier
         self._public = tuple(public_services)
+        self._clock = clock
 
     async def intercept_service(
         self,
@@ -362,6 +590,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 except ValueError:  # a stream finalised in another context
                     _principal.set(None)
 
+        handler = _with_stream_behavior(handler, lambda b: _expiring(b, self._clock))
         return wrap_handler(handler, method, scope)
 
 
@@ -410,17 +639,18 @@ def create_grpc_server(
     errors: ErrorTable = BASE_ERRORS,
     options: Sequence[tuple[str, Any]] = DEFAULT_OPTIONS,
     metrics: Metrics | None = None,
+    clock: Clock = time.time,
 ) -> GrpcServer:
     """A server with the auth and error interceptors, health, reflection and ``services``,
     bound to ``address`` (``127.0.0.1:0`` picks a free port). Calls are counted in
     ``metrics`` (a fresh registry when None; serve it with
-    :func:`studkit.metrics.metrics_endpoint`). Call within a running loop; call
-    :meth:`GrpcServer.start` to serve."""
+    :func:`studkit.metrics.metrics_endpoint`); streams end when their token expires by
+    ``clock``. Call within a running loop; call :meth:`GrpcServer.start` to serve."""
     metrics = metrics if metrics is not None else Metrics()
     server = grpc.aio.server(
         interceptors=[
             ErrorMappingInterceptor(errors, metrics=metrics),
-            AuthInterceptor(verifier),
+            AuthInterceptor(verifier, clock=clock),
         ],
         options=list(options),
     )
