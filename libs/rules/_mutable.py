@@ -48,6 +48,7 @@ class MutablePlayer:
 
     seat: int
     stack: int
+    player_id: str
     down: tuple[Card | None, ...]
     up: tuple[Card, ...]
     folded: bool
@@ -122,6 +123,9 @@ class MutableHand:
     community: Card | None
     deck_commitment: str
     awards: tuple[PotAwarded, ...]
+    rake: int
+    rake_pots: tuple[int, ...]
+    voided: bool
 
     @staticmethod
     def thaw(hand: HandState) -> MutableHand:
@@ -183,8 +187,11 @@ class MutableHand:
 
     @property
     def pot_total(self) -> int:
-        """All chips committed this hand and not yet awarded."""
-        return sum(p.hand_total for p in self.players) - sum(a.amount for a in self.awards)
+        """All chips committed this hand and not yet awarded, raked or returned."""
+        if self.voided:
+            return 0
+        return (sum(p.hand_total for p in self.players) - sum(a.amount for a in self.awards)
+                - self.rake)
 
     @property
     def is_over(self) -> bool:

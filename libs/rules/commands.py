@@ -166,9 +166,17 @@ class Showdown:
     muck_requests: frozenset[int] = field(default_factory=frozenset)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoidHand:
+    """Void the hand in progress (RULES 9.8): it cannot go on (the dealer is unreachable for
+    longer than the table allows, for instance). ``reason`` is recorded."""
+
+    reason: str
+
+
 Command = (
     OpenTable | SitDown | LeaveSeat | SitOut | SitIn | AddChips | StartHand | DealStreet
     | PostBringIn | Complete | Bet | Raise | Call | Check | Fold | TimeOut | RevealHands
-    | Showdown
+    | Showdown | VoidHand
 )
 PlayerCommand = PostBringIn | Complete | Bet | Raise | Call | Check | Fold

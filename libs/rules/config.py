@@ -25,6 +25,44 @@ class ShowdownOpener(StrEnum):
     FIRST_TO_ACT = "first_to_act"
 
 
+BASIS_POINTS = 10_000
+"""Basis points in a whole: ``percent_bps = 10000`` is 100 %."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rake:
+    """The house's share of each pot (RULES 2.4): ``percent_bps`` basis points (0..10000) of
+    the pots, at most ``cap`` (> 0 when ``percent_bps > 0``).
+
+    >>> Rake(500, 30).amount(1150)
+    30
+    >>> Rake(500, 0)
+    Traceback (most recent call last):
+    ...
+    rules.errors.RuleViolation: invalid_config: rake: need cap > 0 when percent_bps > 0
+    """
+
+    percent_bps: int
+    cap: int
+
+    def __post_init__(self) -> None:
+        checks = (
+            (all(isinstance(v, int) and not isinstance(v, bool)
+                 for v in (self.percent_bps, self.cap)), "amounts must be integers"),
+            (0 <= self.percent_bps <= BASIS_POINTS, "need 0 <= percent_bps <= 10000"),
+            (self.cap >= 0, "need cap >= 0"),
+            (self.percent_bps == 0 or self.cap > 0, "need cap > 0 when percent_bps > 0"),
+        )
+        for ok, message in checks:
+            if not ok:
+                raise RuleViolation(Reason.INVALID_CONFIG, f"rake: {message}")
+
+    def amount(self, pots: int) -> int:
+        """The rake of a hand whose pots hold ``pots`` in all, when the hand is raked:
+        ``min(cap, floor(pots * percent_bps / 10000))``."""
+        return min(self.cap, pots * self.percent_bps // BASIS_POINTS)
+
+
 def _round_half_up_div(numerator: int, denominator: int) -> int:
     return (2 * numerator + denominator) // (2 * denominator)
 
@@ -36,7 +74,8 @@ class TableConfig:
     >>> TableConfig.for_stakes(200)
     TableConfig(seats=8, min_players=2, small_bet=200, big_bet=400, ante=40, bring_in=50, \
 max_raises=3, heads_up_raises=<HeadsUpRaises.CAPPED: 'capped'>, burn_cards=False, \
-showdown_opener=<ShowdownOpener.LAST_AGGRESSOR: 'last_aggressor'>, history_reveals_mucked=True)
+showdown_opener=<ShowdownOpener.LAST_AGGRESSOR: 'last_aggressor'>, history_reveals_mucked=True, \
+rake=None)
     >>> TableConfig(small_bet=200, big_bet=400, ante=40, bring_in=200)
     Traceback (most recent call last):
     ...
@@ -54,6 +93,8 @@ showdown_opener=<ShowdownOpener.LAST_AGGRESSOR: 'last_aggressor'>, history_revea
     burn_cards: bool = False
     showdown_opener: ShowdownOpener = ShowdownOpener.LAST_AGGRESSOR
     history_reveals_mucked: bool = True
+    rake: Rake | None = None
+    """The house's share of each pot (RULES 2.4); None: no rake."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -69,6 +110,8 @@ showdown_opener=<ShowdownOpener.LAST_AGGRESSOR: 'last_aggressor'>, history_revea
         for ok, message in checks:
             if not ok:
                 raise RuleViolation(Reason.INVALID_CONFIG, message)
+        if self.rake is not None and not isinstance(self.rake, Rake):
+            raise RuleViolation(Reason.INVALID_CONFIG, f"bad rake: {self.rake!r}")
         for name, enum in (("heads_up_raises", HeadsUpRaises),
                            ("showdown_opener", ShowdownOpener)):
             value = getattr(self, name)

@@ -32,6 +32,7 @@ from rules.commands import (
     SitOut,
     StartHand,
     TimeOut,
+    VoidHand,
 )
 from rules.config import TableConfig
 from rules.dealing import pending_deal
@@ -54,6 +55,7 @@ from rules.events import (
     HandEnded,
     HandExposed,
     HandStarted,
+    HandVoided,
     PlayerLeft,
     PlayerSatIn,
     PlayerSatOut,
@@ -66,7 +68,7 @@ from rules.events import (
     UpCardDealt,
 )
 from rules.evolve import evolve
-from rules.showdown import award_events, evaluate, hand_pots, showdown_events
+from rules.showdown import award_events, evaluate, raked_pots, showdown_events
 from rules.state import HandState, Phase, TableState
 
 _KIND = {
@@ -406,6 +408,15 @@ def _time_out(state: TableState, command: TimeOut) -> list[Event]:
     raise AssertionError("a player to act can always post, check or fold")
 
 
+def _void(state: TableState, command: VoidHand) -> list[Event]:
+    hand = state.hand
+    if hand is None or hand.is_over:
+        raise _fail(Reason.NO_HAND_IN_PROGRESS, "no hand is in progress")
+    if not isinstance(command.reason, str) or not command.reason.strip():
+        raise _fail(Reason.INVALID_COMMAND, "a void needs a reason")
+    return [HandVoided(hand_number=hand.hand_number, reason=command.reason)]
+
+
 # --- what follows automatically -----------------------------------------------------------
 
 def _uncalled(hand: HandState) -> list[Event]:
@@ -415,19 +426,21 @@ def _uncalled(hand: HandState) -> list[Event]:
     return []
 
 
-def _uncontested(hand: HandState) -> list[Event]:
+def _uncontested(hand: HandState, config: TableConfig) -> list[Event]:
     winner = next(p.seat for p in hand.players if not p.folded)
-    return [PotAwarded(pot=i, seat=winner, amount=pot.amount, share=Share.WHOLE)
-            for i, pot in enumerate(hand_pots(hand)) if winner in pot.eligible]
+    rake, paid = raked_pots(hand, config)
+    return [*rake, *(PotAwarded(pot=i, seat=winner, amount=pot.amount, share=Share.WHOLE)
+                     for i, pot in enumerate(paid) if winner in pot.eligible and pot.amount)]
 
 
-def _exposed_showdown(hand: HandState) -> list[Event]:
+def _exposed_showdown(hand: HandState, config: TableConfig) -> list[Event]:
     values = {}
     for p in hand.players:
         if not p.folded:
             own = tuple(c for c in p.own_cards() if c is not None)
             values[p.seat] = evaluate(p.seat, own, hand.community)
-    return list(award_events(hand_pots(hand), values, values))
+    rake, paid = raked_pots(hand, config)
+    return [*rake, *award_events(paid, values, values)]
 
 
 def _follow(state: TableState, events: list[Event]) -> tuple[Event, ...]:
@@ -438,21 +451,23 @@ def _follow(state: TableState, events: list[Event]) -> tuple[Event, ...]:
         state = evolve(state, event)
         out.append(event)
         hand = state.hand
-        if hand is None or before != Phase.BETTING or hand.phase == Phase.BETTING:
+        if (hand is None or before != Phase.BETTING or hand.phase == Phase.BETTING
+                or hand.voided):
             continue
         for returned in _uncalled(hand):
             state = evolve(state, returned)
             out.append(returned)
     hand = state.hand
     if hand is not None and not hand.is_over:
+        config = _config(state)
         settle: list[Event] = []
         # A hand in SETTLING ends now, even when no pot holds a chip (ante 0, everyone
         # folds to the bring-in: RULES 7.6, 9.6).
         ends = hand.phase == Phase.SETTLING
-        if hand.phase == Phase.SETTLING and not hand.awards:
-            settle = [*_uncontested(hand)]
+        if ends and not (hand.awards or hand.rake_pots or hand.voided):
+            settle = _uncontested(hand, config)
         elif hand.phase == Phase.SHOWDOWN and hand.exposed:
-            settle = _exposed_showdown(hand)
+            settle = _exposed_showdown(hand, config)
             ends = True
         if ends:
             settle.append(HandEnded(hand_number=hand.hand_number))
@@ -498,6 +513,8 @@ def decide(state: TableState, command: Command) -> tuple[Event, ...]:
             events = _reveal(state, command)
         case Showdown():
             events = _showdown(state, command)
+        case VoidHand():
+            events = _void(state, command)
         case _:
             assert_never(command)
     return _follow(state, events)

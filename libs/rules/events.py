@@ -220,6 +220,24 @@ class HandMucked:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RakeTaken:
+    """The house took ``amount`` as rake (RULES 2.4): ``pots[i]`` from pot ``i`` (0 = main),
+    before any pot was awarded; the awards that follow split what is left."""
+
+    amount: int
+    pots: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandVoided:
+    """The hand could not go on and is void (RULES 9.8): every ante and wager went back to
+    the player who put it in; nobody won anything, no rake was taken."""
+
+    hand_number: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PotAwarded:
     """``amount`` of pot ``pot`` (0 = main) went to ``seat`` as its ``share``."""
 
@@ -243,7 +261,7 @@ Event = (
     | HandStarted | AntePosted | CardBurned | BurnsReshuffled | DownCardDealt | UpCardDealt
     | CommunityCardDealt | BringInPosted | Completed | BetMade | Raised | Called | Checked
     | Folded | ActionTimedOut | UncalledBetReturned | HandExposed | HandShown | HandMucked
-    | PotAwarded | HandEnded
+    | PotAwarded | HandEnded | RakeTaken | HandVoided
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -251,5 +269,5 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     HandStarted, AntePosted, CardBurned, BurnsReshuffled, DownCardDealt, UpCardDealt,
     CommunityCardDealt, BringInPosted, Completed, BetMade, Raised, Called, Checked,
     Folded, ActionTimedOut, UncalledBetReturned, HandExposed, HandShown, HandMucked,
-    PotAwarded, HandEnded,
+    PotAwarded, HandEnded, RakeTaken, HandVoided,
 )

@@ -39,12 +39,14 @@ from rules.events import (
     HandMucked,
     HandShown,
     HandStarted,
+    HandVoided,
     PlayerLeft,
     PlayerSatIn,
     PlayerSatOut,
     PlayerSeated,
     PotAwarded,
     Raised,
+    RakeTaken,
     TableOpened,
     UncalledBetReturned,
     UpCardDealt,
@@ -276,13 +278,29 @@ def _awarded(hand: MutableHand, config: TableConfig, event: PotAwarded) -> None:
     hand.phase = Phase.SETTLING
 
 
+def _raked(hand: MutableHand, config: TableConfig, event: RakeTaken) -> None:
+    # The chips leave the table: no stack gets them, so every stack folds to the money the
+    # wallet holds for its seat (RULES 2.4).
+    hand.rake, hand.rake_pots = event.amount, event.pots
+    hand.phase = Phase.SETTLING
+
+
+def _voided(hand: MutableHand, config: TableConfig, event: HandVoided) -> None:
+    # Every ante and wager goes back; hand_total stays as the record of what was put in.
+    for p in hand.players:
+        if p.hand_total:
+            twin = hand.mutable(p.seat)
+            twin.stack += twin.hand_total
+    hand.voided, hand.to_act, hand.phase = True, None, Phase.SETTLING
+
+
 _HAND_EVENTS: dict[type[Event], Callable[[MutableHand, TableConfig, Any], None]] = {
     AntePosted: _ante, CardBurned: _burned, BurnsReshuffled: _reshuffled,
     DownCardDealt: _down_card, UpCardDealt: _up_card, CommunityCardDealt: _community,
     BringInPosted: _bring_in, Completed: _wagered, BetMade: _wagered, Raised: _wagered,
     Called: _called, Checked: _checked, Folded: _folded, ActionTimedOut: _timed_out,
     UncalledBetReturned: _returned, HandExposed: _exposed, HandShown: _shown,
-    HandMucked: _mucked, PotAwarded: _awarded,
+    HandMucked: _mucked, PotAwarded: _awarded, RakeTaken: _raked, HandVoided: _voided,
 }
 """What each hand event does to the hand (the only place a hand changes)."""
 
@@ -335,7 +353,8 @@ def evolve(state: TableState, event: Event) -> TableState:
             for n in seats:
                 seat_state = state.seats[n - 1]
                 assert seat_state is not None
-                players.append(Player(seat=n, stack=seat_state.stack))
+                players.append(Player(seat=n, stack=seat_state.stack,
+                                      player_id=seat_state.player_id))
             hand = HandState(hand_number=number, players=tuple(players),
                              deck_commitment=commitment)
             return _derive(state, hand=hand, hands_started=state.hands_started + 1)
@@ -352,7 +371,8 @@ def evolve(state: TableState, event: Event) -> TableState:
             AntePosted() | CardBurned() | BurnsReshuffled() | DownCardDealt() | UpCardDealt()
             | CommunityCardDealt() | BringInPosted() | Completed() | BetMade() | Raised()
             | Called() | Checked() | Folded() | ActionTimedOut() | UncalledBetReturned()
-            | HandExposed() | HandShown() | HandMucked() | PotAwarded()
+            | HandExposed() | HandShown() | HandMucked() | PotAwarded() | RakeTaken()
+            | HandVoided()
         ):
             raise AssertionError("hand events are applied above")
         case _:

@@ -32,12 +32,14 @@ from rules.events import (
     HandMucked,
     HandShown,
     HandStarted,
+    HandVoided,
     PlayerLeft,
     PlayerSatIn,
     PlayerSatOut,
     PlayerSeated,
     PotAwarded,
     Raised,
+    RakeTaken,
     Share,
     TableOpened,
     UncalledBetReturned,
@@ -142,6 +144,13 @@ def _event_line(event: Event, pots: int) -> str | None:
             part = "" if share == Share.WHOLE else f" ({share.value})"
             with_hand = f" with {hand}" if hand else ""
             return f"Seat {seat} wins {_chips(amount)}{where}{part}{with_hand}"
+        case RakeTaken(amount=amount, pots=taken):
+            parts = ", ".join(
+                f"{_chips(t)} from " + ("the main pot" if i == 0 else f"side pot {i}")
+                for i, t in enumerate(taken) if t)
+            return f"Rake {_chips(amount)} taken ({parts})"
+        case HandVoided(hand_number=n, reason=reason):
+            return f"Hand #{n} is void: {reason}; every chip goes back"
         case HandEnded(hand_number=n):
             return f"*** Hand #{n} is over ***"
         case _:

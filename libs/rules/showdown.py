@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from rules.betting import clockwise_after, highest_board_seat
 from rules.cards import Card
 from rules.config import ShowdownOpener, TableConfig
-from rules.events import Event, HandMucked, HandShown, PotAwarded, Share
+from rules.events import Event, HandMucked, HandShown, PotAwarded, RakeTaken, Share
 from rules.hands import best_high, best_low
 from rules.pots import Contribution, Pot, ShowdownHand, build_pots, split_pot
+from rules.rake import rake_due, take_rake
 from rules.state import HandState
 from rules.streets import Street
 
@@ -20,6 +22,22 @@ def hand_pots(hand: HandState) -> tuple[Pot, ...]:
         Contribution(seat=p.seat, total=p.hand_total, in_hand=not p.folded, all_in=p.all_in)
         for p in hand.players
     ])
+
+
+def raked_pots(hand: HandState, config: TableConfig
+               ) -> tuple[list[RakeTaken], tuple[Pot, ...]]:
+    """The rake event due when the hand's pots are settled now (none when nothing is due)
+    and the pots as they are then awarded, each reduced by its part of the rake (RULES 2.4).
+
+    The street the hand ends on is the latest dealt: a hand that never saw a 4th-street
+    card pays nothing."""
+    pots = hand_pots(hand)
+    amount = rake_due(sum(p.amount for p in pots), config.rake, hand.street)
+    if amount == 0:
+        return [], pots
+    taken = take_rake([p.amount for p in pots], amount)
+    reduced = tuple(replace(p, amount=p.amount - t) for p, t in zip(pots, taken, strict=True))
+    return [RakeTaken(amount=amount, pots=taken)], reduced
 
 
 def showdown_opener(hand: HandState, config: TableConfig) -> int:
@@ -79,7 +97,8 @@ def showdown_events(
     muck_requests: Collection[int],
     all_show: bool,
 ) -> list[Event]:
-    """Shows and mucks in order, then the awards of every pot."""
+    """Shows and mucks in order, then the rake (if any) and the awards of every pot."""
+    rake, paid = raked_pots(hand, config)
     pots = hand_pots(hand)
     values = {
         seat: evaluate(seat, cards + hand.player(seat).up, hand.community)
@@ -97,15 +116,19 @@ def showdown_events(
         else:
             kept = down[seat] if config.history_reveals_mucked else ()
             events.append(HandMucked(seat=seat, down=kept))
-    events.extend(award_events(pots, values, shown))
+    events.extend(rake)
+    events.extend(award_events(paid, values, shown))
     return events
 
 
 def award_events(pots: tuple[Pot, ...], values: Mapping[int, ShowdownHand],
                  shown: Mapping[int, ShowdownHand]) -> list[PotAwarded]:
-    """Settle each pot: a single eligible player takes it; otherwise the shown hands split."""
+    """Settle each pot: a single eligible player takes it; otherwise the shown hands split.
+    A pot the rake emptied awards nothing."""
     events: list[PotAwarded] = []
     for index, pot in enumerate(pots):
+        if pot.amount == 0:
+            continue
         if len(pot.eligible) == 1:
             seat = pot.eligible[0]
             events.append(PotAwarded(pot=index, seat=seat, amount=pot.amount, share=Share.WHOLE))

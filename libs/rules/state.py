@@ -46,6 +46,8 @@ class Player:
     seat: int
     stack: int
     """Chips behind."""
+    player_id: str = ""
+    """Who was dealt in at this seat (kept for the hand's settlement)."""
     down: tuple[Card | None, ...] = ()
     """Down cards; None where the value is not known to this state (the public record)."""
     up: tuple[Card, ...] = ()
@@ -117,6 +119,13 @@ class HandState:
     community: Card | None = None
     deck_commitment: str = ""
     awards: tuple[PotAwarded, ...] = ()
+    rake: int = 0
+    """Chips the house took from the pots (RULES 2.4)."""
+    rake_pots: tuple[int, ...] = ()
+    """The rake taken from each pot, main first; empty until the rake is taken (or when
+    none is due)."""
+    voided: bool = False
+    """The hand was voided: every chip went back to its owner (RULES 9.8)."""
 
     def player(self, seat: int) -> Player:
         """The player at ``seat`` (KeyError if not dealt in)."""
@@ -141,8 +150,11 @@ class HandState:
 
     @property
     def pot_total(self) -> int:
-        """All chips committed this hand and not yet awarded."""
-        return sum(p.hand_total for p in self.players) - sum(a.amount for a in self.awards)
+        """All chips committed this hand and not yet awarded, raked or returned."""
+        if self.voided:
+            return 0
+        return (sum(p.hand_total for p in self.players) - sum(a.amount for a in self.awards)
+                - self.rake)
 
     @property
     def is_over(self) -> bool:

@@ -6,7 +6,7 @@ at least / exactly some amount, seat holders, accounts that must exist). ``evolv
 postings to balances and ``replay`` folds a ledger back into balances. The sum over all
 accounts, the external (bank) and house accounts included, is always zero.
 
-Rake: ``rake = min(cap, pot * percent_bps // 10000)``, none when the hand ended on 3rd street.
+Rake: the rules' own (RULES 2.4, :func:`rules.rake.rake_due`): one rule, one place.
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum, unique
 from typing import Final, assert_never
 
+from rules.config import BASIS_POINTS as RULES_BASIS_POINTS
+from rules.config import Rake
+from rules.errors import RuleViolation
+from rules.rake import rake_due
 from rules.streets import Street
 from wallet.model import (
     EXTERNAL,
@@ -37,7 +41,7 @@ from wallet.model import (
     seat_account,
 )
 
-BASIS_POINTS: Final = 10_000
+BASIS_POINTS: Final = RULES_BASIS_POINTS
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -189,8 +193,10 @@ def _seat(value: int, name: str = "seat") -> int:
     return value
 
 
-def compute_rake(pot: int, policy: RakePolicy, ended_on: Street) -> int:
-    """The rake of a pot: ``min(cap, pot * percent_bps // 10000)``, none on 3rd street.
+def compute_rake(pot: int, policy: RakePolicy, ended_on: Street | None) -> int:
+    """The rake of a hand whose pots hold ``pot``, by the rules (RULES 2.4): none when the
+    hand ended on 3rd street or on no street (voided), else
+    ``min(cap, pot * percent_bps // 10000)``.
 
     >>> compute_rake(1_000, RakePolicy(percent_bps=500, cap=30), Street.FIFTH)
     30
@@ -199,21 +205,22 @@ def compute_rake(pot: int, policy: RakePolicy, ended_on: Street) -> int:
     >>> compute_rake(1_000, RakePolicy(percent_bps=500, cap=30), Street.THIRD)
     0
     """
-    if policy.percent_bps == 0 or ended_on == Street.THIRD:
-        return 0
-    return min(policy.cap, pot * policy.percent_bps // BASIS_POINTS)
+    return rake_due(pot, rules_rake(policy), ended_on)
+
+
+def rules_rake(policy: RakePolicy) -> Rake:
+    """``policy`` as the rules' :class:`~rules.config.Rake` (which validates it), or
+    :class:`InvalidTransaction`."""
+    try:
+        return Rake(policy.percent_bps, policy.cap)
+    except RuleViolation as exc:
+        field = "rake_policy.cap" if "cap" in exc.detail else "rake_policy.percent_bps"
+        raise InvalidTransaction(field, "invalid_rake_policy", exc.detail) from None
 
 
 def check_rake_policy(policy: RakePolicy) -> RakePolicy:
-    """``policy`` if valid: 0..10000 basis points, and a positive cap when raking."""
-    if not 0 <= policy.percent_bps <= BASIS_POINTS:
-        raise InvalidTransaction(
-            "rake_policy.percent_bps", "invalid_rake_policy", "must be 0..10000"
-        )
-    if policy.cap < 0 or (policy.percent_bps > 0 and policy.cap == 0):
-        raise InvalidTransaction(
-            "rake_policy.cap", "invalid_rake_policy", "must be > 0 when percent_bps > 0"
-        )
+    """``policy`` if the rules accept it: 0..10000 basis points, a positive cap when raking."""
+    rules_rake(policy)
     return policy
 
 

@@ -120,8 +120,13 @@ def buy_in_from_proto(request: pb.BuyInRequest) -> BuyIn:
 
 
 def settle_hand_from_proto(request: pb.SettleHandRequest) -> SettleHand:
-    """A settlement command."""
-    if request.ended_on_street not in _STREETS:
+    """A settlement command. The street may be left unspecified only for a settlement that
+    moves nothing (a voided hand, RULES 9.8: every seat wins back what it put in, no rake),
+    which has no street to rake on."""
+    moves_nothing = bool(request.seats) and request.rake == 0 and all(
+        s.amount_won == s.amount_in for s in request.seats)
+    if request.ended_on_street not in _STREETS and not (
+            moves_nothing and request.ended_on_street == pb.SettleHandRequest.STREET_UNSPECIFIED):
         raise BadRequest("ended_on_street", "name the street the hand ended on")
     return SettleHand(
         table_id=ident(request.table_id, "table_id"),
@@ -139,7 +144,7 @@ def settle_hand_from_proto(request: pb.SettleHandRequest) -> SettleHand:
         rake_policy=RakePolicy(
             percent_bps=request.rake_policy.percent_bps, cap=request.rake_policy.cap
         ),
-        ended_on=_STREETS[request.ended_on_street],
+        ended_on=_STREETS.get(request.ended_on_street),
     )
 
 

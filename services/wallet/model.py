@@ -150,7 +150,8 @@ class SettleHand:
     results: tuple[SeatResult, ...]
     rake: int = 0
     rake_policy: RakePolicy = NO_RAKE
-    ended_on: Street = Street.SEVENTH
+    ended_on: Street | None = Street.SEVENTH
+    """The latest street dealt; None for a hand voided or ended before any card (no rake)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -160,11 +160,13 @@ class TestRake:
             (399, 500, 30, Street.SEVENTH, 19),  # 19.95 rounds down
             (19, 500, 30, Street.FOURTH, 0),  # below one unit
             (1_000, 500, 30, Street.THIRD, 0),  # no rake on 3rd street
+            (1_000, 500, 30, None, 0),  # no street: a voided hand
             (1_000, 0, 0, Street.SEVENTH, 0),  # no policy
             (1_000, 10_000, 5_000, Street.SIXTH, 1_000),  # 100%, cap above the pot
         ],
     )
-    def test_rake_rule(self, pot: int, bps: int, cap: int, street: Street, rake: int) -> None:
+    def test_rake_rule(self, pot: int, bps: int, cap: int, street: Street | None,
+                       rake: int) -> None:
         """rake = min(cap, pot * bps // 10000), none when the hand ended on 3rd street."""
         assert compute_rake(pot, RakePolicy(percent_bps=bps, cap=cap), street) == rake
 

@@ -64,6 +64,21 @@ class TestSettlement:
         assert command.rake_policy == RakePolicy(percent_bps=100, cap=3)
         assert (command.rake, command.ended_on) == (1, Street.SIXTH)
 
+    def test_a_void_needs_no_street(self) -> None:
+        """A settlement that moves nothing (a voided hand, RULES 9.8) may leave the street
+        unspecified; it maps to no street (and so no rake)."""
+        request = pb.SettleHandRequest(
+            table_id="t1", hand_id="h9",
+            seats=[pb.SettlementSeat(seat=2, player_id="bob", amount_in=5, amount_won=5)],
+            rake_policy=pb.RakePolicy(percent_bps=100, cap=3),
+        )
+        assert mapping.settle_hand_from_proto(request).ended_on is None
+        request.seats[0].amount_won = 4
+        request.rake = 1
+        with pytest.raises(BadRequest) as info:
+            mapping.settle_hand_from_proto(request)
+        assert info.value.field == "ended_on_street"
+
     @pytest.mark.parametrize(
         ("request_", "field"),
         [
