@@ -7,8 +7,9 @@
   same registry with :meth:`Metrics.counter`.
 - The gRPC families are fed by ``studkit.grpc_server.ErrorMappingInterceptor``, the one place
   that knows the status code each call ends with (see :meth:`Metrics.observe_rpc`).
-- :func:`metrics_endpoint` serves the registry over HTTP (``/metrics``) on ``METRICS_PORT``;
-  0 disables it.
+- :func:`metrics_endpoint` serves the registry over HTTP (``/metrics``) on ``METRICS_PORT``
+  (0 disables it) at ``METRICS_ADDR``: all interfaces by default, for Prometheus in a cluster;
+  ``make run`` binds loopback, as it does gRPC.
 
 Label values form a closed set, for cardinality and for secrecy: ``service`` and ``method``
 come from the path of a *registered* handler (a call to an unknown method is not counted, so a
@@ -20,6 +21,7 @@ card, a token, a player id or a table id.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import itertools
 import threading
 import urllib.request
@@ -43,6 +45,7 @@ RPC_BUCKETS: Final = (
 )
 """Seconds; calls are Redis round trips (ms). A server stream's duration is its lifetime."""
 DEFAULT_METRICS_ADDR: Final = "0.0.0.0"
+"""All interfaces: in Kubernetes, Prometheus scrapes the pod's address."""
 
 
 def split_method(method: str) -> tuple[str, str]:
@@ -151,6 +154,23 @@ def port_number(raw: str, name: str = "METRICS_PORT") -> int:
     if not 0 <= port <= 65535:
         raise ValueError(f"{name} must be 0..65535, not {port}")
     return port
+
+
+def host_address(raw: str, name: str = "METRICS_ADDR") -> str:
+    """An IP address to bind, read from the environment (``0.0.0.0``, ``127.0.0.1``, ``::1``),
+    for the services' ``Settings.from_env``.
+
+    >>> host_address(" 127.0.0.1 ")
+    '127.0.0.1'
+    >>> host_address("localhost")
+    Traceback (most recent call last):
+    ...
+    ValueError: METRICS_ADDR must be an IP address, not 'localhost'
+    """
+    try:
+        return str(ipaddress.ip_address(raw.strip()))
+    except ValueError:
+        raise ValueError(f"{name} must be an IP address, not {raw!r}") from None
 
 
 def scrape(port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> list[Sample]:

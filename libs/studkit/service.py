@@ -48,6 +48,8 @@ class ServiceSettings(Protocol):
     def shutdown_grace_s(self) -> float: ...
     @property
     def metrics_port(self) -> int: ...
+    @property
+    def metrics_addr(self) -> str: ...
 
 
 class Pingable(Protocol):
@@ -80,7 +82,8 @@ async def serve(name: str, settings: S, build_deps: Callable[[S], D],
     try:
         await deps.store.ping()
         server, port = create_server(settings, deps)
-        with metrics_endpoint(deps.metrics.registry, settings.metrics_port) as metrics:
+        with metrics_endpoint(deps.metrics.registry, settings.metrics_port,
+                              settings.metrics_addr) as metrics:
             await server.start()
             start = getattr(deps, "start", None)
             if start is not None:  # e.g. the table service rebuilds and drives its tables

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from studkit.auth import secret_from_env
-from studkit.metrics import port_number
+from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 from studkit.service import redact_url
 
 DEFAULT_METRICS_PORT = 9102
@@ -36,6 +36,8 @@ class Settings:
     table_services: tuple[str, ...] = ("table",)
     conflict_retries: int = 5
     metrics_port: int = DEFAULT_METRICS_PORT
+    metrics_addr: str = DEFAULT_METRICS_ADDR
+    """``METRICS_ADDR``: the IP ``/metrics`` binds (all interfaces; ``make run``: loopback)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +58,7 @@ class Settings:
             table_services=services,
             conflict_retries=int(env.get("DEALER_CONFLICT_RETRIES", "5")),
             metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
+            metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
         )
 
     @property

@@ -7,7 +7,7 @@ import grpc
 import pytest
 
 from dealer.config import Settings as DealerSettings
-from studkit.metrics import Metrics, port_number, split_method
+from studkit.metrics import Metrics, host_address, port_number, split_method
 from wallet.config import Settings as WalletSettings
 
 SECRET = "unit-metrics-secret-long-enough-0123456789"
@@ -77,3 +77,20 @@ class TestPort:
         assert settings.from_env({**env, "METRICS_PORT": "0"}).metrics_port == 0
         with pytest.raises(ValueError):
             settings.from_env({**env, "METRICS_PORT": "nine"})
+
+    @pytest.mark.parametrize("settings", [DealerSettings, WalletSettings])
+    def test_services_read_metrics_addr(
+        self, settings: type[DealerSettings] | type[WalletSettings]
+    ) -> None:
+        """/metrics binds all interfaces unless METRICS_ADDR names one (``make run``:
+        loopback); a host name is refused, not resolved."""
+        env = {"STUD_AUTH_SECRET": SECRET}
+        assert settings.from_env(env).metrics_addr == "0.0.0.0"
+        loopback = settings.from_env({**env, "METRICS_ADDR": "127.0.0.1"})
+        assert loopback.metrics_addr == "127.0.0.1"
+        with pytest.raises(ValueError, match="METRICS_ADDR"):
+            settings.from_env({**env, "METRICS_ADDR": "localhost"})
+
+    @pytest.mark.parametrize("raw", ["0.0.0.0", "127.0.0.1", "::1", " :: "])
+    def test_valid_address(self, raw: str) -> None:
+        assert host_address(raw) == raw.strip()
