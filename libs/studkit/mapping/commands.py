@@ -28,6 +28,7 @@ from rules.commands import (
     SitOut,
     StartHand,
     TimeOut,
+    VoidHand,
 )
 from stud.v1 import commands_pb2 as cpb
 from studkit.errors import BadRequest
@@ -93,6 +94,8 @@ def command_to_proto(command: Command) -> cpb.Command:
         case Showdown():
             return c(showdown=cpb.Showdown(hands=_revealed_to_proto(command.hands),
                                            muck_requests=sorted(command.muck_requests)))
+        case VoidHand():
+            return c(void_hand=cpb.VoidHand(reason=command.reason))
         case _:
             assert_never(command)
 
@@ -171,6 +174,10 @@ def command_from_proto(msg: cpb.Command) -> Command:
             return Showdown(hands=_revealed_from_proto(msg.showdown.hands, f"{f}.hands"),
                             muck_requests=_seat_set(msg.showdown.muck_requests,
                                                     f"{f}.muck_requests"))
+        case "void_hand":
+            if not msg.void_hand.reason.strip():
+                raise missing(f"{f}.reason")
+            return VoidHand(reason=msg.void_hand.reason)
         case _:
             raise BadRequest("command", "no command set (missing, or a kind this reader predates)")
 

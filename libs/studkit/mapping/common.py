@@ -10,7 +10,7 @@ from typing import Final, TypeVar
 
 from rules.betting import ActionKind, LegalAction, LegalActions
 from rules.cards import DECK, Card, Suit
-from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
+from rules.config import HeadsUpRaises, Rake, ShowdownOpener, TableConfig
 from rules.errors import RuleViolation
 from rules.streets import Street
 from stud.v1 import common_pb2 as pb
@@ -156,20 +156,37 @@ def street_from_proto(value: pb.Street, field: str = "street") -> Street:
     return enum_value(value, _STREETS_IN, field)
 
 
+def rake_to_proto(rake: Rake) -> pb.Rake:
+    """The wire form of a rake."""
+    return pb.Rake(percent_bps=rake.percent_bps, cap=rake.cap)
+
+
+def rake_from_proto(msg: pb.Rake, field: str = "rake") -> Rake:
+    """The rake a message describes (RULES 2.4); an invalid one is refused naming ``field``."""
+    try:
+        return Rake(msg.percent_bps, check_amount(msg.cap, f"{field}.cap"))
+    except RuleViolation as exc:
+        raise BadRequest(field, exc.detail, reason=exc.reason.value) from None
+
+
 def config_to_proto(config: TableConfig) -> pb.TableConfig:
-    """The wire form of a table configuration."""
-    return pb.TableConfig(
+    """The wire form of a table configuration (``rake`` absent when there is none)."""
+    msg = pb.TableConfig(
         seats=config.seats, min_players=config.min_players, small_bet=config.small_bet,
         big_bet=config.big_bet, ante=config.ante, bring_in=config.bring_in,
         max_raises=config.max_raises, heads_up_raises=_HEADS_UP[config.heads_up_raises],
         burn_cards=config.burn_cards, showdown_opener=_OPENERS[config.showdown_opener],
         history_reveals_mucked=config.history_reveals_mucked,
     )
+    if config.rake is not None:
+        msg.rake.CopyFrom(rake_to_proto(config.rake))
+    return msg
 
 
 def config_from_proto(msg: pb.TableConfig, field: str = "config") -> TableConfig:
     """The table configuration a message describes; an invalid combination (rules 2.x) is
-    refused naming ``field`` with the rules' explanation."""
+    refused naming ``field`` with the rules' explanation. An absent ``rake`` is no rake."""
+    rake = rake_from_proto(msg.rake, f"{field}.rake") if msg.HasField("rake") else None
     try:
         return TableConfig(
             seats=msg.seats, min_players=msg.min_players,
@@ -184,6 +201,7 @@ def config_from_proto(msg: pb.TableConfig, field: str = "config") -> TableConfig
             showdown_opener=enum_value(
                 msg.showdown_opener, _OPENERS_IN, f"{field}.showdown_opener"),
             history_reveals_mucked=msg.history_reveals_mucked,
+            rake=rake,
         )
     except RuleViolation as exc:
         raise BadRequest(field, exc.detail, reason=exc.reason.value) from None

@@ -25,12 +25,14 @@ from rules.events import (
     HandMucked,
     HandShown,
     HandStarted,
+    HandVoided,
     PlayerLeft,
     PlayerSatIn,
     PlayerSatOut,
     PlayerSeated,
     PotAwarded,
     Raised,
+    RakeTaken,
     Share,
     TableOpened,
     UncalledBetReturned,
@@ -135,6 +137,11 @@ def event_to_proto(event: Event) -> epb.TableEvent:
                 share=_SHARES[event.share], hand=event.hand))
         case HandEnded():
             return t(hand_ended=epb.HandEnded(hand_number=event.hand_number))
+        case RakeTaken():
+            return t(rake_taken=epb.RakeTaken(amount=event.amount, pots=event.pots))
+        case HandVoided():
+            return t(hand_voided=epb.HandVoided(hand_number=event.hand_number,
+                                                reason=event.reason))
         case _:
             assert_never(event)
 
@@ -238,6 +245,18 @@ def event_from_proto(msg: epb.TableEvent) -> Event:
         case "hand_ended":
             return HandEnded(
                 hand_number=check_hand_number(msg.hand_ended.hand_number, f"{f}.hand_number"))
+        case "rake_taken":
+            taken = msg.rake_taken
+            pots = tuple(amount(p, f"pots[{i}]") for i, p in enumerate(taken.pots))
+            if sum(pots) != taken.amount:
+                raise BadRequest(f"{f}.pots", "the parts must add up to the amount")
+            return RakeTaken(amount=amount(taken.amount), pots=pots)
+        case "hand_voided":
+            if not msg.hand_voided.reason.strip():
+                raise missing(f"{f}.reason")
+            return HandVoided(
+                hand_number=check_hand_number(msg.hand_voided.hand_number, f"{f}.hand_number"),
+                reason=msg.hand_voided.reason)
         case _:
             raise BadRequest("event", "no event set (missing, or a kind this reader predates)")
 

@@ -44,8 +44,9 @@ from rules.commands import (
     SitOut,
     StartHand,
     TimeOut,
+    VoidHand,
 )
-from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
+from rules.config import HeadsUpRaises, Rake, ShowdownOpener, TableConfig
 from rules.events import (
     EVENT_TYPES,
     ActionTimedOut,
@@ -67,12 +68,14 @@ from rules.events import (
     HandMucked,
     HandShown,
     HandStarted,
+    HandVoided,
     PlayerLeft,
     PlayerSatIn,
     PlayerSatOut,
     PlayerSeated,
     PotAwarded,
     Raised,
+    RakeTaken,
     Share,
     TableOpened,
     UncalledBetReturned,
@@ -120,6 +123,20 @@ downs = st.lists(cards, max_size=3, unique=True).map(tuple)
 optional_amounts = st.none() | amounts
 
 
+rakes = st.none() | st.just(Rake(0, 0)) | st.builds(
+    Rake, st.integers(0, 10_000), st.integers(1, 2**53 - 1))
+
+
+@st.composite
+def raked(draw: st.DrawFn) -> RakeTaken:
+    """A rake and its parts, which add up to it."""
+    pots = tuple(draw(st.lists(st.integers(0, 10**9), min_size=1, max_size=8)))
+    return RakeTaken(amount=sum(pots), pots=pots)
+
+
+reasons = st.text(min_size=1, max_size=40).filter(str.strip)
+
+
 @st.composite
 def configs(draw: st.DrawFn) -> TableConfig:
     """Any valid table configuration."""
@@ -137,6 +154,7 @@ def configs(draw: st.DrawFn) -> TableConfig:
         burn_cards=draw(st.booleans()),
         showdown_opener=draw(st.sampled_from(ShowdownOpener)),
         history_reveals_mucked=draw(st.booleans()),
+        rake=draw(rakes),
     )
 
 
@@ -175,6 +193,8 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Any]] = {
     PotAwarded: st.builds(PotAwarded, pot=st.integers(0, 7), seat=seats, amount=amounts,
                           share=st.sampled_from(Share), hand=texts),
     HandEnded: st.builds(HandEnded, hand_number=hand_numbers),
+    RakeTaken: raked(),
+    HandVoided: st.builds(HandVoided, hand_number=hand_numbers, reason=reasons),
 }
 
 revealed_hands = st.lists(st.builds(RevealedHand, seat=seats, down=downs), max_size=8).map(tuple)
@@ -203,6 +223,7 @@ COMMAND_STRATEGIES: dict[type[Command], st.SearchStrategy[Any]] = {
     RevealHands: st.builds(RevealHands, hands=revealed_hands),
     Showdown: st.builds(Showdown, hands=revealed_hands,
                         muck_requests=st.frozensets(seats, max_size=8)),
+    VoidHand: st.builds(VoidHand, reason=reasons),
 }
 
 legal_actions = st.builds(
@@ -383,13 +404,13 @@ PINNED_EVENT_CASES = {
     13: "community_card_dealt", 14: "bring_in_posted", 15: "completed", 16: "bet_made",
     17: "raised", 18: "called", 19: "checked", 20: "folded", 21: "action_timed_out",
     22: "uncalled_bet_returned", 23: "hand_exposed", 24: "hand_shown", 25: "hand_mucked",
-    26: "pot_awarded", 27: "hand_ended",
+    26: "pot_awarded", 27: "hand_ended", 28: "rake_taken", 29: "hand_voided",
 }
 PINNED_COMMAND_CASES = {
     1: "open_table", 2: "sit_down", 3: "leave_seat", 4: "sit_out", 5: "sit_in",
     6: "add_chips", 7: "start_hand", 8: "deal_street", 9: "post_bring_in", 10: "complete",
     11: "bet", 12: "raise_", 13: "call", 14: "check", 15: "fold", 16: "time_out",
-    17: "reveal_hands", 18: "showdown",
+    17: "reveal_hands", 18: "showdown", 19: "void_hand",
 }
 
 
@@ -449,6 +470,20 @@ class TestSchemaGrowth:
         payload = newer(seat=4, reason="time bank").SerializeToString()
         assert event_from_envelope(stored("Folded", payload)) == Folded(seat=4)
 
+    def test_config_written_before_the_rake_existed_has_no_rake(self) -> None:
+        """A TableConfig stored before ``rake`` existed reads as a table without rake."""
+        config = config_to_proto(TableConfig())
+        assert not config.HasField("rake")
+        opened = epb.TableOpened(table_id="t1", config=config).SerializeToString()
+        event = event_from_envelope(stored("TableOpened", opened))
+        assert isinstance(event, TableOpened) and event.config.rake is None
+
+    def test_a_zero_rake_differs_from_no_rake(self) -> None:
+        """Rake(0, 0) is sent as a message; no rake as its absence."""
+        config = TableConfig(rake=Rake(0, 0))
+        assert config_to_proto(config).HasField("rake")
+        assert config_from_proto(config_to_proto(config)) == config
+
     def test_empty_event_reads_from_an_empty_payload(self) -> None:
         """An event without fields is stored as an empty payload and reads back."""
         assert event_from_envelope(stored("CardBurned", b"")) == CardBurned()
@@ -471,7 +506,10 @@ def bad_config(**changes: Any) -> pb.TableConfig:
     config = pb.TableConfig()
     config.CopyFrom(CONFIG)
     for name, value in changes.items():
-        setattr(config, name, value)
+        if isinstance(value, pb.Rake):
+            getattr(config, name).CopyFrom(value)
+        else:
+            setattr(config, name, value)
     return config
 
 
@@ -520,6 +558,17 @@ MALFORMED_EVENTS: list[tuple[epb.TableEvent, str]] = [
      "table_opened.config"),
     (epb.TableEvent(table_opened=epb.TableOpened(table_id="t", config=bad_config(seats=9))),
      "table_opened.config"),
+    (epb.TableEvent(table_opened=epb.TableOpened(table_id="t", config=bad_config(
+        rake=pb.Rake(percent_bps=500)))), "table_opened.config.rake"),
+    (epb.TableEvent(table_opened=epb.TableOpened(table_id="t", config=bad_config(
+        rake=pb.Rake(percent_bps=10_001, cap=5)))), "table_opened.config.rake"),
+    (epb.TableEvent(table_opened=epb.TableOpened(table_id="t", config=bad_config(
+        rake=pb.Rake(percent_bps=5, cap=-5)))), "table_opened.config.rake.cap"),
+    (epb.TableEvent(rake_taken=epb.RakeTaken(amount=30, pots=[20])), "rake_taken.pots"),
+    (epb.TableEvent(rake_taken=epb.RakeTaken(amount=-1, pots=[-1])),
+     "rake_taken.pots[0]"),
+    (epb.TableEvent(hand_voided=epb.HandVoided(hand_number=3)), "hand_voided.reason"),
+    (epb.TableEvent(hand_voided=epb.HandVoided(reason="x")), "hand_voided.hand_number"),
 ]
 
 MALFORMED_COMMANDS: list[tuple[cpb.Command, str]] = [
@@ -545,6 +594,7 @@ MALFORMED_COMMANDS: list[tuple[cpb.Command, str]] = [
     (cpb.Command(showdown=cpb.Showdown(hands=[cpb.RevealedHand(seat=0)])),
      "showdown.hands[0].seat"),
     (cpb.Command(showdown=cpb.Showdown(muck_requests=[2, 5, 2])), "showdown.muck_requests[2]"),
+    (cpb.Command(void_hand=cpb.VoidHand(reason="  ")), "void_hand.reason"),
 ]
 
 
