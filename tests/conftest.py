@@ -11,6 +11,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
+from studkit.auth import DevKeys
 from studkit.testing import RedisSource, TestRedis, test_redis
 
 settings.register_profile(
@@ -49,3 +50,9 @@ def redis_url(redis_server: TestRedis) -> Iterator[str]:
     client.flushall()
     client.close()
     yield redis_server.url
+
+
+@pytest.fixture(scope="session")
+def dev_keys() -> DevKeys:
+    """Generated Ed25519 keys for the session: the issuer's and one per service."""
+    return DevKeys.generate()

@@ -42,4 +42,5 @@ def build_deps(settings: Settings) -> DealerDeps:
     app = DealerApp(store, tables, table_services=settings.table_services,
                     conflict_retries=settings.conflict_retries, metrics=metrics)
     return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(store.client),
-                      verifier=TokenVerifier(settings.auth_secret), metrics=metrics)
+                      verifier=TokenVerifier(settings.auth_keys, audience="dealer"),
+                      metrics=metrics)

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from studkit.auth import secret_from_env
+from studkit.auth import KeySet, key_set_from_env, service_names
 from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 from studkit.service import redact_url
 
@@ -21,16 +21,18 @@ class Settings:
 
     ``DEALER_ADDR`` (default ``[::]:50052``), ``REDIS_URL`` (default
     ``redis://127.0.0.1:6379/0``; use the dealer ACL user's credentials: it owns
-    ``stud:dealer:*`` and reads ``stud:table:*``), ``STUD_AUTH_SECRET`` (required unless
-    ``STUD_ENV=dev``), ``LOG_LEVEL`` (``INFO``), ``DEALER_SHUTDOWN_GRACE`` (seconds, ``5``),
+    ``stud:dealer:*`` and reads ``stud:table:*``), ``STUD_AUTH_PUBLIC_KEYS`` (required: the
+    public key set, a JSON file or inline JSON; see ``studkit.auth``), ``LOG_LEVEL``
+    (``INFO``), ``DEALER_SHUTDOWN_GRACE`` (seconds, ``5``),
     ``DEALER_TABLE_SERVICES`` (comma-separated service names allowed to start hands, deal and
     reveal; ``table``), ``DEALER_CONFLICT_RETRIES`` (``5``), ``METRICS_PORT`` (Prometheus
-    ``/metrics`` over HTTP, ``9102``; ``0`` serves none).
+    ``/metrics`` over HTTP, ``9102``; ``0`` serves none). The dealer calls no other service, so
+    it holds no private key.
     """
 
     addr: str = DEFAULT_ADDR
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
-    auth_secret: str = field(repr=False)
+    auth_keys: KeySet
     log_level: str = "INFO"
     shutdown_grace_s: float = 5.0
     table_services: tuple[str, ...] = ("table",)
@@ -38,27 +40,27 @@ class Settings:
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_addr: str = DEFAULT_METRICS_ADDR
     """``METRICS_ADDR``: the IP ``/metrics`` binds (all interfaces; ``make run``: loopback)."""
+    max_streams_per_player: int = 8
+    """``DEALER_MAX_STREAMS_PER_PLAYER``: open WatchMyCards streams one caller may hold."""
+    max_streams_per_connection: int = 16
+    """``DEALER_MAX_STREAMS_PER_CONNECTION``: open streams one client connection may hold."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Settings from ``env`` (default ``os.environ``)."""
         env = os.environ if env is None else env
-        services = tuple(
-            name.strip() for name in env.get("DEALER_TABLE_SERVICES", "table").split(",")
-            if name.strip()
-        )
-        if not services:
-            raise ValueError("DEALER_TABLE_SERVICES names no service")
         return cls(
             addr=env.get("DEALER_ADDR", DEFAULT_ADDR),
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
-            auth_secret=secret_from_env(env),
+            auth_keys=key_set_from_env(env),
             log_level=env.get("LOG_LEVEL", "INFO"),
             shutdown_grace_s=float(env.get("DEALER_SHUTDOWN_GRACE", "5")),
-            table_services=services,
+            table_services=service_names(env, "DEALER_TABLE_SERVICES", "table"),
             conflict_retries=int(env.get("DEALER_CONFLICT_RETRIES", "5")),
             metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
             metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
+            max_streams_per_player=int(env.get("DEALER_MAX_STREAMS_PER_PLAYER", "8")),
+            max_streams_per_connection=int(env.get("DEALER_MAX_STREAMS_PER_CONNECTION", "16")),
         )
 
     @property

@@ -39,7 +39,7 @@ from rules.driver import TableDriver
 from rules.events import HandStarted
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
-from studkit.auth import Principal, Role, TokenBook, TokenIssuer
+from studkit.auth import DevKeys, IssuerSource, Principal, Role, TokenBook
 from studkit.mapping import card_from_proto, envelope_for, street_to_proto
 from studkit.store import EventStore
 
@@ -58,11 +58,14 @@ class DealerClient:
     """The dealer stub plus tokens for any principal."""
 
     stub: pb_grpc.DealerServiceStub
-    issuer: TokenIssuer
+    keys: IssuerSource
+    """Who signs for whom: :class:`~studkit.auth.DevKeys` signs each principal with the key
+    that may (the issuer's, or a service's own); a single ``TokenIssuer`` signs everyone
+    (forgery tests)."""
     tokens: TokenBook = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tokens = TokenBook(self.issuer)
+        self.tokens = TokenBook(self.keys)
 
     def metadata(self, who: Principal) -> tuple[tuple[str, str]]:
         """Call metadata carrying a token for ``who``."""
@@ -111,15 +114,17 @@ class RunningDealer:
 
 
 @contextlib.asynccontextmanager
-async def running_dealer(settings: Settings) -> AsyncIterator[RunningDealer]:
-    """Start a dealer for ``settings`` (use ``addr="127.0.0.1:0"``), stop it on exit."""
+async def running_dealer(settings: Settings,
+                         keys: DevKeys) -> AsyncIterator[RunningDealer]:
+    """Start a dealer for ``settings`` (use ``addr="127.0.0.1:0"``; ``settings.auth_keys``
+    should trust ``keys``), stop it on exit; its client signs with ``keys``."""
     deps = build_deps(settings)
     server, port = create_server(settings, deps)
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.DealerServiceStub(channel)  # type: ignore[no-untyped-call]
-            client = DealerClient(stub, TokenIssuer(settings.auth_secret))
+            client = DealerClient(stub, keys)
             yield RunningDealer(deps=deps, port=port, client=client)
     finally:
         await server.stop(None)

@@ -1,9 +1,11 @@
 """The wallet's application layer: who may do what, then decide (``ledger``) and apply
 (``store``). Knows a :class:`~wallet.store.WalletStore`, never redis or grpc.
 
-Access: players act on their own account only (create, read, buy in); ``service`` callers
-(the table) buy in for players, settle hands, cash out and reconcile; ``operator`` callers
-create accounts, deposit and withdraw; ``auditor`` callers read.
+Access: players act on their own account only (create, read); seats are the table's
+business, so only the table service (role ``service``, a name in ``table_services``) buys in,
+settles hands and cashes out, never a player for themself and never another service;
+``service`` callers also read and reconcile; ``operator`` callers create accounts, deposit and
+withdraw; ``auditor`` callers read.
 
 Settlements are counted by outcome (``stud_wallet_settlements_total{outcome}``: applied,
 duplicate, refused); no counter carries an id or an amount.
@@ -12,12 +14,12 @@ duplicate, refused); no counter carries an id or an amount.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final
 
 import structlog
 
-from studkit.auth import Forbidden, Principal, Role, require_role
+from studkit.auth import Forbidden, Principal, Role, require_role, require_service
 from studkit.errors import BadRequest, Conflict, ServiceError
 from studkit.metrics import Metrics
 from wallet.ledger import (
@@ -72,11 +74,13 @@ class WalletApp:
         self,
         store: WalletStore,
         *,
+        table_services: Collection[str] = ("table",),
         conflict_retries: int = 5,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         metrics: Metrics | None = None,
     ) -> None:
         self._store = store
+        self._table_services = frozenset(table_services)
         self._retries = conflict_retries
         self._clock_ms = clock_ms
         self._settlements = (metrics if metrics is not None else Metrics()).counter(
@@ -123,14 +127,14 @@ class WalletApp:
         return await self._apply(command)
 
     async def buy_in(self, principal: Principal, command: BuyIn) -> Applied:
-        """The player themself or the table: account -> seat escrow."""
-        _own_or(principal, command.player_id, Role.SERVICE)
+        """The table: account -> seat escrow."""
+        self._require_table(principal)
         return await self._apply(command)
 
     async def settle_hand(self, principal: Principal, command: SettleHand) -> Applied:
         """The table: one hand's result, once."""
         try:
-            require_role(principal, Role.SERVICE)
+            self._require_table(principal)
             structlog.contextvars.bind_contextvars(hand_id=command.hand_id)
             applied = await self._apply(command)
         except (ServiceError, LedgerError):
@@ -141,13 +145,17 @@ class WalletApp:
 
     async def cash_out(self, principal: Principal, command: CashOut) -> Applied:
         """The table: seat escrow -> account; the seat is freed."""
-        require_role(principal, Role.SERVICE)
+        self._require_table(principal)
         return await self._apply(command)
 
     async def reconcile(self, principal: Principal, table_id: str) -> Reconciliation:
         """Each occupied seat's escrow at a table."""
         require_role(principal, *READERS)
         return await self._store.reconcile(table_id)
+
+    def _require_table(self, principal: Principal) -> None:
+        """Seats and settlements are the table service's alone."""
+        require_service(principal, self._table_services, "table")
 
     async def _apply(self, command: Command) -> Applied:
         table_id = getattr(command, "table_id", "")

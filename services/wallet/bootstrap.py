@@ -31,8 +31,9 @@ def build_deps(settings: Settings) -> WalletDeps:
     store = WalletStore.from_url(settings.redis_url)
     metrics = Metrics()
     return WalletDeps(
-        app=WalletApp(store, conflict_retries=settings.conflict_retries, metrics=metrics),
+        app=WalletApp(store, table_services=settings.table_services,
+                      conflict_retries=settings.conflict_retries, metrics=metrics),
         store=store,
-        verifier=TokenVerifier(settings.auth_secret),
+        verifier=TokenVerifier(settings.auth_keys, audience="wallet"),
         metrics=metrics,
     )

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from studkit.auth import secret_from_env
+from studkit.auth import KeySet, key_set_from_env, service_names
 from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 from studkit.service import redact_url
 
@@ -20,15 +20,19 @@ class Settings:
     """Configuration of one wallet process.
 
     ``WALLET_ADDR`` (default ``[::]:50053``), ``REDIS_URL`` (default
-    ``redis://127.0.0.1:6379/0``; use the wallet ACL user's credentials), ``STUD_AUTH_SECRET``
-    (required unless ``STUD_ENV=dev``), ``LOG_LEVEL`` (``INFO``), ``WALLET_SHUTDOWN_GRACE``
+    ``redis://127.0.0.1:6379/0``; use the wallet ACL user's credentials),
+    ``STUD_AUTH_PUBLIC_KEYS`` (required: the public key set, a JSON file or inline JSON; see
+    ``studkit.auth``), ``WALLET_TABLE_SERVICES`` (comma-separated service names allowed to buy
+    in, settle and cash out; ``table``), ``LOG_LEVEL`` (``INFO``), ``WALLET_SHUTDOWN_GRACE``
     (seconds, ``5``), ``WALLET_CONFLICT_RETRIES`` (``5``), ``METRICS_PORT`` (Prometheus
-    ``/metrics`` over HTTP, ``9103``; ``0`` serves none).
+    ``/metrics`` over HTTP, ``9103``; ``0`` serves none). The wallet calls no other service,
+    so it holds no private key.
     """
 
     addr: str = DEFAULT_ADDR
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
-    auth_secret: str = field(repr=False)
+    auth_keys: KeySet
+    table_services: tuple[str, ...] = ("table",)
     log_level: str = "INFO"
     shutdown_grace_s: float = 5.0
     conflict_retries: int = 5
@@ -43,7 +47,8 @@ class Settings:
         return cls(
             addr=env.get("WALLET_ADDR", DEFAULT_ADDR),
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
-            auth_secret=secret_from_env(env),
+            auth_keys=key_set_from_env(env),
+            table_services=service_names(env, "WALLET_TABLE_SERVICES", "table"),
             log_level=env.get("LOG_LEVEL", "INFO"),
             shutdown_grace_s=float(env.get("WALLET_SHUTDOWN_GRACE", "5")),
             conflict_retries=int(env.get("WALLET_CONFLICT_RETRIES", "5")),

@@ -14,7 +14,7 @@ import grpc
 
 from stud.v1 import wallet_pb2 as pb
 from stud.v1 import wallet_pb2_grpc as pb_grpc
-from studkit.auth import Principal, Role, TokenBook, TokenIssuer
+from studkit.auth import DevKeys, IssuerSource, Principal, Role, TokenBook
 from wallet.bootstrap import WalletDeps, build_deps
 from wallet.config import Settings
 from wallet.server import create_server
@@ -35,11 +35,14 @@ class WalletClient:
     """The wallet stub plus tokens: ``client.as_(principal).Deposit(...)``-style helpers."""
 
     stub: pb_grpc.WalletServiceStub
-    issuer: TokenIssuer
+    keys: IssuerSource
+    """Who signs for whom: :class:`~studkit.auth.DevKeys` signs each principal with the key
+    that may (the issuer's, or a service's own); a single ``TokenIssuer`` signs everyone
+    (forgery tests)."""
     tokens: TokenBook = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tokens = TokenBook(self.issuer)
+        self.tokens = TokenBook(self.keys)
 
     def metadata(self, who: Principal) -> tuple[tuple[str, str]]:
         """Call metadata carrying a token for ``who``."""
@@ -125,15 +128,17 @@ class RunningWallet:
 
 
 @contextlib.asynccontextmanager
-async def running_wallet(settings: Settings) -> AsyncIterator[RunningWallet]:
-    """Start a wallet for ``settings`` (use ``addr="127.0.0.1:0"``), stop it on exit."""
+async def running_wallet(settings: Settings,
+                         keys: DevKeys) -> AsyncIterator[RunningWallet]:
+    """Start a wallet for ``settings`` (use ``addr="127.0.0.1:0"``; ``settings.auth_keys``
+    should trust ``keys``), stop it on exit; its client signs with ``keys``."""
     deps = build_deps(settings)
     server, port = create_server(settings, deps)
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.WalletServiceStub(channel)  # type: ignore[no-untyped-call]
-            client = WalletClient(stub, TokenIssuer(settings.auth_secret))
+            client = WalletClient(stub, keys)
             yield RunningWallet(settings=settings, deps=deps, port=port, client=client)
     finally:
         await server.stop(None)

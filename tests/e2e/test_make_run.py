@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from studkit.auth import DevKeys
 from studkit.devrun import available_services
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +17,7 @@ class TestDevRun:
         """``python -m studkit.devrun --once`` starts Redis and each service, all SERVING."""
         result = subprocess.run(
             [sys.executable, "-m", "studkit.devrun", "--once", "--data-dir",
-             str(tmp_path / "redis")],
+             str(tmp_path / "redis"), "--keys-dir", str(tmp_path / "keys")],
             capture_output=True, text=True, timeout=120, cwd=ROOT,
         )
         assert result.returncode == 0, result.stdout + result.stderr
@@ -25,3 +26,8 @@ class TestDevRun:
         for name in services:
             assert f"{name:<10}" in result.stdout and "NOT SERVING" not in result.stdout
         assert "player:alice" in result.stdout
+        # The generated dev keys are kept for the next run and sign the printed tokens.
+        keys = DevKeys.load(tmp_path / "keys")
+        token = next(line.split()[1] for line in result.stdout.splitlines()
+                     if line.strip().startswith("operator:ops"))
+        assert keys.verifier().verify(token).subject == "operator:ops"

@@ -27,7 +27,7 @@ from dealer.testing import DealerClient, TableRole, deal_request, player
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit import testing as studkit_testing
-from studkit.auth import TokenIssuer
+from studkit.auth import DevKeys
 from studkit.mapping import card_from_proto, event_from_envelope
 from studkit.redis_server import free_port
 from studkit.store import EventStore
@@ -35,7 +35,7 @@ from studkit.store import EventStore
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[3]
-SECRET = "dealer-e2e-secret-long-enough-for-hs256-0123"
+KEYS = DevKeys.generate()
 CARD_TEXT = re.compile(r"(?<![A-Za-z0-9])[2-9TJQKA][cdhs](?![A-Za-z0-9])")
 PLAYERS = {1: "ann", 3: "bob", 5: "cat", 7: "dan"}
 
@@ -53,9 +53,10 @@ class DealerProcess:
         self.port = free_port()
         self.log_path = log_path
         env = {**os.environ, "DEALER_ADDR": f"127.0.0.1:{self.port}", "REDIS_URL": redis_url,
-               "STUD_AUTH_SECRET": SECRET, "LOG_LEVEL": "INFO", "DEALER_SHUTDOWN_GRACE": "2",
+               **KEYS.env("dealer"), "LOG_LEVEL": "INFO", "DEALER_SHUTDOWN_GRACE": "2",
                "METRICS_PORT": "0"}
-        env.pop("STUD_ENV", None)
+        for inherited in ("STUD_ENV", "STUD_AUTH_SECRET", "STUD_ISSUER_KEY"):
+            env.pop(inherited, None)
         self._log = log_path.open("wb")
         self.process = subprocess.Popen([sys.executable, "-m", "dealer"], cwd=ROOT, env=env,
                                         stdout=self._log, stderr=subprocess.STDOUT)
@@ -108,7 +109,7 @@ def dealer_process(redis_url: str, log_path: Path) -> Iterator[DealerProcess]:
 async def client_for(proc: DealerProcess) -> AsyncIterator[DealerClient]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{proc.port}") as channel:
         stub = pb_grpc.DealerServiceStub(channel)  # type: ignore[no-untyped-call]
-        yield DealerClient(stub, TokenIssuer(SECRET))
+        yield DealerClient(stub, KEYS)
 
 
 @pytest.fixture

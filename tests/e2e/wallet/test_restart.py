@@ -21,13 +21,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from stud.v1 import wallet_pb2 as pb
 from stud.v1 import wallet_pb2_grpc as pb_grpc
 from studkit import testing
-from studkit.auth import TokenIssuer
+from studkit.auth import DevKeys
 from studkit.redis_server import free_port
 from wallet.testing import AUDITOR, WalletClient
 
 pytestmark = pytest.mark.e2e
 
-SECRET = "wallet-e2e-secret-that-is-long-enough-0123456789"
+KEYS = DevKeys.generate()
 ROOT = Path(__file__).resolve().parents[3]
 READY_WITHIN_S = 30.0
 CHANNEL_OPTIONS = [
@@ -48,16 +48,20 @@ class WalletProcess:
 
     def start(self) -> None:
         self.port = free_port()
+        # The key set from a file, as a mounted Secret gives it; the wallet needs no private key.
+        keys_dir = self.log_path.parent / "keys"
+        KEYS.write(keys_dir)
         env = {
             **os.environ,
             "REDIS_URL": self.redis_url,
             "WALLET_ADDR": f"127.0.0.1:{self.port}",
-            "STUD_AUTH_SECRET": SECRET,
+            "STUD_AUTH_PUBLIC_KEYS": str(keys_dir / "public-keys.json"),
             "LOG_LEVEL": "INFO",
             "WALLET_SHUTDOWN_GRACE": "2",
             "METRICS_PORT": "0",
         }
-        env.pop("STUD_ENV", None)
+        for inherited in ("STUD_ENV", "STUD_AUTH_SECRET", "STUD_SERVICE_KEY", "STUD_ISSUER_KEY"):
+            env.pop(inherited, None)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "wallet"], cwd=ROOT, env=env, stdout=log,
@@ -114,7 +118,7 @@ async def client_for(process: WalletProcess) -> AsyncIterator[WalletClient]:
     async with grpc.aio.insecure_channel(
         f"127.0.0.1:{process.port}", options=CHANNEL_OPTIONS
     ) as channel:
-        yield WalletClient(pb_grpc.WalletServiceStub(channel), TokenIssuer(SECRET))
+        yield WalletClient(pb_grpc.WalletServiceStub(channel), KEYS)
 
 
 HAND = pb.SettleHandRequest(

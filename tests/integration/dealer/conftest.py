@@ -13,10 +13,10 @@ import redis.asyncio as aredis
 from dealer.config import Settings
 from dealer.testing import MakeTable, RunningDealer, TableRole, running_dealer
 from rules import TableConfig
+from studkit.auth import DevKeys
 from studkit.store import EventStore
 from studkit.testing import TestRedis
 
-SECRET = "dealer-integration-secret-long-enough-0123456789"
 _tables = itertools.count(1)
 
 
@@ -28,11 +28,12 @@ def service_url(redis_server: TestRedis, admin_url: str, service: str) -> str:
 
 
 @pytest.fixture
-async def dealer(redis_server: TestRedis, redis_url: str) -> AsyncIterator[RunningDealer]:
-    """A fresh dealer on a flushed Redis."""
-    settings = Settings(addr="127.0.0.1:0", auth_secret=SECRET,
+async def dealer(redis_server: TestRedis, redis_url: str,
+                 dev_keys: DevKeys) -> AsyncIterator[RunningDealer]:
+    """A fresh dealer on a flushed Redis, trusting the session's dev keys."""
+    settings = Settings(addr="127.0.0.1:0", auth_keys=dev_keys.key_set(),
                         redis_url=service_url(redis_server, redis_url, "dealer"))
-    async with running_dealer(settings) as running:
+    async with running_dealer(settings, dev_keys) as running:
         yield running
 
 

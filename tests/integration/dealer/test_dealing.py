@@ -163,12 +163,18 @@ class TestDeal:
         error = await refused(table.dealer.deal(request))
         assert rpc_error_reason(error) == "not_current_hand"
 
-    async def test_only_the_table_service_deals(self, make_table: MakeTable) -> None:
-        """A player's token cannot draw cards."""
+    @pytest.mark.parametrize("who", [player("ann"), Principal(Role.SERVICE, "wallet"),
+                                     Principal(Role.SERVICE, "dealer")])
+    async def test_only_the_table_service_deals(self, make_table: MakeTable,
+                                                who: Principal) -> None:
+        """Neither a player's token nor another service's (each signed with its own valid
+        key) can draw cards or turn hands up."""
         table = await make_table(PLAYERS)
         await table.start_hand()
         request = deal_request(table.table_id, 1, table.t)
-        error = await refused(table.dealer.deal(request, who=player("ann")))
+        error = await refused(table.dealer.deal(request, who=who))
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        error = await refused(table.dealer.reveal(table.table_id, 1, who=who))
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
 
     async def test_a_whole_hand_deals_fifty_two_distinct_cards_at_most(

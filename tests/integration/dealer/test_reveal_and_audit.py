@@ -180,7 +180,7 @@ class TestVerifyTool:
 
         table = await make_table(PLAYERS)
         await table.play_hand()
-        token = table.dealer.issuer.issue(AUDITOR)
+        token = table.dealer.tokens.token(AUDITOR)
         events = await public_events(table)
         reports = await verify_hands(table.dealer.stub, token, events,  # type: ignore[arg-type]
                                      table.table_id, [1, 2])

@@ -22,14 +22,13 @@ from dealer.testing import AUDITOR, TABLE, MakeTable, RunningDealer, deal_reques
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2 as pb
 from studkit import testing as studkit_testing
-from studkit.auth import Principal, TokenIssuer, bearer_metadata
+from studkit.auth import DevKeys, Principal, bearer_metadata
 from studkit.mapping import card_from_proto
 from studkit.redis_server import acl_rules
 
 pytestmark = pytest.mark.integration
 
 PLAYERS = {2: "ann", 5: "bob", 7: "cat"}
-SECRET = "dealer-integration-secret-long-enough-0123456789"
 CARD_TEXT = re.compile(r"(?<![A-Za-z0-9])[2-9TJQKA][cdhs](?![A-Za-z0-9])")
 
 
@@ -91,7 +90,8 @@ class TestOwnCards:
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED
 
     @pytest.mark.parametrize("kind", ["forged", "expired", "malformed", "missing"])
-    async def test_bad_tokens_read_nothing(self, make_table: MakeTable, kind: str) -> None:
+    async def test_bad_tokens_read_nothing(self, make_table: MakeTable, dev_keys: DevKeys,
+                                           kind: str) -> None:
         """A token signed with another key, an expired one, garbage or none at all is
         UNAUTHENTICATED."""
         table = await make_table(PLAYERS)
@@ -100,10 +100,10 @@ class TestOwnCards:
         ann = player("ann")
         metadata: tuple[tuple[str, str], ...] = ()
         if kind == "forged":
-            forger = TokenIssuer("another-secret-that-is-long-enough-0123456789")
+            forger = DevKeys.generate(services=()).issuer()
             metadata = bearer_metadata(forger.issue(ann))
         elif kind == "expired":
-            old = TokenIssuer(SECRET, clock=lambda: time.time() - 7200)
+            old = dev_keys.issuer(clock=lambda: time.time() - 7200)
             metadata = bearer_metadata(old.issue(ann, ttl_seconds=60))
         elif kind == "malformed":
             metadata = bearer_metadata("not.a.jwt")

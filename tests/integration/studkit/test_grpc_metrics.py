@@ -12,7 +12,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from studkit.auth import Principal, Role, TokenIssuer, TokenVerifier, bearer_metadata
+from studkit.auth import DevKeys, Principal, Role, bearer_metadata
 from studkit.errors import BadRequest, NotFound
 from studkit.grpc_server import GrpcServer, create_grpc_server
 from studkit.metrics import Metrics, metrics_endpoint, scrape
@@ -20,7 +20,7 @@ from studkit.redis_server import free_port
 
 pytestmark = pytest.mark.integration
 
-SECRET = "metrics-test-secret-long-enough-for-hs256!!"
+KEYS = DevKeys.generate(services=())
 SERVICE = "test.v1.Counted"
 REQUESTS = "stud_grpc_requests_total"
 
@@ -58,7 +58,7 @@ def add_counted(_servicer: object, server: grpc.aio.Server) -> None:
 @pytest.fixture
 async def server() -> AsyncIterator[GrpcServer]:
     built = create_grpc_server("127.0.0.1:0", [(add_counted, None, SERVICE)],
-                               verifier=TokenVerifier(SECRET))
+                               verifier=KEYS.verifier())
     await built.start()
     yield built
     await built.stop(None)
@@ -70,7 +70,7 @@ async def channel(server: GrpcServer) -> AsyncIterator[grpc.aio.Channel]:
         yield ch
 
 
-AUTH = bearer_metadata(TokenIssuer(SECRET).issue(Principal(Role.PLAYER, "alice")))
+AUTH = bearer_metadata(KEYS.issuer().issue(Principal(Role.PLAYER, "alice")))
 
 
 async def call(channel: grpc.aio.Channel, payload: bytes, *, auth: bool = True,
@@ -155,7 +155,7 @@ class TestCounts:
     ) -> None:
         """A second server counts nothing of the first one's calls."""
         other = create_grpc_server("127.0.0.1:0", [(add_counted, None, SERVICE)],
-                                   verifier=TokenVerifier(SECRET))
+                                   verifier=KEYS.verifier())
         await other.start()
         try:
             await call(channel, b"a")

@@ -18,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from structlog.testing import capture_logs
 
-from studkit.auth import Principal, Role, TokenIssuer, TokenVerifier, bearer_metadata
+from studkit.auth import DevKeys, Principal, Role, TokenVerifier, bearer_metadata
 from studkit.grpc_server import (
     EXPIRY_POLL_S,
     GrpcServer,
@@ -33,7 +33,7 @@ from studkit.metrics import REQUESTS
 pytestmark = pytest.mark.integration
 
 SERVICE = "test.v1.Refusals"
-SECRET = "refusals-test-secret-long-enough-for-hs256"
+KEYS = DevKeys.generate()
 ALICE = Principal(Role.PLAYER, "alice")
 Request = health_pb2.HealthCheckRequest
 UNDECODABLE = b"\xff\xff\xff\xff"  # field 31, wire type 7: no such wire type
@@ -113,11 +113,11 @@ def add_probe(probe: Probe, server: grpc.aio.Server) -> None:
 
 
 def issue(who: Principal = ALICE, ttl_seconds: int = 3600) -> tuple[tuple[str, str]]:
-    return bearer_metadata(TokenIssuer(SECRET).issue(who, ttl_seconds))
+    return bearer_metadata(KEYS.issuer_for(who).issue(who, ttl_seconds))
 
 
 def make_verifier() -> TokenVerifier:
-    return TokenVerifier(SECRET)
+    return KEYS.verifier()
 
 
 @pytest.fixture

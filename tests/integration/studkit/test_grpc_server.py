@@ -3,17 +3,34 @@ except for probes, exceptions become status codes with a reason, nothing leaks."
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from structlog.testing import capture_logs
 
 from rules.errors import Reason, RuleViolation
-from studkit.auth import Forbidden, Principal, Role, TokenIssuer, TokenVerifier, bearer_metadata
+from studkit.auth import (
+    DevKeys,
+    Forbidden,
+    KeySet,
+    Principal,
+    Role,
+    SigningKey,
+    TokenIssuer,
+    TokenVerifier,
+    bearer_metadata,
+)
 from studkit.errors import AlreadyExists, BadRequest, Conflict, FailedPrecondition, NotFound
 from studkit.grpc_server import (
     BASE_ERRORS,
@@ -26,7 +43,9 @@ from studkit.grpc_server import (
 
 pytestmark = pytest.mark.integration
 
-SECRET = "integration-test-secret-long-enough-for-hs256"
+KEYS = DevKeys.generate(services=("table", "dealer"))
+NEXT_ISSUER_KEY = SigningKey.generate()
+"""A second issuer key published beside the first (a rotation in progress)."""
 SERVICE = "test.v1.Probe"
 
 
@@ -81,7 +100,9 @@ async def probe_server() -> AsyncIterator[GrpcServer]:
     server = create_grpc_server(
         "127.0.0.1:0",
         [(add_probe, None, SERVICE)],
-        verifier=TokenVerifier(SECRET),
+        verifier=TokenVerifier(
+            KeySet([*KEYS.key_set(), NEXT_ISSUER_KEY.verifying_key("issuer")]),
+            audience="probe"),
         errors=BASE_ERRORS.extend({Gone: grpc.StatusCode.UNAVAILABLE}),
     )
     await server.start()
@@ -95,8 +116,9 @@ async def channel(probe_server: GrpcServer) -> AsyncIterator[grpc.aio.Channel]:
         yield ch
 
 
-def token(role: Role = Role.PLAYER, name: str = "alice", secret: str = SECRET) -> str:
-    return TokenIssuer(secret).issue(Principal(role, name))
+def token(role: Role = Role.PLAYER, name: str = "alice", keys: DevKeys = KEYS) -> str:
+    """A token for ``role:name`` signed with the key that may sign it."""
+    return keys.issuer_for(Principal(role, name)).issue(Principal(role, name))
 
 
 class TestProbesAndAuth:
@@ -125,7 +147,7 @@ class TestProbesAndAuth:
 
     async def test_forged_token_is_unauthenticated(self, channel: grpc.aio.Channel) -> None:
         """A token signed with another key is UNAUTHENTICATED."""
-        forged = token(secret="a-different-secret-of-sufficient-length!!")
+        forged = token(keys=DevKeys.generate(services=()))
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await channel.unary_unary(f"/{SERVICE}/Whoami")(
                 b"", metadata=bearer_metadata(forged), timeout=5
@@ -151,6 +173,118 @@ class TestProbesAndAuth:
         handled = [e for e in logs if e["event"] == "rpc_handled"]
         assert handled and handled[0]["code"] == "OK"
         assert secret_token not in repr(logs)
+
+
+async def whoami_with(channel: grpc.aio.Channel, token_: str) -> bytes:
+    reply: bytes = await channel.unary_unary(f"/{SERVICE}/Whoami")(
+        b"", metadata=bearer_metadata(token_), timeout=5)
+    return reply
+
+
+async def unauthenticated(channel: grpc.aio.Channel, token_: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await whoami_with(channel, token_)
+    assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED, info.value.details()
+
+
+def claims(sub: str = "operator:eve", **extra: object) -> dict[str, object]:
+    now = int(time.time())
+    return {"sub": sub, "role": sub.split(":")[0], "iat": now, "exp": now + 600,
+            "iss": "stud-hilo", **extra}
+
+
+def hs256(payload: dict[str, object], secret: bytes, kid: str) -> str:
+    """An HS256 JWT made by hand (PyJWT rightly refuses a public key as an HMAC secret)."""
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    header = json.dumps({"alg": "HS256", "typ": "JWT", "kid": kid}).encode()
+    signing_input = f"{part(header)}.{part(json.dumps(payload).encode())}"
+    mac = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{part(mac)}"
+
+
+def public_pem(key: SigningKey) -> bytes:
+    return key.public_key.public_bytes(serialization.Encoding.PEM,
+                                       serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+class TestKeyBoundaries:
+    """Who may sign what, over the wire: a service key signs only its own service, so no
+    service can make itself an operator, a player or another service."""
+
+    @pytest.mark.parametrize("subject", [(Role.OPERATOR, "x"), (Role.PLAYER, "alice"),
+                                         (Role.AUDITOR, "audit"), (Role.SERVICE, "table")])
+    async def test_a_service_key_cannot_sign_for_anyone_else(
+        self, channel: grpc.aio.Channel, subject: tuple[Role, str]
+    ) -> None:
+        """A token signed with service:dealer's own valid key for operator:x, a player, an
+        auditor or service:table is UNAUTHENTICATED."""
+        dealer_key = TokenIssuer(KEYS.service_key("dealer"))
+        await unauthenticated(channel, dealer_key.issue(Principal(*subject)))
+
+    async def test_the_issuer_key_cannot_sign_for_a_service(
+        self, channel: grpc.aio.Channel
+    ) -> None:
+        """Service tokens come only from the service's own key, not the issuer's."""
+        await unauthenticated(channel, KEYS.issuer().issue(Principal(Role.SERVICE, "table")))
+
+    async def test_each_signer_signs_its_own(self, channel: grpc.aio.Channel) -> None:
+        """The issuer signs players and operators; a service's source signs itself."""
+        assert await whoami_with(channel, token(Role.OPERATOR, "ops")) == b"operator:ops"
+        source = KEYS.service_source("dealer")
+        assert await whoami_with(channel, source.token()) == b"service:dealer"
+
+    async def test_unsigned_and_confused_algorithms_are_refused(
+        self, channel: grpc.aio.Channel
+    ) -> None:
+        """alg=none, and HS256 keyed with the issuer's public key (PEM or raw), with or
+        without a known kid, are UNAUTHENTICATED."""
+        kid = KEYS.issuer_key.kid
+        await unauthenticated(channel, jwt.encode(claims(), None, algorithm="none",
+                                                  headers={"kid": kid}))
+        raw = KEYS.issuer_key.public_key.public_bytes(serialization.Encoding.Raw,
+                                                      serialization.PublicFormat.Raw)
+        for secret in (public_pem(KEYS.issuer_key), raw):
+            await unauthenticated(channel, hs256(claims(), secret, kid))
+
+    async def test_unknown_or_missing_kid_is_refused(self, channel: grpc.aio.Channel) -> None:
+        """A well-signed token whose kid is not in the key set, or that has none, is
+        UNAUTHENTICATED."""
+        stranger = SigningKey.generate()
+        await unauthenticated(channel, TokenIssuer(stranger).issue(Principal(Role.PLAYER, "a")))
+        await unauthenticated(channel, jwt.encode(claims(), stranger.private_key,
+                                                  algorithm="EdDSA"))
+        # A known kid does not make a stranger's signature valid.
+        await unauthenticated(channel, jwt.encode(claims(), stranger.private_key,
+                                                  algorithm="EdDSA",
+                                                  headers={"kid": KEYS.issuer_key.kid}))
+
+    async def test_an_expired_token_is_refused(self, channel: grpc.aio.Channel) -> None:
+        """A token past its exp is UNAUTHENTICATED with reason token_expired."""
+        old = KEYS.issuer(clock=lambda: time.time() - 7200).issue(
+            Principal(Role.PLAYER, "alice"), ttl_seconds=60)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await whoami_with(channel, old)
+        assert info.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert rpc_error_reason(info.value) == "token_expired"
+
+    async def test_rotation_accepts_both_issuer_keys(self, channel: grpc.aio.Channel) -> None:
+        """With two issuer kids published, tokens from either verify; the new kid may still
+        sign only what an issuer may."""
+        alice = Principal(Role.PLAYER, "alice")
+        for key in (KEYS.issuer_key, NEXT_ISSUER_KEY):
+            assert await whoami_with(channel, TokenIssuer(key).issue(alice)) == b"player:alice"
+        await unauthenticated(channel, TokenIssuer(NEXT_ISSUER_KEY).issue(
+            Principal(Role.SERVICE, "table")))
+
+    async def test_a_token_for_another_service_is_refused(
+        self, channel: grpc.aio.Channel
+    ) -> None:
+        """A token minted for one callee (aud) cannot be replayed at another."""
+        source = KEYS.service_source("table")
+        assert await whoami_with(channel, source.token("probe")) == b"service:table"
+        await unauthenticated(channel, source.token("wallet"))
 
 
 class TestErrorMapping:

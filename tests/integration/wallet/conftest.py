@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aredis
 
+from studkit.auth import DevKeys
 from studkit.testing import TestRedis
 from wallet.config import Settings
 from wallet.testing import RunningWallet, running_wallet
 
-SECRET = "wallet-integration-secret-long-enough-0123456789"
 
 def wallet_url(redis_server: TestRedis, admin_url: str) -> str:
     """The wallet ACL user's URL when this session runs the server, else the admin URL."""
@@ -23,12 +23,12 @@ def wallet_url(redis_server: TestRedis, admin_url: str) -> str:
 
 
 @pytest.fixture
-async def wallet(redis_server: TestRedis, redis_url: str) -> AsyncIterator[RunningWallet]:
-    """A fresh wallet on a flushed Redis."""
-    settings = Settings(
-        addr="127.0.0.1:0", redis_url=wallet_url(redis_server, redis_url), auth_secret=SECRET
-    )
-    async with running_wallet(settings) as running:
+async def wallet(redis_server: TestRedis, redis_url: str,
+                 dev_keys: DevKeys) -> AsyncIterator[RunningWallet]:
+    """A fresh wallet on a flushed Redis, trusting the session's dev keys."""
+    settings = Settings(addr="127.0.0.1:0", redis_url=wallet_url(redis_server, redis_url),
+                        auth_keys=dev_keys.key_set())
+    async with running_wallet(settings, dev_keys) as running:
         yield running
 
 

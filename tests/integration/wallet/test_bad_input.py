@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from stud.v1 import wallet_pb2 as pb
-from studkit.auth import Principal, TokenIssuer, bearer_metadata
+from studkit.auth import DevKeys, Principal, Role, bearer_metadata
 from studkit.grpc_server import rpc_error_reason
 from wallet.model import MAX_AMOUNT
 from wallet.testing import AUDITOR, OPERATOR, TABLE, RunningWallet, player
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 
 C = grpc.StatusCode
 ALICE, BOB = player("alice"), player("bob")
+DEALER = Principal(Role.SERVICE, "dealer")
 NOBODY = None
 EXPIRED = "expired"
 
@@ -140,6 +141,16 @@ CASES: dict[str, Case] = {
     # who may do what
     "player_moves_another_players_money": Case(ALICE, "BuyIn", buy_in(player_id="bob"),
                                                C.PERMISSION_DENIED, "permission_denied"),
+    "player_buys_in_for_themself": Case(ALICE, "BuyIn", buy_in(player_id="alice"),
+                                        C.PERMISSION_DENIED, "permission_denied"),
+    "dealer_buys_in": Case(DEALER, "BuyIn", buy_in(), C.PERMISSION_DENIED,
+                           "permission_denied"),
+    "dealer_settles": Case(DEALER, "SettleHand", settle(), C.PERMISSION_DENIED,
+                           "permission_denied"),
+    "dealer_cashes_out": Case(DEALER, "CashOut",
+                              pb.CashOutRequest(table_id="t1", seat=1, player_id="alice",
+                                                idempotency_key="c"),
+                              C.PERMISSION_DENIED, "permission_denied"),
     "player_deposits": Case(ALICE, "Deposit", deposit(), C.PERMISSION_DENIED,
                             "permission_denied"),
     "player_withdraws": Case(ALICE, "Withdraw",
@@ -183,7 +194,9 @@ def metadata(wallet: RunningWallet, who: Principal | str | None) -> tuple[tuple[
     if who is None:
         return ()
     if who == EXPIRED:
-        issuer = TokenIssuer(wallet.settings.auth_secret, clock=lambda: 1_000_000.0)
+        keys = wallet.client.keys
+        assert isinstance(keys, DevKeys)
+        issuer = keys.issuer(clock=lambda: 1_000_000.0)
         return bearer_metadata(issuer.issue(OPERATOR, ttl_seconds=60))
     assert isinstance(who, Principal)
     return wallet.client.metadata(who)

@@ -3,10 +3,13 @@ settlements with and without rake, cash-outs, statements, reconciliation, idempo
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 
 from stud.v1 import wallet_pb2 as pb
+from studkit.auth import Principal, Role
 from studkit.grpc_server import rpc_error_reason
 from wallet.ledger import replay
 from wallet.testing import AUDITOR, OPERATOR, TABLE, RunningWallet, player
@@ -217,13 +220,40 @@ class TestHands:
         assert info.value.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert rpc_error_reason(info.value) == "seat_taken"
 
-    async def test_player_may_buy_in_for_themself(self, wallet: RunningWallet) -> None:
-        """A player's own token may move their money to their seat."""
+    async def test_a_player_cannot_squat_a_seat(self, wallet: RunningWallet,
+                                                 snapshot: Any) -> None:
+        """Seats are the table's business: a player's own BuyIn (which once let one player
+        hold a seat against the table) and CashOut are PERMISSION_DENIED and change nothing,
+        and the table then buys another player in at that seat."""
         client = wallet.client
-        await client.create_account("alice")
-        await client.deposit("alice", 1000, "d1")
-        reply = await client.buy_in("alice", "t1", 4, 400, "b1", who=player("alice"))
+        for name in ("alice", "bob"):
+            await client.create_account(name)
+            await client.deposit(name, 1000, f"d-{name}")
+        before = await snapshot()
+        for call in (client.buy_in("alice", "t1", 4, 1, "b1", who=player("alice")),
+                     client.cash_out("alice", "t1", 4, "c1", who=player("alice"))):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await call
+            assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert await snapshot() == before
+        reply = await client.buy_in("bob", "t1", 4, 400, "b2")
         assert (reply.player_balance, reply.seat_balance) == (600, 400)
+
+    async def test_only_the_table_service_moves_seat_money(self, wallet: RunningWallet,
+                                                           snapshot: Any) -> None:
+        """A valid service:dealer token may not buy in, settle or cash out (it once settled
+        hands): PERMISSION_DENIED, nothing changes."""
+        client = wallet.client
+        await seated(wallet, {"alice": (1, 1000)})
+        dealer = Principal(Role.SERVICE, "dealer")
+        before = await snapshot()
+        for call in (client.buy_in("alice", "t1", 2, 1, "b9", who=dealer),
+                     client.settle(settlement("h1", [(1, "alice", 10, 10)]), who=dealer),
+                     client.cash_out("alice", "t1", 1, "c9", who=dealer)):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await call
+            assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert await snapshot() == before
 
 
 class TestStatements:

@@ -13,30 +13,35 @@ from dealer.deck import HandDeck, deal_street
 from dealer.shuffle import new_salt, shuffled
 from rules import DealPlan, DealSlot, Street
 from stud.v1 import dealer_pb2 as pb
+from studkit.auth import DevKeys
 from studkit.errors import BadRequest
-
-SECRET = "unit-test-secret-that-is-long-enough-0123456789"
 
 
 class TestSettings:
-    def test_defaults_and_overrides(self) -> None:
-        """Everything has a default but the secret; the table services are a list."""
-        settings = Settings.from_env({"STUD_AUTH_SECRET": SECRET})
+    def test_defaults_and_overrides(self, dev_keys: DevKeys) -> None:
+        """Everything has a default but the key set; the table services are a list."""
+        keys = dev_keys.env("dealer")
+        settings = Settings.from_env(keys)
         assert settings.addr == "[::]:50052" and settings.table_services == ("table",)
         settings = Settings.from_env({
-            "STUD_AUTH_SECRET": SECRET, "DEALER_ADDR": "127.0.0.1:0",
+            **keys, "DEALER_ADDR": "127.0.0.1:0",
             "DEALER_TABLE_SERVICES": "table, table-canary", "DEALER_SHUTDOWN_GRACE": "1.5",
             "REDIS_URL": "redis://dealer:pw@redis:6379/0"})
         assert settings.table_services == ("table", "table-canary")
         assert settings.shutdown_grace_s == 1.5
         assert settings.redis_url_redacted == "redis://dealer:***@redis:6379/0"
-        assert "pw" not in repr(settings) and SECRET not in repr(settings)
+        assert "pw" not in repr(settings)
+        assert len(settings.auth_keys) == len(dev_keys.key_set())
 
-    def test_a_secret_is_required_outside_dev(self) -> None:
-        """Without STUD_AUTH_SECRET only STUD_ENV=dev starts (with the dev key)."""
-        with pytest.raises(RuntimeError):
+    def test_a_key_set_is_required(self, dev_keys: DevKeys) -> None:
+        """Without STUD_AUTH_PUBLIC_KEYS the dealer does not start, not even with
+        STUD_ENV=dev (there is no built-in key), and the retired shared secret is refused."""
+        with pytest.raises(RuntimeError, match="STUD_AUTH_PUBLIC_KEYS"):
             Settings.from_env({})
-        assert Settings.from_env({"STUD_ENV": "dev"}).auth_secret
+        with pytest.raises(RuntimeError, match="STUD_AUTH_PUBLIC_KEYS"):
+            Settings.from_env({"STUD_ENV": "dev"})
+        with pytest.raises(RuntimeError, match="STUD_AUTH_SECRET"):
+            Settings.from_env({**dev_keys.env("dealer"), "STUD_AUTH_SECRET": "s" * 40})
 
 
 class TestRequests:

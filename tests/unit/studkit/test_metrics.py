@@ -7,10 +7,11 @@ import grpc
 import pytest
 
 from dealer.config import Settings as DealerSettings
+from studkit.auth import DevKeys
 from studkit.metrics import Metrics, host_address, port_number, split_method
 from wallet.config import Settings as WalletSettings
 
-SECRET = "unit-metrics-secret-long-enough-0123456789"
+KEYS = DevKeys.generate(services=())
 
 
 class TestMetrics:
@@ -71,7 +72,7 @@ class TestPort:
         self, settings: type[DealerSettings] | type[WalletSettings], default: int
     ) -> None:
         """Each service defaults to its own port; METRICS_PORT overrides it, 0 included."""
-        env = {"STUD_AUTH_SECRET": SECRET}
+        env = KEYS.env("any")
         assert settings.from_env(env).metrics_port == default
         assert settings.from_env({**env, "METRICS_PORT": "9200"}).metrics_port == 9200
         assert settings.from_env({**env, "METRICS_PORT": "0"}).metrics_port == 0
@@ -84,7 +85,7 @@ class TestPort:
     ) -> None:
         """/metrics binds all interfaces unless METRICS_ADDR names one (``make run``:
         loopback); a host name is refused, not resolved."""
-        env = {"STUD_AUTH_SECRET": SECRET}
+        env = KEYS.env("any")
         assert settings.from_env(env).metrics_addr == "0.0.0.0"
         loopback = settings.from_env({**env, "METRICS_ADDR": "127.0.0.1"})
         assert loopback.metrics_addr == "127.0.0.1"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from studkit.auth import Forbidden, Principal, Role
+from studkit.auth import DevKeys, Forbidden, Principal, Role
 from studkit.errors import Conflict
 from wallet.app import WalletApp
 from wallet.config import Settings
@@ -28,6 +28,7 @@ from wallet.store import BalanceChanged
 
 OPERATOR = Principal(Role.OPERATOR, "ops")
 TABLE = Principal(Role.SERVICE, "table")
+DEALER = Principal(Role.SERVICE, "dealer")
 AUDITOR = Principal(Role.AUDITOR, "audit")
 ALICE = Principal(Role.PLAYER, "alice")
 BOB = Principal(Role.PLAYER, "bob")
@@ -75,18 +76,19 @@ class TestAccess:
     @pytest.mark.parametrize(
         ("method", "command", "allowed", "denied"),
         [
-            ("deposit", DEPOSIT, [OPERATOR], [ALICE, TABLE, AUDITOR]),
-            ("withdraw", WITHDRAW, [OPERATOR], [ALICE, TABLE, AUDITOR]),
-            ("buy_in", BUY_IN, [ALICE, TABLE], [BOB, OPERATOR, AUDITOR]),
-            ("settle_hand", SETTLE, [TABLE], [ALICE, OPERATOR, AUDITOR]),
-            ("cash_out", CASH_OUT, [TABLE], [ALICE, OPERATOR, AUDITOR]),
+            ("deposit", DEPOSIT, [OPERATOR], [ALICE, TABLE, DEALER, AUDITOR]),
+            ("withdraw", WITHDRAW, [OPERATOR], [ALICE, TABLE, DEALER, AUDITOR]),
+            ("buy_in", BUY_IN, [TABLE], [ALICE, BOB, DEALER, OPERATOR, AUDITOR]),
+            ("settle_hand", SETTLE, [TABLE], [ALICE, DEALER, OPERATOR, AUDITOR]),
+            ("cash_out", CASH_OUT, [TABLE], [ALICE, DEALER, OPERATOR, AUDITOR]),
         ],
     )
     async def test_money_moves_only_for_allowed_callers(
         self, method: str, command: Any, allowed: list[Principal], denied: list[Principal]
     ) -> None:
-        """Each money-moving call is Forbidden to everyone outside its allowed roles, and a
-        refused call never reaches the store."""
+        """Each money-moving call is Forbidden to everyone outside its allowed callers (seats
+        and settlements are the table service's alone: not the player's own, not the
+        dealer's), and a refused call never reaches the store."""
         store = StubStore()
         app = app_with(store)
         for who in denied:
@@ -133,25 +135,46 @@ class TestRetries:
 
 
 class TestSettings:
-    def test_reads_the_environment(self) -> None:
+    def test_reads_the_environment(self, dev_keys: DevKeys) -> None:
         """Settings come from env vars, with defaults."""
         settings = Settings.from_env({
             "WALLET_ADDR": "127.0.0.1:7000",
             "REDIS_URL": "redis://wallet:pw@redis:6379/0",
-            "STUD_AUTH_SECRET": "x" * 40,
+            **dev_keys.env("wallet"),
             "LOG_LEVEL": "DEBUG",
         })
         assert settings.addr == "127.0.0.1:7000" and settings.log_level == "DEBUG"
         assert settings.shutdown_grace_s == 5.0
+        assert settings.table_services == ("table",)
+        assert len(settings.auth_keys) == len(dev_keys.key_set())
 
-    def test_never_shows_secrets(self) -> None:
-        """repr omits the auth secret and the Redis URL; the redacted URL hides the password."""
+    def test_names_the_table_services(self, dev_keys: DevKeys) -> None:
+        """WALLET_TABLE_SERVICES names the services that may buy in, settle and cash out;
+        the app refuses every other service."""
+        env = {**dev_keys.env("wallet"), "WALLET_TABLE_SERVICES": "table-a, table-b"}
+        assert Settings.from_env(env).table_services == ("table-a", "table-b")
+        with pytest.raises(ValueError):
+            Settings.from_env({**env, "WALLET_TABLE_SERVICES": " , "})
+
+    async def test_other_table_services_are_configurable(self) -> None:
+        """A wallet configured for ``table-b`` lets it settle and refuses ``table``."""
+        store = StubStore()
+        app = WalletApp(store, table_services=("table-b",))  # type: ignore[arg-type]
+        await app.settle_hand(Principal(Role.SERVICE, "table-b"), SETTLE)
+        with pytest.raises(Forbidden):
+            await app.settle_hand(TABLE, SETTLE)
+
+    def test_never_shows_secrets(self, dev_keys: DevKeys) -> None:
+        """repr omits the Redis URL; the redacted URL hides the password."""
         settings = Settings.from_env({"REDIS_URL": "redis://wallet:hunter2@redis:6379/0",
-                                      "STUD_AUTH_SECRET": "s" * 40})
-        assert "hunter2" not in repr(settings) and "s" * 40 not in repr(settings)
+                                      **dev_keys.env("wallet")})
+        assert "hunter2" not in repr(settings)
         assert settings.redis_url_redacted == "redis://wallet:***@redis:6379/0"
 
-    def test_requires_a_secret_outside_dev(self) -> None:
-        """Without STUD_AUTH_SECRET and STUD_ENV=dev the wallet does not start."""
-        with pytest.raises(RuntimeError):
+    def test_requires_a_key_set(self, dev_keys: DevKeys) -> None:
+        """Without STUD_AUTH_PUBLIC_KEYS the wallet does not start, and the retired shared
+        secret is refused rather than ignored."""
+        with pytest.raises(RuntimeError, match="STUD_AUTH_PUBLIC_KEYS"):
             Settings.from_env({})
+        with pytest.raises(RuntimeError, match="STUD_AUTH_SECRET"):
+            Settings.from_env({**dev_keys.env("wallet"), "STUD_AUTH_SECRET": "s" * 40})
