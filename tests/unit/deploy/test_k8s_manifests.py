@@ -3,6 +3,7 @@ let each service reach only what it needs."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3] / "deploy" / "k8s"
+AUTH_CONFIG = Path(__file__).resolve().parents[3] / "libs" / "studkit" / "auth" / "config.py"
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -40,8 +42,50 @@ class TestManifests:
         assert container["readinessProbe"]["grpc"]["port"] == port
         assert container["livenessProbe"]["grpc"]["port"] == port
         env = {e["name"]: e for e in container["env"]}
-        assert env["STUD_AUTH_SECRET"]["valueFrom"]["secretKeyRef"]["name"] == "stud-auth"
         assert env["REDIS_URL"]["valueFrom"]["secretKeyRef"]["name"] == f"{name}-redis"
+
+    @pytest.mark.parametrize("name", ["dealer", "wallet"])
+    def test_services_verify_with_the_public_key_set_only(self, name: str) -> None:
+        """STUD_AUTH_PUBLIC_KEYS names a file mounted from the stud-auth-public-keys Secret;
+        the dealer and the wallet call no one, so they get no private key (no
+        STUD_SERVICE_KEY, never STUD_ISSUER_KEY) and no retired shared secret."""
+        deployments = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "Deployment"}
+        pod = deployments[name]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        env = {e["name"]: e for e in container["env"]}
+        assert not {"STUD_SERVICE_KEY", "STUD_ISSUER_KEY", "STUD_AUTH_SECRET"} & set(env)
+        path = Path(env["STUD_AUTH_PUBLIC_KEYS"]["value"])
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mount = next(m for m in mounts.values() if Path(m["mountPath"]) == path.parent)
+        assert mount["readOnly"] is True
+        secret = volumes[mount["name"]]["secret"]
+        assert secret["secretName"] == "stud-auth-public-keys"
+        assert {"key": "public-keys.json", "path": path.name} in secret["items"]
+        assert all("secret" not in v or v["secret"]["secretName"] == "stud-auth-public-keys"
+                   for v in volumes.values())
+
+    def test_env_names_are_read_by_the_services(self) -> None:
+        """Every env var a Deployment sets is one its service's Settings reads."""
+        from dealer.config import Settings as DealerSettings
+        from wallet.config import Settings as WalletSettings
+
+        sources = {"dealer": DealerSettings, "wallet": WalletSettings}
+        deployments = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "Deployment"}
+        for name, settings in sources.items():
+            text = inspect.getsource(settings) + AUTH_CONFIG.read_text()
+            for entry in deployments[name]["spec"]["template"]["spec"]["containers"][0]["env"]:
+                assert f'"{entry["name"]}"' in text, (name, entry["name"])
+
+    def test_dev_overlay_commits_no_key(self) -> None:
+        """The dev overlay's key Secrets come from generated files, never literals."""
+        k = yaml.safe_load((ROOT / "overlays" / "dev" / "kustomization.yaml").read_text())
+        generators = {g["name"]: g for g in k["secretGenerator"]}
+        for name in ("stud-auth-public-keys", "table-service-key"):
+            assert "literals" not in generators[name]
+            assert all(f.split("=", 1)[1].startswith("keys/") for f in generators[name]["files"])
+        assert "stud-auth" not in generators
+        assert "keys/" in (ROOT / "overlays" / "dev" / ".gitignore").read_text().split()
 
     def test_redis_is_durable(self) -> None:
         """Redis runs with AOF, fsync always, noeviction and a persistent volume."""
