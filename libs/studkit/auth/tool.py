@@ -54,7 +54,8 @@ def _key_parser() -> argparse.ArgumentParser:
     public = commands.add_parser("public", help="the key-set entry of a private key")
     public.add_argument("file", type=Path)
     public.add_argument("--signer", required=True, help="issuer or service:<name>")
-    public.add_argument("--add-to", type=Path, help="add the entry to this key-set file")
+    public.add_argument("--add-to", type=Path,
+                        help="add the entry to this key-set file (created if absent)")
     retire = commands.add_parser("retire", help="remove a key from a key-set file")
     retire.add_argument("kid")
     retire.add_argument("--from", dest="key_set", type=Path, required=True)
@@ -77,7 +78,8 @@ def _keys(args: argparse.Namespace) -> None:
         if args.add_to is None:
             print(json.dumps(entry.to_jwk(), indent=2))
             return
-        keys = KeySet.from_json(args.add_to.read_text()).merged([entry])
+        keys = (KeySet.from_json(args.add_to.read_text()).merged([entry])
+                if args.add_to.exists() else KeySet([entry]))
         args.add_to.write_text(keys.to_json() + "\n")
         print(f"{entry.kid} ({entry.signer}) in {args.add_to}: {len(keys)} keys")
     elif args.command == "retire":

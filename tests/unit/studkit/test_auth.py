@@ -342,18 +342,23 @@ class TestTool:
     ) -> None:
         """A new key is generated, published into a key set, signs, and is retired."""
         key_set = tmp_path / "public-keys.json"
-        key_set.write_text(KEYS.key_set().to_json())
+        KEYS.write(tmp_path / "old")
+        assert main(["public", str(tmp_path / "old" / "service-table.pem"), "--signer",
+                     "service:table", "--add-to", str(key_set)]) == 0  # creates the set
         assert main(["keygen", str(tmp_path / "table-2.pem")]) == 0
-        kid = capsys.readouterr().out.strip()
+        kid = capsys.readouterr().out.strip().splitlines()[-1]
         assert main(["keygen", str(tmp_path / "table-2.pem")]) == 2  # never overwrites
         assert main(["public", str(tmp_path / "table-2.pem"), "--signer", "service:table",
                      "--add-to", str(key_set)]) == 0
         assert main(["service", "table", "--key", str(tmp_path / "table-2.pem")]) == 0
         token = capsys.readouterr().out.strip().splitlines()[-1]
         assert TokenVerifier(KeySet.from_json(key_set.read_text())).verify(token) == TABLE
+        assert len(KeySet.from_json(key_set.read_text())) == 2
         assert main(["retire", kid, "--from", str(key_set)]) == 0
         with pytest.raises(Unauthorized):
             TokenVerifier(KeySet.from_json(key_set.read_text())).verify(token)
+        old_token = KEYS.service_source("table").token()
+        assert TokenVerifier(KeySet.from_json(key_set.read_text())).verify(old_token) == TABLE
 
     def test_dev_keys(self, tmp_path: Path) -> None:
         """``dev-keys DIR`` writes a loadable set for the named services."""
