@@ -44,6 +44,9 @@ class Settings:
     """``DEALER_MAX_STREAMS_PER_PLAYER``: open WatchMyCards streams one caller may hold."""
     max_streams_per_connection: int = 16
     """``DEALER_MAX_STREAMS_PER_CONNECTION``: open streams one client connection may hold."""
+    watch_redis_connections: int = 200
+    """``DEALER_WATCH_REDIS_CONNECTIONS``: the watchers' own Redis pool, one connection per
+    table being watched; dealing keeps the main pool to itself."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -61,6 +64,7 @@ class Settings:
             metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
             max_streams_per_player=int(env.get("DEALER_MAX_STREAMS_PER_PLAYER", "8")),
             max_streams_per_connection=int(env.get("DEALER_MAX_STREAMS_PER_CONNECTION", "16")),
+            watch_redis_connections=int(env.get("DEALER_WATCH_REDIS_CONNECTIONS", "200")),
         )
 
     @property

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import time
 from collections import deque
@@ -30,7 +31,17 @@ import structlog
 
 import rules
 from rules import Command, Event, Phase, TableState, decide, evolve, initial_state
-from rules.commands import LeaveSeat, OpenTable, RevealHands, Showdown, SitOut, StartHand, TimeOut
+from rules.commands import (
+    AddChips,
+    LeaveSeat,
+    OpenTable,
+    RevealHands,
+    Showdown,
+    SitOut,
+    StartHand,
+    TimeOut,
+    VoidHand,
+)
 from rules.errors import RuleViolation
 from rules.events import (
     ActionTimedOut,
@@ -48,6 +59,7 @@ from rules.events import (
     PlayerSeated,
     Raised,
 )
+from rules.settlement import settlement as settle_query
 from stud.v1 import wallet_pb2 as wpb
 from stud.v1.envelope_pb2 import EventEnvelope, TurnClock
 from studkit import keys
@@ -381,7 +393,10 @@ class TableActor:
 
     def start(self) -> None:
         """Run the driver in the background."""
-        self.task = asyncio.create_task(self._run(), name=f"table:{self.table_id}")
+        # A fresh context: the driver must not inherit the log context of the RPC that
+        # happened to create the table.
+        self.task = asyncio.create_task(self._run(), name=f"table:{self.table_id}",
+                                        context=contextvars.Context())
 
     async def stop(self) -> None:
         """Stop the driver."""
@@ -507,18 +522,14 @@ class TableActor:
         return _ts(clock.deadline)
 
     async def _void(self, hand_number: int, reason: str) -> None:
-        void = getattr(rules, "VoidHand", None) or getattr(rules.commands, "VoidHand", None)
-        if void is None:
-            self._waiting(reason)
-            return
         log.error("hand_voided", hand_number=hand_number, reason=reason)
-        await self.system(void(reason=reason), f"h{hand_number}:void")
+        await self.system(VoidHand(reason=reason), f"h{hand_number}:void")
         self._resumed()
 
     # --- money ---------------------------------------------------------------------------
 
     async def _settle(self, state: TableState) -> None:
-        settlement = rules.settlement(state)  # type: ignore[attr-defined]
+        settlement = settle_query(state)
         hand = state.hand
         assert hand is not None and settlement is not None
         config = state.config
@@ -576,7 +587,6 @@ class TableActor:
         await self.reconcile()
 
     async def _add_chips(self, seat: int, amount: int, wallet_key: str) -> None:
-        from rules.commands import AddChips
         await self.commit(AddChips(seat=seat, amount=amount), f"s:topup:{wallet_key}")
         self.intents.topups.pop(seat, None)
         await self._save_intents()

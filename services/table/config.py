@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from studkit.auth import KeySet, key_set_from_env
 from studkit.auth.config import SERVICE_KEY_ENV, signing_key_from_env
 from studkit.auth.signing import SigningKey
-from studkit.metrics import port_number
+from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 from studkit.service import redact_url
 
 DEFAULT_METRICS_PORT = 9101
@@ -31,7 +31,8 @@ class Settings:
     ``TABLE_CALL_DEADLINE`` (seconds per call to the dealer or wallet, ``3``),
     ``TABLE_WATCH_BUFFER`` (events a watcher may fall behind before it is cut off, ``1000``),
     ``TABLE_WATCHES_PER_PLAYER`` (open watches per caller, ``8``), ``METRICS_PORT``
-    (``9101``; ``0`` serves none), ``METRICS_HOST`` (default all interfaces).
+    (``9101``; ``0`` serves none), ``METRICS_ADDR`` (the IP ``/metrics`` binds; all
+    interfaces by default, loopback in ``make run``).
     """
 
     addr: str = DEFAULT_ADDR
@@ -47,7 +48,7 @@ class Settings:
     watch_buffer: int = 1000
     watches_per_player: int = 8
     metrics_port: int = DEFAULT_METRICS_PORT
-    metrics_host: str = ""
+    metrics_addr: str = DEFAULT_METRICS_ADDR
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -66,7 +67,7 @@ class Settings:
             watch_buffer=int(env.get("TABLE_WATCH_BUFFER", "1000")),
             watches_per_player=int(env.get("TABLE_WATCHES_PER_PLAYER", "8")),
             metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
-            metrics_host=env.get("METRICS_HOST", ""),
+            metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
         )
 
     @property
