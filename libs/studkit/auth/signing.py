@@ -147,6 +147,9 @@ class VerifyingKey:
     def from_jwk(cls, jwk: Mapping[str, Any]) -> VerifyingKey:
         """The entry of a JWK; ``ValueError`` when it is not an Ed25519 signing key whose kid
         is its thumbprint, with a valid signer."""
+        if "d" in jwk:
+            # Never echo it: this is a private key where only public ones belong.
+            raise ValueError("a key set holds public keys only; an entry carries a private key")
         if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
             raise ValueError("a key must be an Ed25519 JWK (kty OKP, crv Ed25519)")
         if jwk.get("alg", "EdDSA") != "EdDSA" or jwk.get("use", "sig") != "sig":

@@ -207,10 +207,12 @@ class TestKeySet:
         lambda k: k.update(alg="HS256"),
         lambda k: k.update(x="AAAA"),
         lambda k: k.pop("signer"),
+        lambda k: k.update(d="cHJpdmF0ZQ"),
     ])
     def test_refuses_malformed_entries(self, mutate: Callable[[dict[str, object]], None]) -> None:
         """A kid that is not the key's thumbprint, an unknown signer, another key type or
-        algorithm, a bad public key or a missing signer is refused at load."""
+        algorithm, a bad public key, a missing signer or a private key (``d``) is refused at
+        load."""
         document = json.loads(KEYS.key_set().to_json())
         mutate(document["keys"][0])
         with pytest.raises(ValueError):
