@@ -306,10 +306,13 @@ class DealerApp:
                               changes: AsyncIterator[object]) -> AsyncIterator[OwnCards]:
         """The caller's cards of the latest hand they were dealt into, now and again after
         every change of the table's stream that changes them. ``changes`` yields once per
-        new public event."""
+        new public event. A table with no public record is :class:`NotFound` (watching a
+        made-up table would hold a stream reader for nothing)."""
         if principal.role is not Role.PLAYER:
             raise Forbidden("only a player may read their own cards")
         _bind(table_id)
+        if not (await self._tables.view(table_id)).state.opened:
+            raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
         last: OwnCards | None = None
         async for _change in changes:
             view = await self._tables.view(table_id)

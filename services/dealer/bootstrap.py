@@ -25,22 +25,32 @@ class DealerDeps:
     tailer: StreamTailer
     verifier: TokenVerifier
     metrics: Metrics = field(default_factory=Metrics)
+    watchers: DealerStore | None = None
+    """The tailer's own client (a bounded pool apart from ``store``'s), closed with the rest."""
 
     async def close(self) -> None:
         """Stop the stream readers and release the Redis connections."""
         await self.tailer.aclose()
+        if self.watchers is not None:
+            await self.watchers.close()
         await self.store.close()
 
 
 def build_deps(settings: Settings) -> DealerDeps:
     """The dealer's dependencies for ``settings`` (call within a running loop). One Redis
-    client, the dealer ACL user's, serves the deck store and the reads of tables' streams."""
+    client, the dealer ACL user's, serves the deck store and the reads of tables' streams; a
+    second one, on its own bounded pool, tails the streams for ``WatchMyCards``."""
     store = DealerStore.from_url(settings.redis_url)
+    # Watchers block in XREAD, one connection per table watched: on a pool of their own they
+    # can never take the connections that StartHand and Deal need.
+    watchers = DealerStore.from_url(settings.redis_url,
+                                    max_connections=settings.watch_redis_connections)
     events = EventStore(store.client)
     tables = PublicTables(events, event_from_envelope)
     metrics = Metrics()
     app = DealerApp(store, tables, table_services=settings.table_services,
                     conflict_retries=settings.conflict_retries, metrics=metrics)
-    return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(store.client),
+    return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(watchers.client),
+                      watchers=watchers,
                       verifier=TokenVerifier(settings.auth_keys, audience="dealer"),
                       metrics=metrics)

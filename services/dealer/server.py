@@ -1,6 +1,13 @@
 """The dealer's gRPC face: a thin servicer (proto -> app -> proto) and
 ``create_server(settings, deps) -> (server, port)``. Errors are raised, never aborted here:
-``errors.DEALER_ERRORS`` maps them in the interceptor."""
+``errors.DEALER_ERRORS`` maps them in the interceptor.
+
+``WatchMyCards`` is bounded: at most ``DEALER_MAX_STREAMS_PER_PLAYER`` open per player and
+``DEALER_MAX_STREAMS_PER_CONNECTION`` per client connection (then ``RESOURCE_EXHAUSTED``,
+``too_many_streams``), only on tables with a public record (else ``NOT_FOUND``), and it tails
+the table through ``deps.tailer``, which has a Redis pool of its own, so watchers never hold
+the connections that dealing needs. Like every stream it ends with ``UNAUTHENTICATED``
+(``token_expired``) when the caller's token expires."""
 
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from rules.events import DownCardDealt, HandStarted, UpCardDealt
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
+from studkit.limits import StreamLimiter
 from studkit.store import EventStore, StreamTailer
 
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerService"].full_name
@@ -29,10 +37,11 @@ CARD_EVENTS: Final = frozenset(
 class DealerServicer(pb_grpc.DealerServiceServicer):
     """One method per RPC, each a translation around one app call."""
 
-    def __init__(self, deps: DealerDeps) -> None:
+    def __init__(self, deps: DealerDeps, limiter: StreamLimiter) -> None:
         self._app = deps.app
         self._events: EventStore = deps.events
         self._tailer: StreamTailer = deps.tailer
+        self.limiter = limiter
 
     async def StartHand(
         self, request: pb.StartHandRequest, context: grpc.aio.ServicerContext
@@ -64,17 +73,18 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
     ) -> AsyncIterator[pb.MyCards]:
         table_id = mapping.table_id(request.table_id)
         principal = current_principal()
-        version = await self._events.version(table_id)
+        async with self.limiter.hold(principal, context.peer()):
+            version = await self._events.version(table_id)
 
-        async def changes() -> AsyncIterator[object]:
-            yield None  # the cards as they are now
-            async with self._tailer.subscribe(table_id, after_id=f"0-{version}") as events:
-                async for stored in events:
-                    if stored.envelope.event_type in CARD_EVENTS:
-                        yield stored
+            async def changes() -> AsyncIterator[object]:
+                yield None  # the cards as they are now
+                async with self._tailer.subscribe(table_id, after_id=f"0-{version}") as events:
+                    async for stored in events:
+                        if stored.envelope.event_type in CARD_EVENTS:
+                            yield stored
 
-        async for cards in self._app.watch_own_cards(principal, table_id, changes()):
-            yield mapping.own_cards_to_proto(cards)
+            async for cards in self._app.watch_own_cards(principal, table_id, changes()):
+                yield mapping.own_cards_to_proto(cards)
 
     async def Reveal(
         self, request: pb.RevealRequest, context: grpc.aio.ServicerContext
@@ -96,9 +106,12 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
 def create_server(settings: Settings, deps: DealerDeps) -> tuple[GrpcServer, int]:
     """The dealer server bound to ``settings.addr`` (not started) and its port; calls are
     counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``)."""
+    limiter = StreamLimiter(per_principal=settings.max_streams_per_player,
+                            per_peer=settings.max_streams_per_connection)
+    servicer = DealerServicer(deps, limiter)
     server = create_grpc_server(
         settings.addr,
-        [(pb_grpc.add_DealerServiceServicer_to_server, DealerServicer(deps), SERVICE_NAME)],
+        [(pb_grpc.add_DealerServiceServicer_to_server, servicer, SERVICE_NAME)],
         verifier=deps.verifier,
         errors=DEALER_ERRORS,
         metrics=deps.metrics,

@@ -102,9 +102,12 @@ class DealerStore:
         self._record = client.register_script(_RECORD)
 
     @classmethod
-    def from_url(cls, url: str) -> DealerStore:
-        """A store on a new connection pool for ``url`` (the dealer ACL user's)."""
-        return cls(aioredis.Redis.from_url(url, decode_responses=False))
+    def from_url(cls, url: str, max_connections: int | None = None) -> DealerStore:
+        """A store on a new connection pool for ``url`` (the dealer ACL user's) of at most
+        ``max_connections`` (redis-py's default when None); a call that finds the pool empty
+        fails (``MaxConnectionsError``, reported as ``UNAVAILABLE``)."""
+        return cls(aioredis.Redis.from_url(url, decode_responses=False,
+                                           max_connections=max_connections))
 
     @property
     def client(self) -> aioredis.Redis:

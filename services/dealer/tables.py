@@ -3,14 +3,19 @@ library, so that who sits where, the hand, its phase and the pending deal come f
 record and never from a caller's word.
 
 A view is cached per table and brought up to date incrementally (streams only grow); a stream
-found shorter than the cache (a reset store) is folded again from the start.
+found shorter than the cache (a reset store) is folded again from the start. The cache is
+bounded (least recently used goes) and never holds a table without events, so callers naming
+made-up tables cannot grow it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from rules import Event, TableState, evolve, initial_state
 from rules.events import HandStarted
@@ -50,19 +55,45 @@ class TableView:
         return None
 
 
-class PublicTables:
-    """Folded public streams, one cached :class:`TableView` per table."""
+DEFAULT_MAX_TABLES: Final = 1024
+"""Views kept by default: a table's view is a few kilobytes, and one not kept is folded
+again from its stream on the next call."""
 
-    def __init__(self, events: EventStore, decode: Decoder) -> None:
+
+class PublicTables:
+    """Folded public streams: a bounded, least-recently-used cache of :class:`TableView`.
+
+    Only tables with events are cached (a call naming an unknown table leaves nothing
+    behind), at most ``max_tables`` of them; the least recently used goes first. One lock
+    per table serialises its refreshes, and is dropped when nobody holds or waits for it.
+    """
+
+    def __init__(self, events: EventStore, decode: Decoder,
+                 max_tables: int = DEFAULT_MAX_TABLES) -> None:
+        if max_tables < 1:
+            raise ValueError("max_tables must be at least 1")
         self._events = events
         self._decode = decode
-        self._views: dict[str, TableView] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._max_tables = max_tables
+        self._views: OrderedDict[str, TableView] = OrderedDict()
+        self._locks: dict[str, _TableLock] = {}
+
+    @property
+    def max_tables(self) -> int:
+        """How many views the cache keeps at most."""
+        return self._max_tables
+
+    def cached(self) -> int:
+        """How many views are cached now."""
+        return len(self._views)
+
+    def locks(self) -> int:
+        """How many per-table locks exist now (0 when no call is in flight)."""
+        return len(self._locks)
 
     async def view(self, table_id: str) -> TableView:
         """The table as of now (an empty view for a table with no events)."""
-        lock = self._locks.setdefault(table_id, asyncio.Lock())
-        async with lock:
+        async with self._lock(table_id):
             view = self._views.get(table_id) or TableView(table_id)
             if view.version and await self._events.version(table_id) < view.version:
                 view = TableView(table_id)
@@ -73,5 +104,36 @@ class PublicTables:
                 for item in stored:
                     fresh.apply(self._decode(item.envelope))
                 view = fresh
-            self._views[table_id] = view
+            self._remember(view)
             return view
+
+    def _remember(self, view: TableView) -> None:
+        if not view.version:  # no events: nothing worth keeping (and ids are free to invent)
+            self._views.pop(view.table_id, None)
+            return
+        self._views[view.table_id] = view
+        self._views.move_to_end(view.table_id)
+        while len(self._views) > self._max_tables:
+            self._views.popitem(last=False)
+
+    @contextlib.asynccontextmanager
+    async def _lock(self, table_id: str) -> AsyncIterator[None]:
+        entry = self._locks.get(table_id)
+        if entry is None:
+            entry = self._locks[table_id] = _TableLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0 and self._locks.get(table_id) is entry:
+                del self._locks[table_id]
+
+
+@dataclass(eq=False, slots=True)
+class _TableLock:
+    """A table's lock and how many calls hold or wait for it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0

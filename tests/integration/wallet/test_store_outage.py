@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from stud.v1 import wallet_pb2 as pb
+from studkit.auth import DevKeys
 from studkit.grpc_server import rpc_error_reason
 from studkit.metrics import REQUESTS
 from studkit.redis_server import RedisServer
@@ -18,11 +19,10 @@ from wallet.testing import OPERATOR, RunningWallet, running_wallet
 
 pytestmark = pytest.mark.integration
 
-SECRET = "wallet-integration-secret-long-enough-0123456789"
 
 
-def outage_settings(url: str) -> Settings:
-    return Settings(addr="127.0.0.1:0", redis_url=url, auth_secret=SECRET)
+def outage_settings(url: str, keys: DevKeys) -> Settings:
+    return Settings(addr="127.0.0.1:0", redis_url=url, auth_keys=keys.key_set())
 
 
 @pytest.fixture
@@ -40,10 +40,11 @@ def calls(wallet: RunningWallet, method: str, code: str) -> float:
                                       method=method, code=code)
 
 
-async def test_a_stopped_redis_is_unavailable(lonely_redis: RedisServer) -> None:
+async def test_a_stopped_redis_is_unavailable(lonely_redis: RedisServer,
+                                              dev_keys: DevKeys) -> None:
     """With its Redis stopped, reads and writes of the wallet are UNAVAILABLE
     (store_unavailable, retry with the same key), counted as such; none is INTERNAL."""
-    async with running_wallet(outage_settings(lonely_redis.url)) as wallet:
+    async with running_wallet(outage_settings(lonely_redis.url, dev_keys), dev_keys) as wallet:
         await wallet.client.create_account("alice")
         await wallet.client.deposit("alice", 100, "d-1")
         lonely_redis.stop()
@@ -64,10 +65,11 @@ async def test_a_stopped_redis_is_unavailable(lonely_redis: RedisServer) -> None
             assert calls(wallet, method, "INTERNAL") == 0
 
 
-async def test_a_retry_after_the_outage_is_applied_once(lonely_redis: RedisServer) -> None:
+async def test_a_retry_after_the_outage_is_applied_once(lonely_redis: RedisServer,
+                                                       dev_keys: DevKeys) -> None:
     """A deposit refused as UNAVAILABLE, retried with the same key once Redis is back, is
     applied once; a second retry is answered as the same deposit."""
-    async with running_wallet(outage_settings(lonely_redis.url)) as wallet:
+    async with running_wallet(outage_settings(lonely_redis.url, dev_keys), dev_keys) as wallet:
         await wallet.client.create_account("alice")
         port = lonely_redis.port
         lonely_redis.stop()
