@@ -94,6 +94,7 @@ async def test_an_id_with_a_newline_is_refused(wallet: RunningWallet, name: str)
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await wallet.client.create_account(name)
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert rpc_error_reason(info.value) == "malformed_id"
     with pytest.raises(grpc.aio.AioRpcError) as missing:
         await wallet.client.balance(pb.AccountRef(player_id="alice"))
     assert missing.value.code() is grpc.StatusCode.NOT_FOUND
