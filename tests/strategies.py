@@ -35,9 +35,10 @@ from rules.commands import (
     TimeOut,
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
-from rules.dealing import pending_deal
-from rules.decide import ACTION_COMMANDS, eligible_seats
+from rules.dealing import deal_plan
+from rules.decide import ACTION_COMMANDS
 from rules.driver import StackedDeck, deal_command, revealed_hands
+from rules.queries import seats_to_deal
 from rules.state import Phase, TableState
 
 
@@ -222,7 +223,7 @@ def illegal_commands(state: TableState, dealer: Dealer | None
         out.append((DealStreet(cards=()), Reason.NO_HAND_IN_PROGRESS))
         out.append((Showdown(hands=()), Reason.NO_HAND_IN_PROGRESS))
         out.append((RevealHands(hands=()), Reason.NO_HAND_IN_PROGRESS))
-        if len(eligible_seats(state)) < config.min_players:
+        if len(seats_to_deal(state)) < config.min_players:
             out.append((StartHand(hand_number=state.hands_started + 1),
                         Reason.NOT_ENOUGH_PLAYERS))
         return out
@@ -295,7 +296,7 @@ def _illegal_actions(state: TableState) -> Iterator[tuple[Command, Reason | None
 def _bad_deals(state: TableState, dealer: Dealer) -> Iterator[tuple[Command, Reason | None]]:
     hand, config = state.hand, state.config
     assert hand is not None and config is not None
-    plan = pending_deal(hand, config)
+    plan = deal_plan(hand, config)
     assert plan is not None
     peek = dealer.copy()
     cards = peek.cards_for(plan)

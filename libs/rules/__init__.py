@@ -1,21 +1,35 @@
 """Seven Card Stud Hi/Lo, eight-or-better: the game as pure functions (no I/O, no clock, no
 randomness). ``decide(state, command) -> events``, ``evolve(state, event) -> state``,
-``fold(events) -> state``; cards and time come in as data."""
+``fold(events) -> state``; cards and time come in as data.
+
+A table service needs only ``import rules``: the values, ``decide``/``evolve``/``fold``, one
+query per question about a state (``can_start_hand``, ``seats_to_deal``, ``legal_actions``,
+``pending_deal``, ``pots``, ``showdown_order``, ``settlement``) and what each viewer may see
+(``event_for``, ``public_event``, ``table_for``, ``hand_for``, ``revealable_seats``)."""
 
 from rules.betting import ActionKind, LegalAction, LegalActions
 from rules.cards import DECK, Card, Suit, card_from_index, format_cards, parse_cards
-from rules.commands import Command
-from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
+from rules.commands import Command, VoidHand
+from rules.config import HeadsUpRaises, Rake, ShowdownOpener, TableConfig
 from rules.dealing import DealPlan, DealSlot
 from rules.decide import decide
 from rules.errors import Reason, RuleViolation
 from rules.events import Event
 from rules.evolve import evolve, fold
 from rules.hands import HighCategory, HighValue, LowValue, best_high, best_low, board_value
-from rules.pots import Pot
-from rules.queries import legal_actions, pending_deal, pots, showdown_order
+from rules.queries import (
+    can_start_hand,
+    legal_actions,
+    pending_deal,
+    pots,
+    seats_to_deal,
+    showdown_order,
+)
+from rules.settlement import Settlement, SettlementSeat, settlement
+from rules.side_pots import Pot
 from rules.state import HandState, Phase, TableState, initial_state
 from rules.streets import Street
+from rules.views import Viewer, event_for, hand_for, public_event, revealable_seats, table_for
 
 __all__ = [
     "DECK",
@@ -34,25 +48,38 @@ __all__ = [
     "LowValue",
     "Phase",
     "Pot",
+    "Rake",
     "Reason",
     "RuleViolation",
+    "Settlement",
+    "SettlementSeat",
     "ShowdownOpener",
     "Street",
     "Suit",
     "TableConfig",
     "TableState",
+    "Viewer",
+    "VoidHand",
     "best_high",
     "best_low",
     "board_value",
+    "can_start_hand",
     "card_from_index",
     "decide",
+    "event_for",
     "evolve",
     "fold",
     "format_cards",
+    "hand_for",
     "initial_state",
     "legal_actions",
     "parse_cards",
     "pending_deal",
     "pots",
+    "public_event",
+    "revealable_seats",
+    "seats_to_deal",
+    "settlement",
     "showdown_order",
+    "table_for",
 ]

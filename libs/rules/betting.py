@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum, unique
 
 from rules.config import HeadsUpRaises, TableConfig
+from rules.errors import Reason, RuleViolation
 from rules.hands import board_value
 from rules.state import HandState, Player
 from rules.streets import Street, bet_size
@@ -131,16 +132,24 @@ def street_bet(hand: HandState, config: TableConfig) -> int:
     return bet_size(config, hand.street)
 
 
+def raise_refusal(hand: HandState, config: TableConfig, p: Player) -> RuleViolation | None:
+    """Why ``p`` may not bet, complete or raise now, or None if they may (RULES 6.6-6.8)."""
+    if is_capped(hand, config):
+        return RuleViolation(Reason.CAP_REACHED, "the betting is capped: call or fold")
+    if p.stack <= hand.target - p.street_total:
+        return RuleViolation(Reason.INSUFFICIENT_CHIPS, "not enough chips to raise")
+    if not any(q.able for q in hand.players if q.seat != p.seat):
+        return RuleViolation(Reason.ILLEGAL_ACTION, "nobody else can call a wager")
+    # RULES 6.6: after acting, only wagers adding up to half a bet reopen the raising.
+    if p.acted and 2 * (hand.target - p.reference) < street_bet(hand, config):
+        return RuleViolation(Reason.RAISE_NOT_REOPENED,
+                             "the betting was not reopened for you: call or fold")
+    return None
+
+
 def may_raise(hand: HandState, config: TableConfig, p: Player) -> bool:
     """Whether ``p`` may bet, complete or raise now (RULES 6.6-6.8)."""
-    if is_capped(hand, config):
-        return False
-    if p.stack <= hand.target - p.street_total:
-        return False
-    if not any(q.able for q in hand.players if q.seat != p.seat):
-        return False
-    # RULES 6.6: after acting, only wagers adding up to half a bet reopen the raising.
-    return not p.acted or 2 * (hand.target - p.reference) >= street_bet(hand, config)
+    return raise_refusal(hand, config, p) is None
 
 
 def wager_kind(hand: HandState) -> ActionKind:
@@ -153,37 +162,74 @@ def wager_kind(hand: HandState) -> ActionKind:
     return ActionKind.RAISE
 
 
+ACTION_ORDER: tuple[ActionKind, ...] = (
+    ActionKind.BRING_IN, ActionKind.CHECK, ActionKind.FOLD, ActionKind.CALL,
+    ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE,
+)
+"""The order in which legal actions are listed."""
+
+
+def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
+                 ) -> LegalAction | RuleViolation:
+    """The player to act taking an action of ``kind`` now: the action with its amounts if
+    legal, else the refusal (returned, not raised) with its reason. The one source of
+    legality: :func:`legal_actions_for` lists what this allows and ``decide`` raises what it
+    refuses, so an offered action is never refused nor a refused one offered (STYLE §10)."""
+    assert hand.to_act is not None
+    p = hand.player(hand.to_act)
+    reach = p.street_total + p.stack
+    if hand.bring_in_pending:
+        if kind == ActionKind.BRING_IN:
+            amount = min(config.bring_in, p.stack)
+            return LegalAction(kind=kind, amount=amount, to=amount, all_in=amount == p.stack)
+        if kind == ActionKind.COMPLETE and p.stack > config.bring_in:
+            to = min(config.small_bet, reach)
+            return LegalAction(kind=kind, amount=to, to=to, all_in=to == reach)
+        if p.stack > config.bring_in:
+            return RuleViolation(Reason.ILLEGAL_ACTION, "post the bring-in or complete")
+        return RuleViolation(Reason.ILLEGAL_ACTION,
+                             "post the bring-in (too few chips to complete)")
+    if kind == ActionKind.BRING_IN:
+        return RuleViolation(Reason.ILLEGAL_ACTION, "the bring-in is already posted")
+    to_call = hand.target - p.street_total
+    if kind == ActionKind.CHECK:
+        if to_call > 0:
+            return RuleViolation(Reason.CHECK_NOT_ALLOWED, "there is a wager to call")
+        return LegalAction(kind=kind, to=p.street_total)
+    if kind == ActionKind.FOLD:
+        if to_call <= 0:
+            return RuleViolation(Reason.FOLD_NOT_ALLOWED,
+                                 "folding is not allowed when you can check")
+        return LegalAction(kind=kind, to=p.street_total)
+    if kind == ActionKind.CALL:
+        if to_call <= 0:
+            return RuleViolation(Reason.ILLEGAL_ACTION, "nothing to call: check")
+        amount = min(to_call, p.stack)
+        return LegalAction(kind=kind, amount=amount, to=p.street_total + amount,
+                           all_in=amount == p.stack)
+    refusal = raise_refusal(hand, config, p)
+    if refusal is not None:
+        return refusal
+    wager = wager_kind(hand)
+    if kind != wager:
+        return RuleViolation(Reason.ILLEGAL_ACTION, f"this wager is a {wager.value}")
+    to = min(hand.level + street_bet(hand, config), reach)
+    return LegalAction(kind=kind, amount=to - p.street_total, to=to, all_in=to == reach)
+
+
 def legal_actions_for(hand: HandState, config: TableConfig) -> LegalActions | None:
-    """Exactly what the player to act may do, with amounts; None when nobody is to act."""
+    """Exactly what the player to act may do, with amounts (every kind
+    :func:`judge_action` allows); None when nobody is to act."""
     from rules.state import Phase  # local: avoid a cycle in type checking order
 
     if hand.phase != Phase.BETTING or hand.to_act is None:
         return None
-    p = hand.player(hand.to_act)
-    reach = p.street_total + p.stack
-    actions: list[LegalAction] = []
-    if hand.bring_in_pending:
-        amount = min(config.bring_in, p.stack)
-        actions.append(LegalAction(kind=ActionKind.BRING_IN, amount=amount, to=amount,
-                                   all_in=amount == p.stack))
-        if p.stack > config.bring_in:
-            to = min(config.small_bet, reach)
-            actions.append(LegalAction(kind=ActionKind.COMPLETE, amount=to, to=to,
-                                       all_in=to == reach))
-        return LegalActions(seat=p.seat, actions=tuple(actions))
-    to_call = hand.target - p.street_total
-    if to_call <= 0:
-        actions.append(LegalAction(kind=ActionKind.CHECK, to=p.street_total))
-    else:
-        actions.append(LegalAction(kind=ActionKind.FOLD, to=p.street_total))
-        amount = min(to_call, p.stack)
-        actions.append(LegalAction(kind=ActionKind.CALL, amount=amount,
-                                   to=p.street_total + amount, all_in=amount == p.stack))
-    if may_raise(hand, config, p):
-        to = min(hand.level + street_bet(hand, config), reach)
-        actions.append(LegalAction(kind=wager_kind(hand), amount=to - p.street_total, to=to,
-                                   all_in=to == reach))
-    return LegalActions(seat=p.seat, actions=tuple(actions))
+    actions = []
+    for kind in ACTION_ORDER:
+        verdict = judge_action(hand, config, kind)
+        if isinstance(verdict, LegalAction):
+            actions.append(verdict)
+    return LegalActions(seat=hand.to_act, actions=tuple(actions))
 
 
 def round_over(hand: HandState) -> bool:

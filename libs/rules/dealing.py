@@ -1,7 +1,7 @@
 """Who gets the next cards, face up or down, and when the deck runs short (RULES §4, §10).
 
-The rules never draw cards: :func:`pending_deal` says what the dealer must deliver next and
-``DealStreet`` brings the cards in as data."""
+The rules never draw cards: :func:`deal_plan` (for a table: ``rules.pending_deal(state)``)
+says what the dealer must deliver next and ``DealStreet`` brings the cards in as data."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def stub_size(hand: HandState) -> int:
     return DECK_SIZE - hand.dealt - hand.burned
 
 
-def pending_deal(hand: HandState, config: TableConfig) -> DealPlan | None:
+def deal_plan(hand: HandState, config: TableConfig) -> DealPlan | None:
     """What must be dealt next, or None when the hand is not waiting for cards.
 
     In an all-in runout every card is dealt face up: the hands are already exposed.

@@ -5,10 +5,9 @@ wagers, a hand settling) or raises :class:`RuleViolation` and changes nothing.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Final, assert_never
 
-from rules.betting import ActionKind, LegalAction, legal_actions_for, may_raise
+from rules.betting import ActionKind, LegalAction, judge_action, legal_actions_for
 from rules.cards import Card
 from rules.commands import (
     AddChips,
@@ -35,7 +34,7 @@ from rules.commands import (
     VoidHand,
 )
 from rules.config import TableConfig
-from rules.dealing import pending_deal
+from rules.dealing import deal_plan
 from rules.errors import Reason, RuleViolation
 from rules.events import (
     ActionTimedOut,
@@ -68,6 +67,7 @@ from rules.events import (
     UpCardDealt,
 )
 from rules.evolve import evolve
+from rules.queries import seats_to_deal, start_refusal
 from rules.showdown import award_events, evaluate, raked_pots, showdown_events
 from rules.state import HandState, Phase, TableState
 
@@ -196,25 +196,15 @@ def _add_chips(state: TableState, command: AddChips) -> list[Event]:
     return [ChipsAdded(seat=command.seat, amount=_positive(command.amount, "amount"))]
 
 
-def eligible_seats(state: TableState) -> tuple[int, ...]:
-    """Seats that would be dealt in if a hand started now (RULES 3.1)."""
-    return tuple(
-        n for n, s in enumerate(state.seats, start=1)
-        if s is not None and not s.sitting_out and s.stack > 0
-    )
-
-
 def _start(state: TableState, command: StartHand) -> list[Event]:
+    refusal = start_refusal(state)
+    if refusal is not None:
+        raise refusal
     config = _config(state)
-    if state.hand_in_progress:
-        raise _fail(Reason.HAND_IN_PROGRESS, "a hand is already in progress")
     if not isinstance(command.hand_number, int) or command.hand_number != state.hands_started + 1:
         raise _fail(Reason.INVALID_COMMAND,
                     f"the next hand number is {state.hands_started + 1}")
-    seats = eligible_seats(state)
-    if len(seats) < config.min_players:
-        raise _fail(Reason.NOT_ENOUGH_PLAYERS,
-                    f"{len(seats)} eligible players, {config.min_players} needed")
+    seats = seats_to_deal(state)
     events: list[Event] = [HandStarted(hand_number=command.hand_number, seats=seats,
                                        deck_commitment=command.deck_commitment)]
     if config.ante > 0:
@@ -246,7 +236,7 @@ def _check_unique(cards: list[Card]) -> None:
 def _deal(state: TableState, command: DealStreet) -> list[Event]:
     config = _config(state)
     hand = _hand(state, Phase.DEALING)
-    plan = pending_deal(hand, config)
+    plan = deal_plan(hand, config)
     assert plan is not None
     if len(command.cards) != len(plan.slots):
         raise _fail(Reason.WRONG_DEAL,
@@ -327,36 +317,6 @@ def _all_show(hand: HandState) -> bool:
 
 # --- betting ----------------------------------------------------------------------------
 
-def _refusal(hand: HandState, config: TableConfig, kind: ActionKind,
-             legal: tuple[LegalAction, ...]) -> RuleViolation:
-    kinds = {a.kind for a in legal}
-    listed = ", ".join(sorted(k.value for k in kinds))
-    if hand.bring_in_pending:
-        return _fail(Reason.ILLEGAL_ACTION, f"post the bring-in or complete (legal: {listed})")
-    if kind == ActionKind.FOLD and ActionKind.CHECK in kinds:
-        return _fail(Reason.FOLD_NOT_ALLOWED, "folding is not allowed when you can check")
-    if kind == ActionKind.CHECK:
-        return _fail(Reason.CHECK_NOT_ALLOWED, f"there is a wager to call (legal: {listed})")
-    if kind in (ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE):
-        other = next((a for a in legal if a.kind in (ActionKind.COMPLETE, ActionKind.BET,
-                                                      ActionKind.RAISE)), None)
-        if other is not None:
-            return _fail(Reason.ILLEGAL_ACTION, f"this wager is a {other.kind.value}")
-        assert hand.to_act is not None
-        p = hand.player(hand.to_act)
-        if hand.full_wagers >= config.cap and not hand.cap_lifted:
-            return _fail(Reason.CAP_REACHED, "the betting is capped: call or fold")
-        if p.stack <= hand.target - p.street_total:
-            return _fail(Reason.INSUFFICIENT_CHIPS, "not enough chips to raise")
-        if not may_raise(replace(hand, full_wagers=0), config, p) and p.acted:
-            return _fail(Reason.RAISE_NOT_REOPENED,
-                         "the betting was not reopened for you: call or fold")
-        return _fail(Reason.ILLEGAL_ACTION, f"no wager possible now (legal: {listed})")
-    if kind == ActionKind.BRING_IN:
-        return _fail(Reason.ILLEGAL_ACTION, "the bring-in is already posted")
-    return _fail(Reason.ILLEGAL_ACTION, f"{kind.value} is not legal now (legal: {listed})")
-
-
 def _action_event(hand: HandState, action: LegalAction) -> Event:
     seat = hand.to_act
     assert seat is not None
@@ -382,13 +342,14 @@ def _action_event(hand: HandState, action: LegalAction) -> Event:
 def _act(state: TableState, seat: int, kind: ActionKind, to: int | None) -> list[Event]:
     config = _config(state)
     hand = _hand(state, Phase.BETTING)
-    legal = legal_actions_for(hand, config)
-    assert legal is not None
-    if seat != legal.seat:
-        raise _fail(Reason.NOT_YOUR_TURN, f"seat {legal.seat} is to act, not seat {seat}")
-    action = legal.get(kind)
-    if action is None:
-        raise _refusal(hand, config, kind, legal.actions)
+    if seat != hand.to_act:
+        raise _fail(Reason.NOT_YOUR_TURN, f"seat {hand.to_act} is to act, not seat {seat}")
+    action = judge_action(hand, config, kind)
+    if isinstance(action, RuleViolation):
+        legal = legal_actions_for(hand, config)
+        assert legal is not None
+        listed = ", ".join(sorted(a.kind.value for a in legal.actions))
+        raise _fail(action.reason, f"{action.detail} (legal: {listed})")
     if to is not None and to != action.to:
         raise _fail(Reason.WRONG_AMOUNT, f"a {kind.value} now goes to exactly {action.to}")
     return [_action_event(hand, action)]
@@ -397,13 +358,11 @@ def _act(state: TableState, seat: int, kind: ActionKind, to: int | None) -> list
 def _time_out(state: TableState, command: TimeOut) -> list[Event]:
     config = _config(state)
     hand = _hand(state, Phase.BETTING)
-    legal = legal_actions_for(hand, config)
-    assert legal is not None
-    if command.seat != legal.seat:
-        raise _fail(Reason.NOT_YOUR_TURN, f"seat {legal.seat} is to act, not {command.seat}")
+    if command.seat != hand.to_act:
+        raise _fail(Reason.NOT_YOUR_TURN, f"seat {hand.to_act} is to act, not {command.seat}")
     for kind in (ActionKind.BRING_IN, ActionKind.CHECK, ActionKind.FOLD):
-        action = legal.get(kind)
-        if action is not None:
+        action = judge_action(hand, config, kind)
+        if isinstance(action, LegalAction):
             return [ActionTimedOut(seat=command.seat), _action_event(hand, action)]
     raise AssertionError("a player to act can always post, check or fold")
 

@@ -19,7 +19,7 @@ from rules.commands import (
     StartHand,
 )
 from rules.config import TableConfig
-from rules.dealing import DealPlan, pending_deal
+from rules.dealing import DealPlan, deal_plan
 from rules.decide import decide
 from rules.events import Event
 from rules.evolve import evolve
@@ -72,7 +72,7 @@ class TableDriver:
 
     def plan(self) -> DealPlan:
         """What must be dealt next."""
-        plan = pending_deal(self.hand, self.config)
+        plan = deal_plan(self.hand, self.config)
         if plan is None:
             raise ValueError(f"not dealing (phase {self.hand.phase.value})")
         return plan

@@ -5,8 +5,57 @@ from __future__ import annotations
 from rules import dealing, showdown
 from rules.betting import LegalActions, legal_actions_for
 from rules.dealing import DealPlan
-from rules.pots import Pot
+from rules.errors import Reason, RuleViolation
+from rules.side_pots import Pot
 from rules.state import Phase, TableState
+
+
+def seats_to_deal(state: TableState) -> tuple[int, ...]:
+    """The seats that would be dealt in if a hand started now: seated, not sitting out, with
+    chips (RULES 3.1-3.2, 3.5).
+
+    >>> from rules.driver import TableDriver
+    >>> from rules.config import TableConfig
+    >>> from rules.commands import SitOut
+    >>> t = TableDriver(TableConfig(), stacks={1: 1000, 4: 1000, 6: 1000})
+    >>> _ = t.apply(SitOut(seat=4)); seats_to_deal(t.state)
+    (1, 6)
+    """
+    return tuple(
+        n for n, s in enumerate(state.seats, start=1)
+        if s is not None and not s.sitting_out and s.stack > 0
+    )
+
+
+def start_refusal(state: TableState) -> RuleViolation | None:
+    """Why a hand cannot start now, or None if it can (what ``decide`` refuses a
+    ``StartHand`` with, the hand number aside)."""
+    config = state.config
+    if config is None:
+        return RuleViolation(Reason.INVALID_COMMAND, "the table is not open")
+    if state.hand_in_progress:
+        return RuleViolation(Reason.HAND_IN_PROGRESS, "a hand is already in progress")
+    seats = seats_to_deal(state)
+    if len(seats) < config.min_players:
+        return RuleViolation(Reason.NOT_ENOUGH_PLAYERS,
+                             f"{len(seats)} eligible players, {config.min_players} needed")
+    return None
+
+
+def can_start_hand(state: TableState) -> bool:
+    """Whether ``StartHand`` (with the next hand number) would be accepted now: the table is
+    open, no hand is in progress and at least ``min_players`` seats would be dealt in.
+
+    >>> from rules.driver import TableDriver
+    >>> from rules.config import TableConfig
+    >>> can_start_hand(TableDriver(TableConfig(), stacks={1: 1000}).state)
+    False
+    >>> t = TableDriver(TableConfig(), stacks={1: 1000, 2: 1000}); can_start_hand(t.state)
+    True
+    >>> _ = t.start(); can_start_hand(t.state)
+    False
+    """
+    return start_refusal(state) is None
 
 
 def legal_actions(state: TableState) -> LegalActions | None:
@@ -30,7 +79,7 @@ def pending_deal(state: TableState) -> DealPlan | None:
     """The cards the dealer must deliver next, or None when not dealing."""
     if state.hand is None or state.config is None:
         return None
-    return dealing.pending_deal(state.hand, state.config)
+    return dealing.deal_plan(state.hand, state.config)
 
 
 def pots(state: TableState) -> tuple[Pot, ...]:
@@ -45,4 +94,4 @@ def showdown_order(state: TableState) -> tuple[int, ...]:
     hand = state.hand
     if hand is None or state.config is None or hand.phase != Phase.SHOWDOWN:
         return ()
-    return showdown.showdown_order(hand, state.config)
+    return showdown.showing_order(hand, state.config)

@@ -10,8 +10,8 @@ from rules.cards import Card
 from rules.config import ShowdownOpener, TableConfig
 from rules.events import Event, HandMucked, HandShown, PotAwarded, RakeTaken, Share
 from rules.hands import best_high, best_low
-from rules.pots import Contribution, Pot, ShowdownHand, build_pots, split_pot
 from rules.rake import rake_due, take_rake
+from rules.side_pots import Contribution, Pot, ShowdownHand, build_pots, split_pot
 from rules.state import HandState
 from rules.streets import Street
 
@@ -54,7 +54,7 @@ def showdown_opener(hand: HandState, config: TableConfig) -> int:
     return highest_board_seat(hand)
 
 
-def showdown_order(hand: HandState, config: TableConfig) -> tuple[int, ...]:
+def showing_order(hand: HandState, config: TableConfig) -> tuple[int, ...]:
     """Every seat still in, in showing order: the opener, then clockwise (RULES 11.3)."""
     first = showdown_opener(hand, config)
     order = [first]
@@ -106,7 +106,7 @@ def showdown_events(
     }
     events: list[Event] = []
     shown: dict[int, ShowdownHand] = {}
-    for index, seat in enumerate(showdown_order(hand, config)):
+    for index, seat in enumerate(showing_order(hand, config)):
         value = values[seat]
         if (all_show or index == 0 or seat not in muck_requests
                 or must_show(value, pots, shown)):

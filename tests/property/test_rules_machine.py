@@ -26,9 +26,9 @@ from rules.commands import (
     SitOut,
     StartHand,
 )
-from rules.decide import eligible_seats
 from rules.driver import TableDriver
 from rules.events import EVENT_TYPES, Event, HandEnded, HandStarted, PotAwarded
+from rules.queries import seats_to_deal
 from rules.state import Phase, TableState
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared helpers
@@ -92,7 +92,7 @@ class TableMachine(RuleBasedStateMachine):
 
     # --- hands -----------------------------------------------------------------------
 
-    @precondition(lambda m: _phase(m) is None and len(eligible_seats(m.table.state))
+    @precondition(lambda m: _phase(m) is None and len(seats_to_deal(m.table.state))
                   >= m.table.config.min_players)
     @rule(deck=decks)
     def start_hand(self, deck: tuple[Card, ...]) -> None:

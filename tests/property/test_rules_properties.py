@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from rules import Card, RuleViolation, decide, fold, queries
 from rules.commands import Command, RevealHands, Showdown, StartHand
-from rules.decide import eligible_seats
 from rules.driver import TableDriver
 from rules.events import (
     EVENT_TYPES,
@@ -25,7 +24,8 @@ from rules.events import (
     HandStarted,
     PotAwarded,
 )
-from rules.showdown import showdown_order
+from rules.queries import seats_to_deal
+from rules.showdown import showing_order
 from rules.state import Phase, TableState
 from rules.views import event_for, hand_for, public_event, table_for
 
@@ -93,7 +93,7 @@ class Run:
             if number:
                 for command in self.data.draw(between_hands(state), label="table moves"):
                     self.apply(command)
-            if len(eligible_seats(self.table.state)) < self.config.min_players:
+            if len(seats_to_deal(self.table.state)) < self.config.min_players:
                 break
             self.before_hand = self.table.state
             self.hand_start = len(self.table.events)
@@ -204,7 +204,7 @@ class Run:
         hand = state.hand
         assert hand is not None and state.config is not None
         seats = frozenset(h.seat for h in command.hands)
-        order = showdown_order(hand, state.config)
+        order = showing_order(hand, state.config)
         results = []
         for mucks in (frozenset(), seats, command.muck_requests, seats - {order[-1]}):
             events = decide(state, Showdown(hands=command.hands, muck_requests=mucks))

@@ -19,7 +19,7 @@ from rules.commands import (
     Raise,
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
-from rules.dealing import pending_deal
+from rules.dealing import deal_plan
 from rules.decide import action_command
 from rules.driver import TableDriver
 from rules.events import (
@@ -549,7 +549,7 @@ class TestE20Quartering:
         assert 8 not in got
         # the 3,250 pot of the example
         from rules.hands import best_high, best_low
-        from rules.pots import Pot, ShowdownHand, split_pot
+        from rules.side_pots import Pot, ShowdownHand, split_pot
         hands = {}
         for seat, text in ((1, "7h 5h 4h 2h Kh Ac 9s"), (5, "7c 5d 4c 2d Ad Qc Qd"),
                            (8, "Js Jd Tc Td 9h 3c 3d")):
@@ -565,7 +565,7 @@ class TestE20Quartering:
 
 def split(pot: int, hands: Mapping[int, str]) -> dict[int, int]:
     from rules.hands import best_high, best_low
-    from rules.pots import Pot, ShowdownHand, split_pot
+    from rules.side_pots import Pot, ShowdownHand, split_pot
     values = {}
     for seat, text in hands.items():
         cards = parse_cards(text)
@@ -720,7 +720,7 @@ class TestE28DealingOrder:
     def test_three_passes_then_one_card_each(self) -> None:
         """E28: S1 c1, S3 c2, S8 c3 down; c4-c6 down; c7-c9 up; then c10, c11 after S1 folds."""
         t = table([1, 3, 8])
-        plan = pending_deal(t.hand, t.config)
+        plan = deal_plan(t.hand, t.config)
         assert plan is not None
         assert [(s.seat, s.up) for s in plan.slots] == [
             (1, False), (3, False), (8, False), (1, False), (3, False), (8, False),
