@@ -22,7 +22,7 @@ from rules.errors import RuleViolation
 from rules.events import HandStarted
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Forbidden, Principal, Role, require_role
-from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound
+from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound, Unavailable
 from studkit.store import AppendResult, EventStore
 from table.actor import ActorDeps, TableActor, Watcher, WatcherTooSlow
 from table.clients import Refused, key
@@ -60,6 +60,10 @@ class TableApp:
         self._opening: dict[str, asyncio.Lock] = {}
         self._watch_limit = watch_limit_per_player
         self._watching: dict[str, int] = {}
+        self.ready = False
+        """Set once :meth:`start` has rebuilt every table; until then calls are answered
+        UNAVAILABLE (reason ``starting``), never NOT_FOUND for a table not yet loaded, and
+        no call loads a table the start is about to load too."""
 
     # --- life ----------------------------------------------------------------------------
 
@@ -67,6 +71,13 @@ class TableApp:
         """Rebuild every table from its log and start driving it."""
         for table_id in await self._store.table_ids():
             await self._load(table_id)
+        self.ready = True
+
+    def require_ready(self) -> None:
+        """Refuse calls while the tables are being rebuilt (``UNAVAILABLE``: retry)."""
+        if not self.ready:
+            raise Unavailable("the table service is starting: its tables are being rebuilt",
+                              reason="starting")
 
     async def stop(self) -> None:
         for actor in self.actors.values():
@@ -91,6 +102,7 @@ class TableApp:
         return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:settings"
 
     def actor(self, table_id: str) -> TableActor:
+        self.require_ready()
         actor = self.actors.get(table_id)
         if actor is None or not actor.state.opened:
             raise NotFound(f"no table {table_id}", reason="unknown_table")
@@ -101,6 +113,7 @@ class TableApp:
     async def open_table(self, principal: Principal, table_id: str, command_id: str,
                          config: TableConfig, settings: TableSettings, fp: str) -> Outcome:
         require_role(principal, Role.OPERATOR)
+        self.require_ready()
         settings = settings.for_config(config)
         lock = self._opening.setdefault(table_id, asyncio.Lock())
         async with lock:

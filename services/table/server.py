@@ -88,6 +88,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def ListTables(self, request: pb.ListTablesRequest,
                          context: grpc.aio.ServicerContext) -> pb.ListTablesResponse:
         current_principal()
+        self._app.require_ready()
         return pb.ListTablesResponse(tables=[
             summary(actor) for _, actor in sorted(self._app.actors.items())
             if actor.state.opened])

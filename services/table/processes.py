@@ -1,0 +1,192 @@
+"""The room as separate processes, for end-to-end tests and the room benchmark: ``python -m
+dealer``, ``python -m wallet`` and ``python -m table``, each a child process with its own
+environment (its own Redis ACL user's URL, the public key set, its own private key), on a
+free local port, logging to a file. The table can be killed with SIGKILL and started again on
+the same port, as a crash and a restart would.
+
+Clients reach the services only through their gRPC APIs (:meth:`RoomProcesses.clients`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from stud.v1 import table_pb2_grpc, wallet_pb2_grpc
+from studkit.auth import DevKeys, TokenBook
+from studkit.redis_server import free_port
+from table.testing import TableClient
+from wallet.testing import WalletClient
+
+CHANNEL_OPTIONS: Final = [
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 250),
+]
+"""Client channels reconnect quickly to a restarted service."""
+INHERITED: Final = ("STUD_ENV", "STUD_AUTH_SECRET", "STUD_SERVICE_KEY", "STUD_ISSUER_KEY",
+                    "STUD_AUTH_PUBLIC_KEYS", "REDIS_URL")
+"""Variables of the parent's environment a child never inherits (it gets its own)."""
+ADDR_ENV: Final = {"dealer": "DEALER_ADDR", "wallet": "WALLET_ADDR", "table": "TABLE_ADDR"}
+
+
+@dataclass
+class ServiceProcess:
+    """One ``python -m <name>`` child on a fixed local port, with its log file."""
+
+    name: str
+    env: dict[str, str]
+    log_path: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def target(self) -> str:
+        """Where clients reach it."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start the process (again, after a kill: same port, same environment)."""
+        env = {k: v for k, v in os.environ.items() if k not in INHERITED}
+        env.update(self.env)
+        env[ADDR_ENV[self.name]] = self.target
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", self.name], env=env,
+                                         stdout=log, stderr=subprocess.STDOUT)
+        self.starts += 1
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def wait_serving(self, timeout: float = 60.0) -> None:
+        """Poll the health service until SERVING; fail if the process exits first."""
+        deadline = time.monotonic() + timeout
+        async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            while time.monotonic() < deadline:
+                assert self.proc is not None
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"{self.name} exited with {self.proc.returncode}:\n"
+                                         f"{self.logs()[-5000:]}")
+                try:
+                    reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.aio.AioRpcError:
+                    pass
+                await asyncio.sleep(0.05)
+        raise AssertionError(f"{self.name} not serving after {timeout}s:\n{self.logs()[-5000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would, and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=20)
+
+    def terminate(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM and wait; SIGKILL past ``timeout``. The exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+
+@dataclass
+class Clients:
+    """Clients of the running room: the table as anyone, the wallet as anyone."""
+
+    table: TableClient
+    wallet: WalletClient
+
+
+class RoomProcesses:
+    """Dealer, wallet and table as child processes over one Redis.
+
+    ``redis_url_for(service)`` gives each service its ACL user's URL; ``log_dir`` receives
+    ``dealer.log``, ``wallet.log`` and ``table.log``; ``extra_env`` is added to every child's
+    environment (e.g. ``LOG_LEVEL``)."""
+
+    def __init__(self, redis_url_for: Callable[[str], str], keys: DevKeys, log_dir: Path,
+                 extra_env: Mapping[str, str] | None = None,
+                 table_env: Mapping[str, str] | None = None) -> None:
+        self.keys = keys
+        log_dir.mkdir(parents=True, exist_ok=True)
+        common = {"METRICS_PORT": "0", "LOG_LEVEL": "INFO", **(extra_env or {})}
+        self.dealer = ServiceProcess("dealer", {
+            **common, **keys.env("dealer"), "REDIS_URL": redis_url_for("dealer"),
+            "DEALER_SHUTDOWN_GRACE": "1"}, log_dir / "dealer.log")
+        self.wallet = ServiceProcess("wallet", {
+            **common, **keys.env("wallet"), "REDIS_URL": redis_url_for("wallet"),
+            "WALLET_SHUTDOWN_GRACE": "1"}, log_dir / "wallet.log")
+        self.table = ServiceProcess("table", {
+            **common, **keys.env("table"), "REDIS_URL": redis_url_for("table"),
+            "TABLE_DEALER_TARGET": self.dealer.target,
+            "TABLE_WALLET_TARGET": self.wallet.target, "TABLE_SHUTDOWN_GRACE": "1",
+            **(table_env or {})}, log_dir / "table.log")
+
+    @property
+    def all(self) -> tuple[ServiceProcess, ...]:
+        return (self.dealer, self.wallet, self.table)
+
+    async def start(self) -> None:
+        """Start the three services and wait until each serves."""
+        for proc in self.all:
+            proc.start()
+        for proc in self.all:
+            await proc.wait_serving()
+
+    async def crash_table(self) -> None:
+        """SIGKILL the table service and start it again (same port), until it serves."""
+        await asyncio.to_thread(self.table.kill)
+        self.table.start()
+        await self.table.wait_serving()
+
+    def stop(self) -> None:
+        """SIGTERM every service still running (table first), SIGKILL a straggler."""
+        for proc in reversed(self.all):
+            proc.terminate()
+
+    @contextlib.asynccontextmanager
+    async def clients(self) -> AsyncIterator[Clients]:
+        """Channels to the table and the wallet, with tokens for any principal."""
+        async with grpc.aio.insecure_channel(self.table.target,
+                                             options=CHANNEL_OPTIONS) as table_channel, \
+                grpc.aio.insecure_channel(self.wallet.target,
+                                          options=CHANNEL_OPTIONS) as wallet_channel:
+            table = TableClient(
+                table_pb2_grpc.TableServiceStub(table_channel),  # type: ignore[no-untyped-call]
+                TokenBook(self.keys))
+            wallet = WalletClient(
+                wallet_pb2_grpc.WalletServiceStub(wallet_channel),  # type: ignore[no-untyped-call]
+                self.keys)
+            yield Clients(table=table, wallet=wallet)
+
+
+@contextlib.asynccontextmanager
+async def room_processes(redis_url_for: Callable[[str], str], keys: DevKeys, log_dir: Path,
+                         **kwargs: Mapping[str, str] | None) -> AsyncIterator[RoomProcesses]:
+    """The room started, and stopped on exit (whatever happened)."""
+    room = RoomProcesses(redis_url_for, keys, log_dir, **kwargs)  # type: ignore[arg-type]
+    try:
+        await room.start()
+        yield room
+    finally:
+        room.stop()

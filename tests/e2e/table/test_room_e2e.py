@@ -1,0 +1,388 @@
+"""The whole room end to end: Redis, the dealer, the wallet and the table as separate
+processes (each service with its own Redis ACL user), random-legal bots playing hands at three
+tables through the table's public gRPC API only (``GetTable``, then an action carrying
+``expected_sequence``), with random stacks, sit-outs and top-ups, while the table process is
+killed with SIGKILL at random points and started again.
+
+At the end the money and the logs must agree: the wallet's ledger sums to zero (players,
+escrows and the house hold exactly the deposits); every seat's escrow equals its stack; every
+hand was settled exactly once; and each hand's settlement at the wallet equals what a fold of
+the hand's events (the table's stream, read with the event store and folded with the rules)
+says, as do the final stacks ``GetTable`` shows.
+
+The short campaign runs in ``make test``; the full one (>= 200 hands, >= 10 kills) is marked
+``slow`` and runs with ``make test-room``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+import redis.asyncio as aredis
+
+import rules
+from rules import Rake, TableConfig
+from rules.events import HandEnded, HandStarted
+from stud.v1 import table_pb2 as pb
+from stud.v1 import wallet_pb2 as wpb
+from studkit import testing as studkit_testing
+from studkit.auth import DevKeys
+from studkit.mapping import event_from_envelope
+from studkit.store import EventStore
+from table.processes import Clients, RoomProcesses, room_processes
+from table.testing import act_once, fast_settings, player
+from wallet.testing import AUDITOR
+
+pytestmark = pytest.mark.e2e
+
+KEYS = DevKeys.generate()
+T = TypeVar("T")
+RETRY_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                         grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED})
+DEPOSIT = 1_000_000
+BUY_IN_MIN, BUY_IN_MAX = 300, 8_000
+TABLE_CONFIGS = (
+    TableConfig(),
+    TableConfig(rake=Rake(500, 100)),  # the house takes 5 %, at most 100, of each pot
+    TableConfig.for_stakes(100),
+)
+
+
+async def retrying(call: Callable[[], Awaitable[T]], limit_s: float = 90.0) -> T:
+    """``call()`` again while the table is down or restarting (UNAVAILABLE and kin)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return await call()
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in RETRY_CODES or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.05)
+
+
+@dataclass
+class Stats:
+    """What the campaign did, for the report and the assertions."""
+
+    actions: int = 0
+    idle: int = 0
+    """Looks at the table that found nobody to act for, or an action refused as stale."""
+    sit_outs: int = 0
+    sit_ins: int = 0
+    top_ups: int = 0
+    kills: list[tuple[int, float]] = field(default_factory=list)
+    """(hands started in the room, seconds since the start) at each kill."""
+
+
+@dataclass
+class TableBot:
+    """Random-legal players of one table, through the public API only."""
+
+    clients: Clients
+    table_id: str
+    rng: random.Random
+    stats: Stats
+    stop: asyncio.Event
+    players: dict[int, str] = field(default_factory=dict)
+
+    async def view(self) -> pb.TableView:
+        return await retrying(lambda: self.clients.table.view(self.table_id))
+
+    async def command(self, method: str, request: Any, name: str) -> bool:
+        """Send a seat command (retried with the same command id across outages); False if
+        the table refused it as illegal now."""
+        try:
+            await retrying(lambda: self.clients.table.call(method, request, player(name)))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
+                return False
+            raise
+        return True
+
+    async def act(self, view: pb.TableView) -> bool:
+        try:
+            acted = await act_once(self.clients.table, self.table_id, view, self.rng.choice)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in RETRY_CODES:
+                raise
+            await asyncio.sleep(0.05)
+            return False
+        if acted:
+            self.stats.actions += 1
+        else:
+            self.stats.idle += 1
+        return acted
+
+    async def chores(self, view: pb.TableView) -> None:
+        """Now and then a player sits out or back in; a short stack tops up."""
+        seats = list(view.seats)
+        if not seats:
+            return
+        seat = self.rng.choice(seats)
+        name = seat.player_id
+        in_play = sum(1 for s in seats if not s.sitting_out)
+        roll = self.rng.random()
+        if seat.sitting_out and roll < 0.5:
+            if await self.command("SitIn", pb.SitInRequest(table_id=self.table_id,
+                                                           seat=seat.seat), name):
+                self.stats.sit_ins += 1
+        elif not seat.sitting_out and in_play > 2 and roll < 0.25:
+            if await self.command("SitOut", pb.SitOutRequest(table_id=self.table_id,
+                                                             seat=seat.seat), name):
+                self.stats.sit_outs += 1
+        elif seat.stack < 200 and roll < 0.5:
+            amount = self.rng.randint(BUY_IN_MIN, BUY_IN_MAX - seat.stack)
+            if await self.command("AddChips", pb.AddChipsRequest(
+                    table_id=self.table_id, seat=seat.seat, amount=amount), name):
+                self.stats.top_ups += 1
+
+    async def run(self) -> None:
+        """Play until told to stop."""
+        while not self.stop.is_set():
+            view = await self.view()
+            if self.rng.random() < 0.05:
+                await self.chores(view)
+                continue
+            if not await self.act(view):
+                await asyncio.sleep(0.01)
+
+    async def wind_down(self, timeout: float = 120.0) -> pb.TableView:
+        """Everyone sits out; play the hand in progress out; wait until the hand is settled
+        and the table stands still."""
+        async with asyncio.timeout(timeout):
+            while True:
+                view = await self.view()
+                for seat in view.seats:
+                    if not seat.sitting_out:
+                        await self.command("SitOut", pb.SitOutRequest(
+                            table_id=self.table_id, seat=seat.seat), seat.player_id)
+                view = await self.view()
+                in_hand = view.HasField("hand") and view.hand.phase != pb.HAND_PHASE_COMPLETE
+                if in_hand:
+                    if not await self.act(view):
+                        await asyncio.sleep(0.02)
+                    continue
+                settled = await retrying(lambda: self.clients.wallet.stub.Reconcile(
+                    wpb.ReconcileRequest(table_id=self.table_id),
+                    metadata=self.clients.wallet.metadata(AUDITOR), timeout=10))
+                if view.hands_started and settled.last_hand_id != f"h{view.hands_started}":
+                    await asyncio.sleep(0.05)
+                    continue
+                await asyncio.sleep(0.5)
+                again = await self.view()
+                if again.version == view.version and all(s.sitting_out for s in again.seats):
+                    return again
+
+
+async def open_tables(clients: Clients, rng: random.Random,
+                      ) -> dict[str, dict[int, tuple[str, int]]]:
+    """Three tables with 2-6 players each, random seats and random buy-ins; table id ->
+    seat -> (player, buy-in)."""
+    tables: dict[str, dict[int, tuple[str, int]]] = {}
+    for index, config in enumerate(TABLE_CONFIGS, start=1):
+        table_id = await clients.table.open_table(
+            f"room-{index}", config=config,
+            settings=fast_settings(buy_in_min=BUY_IN_MIN, buy_in_max=BUY_IN_MAX))
+        seats = sorted(rng.sample(range(1, 9), rng.randint(2, 6)))
+        tables[table_id] = {}
+        for seat in seats:
+            name = f"p{index}{seat}"
+            await clients.wallet.create_account(name)
+            await clients.wallet.deposit(name, DEPOSIT, f"dep-{name}")
+            buy_in = rng.randint(BUY_IN_MIN, BUY_IN_MAX)
+            await clients.table.call("SitDown", pb.SitDownRequest(
+                table_id=table_id, seat=seat, buy_in=buy_in), player(name))
+            tables[table_id][seat] = (name, buy_in)
+    return tables
+
+
+async def hands_started(clients: Clients, table_ids: list[str]) -> int:
+    views = [await retrying(lambda t=t: clients.table.view(t)) for t in table_ids]
+    return sum(v.hands_started for v in views)
+
+
+async def run_campaign(room: RoomProcesses, clients: Clients, hands: int, kills: int,
+                       seed: int) -> tuple[dict[str, pb.TableView], list[str], Stats]:
+    """Play ``hands`` hands across the tables, killing the table process ``kills`` times at
+    random points; return the final views, the players and what happened."""
+    rng = random.Random(seed)
+    stats = Stats()
+    tables = await open_tables(clients, rng)
+    table_ids = sorted(tables)
+    stop = asyncio.Event()
+    bots = [TableBot(clients, t, random.Random(rng.random()), stats, stop) for t in table_ids]
+    tasks = [asyncio.create_task(bot.run()) for bot in bots]
+    # Kill points: after a random number of hands, then a random moment into the play.
+    points = sorted(rng.sample(range(1, hands - 1), kills))
+    started = time.monotonic()
+    try:
+        for point in points:
+            while await hands_started(clients, table_ids) < point:
+                assert not any(t.done() for t in tasks), [t.exception() for t in tasks]
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(rng.uniform(0.0, 0.6))
+            stats.kills.append((await hands_started(clients, table_ids),
+                                round(time.monotonic() - started, 1)))
+            await room.crash_table()
+        while await hands_started(clients, table_ids) < hands:
+            assert not any(t.done() for t in tasks), [t.exception() for t in tasks]
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+    finals = await asyncio.gather(*(bot.wind_down() for bot in bots))
+    players = [name for seats in tables.values() for name, _ in seats.values()]
+    return dict(zip(table_ids, finals, strict=True)), players, stats
+
+
+async def statement(clients: Clients, account: wpb.AccountRef) -> list[wpb.StatementLine]:
+    lines: list[wpb.StatementLine] = []
+    token = ""
+    while True:
+        reply = await clients.wallet.stub.GetStatement(
+            wpb.GetStatementRequest(account=account, page_size=500, page_token=token),
+            metadata=clients.wallet.metadata(AUDITOR), timeout=10)
+        lines.extend(reply.lines)
+        token = reply.next_page_token
+        if not token:
+            return lines
+
+
+async def check_ledger(clients: Clients, views: dict[str, pb.TableView],
+                       players: list[str]) -> None:
+    """The ledger sums to zero; players, escrows and the house hold exactly the deposits;
+    every escrow equals its seat's stack."""
+    balance = clients.wallet.balance
+    player_total = sum([await balance(wpb.AccountRef(player_id=p), AUDITOR) for p in players])
+    escrow_total = 0
+    for table_id, view in views.items():
+        seat_balances = {n: await balance(wpb.AccountRef(
+            seat=wpb.SeatAccount(table_id=table_id, seat=n)), AUDITOR) for n in range(1, 9)}
+        escrow_total += sum(seat_balances.values())
+        stacks = {s.seat: s.stack for s in view.seats}
+        assert {n: b for n, b in seat_balances.items() if b} == \
+            {n: s for n, s in stacks.items() if s}, f"{table_id}: escrows differ from stacks"
+        reconcile = await clients.wallet.stub.Reconcile(
+            wpb.ReconcileRequest(table_id=table_id),
+            metadata=clients.wallet.metadata(AUDITOR), timeout=10)
+        assert {s.seat: (s.player_id, s.balance) for s in reconcile.seats if s.balance} == \
+            {s.seat: (s.player_id, s.stack) for s in view.seats if s.stack}
+        assert view.status == pb.TABLE_STATUS_OPEN, (table_id, view.status_reason)
+    house = await balance(wpb.AccountRef(system=wpb.SYSTEM_ACCOUNT_HOUSE), AUDITOR)
+    external = await balance(wpb.AccountRef(system=wpb.SYSTEM_ACCOUNT_EXTERNAL), AUDITOR)
+    deposits = DEPOSIT * len(players)
+    assert external == -deposits
+    assert player_total + escrow_total + house + external == 0, "the ledger does not sum to 0"
+    assert player_total + escrow_total + house == deposits
+
+
+async def check_hands(clients: Clients, events_store: EventStore, table_id: str,
+                      view: pb.TableView) -> tuple[int, int]:
+    """Every hand of the table's log was settled once, as a fold of its events says; the
+    final folded stacks are the table's. Returns (hands, voided hands)."""
+    # The wallet's settlements: hand id -> transaction ids, and seat -> hand id -> amount.
+    transactions: dict[str, set[str]] = defaultdict(set)
+    posted: dict[str, dict[int, int]] = defaultdict(dict)
+    for number in range(1, 9):
+        lines = await statement(clients, wpb.AccountRef(
+            seat=wpb.SeatAccount(table_id=table_id, seat=number)))
+        for line in lines:
+            if line.kind != wpb.TRANSACTION_KIND_SETTLEMENT:
+                continue
+            transactions[line.hand_id].add(line.transaction_id)
+            assert number not in posted[line.hand_id], \
+                f"{table_id} {line.hand_id}: seat {number} settled twice"
+            posted[line.hand_id][number] = line.amount
+    raked: dict[str, int] = defaultdict(int)
+    for line in await statement(clients, wpb.AccountRef(system=wpb.SYSTEM_ACCOUNT_HOUSE)):
+        if line.table_id == table_id:
+            raked[line.hand_id] += line.amount
+    doubled = {h: t for h, t in transactions.items() if len(t) != 1}
+    assert not doubled, f"{table_id}: hands settled more than once: {doubled}"
+
+    # Fold the stream, hand by hand.
+    state = rules.initial_state()
+    numbers: list[int] = []
+    ended: list[int] = []
+    voided = 0
+    before: dict[int, int] = {}
+    for stored in await events_store.read(table_id):
+        event = event_from_envelope(stored.envelope)
+        if isinstance(event, HandStarted):
+            numbers.append(event.hand_number)
+            before = {n: state.stack(n) for n in range(1, 9) if state.seat(n) is not None}
+        state = rules.evolve(state, event)
+        if not isinstance(event, HandEnded):
+            continue
+        ended.append(event.hand_number)
+        result = rules.settlement(state)
+        assert result is not None and result.hand_number == event.hand_number
+        hand_id = f"h{event.hand_number}"
+        nets = {s.seat: s.net for s in result.seats if s.net}
+        assert posted.get(hand_id, {}) == nets, (table_id, hand_id, posted.get(hand_id), nets)
+        assert raked.get(hand_id, 0) == result.rake, (table_id, hand_id)
+        assert sum(s.amount_won for s in result.seats) + result.rake == result.amount_in
+        for s in result.seats:
+            assert state.stack(s.seat) == before[s.seat] + s.net, (table_id, hand_id, s)
+        voided += result.voided
+    assert numbers == list(range(1, len(numbers) + 1)), f"{table_id}: hand numbers {numbers}"
+    assert ended == numbers, f"{table_id}: every hand started once and ended once"
+    assert len(numbers) == view.hands_started
+    settled = {h for h, seats in posted.items() if seats}
+    assert settled <= {f"h{n}" for n in ended}, f"{table_id}: a settlement of no hand"
+    # The final stacks: GetTable's are the fold's.
+    assert {s.seat: (s.player_id, s.stack) for s in view.seats} == {
+        n: (seat.player_id, seat.stack) for n in range(1, 9)
+        if (seat := state.seat(n)) is not None}
+    assert view.version == len(await events_store.read(table_id))
+    return len(numbers), voided
+
+
+async def play_room(redis_server: studkit_testing.TestRedis, redis_url: str, tmp_path: Path,
+                    hands: int, kills: int, seed: int) -> None:
+    def url_for(service: str) -> str:
+        return redis_server.server.url_for(service) if redis_server.server else redis_url
+
+    async with room_processes(url_for, KEYS, tmp_path) as room, room.clients() as clients:
+        began = time.monotonic()
+        views, players, stats = await run_campaign(room, clients, hands, kills, seed)
+        assert room.table.starts == kills + 1
+        await check_ledger(clients, views, players)
+        reader = aredis.Redis.from_url(url_for("auditor"))
+        try:
+            store = EventStore(reader)
+            totals = [await check_hands(clients, store, t, v) for t, v in views.items()]
+        finally:
+            await reader.aclose()
+        played = sum(n for n, _ in totals)
+        assert played >= hands
+        print(f"\nroom e2e (seed {seed}): {played} hands at {len(views)} tables "
+              f"({sum(v for _, v in totals)} voided) in {time.monotonic() - began:.1f} s; "
+              f"{stats.actions} actions ({stats.idle} idle or stale looks), "
+              f"{stats.sit_outs} sit-outs, {stats.sit_ins} sit-ins, {stats.top_ups} top-ups; "
+              f"table killed at (hands, s) {stats.kills}")
+    logs = room.table.logs()
+    assert "eyJ" not in logs, "a token reached the table's log"
+
+
+async def test_room_with_table_crashes(redis_server: studkit_testing.TestRedis,
+                                       redis_url: str, tmp_path: Path) -> None:
+    """30 hands at three tables, the table process killed three times."""
+    await play_room(redis_server, redis_url, tmp_path, hands=30, kills=3, seed=2026)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+async def test_room_campaign(redis_server: studkit_testing.TestRedis, redis_url: str,
+                             tmp_path: Path) -> None:
+    """The full campaign: 200 hands at three tables, the table process killed ten times."""
+    await play_room(redis_server, redis_url, tmp_path, hands=200, kills=10, seed=20261201)
