@@ -53,12 +53,15 @@ def available_services(root: Path) -> list[str]:
     return [s for s in SERVICES if (root / "services" / s / "__main__.py").exists()]
 
 
-def wait_serving(addr: str, timeout: float = 30.0) -> bool:
-    """Poll the standard health service until it answers SERVING."""
+def wait_serving(
+    addr: str, timeout: float = 30.0, process: subprocess.Popen[bytes] | None = None
+) -> bool:
+    """Poll the standard health service until it answers SERVING (False once ``process``
+    has exited)."""
     deadline = time.monotonic() + timeout
     with grpc.insecure_channel(addr) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (process is None or process.poll() is None):
             try:
                 reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             process = subprocess.Popen([sys.executable, "-m", name], env=env,
                                        start_new_session=True)
             running.append(Running(name=name, addr=addr, process=process))
-            ok = wait_serving(addr)
+            ok = wait_serving(addr, process=process)
             print(f"{name:<10} {addr} {'SERVING' if ok else 'NOT SERVING'}"
                   f"  metrics http://{LOOPBACK}:{metrics_port}/metrics", flush=True)
             if not ok:
