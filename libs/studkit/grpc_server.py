@@ -6,8 +6,9 @@ SIGTERM.
 
 Handlers never call ``context.abort``: they raise, and :class:`ErrorMappingInterceptor` turns
 the exception into a status code, a readable message, trailing metadata ``stud-reason`` and a
-``google.rpc.ErrorInfo`` (``grpc-status-details-bin``). Health and reflection calls need no
-token, so probes work.
+``google.rpc.ErrorInfo`` (``grpc-status-details-bin``) from the table in
+:mod:`studkit.grpc_errors`. Health and reflection calls need no token, so probes work; how
+each handler is wrapped is :mod:`studkit.grpc_handlers`.
 
 Refusals the plumbing makes itself, mapped, logged and counted like a handler's: a request
 body that does not decode is ``INVALID_ARGUMENT`` (``undecodable_request``, after the token
@@ -20,53 +21,60 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import inspect
-import re
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Final, TypeAlias
+from dataclasses import dataclass
+from typing import Any, Final
 
 import grpc
 import structlog
-from google.protobuf import any_pb2
-from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from rules.errors import RuleViolation
-from studkit.auth import Forbidden, Principal, TokenVerifier, Unauthorized
-from studkit.errors import (
-    AlreadyExists,
-    BadRequest,
-    Conflict,
-    FailedPrecondition,
-    NotFound,
-    ResourceExhausted,
-    Unavailable,
+from studkit.auth import Principal, TokenVerifier, Unauthorized
+from studkit.grpc_errors import (
+    BASE_ERRORS,
+    DETAILS_KEY,
+    ERROR_DOMAIN,
+    INTERNAL_MESSAGE,
+    REASON_KEY,
+    STORE_UNAVAILABLE,
+    ErrorEntry,
+    ErrorTable,
+    MappedError,
+    Refusal,
+    reason_of,
+    rpc_error_info,
+    rpc_error_reason,
+    trailing_metadata,
+)
+from studkit.grpc_handlers import (
+    EXPIRED_REASON,
+    EXPIRY_POLL_S,
+    PUBLIC_SERVICES,
+    UNDECODABLE_REASON,
+    Clock,
+    Scope,
+    expiring,
+    is_public,
+    with_stream_behavior,
+    wrap_handler,
 )
 from studkit.metrics import Metrics
-from studkit.store import STORE_UNAVAILABLE_ERRORS
 
-REASON_KEY: Final = "stud-reason"
-DETAILS_KEY: Final = "grpc-status-details-bin"
-ERROR_DOMAIN: Final = "stud-hilo"
-INTERNAL_MESSAGE: Final = "internal error"
-PUBLIC_SERVICES: Final = (
-    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-    "grpc.reflection.v1alpha.ServerReflection",
-    "grpc.reflection.v1.ServerReflection",
-)
+__all__ = [  # the error table and the handler wrapping live apart; importable from here too
+    "BASE_ERRORS", "DETAILS_KEY", "ERROR_DOMAIN", "EXPIRED_REASON", "EXPIRY_POLL_S",
+    "INTERNAL_MESSAGE", "PUBLIC_SERVICES", "REASON_KEY", "STORE_UNAVAILABLE",
+    "UNDECODABLE_REASON", "AuthInterceptor", "Clock", "ErrorEntry", "ErrorMappingInterceptor",
+    "ErrorTable", "GrpcServer", "MappedError", "Refusal", "Scope", "ServiceRegistration",
+    "create_grpc_server", "current_principal", "is_public", "reason_of", "rpc_error_info",
+    "rpc_error_reason", "run_until_signalled", "trailing_metadata", "wrap_handler",
+]
 
 log = structlog.get_logger("studkit.grpc")
-
-Clock = Callable[[], float]
-"""Epoch seconds (``time.time``); injectable so tests can expire tokens without waiting."""
 
 _principal: ContextVar[Principal | None] = ContextVar("stud_principal", default=None)
 
@@ -79,368 +87,13 @@ def current_principal() -> Principal:
     return principal
 
 
-# --- the error table ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class MappedError:
-    """What the client receives for an exception."""
-
-    code: grpc.StatusCode
-    reason: str
-    message: str
-    metadata: Mapping[str, str] = field(default_factory=dict)
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def reason_of(exc: BaseException) -> str:
-    """The machine-readable reason of an exception: its ``reason`` attribute (an enum's
-    value, or a string), else the snake_case class name."""
-    reason = getattr(exc, "reason", None)
-    if isinstance(reason, Enum):
-        return str(reason.value)
-    if isinstance(reason, str) and reason:
-        return reason
-    return _snake(type(exc).__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A status code with a fixed reason and message, for exceptions that are not ours (a
-    driver's): their class name is no stable reason and their text may name hosts."""
-
-    code: grpc.StatusCode
-    reason: str
-    message: str
-
-
-ErrorEntry: TypeAlias = grpc.StatusCode | Refusal
-"""What an :class:`ErrorTable` maps an exception class to."""
-
-
-class ErrorTable:
-    """Exception class -> status code (or :class:`Refusal`). The most specific class in an
-    exception's MRO wins; anything unlisted is ``INTERNAL``. Services extend
-    :data:`BASE_ERRORS` in their ``errors.py``."""
-
-    def __init__(self, codes: Mapping[type[BaseException], ErrorEntry]) -> None:
-        self._codes: dict[type[BaseException], ErrorEntry] = dict(codes)
-
-    def extend(self, codes: Mapping[type[BaseException], ErrorEntry]) -> ErrorTable:
-        """A new table with ``codes`` added (or overriding)."""
-        return ErrorTable({**self._codes, **codes})
-
-    def _entry(self, exc: BaseException) -> ErrorEntry | None:
-        for cls in type(exc).__mro__:
-            if cls in self._codes:
-                return self._codes[cls]
-        return None
-
-    def code_for(self, exc: BaseException) -> grpc.StatusCode | None:
-        """The status code of ``exc``, or None when unmapped."""
-        entry = self._entry(exc)
-        return entry.code if isinstance(entry, Refusal) else entry
-
-    def map(self, exc: BaseException) -> MappedError:
-        """How ``exc`` is reported to the client."""
-        entry = self._entry(exc)
-        if entry is None:
-            return MappedError(grpc.StatusCode.INTERNAL, "internal", INTERNAL_MESSAGE)
-        if isinstance(entry, Refusal):
-            return MappedError(entry.code, entry.reason, entry.message)
-        code = entry
-        field_name = getattr(exc, "field", None)
-        metadata = {"field": field_name} if isinstance(field_name, str) and field_name else {}
-        return MappedError(code, reason_of(exc), str(exc) or reason_of(exc), metadata)
-
-
-STORE_UNAVAILABLE: Final = Refusal(
-    grpc.StatusCode.UNAVAILABLE,
-    "store_unavailable",
-    "the store is unavailable; retry with the same idempotency key",
-)
-"""Redis down, unreachable, timing out, loading or out of connections. A write may or may
-not have been applied; its retry with the same key is answered as a replay if it was."""
-
-BASE_ERRORS: Final = ErrorTable(
-    {
-        BadRequest: grpc.StatusCode.INVALID_ARGUMENT,
-        RuleViolation: grpc.StatusCode.FAILED_PRECONDITION,
-        FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
-        Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
-        Forbidden: grpc.StatusCode.PERMISSION_DENIED,
-        NotFound: grpc.StatusCode.NOT_FOUND,
-        AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
-        Conflict: grpc.StatusCode.ABORTED,
-        ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
-        Unavailable: grpc.StatusCode.UNAVAILABLE,
-        **{error: STORE_UNAVAILABLE for error in STORE_UNAVAILABLE_ERRORS},
-    }
-)
-"""The shared part of every service's table; a service adds its own in ``errors.py``."""
-
-
-def trailing_metadata(error: MappedError) -> tuple[tuple[str, str | bytes], ...]:
-    """``stud-reason`` plus a serialized ``google.rpc.Status`` with an ``ErrorInfo``."""
-    info = error_details_pb2.ErrorInfo(
-        reason=error.reason, domain=ERROR_DOMAIN, metadata=dict(error.metadata)
-    )
-    detail = any_pb2.Any()
-    detail.Pack(info)
-    status = status_pb2.Status(
-        code=error.code.value[0], message=error.message, details=[detail]
-    )
-    return ((REASON_KEY, error.reason), (DETAILS_KEY, status.SerializeToString()))
-
-
-def rpc_error_reason(error: grpc.aio.AioRpcError | grpc.RpcError) -> str | None:
-    """Client side: the ``stud-reason`` of a failed call, or None."""
-    metadata = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
-    for key, value in metadata or ():
-        if key == REASON_KEY:
-            return value if isinstance(value, str) else bytes(value).decode()
-    return None
-
-
-def rpc_error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
-    """Client side: the ``google.rpc.ErrorInfo`` of a failed call, or None."""
-    for key, value in error.trailing_metadata() or ():
-        if key == DETAILS_KEY:
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return info
-    return None
-
-# --- interceptors ---------------------------------------------------------------------------
-
-Scope = Callable[[str, grpc.aio.ServicerContext], contextlib.AbstractAsyncContextManager[None]]
-
-UNDECODABLE_REASON: Final = "undecodable_request"
-EXPIRED_REASON: Final = "token_expired"
-EXPIRY_POLL_S: Final = 1.0
-"""How often a waiting stream reads the clock again: a clock that jumps (a test's, or a wall
-clock stepped forward) ends an expired stream within this long."""
-
-
-def is_public(method: str, public_services: Iterable[str] = PUBLIC_SERVICES) -> bool:
-    """True for a method of a service that needs no token (health, reflection)."""
-    service = method.lstrip("/").split("/", 1)[0]
-    return service in set(public_services)
-
-
-@dataclass(frozen=True, slots=True)
-class _Undecodable:
-    """A request body that did not deserialize. grpc would answer ``UNKNOWN`` for the
-    deserializer's exception, outside every interceptor; this stand-in lets the refusal happen
-    inside them, so that it is mapped, logged and counted."""
-
-    error: str
-
-
-class _TolerantDeserializer:
-    """A request deserializer that returns :class:`_Undecodable` instead of raising."""
-
-    def __init__(self, inner: Callable[[bytes], Any]) -> None:
-        self.inner = inner
-
-    def __call__(self, data: bytes) -> Any:
-        try:
-            return self.inner(data)
-        except Exception as exc:  # protobuf's DecodeError, or a custom deserializer's error
-            return _Undecodable(type(exc).__name__)
-
-
-def _decoded(request: Any) -> Any:
-    if isinstance(request, _Undecodable):
-        raise BadRequest("request", f"the request body does not decode ({request.error})",
-                         reason=UNDECODABLE_REASON)
-    return request
-
-
-async def _decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    async for request in requests:
-        yield _decoded(request)
-
-
-def _checked(request: Any, check: bool, streaming: bool) -> Any:
-    if not check:
-        return request
-    return _decoded_stream(request) if streaming else _decoded(request)
-
-
-def _wrap_response_unary(
-    behavior: Any, method: str, scope: Scope, check: bool, streaming: bool
-) -> Any:
-    async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        async with scope(method, context):
-            result = behavior(_checked(request, check, streaming), context)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-
-    return wrapped
-
-
-def _wrap_response_stream(
-    behavior: Any, method: str, scope: Scope, check: bool, streaming: bool
-) -> Any:
-    if inspect.isasyncgenfunction(behavior):
-
-        async def wrapped_gen(
-            request: Any, context: grpc.aio.ServicerContext
-        ) -> AsyncIterator[Any]:
-            async with scope(method, context):
-                async for item in behavior(_checked(request, check, streaming), context):
-                    yield item
-
-        return wrapped_gen
-
-    async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> None:
-        # A handler that answers through ``context.write`` and returns None.
-        async with scope(method, context):
-            result = behavior(_checked(request, check, streaming), context)
-            if inspect.isawaitable(result):
-                await result
-
-    return wrapped
-
-
-def wrap_handler(handler: grpc.RpcMethodHandler, method: str, scope: Scope) -> Any:
-    """``handler`` with its behaviour run inside ``scope(method, context)``.
-
-    The first wrap of a handler (the innermost interceptor's) makes its request deserializer
-    tolerant and refuses an undecodable request with :class:`~studkit.errors.BadRequest`
-    (reason ``undecodable_request``) inside its own scope, hence inside every outer one: the
-    token is checked first, and the refusal is mapped to ``INVALID_ARGUMENT``, logged and
-    counted."""
-    deserializer = handler.request_deserializer
-    check = deserializer is not None and not isinstance(deserializer, _TolerantDeserializer)
-    common = {
-        "request_deserializer": _TolerantDeserializer(deserializer) if check else deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(
-            _wrap_response_unary(handler.unary_unary, method, scope, check, False), **common
-        )
-    if handler.stream_unary is not None:
-        return grpc.stream_unary_rpc_method_handler(
-            _wrap_response_unary(handler.stream_unary, method, scope, check, True), **common
-        )
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(
-            _wrap_response_stream(handler.unary_stream, method, scope, check, False), **common
-        )
-    return grpc.stream_stream_rpc_method_handler(
-        _wrap_response_stream(handler.stream_stream, method, scope, check, True), **common
-    )
-
-
-def _with_stream_behavior(
-    handler: grpc.RpcMethodHandler, transform: Callable[[Any], Any]
-) -> grpc.RpcMethodHandler:
-    """``handler`` with ``transform`` applied to its behaviour if it answers with a stream."""
-    common = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(transform(handler.unary_stream), **common)
-    if handler.stream_stream is not None:
-        return grpc.stream_stream_rpc_method_handler(transform(handler.stream_stream), **common)
-    return handler
-
-
-# --- streams end with their token -----------------------------------------------------------
-
-_END: Final = object()
-
-
 def _token_expiry() -> float | None:
+    """When the current caller's token expires (None outside a call or when unknown)."""
     principal = _principal.get()
     return None if principal is None else principal.expires_at
 
 
-async def _settle(task: asyncio.Task[Any]) -> None:
-    """Cancel ``task`` until it is done and drop its outcome. Cancel more than once: on Python
-    3.11, ``asyncio.wait_for`` (inside redis-py) can swallow a cancel that lands as its
-    command completes."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=0.05)
-    if not task.cancelled():
-        task.exception()  # retrieved, so asyncio does not report it
-
-
-async def _before_expiry(task: asyncio.Task[Any], expires_at: float, clock: Clock) -> Any:
-    """``task``'s result, unless the clock reaches ``expires_at`` first: then ``task`` is
-    cancelled and :class:`~studkit.auth.Unauthorized` (``token_expired``) raised."""
-    try:
-        while True:
-            remaining = expires_at - clock()
-            if remaining <= 0:
-                raise Unauthorized("token expired: resume the stream with a fresh token",
-                                   reason=EXPIRED_REASON)
-            done, _ = await asyncio.wait({task}, timeout=min(remaining, EXPIRY_POLL_S))
-            if done:
-                return task.result()
-    finally:
-        if not task.done():
-            await _settle(task)
-
-
-def _expiring(behavior: Any, clock: Clock) -> Any:
-    """A response-stream behaviour that ends with ``token_expired`` when the caller's token
-    expires, even while it waits for something to send. Each step of the handler runs in a
-    task of its own, cancelled at the expiry; all steps share one context, so what the handler
-    binds (log context) stays bound from one step to the next."""
-    if inspect.isasyncgenfunction(behavior):
-
-        async def expiring_gen(
-            request: Any, context: grpc.aio.ServicerContext
-        ) -> AsyncIterator[Any]:
-            expires_at = _token_expiry()
-            items = behavior(request, context)
-            if expires_at is None:
-                async for item in items:
-                    yield item
-                return
-            steps = contextvars.copy_context()
-
-            async def step() -> Any:
-                try:
-                    return await anext(items)
-                except StopAsyncIteration:
-                    return _END
-
-            try:
-                while True:
-                    task = asyncio.get_running_loop().create_task(step(), context=steps)
-                    item = await _before_expiry(task, expires_at, clock)
-                    if item is _END:
-                        return
-                    yield item
-            finally:
-                await items.aclose()
-
-        return expiring_gen
-
-    async def expiring(request: Any, context: grpc.aio.ServicerContext) -> None:
-        expires_at = _token_expiry()
-        result = behavior(request, context)
-        if not inspect.isawaitable(result):
-            return
-        if expires_at is None:
-            await result
-            return
-        await _before_expiry(asyncio.ensure_future(result), expires_at, clock)
-
-    return expiring
+# --- interceptors ---------------------------------------------------------------------------
 
 
 def _ended_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode | None:
@@ -590,7 +243,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 except ValueError:  # a stream finalised in another context
                     _principal.set(None)
 
-        handler = _with_stream_behavior(handler, lambda b: _expiring(b, self._clock))
+        handler = with_stream_behavior(
+            handler, lambda behavior: expiring(behavior, self._clock, _token_expiry))
         return wrap_handler(handler, method, scope)
 
 
