@@ -21,6 +21,7 @@ class TestRedisServer:
         is generated per server."""
         with RedisServer(appendonly=False, passwords=PASSWORDS, data_dir=tmp_path) as server:
             assert server.process is not None
+            assert isinstance(server.process.args, list)
             argv = " ".join(map(str, server.process.args)).encode()
             cmdline = Path(f"/proc/{server.process.pid}/cmdline").read_bytes()
             for secret in (*PASSWORDS.values(), server.admin_password):
