@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -202,9 +202,9 @@ async def _before_expiry(task: asyncio.Task[Any], expires_at: float, clock: Cloc
 def expiring(behavior: Any, clock: Clock, expiry: Callable[[], float | None]) -> Any:
     """A response-stream behaviour that ends with ``token_expired`` at ``expiry()`` (the
     caller's token's expiry, read as the call starts; None: never) by ``clock``, even while it
-    waits for something to send. Each step of the handler runs in a
-    task of its own, cancelled at the expiry; all steps share one context, so what the handler
-    binds (log context) stays bound from one step to the next."""
+    waits for something to send. Each step of the handler runs in a task of its own, cancelled
+    at the expiry; all steps share one context, and what they bind (log context) is bound in
+    the call's own context too, as if the handler ran there."""
     if inspect.isasyncgenfunction(behavior):
 
         async def expiring_gen(
@@ -227,7 +227,10 @@ def expiring(behavior: Any, clock: Clock, expiry: Callable[[], float | None]) ->
             try:
                 while True:
                     task = asyncio.get_running_loop().create_task(step(), context=steps)
-                    item = await _before_expiry(task, expires_at, clock)
+                    try:
+                        item = await _before_expiry(task, expires_at, clock)
+                    finally:
+                        _adopt(steps)
                     if item is _END:
                         return
                     yield item
@@ -244,7 +247,23 @@ def expiring(behavior: Any, clock: Clock, expiry: Callable[[], float | None]) ->
         if expires_at is None:
             await result
             return
-        await _before_expiry(asyncio.ensure_future(result), expires_at, clock)
+        steps = contextvars.copy_context()
+        task = asyncio.get_running_loop().create_task(_awaited(result), context=steps)
+        try:
+            await _before_expiry(task, expires_at, clock)
+        finally:
+            _adopt(steps)
 
     return expiring
+
+
+async def _awaited(result: Awaitable[Any]) -> Any:
+    return await result
+
+
+def _adopt(context: contextvars.Context) -> None:
+    """Set in the current context every variable ``context`` holds (what a step bound)."""
+    for var, value in context.items():
+        if var.get(_END) is not value:
+            var.set(value)
 

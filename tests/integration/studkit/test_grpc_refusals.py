@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+import structlog
 from grpc_health.v1 import health_pb2
 from redis.exceptions import BusyLoadingError, MaxConnectionsError, ReadOnlyError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -85,6 +86,13 @@ class Probe:
         finally:
             self.stream_closed.set()
 
+    async def bound(self, request: Any, context: grpc.aio.ServicerContext
+                    ) -> AsyncIterator[bytes]:
+        """Binds a log variable, as the dealer binds table_id, then waits."""
+        structlog.contextvars.bind_contextvars(table_id="t-9")
+        yield b"hello"
+        await asyncio.Event().wait()
+
     async def writer(self, request: Any, context: grpc.aio.ServicerContext) -> None:
         """A stream that answers through context.write, then waits."""
         await context.write(b"hello")
@@ -108,6 +116,7 @@ def add_probe(probe: Probe, server: grpc.aio.Server) -> None:
         "Ticks": grpc.unary_stream_rpc_method_handler(probe.ticks, _identity, _identity),
         "Quiet": grpc.unary_stream_rpc_method_handler(probe.quiet, _identity, _identity),
         "Writer": grpc.unary_stream_rpc_method_handler(probe.writer, _identity, _identity),
+        "Bound": grpc.unary_stream_rpc_method_handler(probe.bound, _identity, _identity),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
@@ -261,6 +270,25 @@ class TestStreamsEndWithTheirToken:
         assert error.code() is grpc.StatusCode.UNAUTHENTICATED
         assert rpc_error_reason(error) == "token_expired"
         await asyncio.wait_for(probe.writer_cancelled.wait(), 5)
+
+    async def test_what_the_handler_binds_is_in_the_calls_last_line(
+        self, channel: grpc.aio.Channel, clock: Clock
+    ) -> None:
+        """The handler's steps run in tasks, yet what it binds to the log context reaches the
+        call's closing line, with the principal."""
+        with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+            call = channel.unary_stream(f"/{SERVICE}/Bound")(b"", metadata=issue(), timeout=30)
+            assert await call.read() == b"hello"
+            clock.offset = 3600
+            error = await refusal(call.read())
+            assert rpc_error_reason(error) == "token_expired"
+            for _ in range(100):
+                if any(e["event"] == "rpc_rejected" for e in logs):
+                    break
+                await asyncio.sleep(0.02)
+        [line] = [e for e in logs if e["event"] == "rpc_rejected"]
+        assert line["table_id"] == "t-9" and line["principal"] == "player:alice"
+        assert line["reason"] == "token_expired"
 
     async def test_a_real_two_second_token(self, channel: grpc.aio.Channel) -> None:
         """With the real clock, a stream on a 2-second token ends within about 2 s."""
