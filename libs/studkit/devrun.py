@@ -33,8 +33,12 @@ SERVICES = ("dealer", "wallet", "table")
 LOOPBACK = "127.0.0.1"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Ctrl-C, a supervisor's stop, and the terminal closing: each stops everything."""
-STOP_SECONDS = 9.0
-"""The longest a stop takes: services first (SIGTERM, then SIGKILL), then Redis."""
+SERVICES_STOP_SECONDS = 6.0
+"""Time the services get after SIGTERM, together, before SIGKILL."""
+REDIS_STOP_SECONDS = 2.0
+"""Time Redis gets after SIGTERM (it fsyncs the AOF and exits) before SIGKILL."""
+STOP_SECONDS = SERVICES_STOP_SECONDS + REDIS_STOP_SECONDS
+"""The longest a stop takes (under the 10 s a closing terminal or a supervisor allows)."""
 SERVICE_SHUTDOWN_GRACE = "3"
 """Seconds each service gives in-flight calls on SIGTERM (``<NAME>_SHUTDOWN_GRACE``)."""
 
@@ -89,7 +93,7 @@ def stop_all(running: list[Running], redis: RedisServer) -> None:
     :data:`STOP_SECONDS`; further stop signals are ignored meanwhile."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
-    deadline = time.monotonic() + STOP_SECONDS - 3.0
+    deadline = time.monotonic() + SERVICES_STOP_SECONDS
     for service in reversed(running):
         if service.process.poll() is None:
             service.process.terminate()
@@ -99,7 +103,7 @@ def stop_all(running: list[Running], redis: RedisServer) -> None:
         except subprocess.TimeoutExpired:
             service.process.kill()
             service.process.wait()
-    redis.stop(timeout=2.0)
+    redis.stop(timeout=REDIS_STOP_SECONDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -248,3 +248,14 @@ class TestMakeRunStops:
         else:
             os.kill(launcher.process.pid, signum)
         assert_all_stop(launcher, children, sent_at)
+
+    def test_a_stuck_service_is_killed_in_time(self, launcher: Launcher) -> None:
+        """A service that does not react to SIGTERM (here: stopped with SIGSTOP) is killed
+        once its time is up, and the whole stop still takes under 10 seconds."""
+        children = launcher.descendants()
+        wallet = next(pid for pid in children
+                      if Path(f"/proc/{pid}/cmdline").read_bytes().endswith(b"-m\0wallet\0"))
+        os.kill(wallet, signal.SIGSTOP)
+        sent_at = time.monotonic()
+        os.killpg(launcher.process.pid, signal.SIGHUP)
+        assert_all_stop(launcher, children, sent_at)
