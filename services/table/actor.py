@@ -105,7 +105,7 @@ def _ts(envelope_time: object) -> float:
     return float(envelope_time.ToMicroseconds()) / 1e6  # type: ignore[attr-defined]
 
 
-@dataclass
+@dataclass(eq=False)
 class Watcher:
     """One live viewer's inbox: appended envelopes, bounded."""
 
