@@ -1,7 +1,7 @@
 """Benchmark of the rules engine: folding whole recorded hands and deciding commands.
 
 Records N random hands (seeded; 2-8 players at random seats, mostly deep stacks with some
-short ones, random legal play through :class:`rules.driver.TableDriver`), then measures
+short ones, random legal play through :class:`rules.testing.TableDriver`), then measures
 ``rules.fold`` over each hand's events starting from the table state before the hand, and
 ``rules.decide`` over every command of the recording. Prints the figures (target: a whole
 hand folded in under 0.2 ms) and then the hand-evaluator benchmark of ``bench_hands.py``.
@@ -25,10 +25,9 @@ from rules.commands import (
     Fold,
     TimeOut,
 )
-from rules.decide import action_command
-from rules.driver import StackedDeck, TableDriver
 from rules.events import Event
 from rules.state import TableState
+from rules.testing import StackedDeck, TableDriver, action_command
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_hands beside this file
 from bench_hands import report as hands_report

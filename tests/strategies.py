@@ -36,10 +36,9 @@ from rules.commands import (
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
 from rules.dealing import deal_plan
-from rules.decide import ACTION_COMMANDS
-from rules.driver import StackedDeck, deal_command, revealed_hands
 from rules.queries import seats_to_deal
 from rules.state import Phase, TableState
+from rules.testing import ACTION_COMMANDS, StackedDeck, deal_command, revealed_hands
 
 
 class Deck(tuple[Card, ...]):

@@ -4,8 +4,7 @@ wagers, a hand settling) or raises :class:`RuleViolation` and changes nothing.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, assert_never
+from typing import assert_never
 
 from rules.betting import ActionKind, LegalAction, judge_action, legal_actions_for
 from rules.cards import Card
@@ -20,7 +19,6 @@ from rules.commands import (
     Fold,
     LeaveSeat,
     OpenTable,
-    PlayerCommand,
     PostBringIn,
     Raise,
     RevealedHand,
@@ -80,30 +78,6 @@ _KIND = {
     Check: ActionKind.CHECK,
     Fold: ActionKind.FOLD,
 }
-
-ACTION_COMMANDS: Final[Mapping[ActionKind, type[PlayerCommand]]] = {
-    kind: cls for cls, kind in _KIND.items()
-}
-"""The command class of each action kind."""
-
-
-def action_command(seat: int, kind: ActionKind, to: int | None = None) -> PlayerCommand:
-    """The command of ``seat`` taking an action of ``kind`` (``to`` checks a wager's amount).
-
-    >>> action_command(3, ActionKind.RAISE, to=800)
-    Raise(seat=3, to=800)
-    >>> action_command(3, ActionKind.CALL, to=800)
-    Traceback (most recent call last):
-    ...
-    ValueError: only a wager has a 'to' amount
-    """
-    cls = ACTION_COMMANDS[kind]
-    if cls in (Complete, Bet, Raise):
-        return cls(seat=seat, to=to)
-    if to is not None:
-        raise ValueError("only a wager has a 'to' amount")
-    return cls(seat=seat)
-
 
 def _fail(reason: Reason, detail: str) -> RuleViolation:
     return RuleViolation(reason, detail)

@@ -162,7 +162,7 @@ def render_history(events: Sequence[Event]) -> str:
     showdown headings.
 
     >>> from rules.config import TableConfig
-    >>> from rules.driver import TableDriver
+    >>> from rules.testing import TableDriver
     >>> from rules.commands import PostBringIn, Fold
     >>> t = TableDriver(TableConfig(), stacks={1: 1000, 3: 1000}); _ = t.start()
     >>> t.deal_from("Ah Kd 7c 7d 2c 9s", hide_down=True)

@@ -65,7 +65,7 @@ def export_phh(
     ``fields`` adds optional PHH fields (``table``, ``event``, ...); names not in the PHH
     standard should start with ``_``.
 
-    >>> from rules.driver import TableDriver
+    >>> from rules.testing import TableDriver
     >>> t = TableDriver(TableConfig(), stacks={2: 1000, 5: 1000}); _ = t.start()
     >>> t.deal_from("Ah Kd 7c 7d 2c 9s")
     >>> from rules.commands import PostBringIn, Fold

@@ -45,7 +45,7 @@ def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConf
     now: ``cbr`` the completion, bet or raise that fits, ``cc`` a check or a call. Whether
     the command is legal is for ``decide`` to say.
 
-    >>> from rules.driver import TableDriver
+    >>> from rules.testing import TableDriver
     >>> from rules.phh import parse_action
     >>> t = TableDriver(TableConfig(), stacks={1: 1000, 2: 1000}); _ = t.start()
     >>> t.deal_from("Ah Kd 7c 7d 2c 9s")

@@ -14,7 +14,7 @@ def seats_to_deal(state: TableState) -> tuple[int, ...]:
     """The seats that would be dealt in if a hand started now: seated, not sitting out, with
     chips (RULES 3.1-3.2, 3.5).
 
-    >>> from rules.driver import TableDriver
+    >>> from rules.testing import TableDriver
     >>> from rules.config import TableConfig
     >>> from rules.commands import SitOut
     >>> t = TableDriver(TableConfig(), stacks={1: 1000, 4: 1000, 6: 1000})
@@ -46,7 +46,7 @@ def can_start_hand(state: TableState) -> bool:
     """Whether ``StartHand`` (with the next hand number) would be accepted now: the table is
     open, no hand is in progress and at least ``min_players`` seats would be dealt in.
 
-    >>> from rules.driver import TableDriver
+    >>> from rules.testing import TableDriver
     >>> from rules.config import TableConfig
     >>> can_start_hand(TableDriver(TableConfig(), stacks={1: 1000}).state)
     False
@@ -61,7 +61,7 @@ def can_start_hand(state: TableState) -> bool:
 def legal_actions(state: TableState) -> LegalActions | None:
     """Exactly what the player to act may do, with amounts; None if nobody is to act.
 
-    >>> from rules.driver import TableDriver
+    >>> from rules.testing import TableDriver
     >>> from rules.config import TableConfig
     >>> t = TableDriver(TableConfig(), stacks={1: 1000, 2: 1000}); _ = t.start()
     >>> legal_actions(t.state) is None  # cards first

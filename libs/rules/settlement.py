@@ -50,7 +50,7 @@ def settlement(state: TableState) -> Settlement | None:
     Every seat dealt in is listed in seat order (a seat that put nothing in and won nothing
     with zeros).
 
-    >>> from rules.driver import TableDriver
+    >>> from rules.testing import TableDriver
     >>> from rules.config import TableConfig
     >>> from rules.commands import PostBringIn, Fold
     >>> t = TableDriver(TableConfig(), stacks={1: 1000, 3: 1000}); _ = t.start()

@@ -17,10 +17,9 @@ import rules
 from rules import ActionKind, LegalAction, RuleViolation, decide
 from rules.betting import judge_action
 from rules.commands import RevealHands, Showdown, StartHand
-from rules.decide import ACTION_COMMANDS
-from rules.driver import StackedDeck, TableDriver, revealed_hands
 from rules.events import AntePosted, HandStarted
 from rules.state import Phase, TableState
+from rules.testing import ACTION_COMMANDS, StackedDeck, TableDriver, revealed_hands
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared helpers
 from strategies import TableSetup, action_command, between_hands, decks, tables

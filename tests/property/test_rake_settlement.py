@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from rules import fold
 from rules.commands import RevealHands, Showdown, StartHand, VoidHand
 from rules.config import Rake
-from rules.driver import StackedDeck, TableDriver, revealed_hands
 from rules.events import HandEnded, HandStarted, HandVoided, PotAwarded, RakeTaken
 from rules.rake import rake_due
 from rules.settlement import Settlement, settlement
 from rules.showdown import hand_pots
 from rules.state import Phase
 from rules.streets import Street
+from rules.testing import StackedDeck, TableDriver, revealed_hands
 from wallet import ledger
 from wallet.model import (
     HOUSE,

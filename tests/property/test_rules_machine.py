@@ -26,10 +26,10 @@ from rules.commands import (
     SitOut,
     StartHand,
 )
-from rules.driver import TableDriver
 from rules.events import EVENT_TYPES, Event, HandEnded, HandStarted, PotAwarded
 from rules.queries import seats_to_deal
 from rules.state import Phase, TableState
+from rules.testing import TableDriver
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared helpers
 from invariants import bought_in, check_settlement, check_table, chips_on_table

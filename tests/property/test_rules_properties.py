@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from rules import Card, RuleViolation, decide, fold, queries
 from rules.commands import Command, RevealHands, Showdown, StartHand
-from rules.driver import TableDriver
 from rules.events import (
     EVENT_TYPES,
     DownCardDealt,
@@ -27,6 +26,7 @@ from rules.events import (
 from rules.queries import seats_to_deal
 from rules.showdown import showing_order
 from rules.state import Phase, TableState
+from rules.testing import TableDriver
 from rules.views import event_for, hand_for, public_event, table_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: shared helpers

@@ -20,10 +20,9 @@ from rules.commands import (
     TimeOut,
 )
 from rules.config import HeadsUpRaises
-from rules.decide import action_command
-from rules.driver import StackedDeck, TableDriver
 from rules.events import BurnsReshuffled, CommunityCardDealt, Event, HandExposed
 from rules.state import HandState, Player, TableState
+from rules.testing import StackedDeck, TableDriver, action_command
 
 TABLES = 150
 HANDS_PER_TABLE = 3

@@ -29,8 +29,6 @@ from rules.commands import (
     PostBringIn,
     TimeOut,
 )
-from rules.decide import action_command
-from rules.driver import TableDriver
 from rules.events import (
     BetMade,
     BringInPosted,
@@ -53,6 +51,7 @@ from rules.phh_replay import replay_phh
 from rules.phh_verdict import ReplayResult, Verdict
 from rules.state import Phase, initial_state
 from rules.streets import bet_size
+from rules.testing import TableDriver, action_command
 from rules.views import public_event
 
 WSOP = Path(__file__).parents[2] / "data" / "phh" / "wsop-2023-43"

@@ -7,13 +7,13 @@ import pytest
 from rules import Reason, RuleViolation
 from rules.commands import Bet, Call, Check, Complete, Fold, PostBringIn, VoidHand
 from rules.config import Rake, TableConfig
-from rules.driver import TableDriver
 from rules.events import HandEnded, HandVoided, PotAwarded, RakeTaken, Share
 from rules.history import render_history
 from rules.rake import rake_due, take_rake
 from rules.settlement import Settlement, SettlementSeat, settlement
 from rules.state import Phase
 from rules.streets import Street
+from rules.testing import TableDriver
 
 RAKE = Rake(500, 30)
 CONFIG = TableConfig(rake=RAKE)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rules.commands import Fold, PostBringIn
 from rules.config import TableConfig
-from rules.driver import TableDriver
 from rules.events import HandEnded, PotAwarded, UncalledBetReturned
 from rules.state import Phase
+from rules.testing import TableDriver
 
 
 class TestHandWithEmptyPotEnds:

@@ -7,7 +7,6 @@ from rules import Reason, RuleViolation, parse_cards
 from rules.betting import ActionKind
 from rules.commands import Bet, Call, Check, Complete, Fold, PostBringIn, TimeOut
 from rules.config import TableConfig
-from rules.driver import TableDriver
 from rules.events import (
     ActionTimedOut,
     BringInPosted,
@@ -23,6 +22,7 @@ from rules.events import (
 )
 from rules.state import Phase
 from rules.streets import Street
+from rules.testing import TableDriver
 
 BIG = 100_000
 

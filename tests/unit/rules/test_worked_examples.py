@@ -20,8 +20,6 @@ from rules.commands import (
 )
 from rules.config import HeadsUpRaises, ShowdownOpener, TableConfig
 from rules.dealing import deal_plan
-from rules.decide import action_command
-from rules.driver import TableDriver
 from rules.events import (
     CommunityCardDealt,
     DownCardDealt,
@@ -34,6 +32,7 @@ from rules.events import (
 )
 from rules.state import Phase
 from rules.streets import Street
+from rules.testing import TableDriver, action_command
 
 BIG = 100_000
 CONFIG = TableConfig()
