@@ -1,0 +1,138 @@
+"""Bad input and cheating at the table: each refusal has its status code and reason, and
+changes nothing (the table's version and the wallet's escrows stay as they were)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import grpc
+import pytest
+
+from stud.v1 import table_pb2 as pb
+from studkit.auth import Principal, Role
+from studkit.grpc_server import rpc_error_reason
+from table.testing import AUDITOR, OPERATOR, Room, player
+
+pytestmark = pytest.mark.integration
+
+
+async def refused(room: Room, method: str, request: Any, who: Principal | None
+                  ) -> tuple[grpc.StatusCode, str | None]:
+    metadata = room.client.md(who) if who is not None else ()
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await getattr(room.client.stub, method)(request, metadata=metadata, timeout=10)
+    return caught.value.code(), rpc_error_reason(caught.value)
+
+
+@pytest.fixture
+async def table(room: Room) -> tuple[str, pb.TableView]:
+    """A table in its first hand, waiting for the bring-in."""
+    table_id = await room.client.open_table()
+    for seat, name in {1: "ann", 2: "bob"}.items():
+        await room.fund(name)
+        await room.client.call("SitDown", pb.SitDownRequest(table_id=table_id, seat=seat,
+                                                            buy_in=10_000), player(name))
+    view = await room.client.wait_for(table_id, lambda v: v.HasField("hand")
+                                      and v.hand.to_act != 0)
+    return table_id, view
+
+
+def holder(view: pb.TableView, seat: int) -> str:
+    return next(s.player_id for s in view.seats if s.seat == seat)
+
+
+async def test_refusals_change_nothing(room: Room, table: tuple[str, pb.TableView]) -> None:
+    table_id, view = table
+    to_act = view.hand.to_act
+    other = 1 if to_act == 2 else 2
+    actor, bystander = player(holder(view, to_act)), player(holder(view, other))
+    escrows = await room.wallet.client.escrows(table_id)
+    cid = uuid.uuid4().hex
+
+    def fold(seat: int, **kw: Any) -> pb.FoldRequest:
+        return pb.FoldRequest(table_id=table_id, seat=seat, command_id=kw.pop("cid", cid),
+                              **kw)
+
+    cases: list[tuple[str, Any, Principal | None, grpc.StatusCode, str | None]] = [
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act, command_id=cid),
+         None, grpc.StatusCode.UNAUTHENTICATED, "missing_token"),
+        # Another player's seat.
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act, command_id=cid),
+         bystander, grpc.StatusCode.PERMISSION_DENIED, "not_your_seat"),
+        # Out of turn.
+        ("Check", pb.CheckRequest(table_id=table_id, seat=other, command_id=cid), bystander,
+         grpc.StatusCode.FAILED_PRECONDITION, "not_your_turn"),
+        # An observer, an auditor and an operator cannot act.
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act, command_id=cid),
+         player("zed"), grpc.StatusCode.PERMISSION_DENIED, "not_your_seat"),
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act, command_id=cid),
+         AUDITOR, grpc.StatusCode.PERMISSION_DENIED, "not_a_player"),
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act, command_id=cid),
+         OPERATOR, grpc.StatusCode.PERMISSION_DENIED, "not_a_player"),
+        # A service token is not a player either.
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act, command_id=cid),
+         Principal(Role.SERVICE, "dealer"), grpc.StatusCode.PERMISSION_DENIED, "not_a_player"),
+        # Wrong amount.
+        ("Complete", pb.CompleteRequest(table_id=table_id, seat=to_act, command_id=cid, to=1),
+         actor, grpc.StatusCode.FAILED_PRECONDITION, "wrong_amount"),
+        # A stale pre-selected action.
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act, command_id=cid,
+                                              expected_sequence=view.version - 1),
+         actor, grpc.StatusCode.FAILED_PRECONDITION, "stale"),
+        # Malformed ids and values.
+        ("Fold", fold(to_act, cid="bad id\n"), actor, grpc.StatusCode.INVALID_ARGUMENT, None),
+        ("Fold", fold(to_act, cid=""), actor, grpc.StatusCode.INVALID_ARGUMENT, None),
+        ("Fold", pb.FoldRequest(table_id="t\n", seat=to_act, command_id=cid), actor,
+         grpc.StatusCode.INVALID_ARGUMENT, None),
+        ("Fold", fold(9), actor, grpc.StatusCode.INVALID_ARGUMENT, None),
+        ("Fold", fold(0), actor, grpc.StatusCode.INVALID_ARGUMENT, None),
+        ("Fold", pb.FoldRequest(table_id="no-such-table", seat=1, command_id=cid), actor,
+         grpc.StatusCode.NOT_FOUND, "unknown_table"),
+        # Players do not open or close tables, nor buy in outside the range.
+        ("OpenTable", pb.OpenTableRequest(table_id="x1", command_id=cid), actor,
+         grpc.StatusCode.INVALID_ARGUMENT, None),
+        ("CloseTable", pb.CloseTableRequest(table_id=table_id, command_id=cid), actor,
+         grpc.StatusCode.PERMISSION_DENIED, None),
+        ("SitDown", pb.SitDownRequest(table_id=table_id, seat=3, command_id=cid, buy_in=0),
+         player("zed"), grpc.StatusCode.FAILED_PRECONDITION, "buy_in_out_of_range"),
+        ("SitDown", pb.SitDownRequest(table_id=table_id, seat=1, command_id=cid,
+                                      buy_in=10_000),
+         player("zed"), grpc.StatusCode.FAILED_PRECONDITION, "seat_taken"),
+    ]
+    for method, request, who, code, reason in cases:
+        got = await refused(room, method, request, who)
+        assert got[0] == code, (method, request, who, got)
+        if reason is not None:
+            assert got[1] == reason, (method, request, who, got)
+    after = await room.client.view(table_id)
+    assert after.version == view.version
+    assert await room.wallet.client.escrows(table_id) == escrows
+
+
+async def test_a_command_id_reused_for_another_command_is_refused(
+        room: Room, table: tuple[str, pb.TableView]) -> None:
+    """The same command id repeats the outcome; with another command it is refused."""
+    table_id, view = table
+    seat = view.hand.to_act
+    who = player(holder(view, seat))
+    request = pb.PostBringInRequest(table_id=table_id, seat=seat, command_id="c-1")
+    first = await room.client.call("PostBringIn", request, who)
+    again = await room.client.call("PostBringIn", request, who)
+    assert again.duplicate and again.version == first.version
+    assert [e.sequence for e in again.events] == [e.sequence for e in first.events]
+    code, reason = await refused(room, "Fold", pb.FoldRequest(
+        table_id=table_id, seat=seat, command_id="c-1"), who)
+    assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "command_id_reused")
+    assert (await room.client.view(table_id)).version == first.version
+
+
+async def test_undecodable_body_is_invalid_argument(room: Room) -> None:
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{room.table_port}")
+    call = channel.unary_unary("/stud.v1.TableService/Fold",
+                               request_serializer=lambda b: b,
+                               response_deserializer=lambda b: b)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(b"\xff\xff\xff", metadata=room.client.md(player("ann")), timeout=5)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    await channel.close()
