@@ -1,10 +1,8 @@
 """A hand history for people to read: our event log, one line per event, with street and
 showdown headings.
 
-PHH, the hand history for programs, lives in :mod:`rules.phh` (the format),
-:mod:`rules.phh_replay` with :mod:`rules.phh_table` and :mod:`rules.phh_verdict` (replaying
-a hand through our rules) and :mod:`rules.phh_export` (writing our log as PHH). Their public
-names can still be imported from here, where they all were before.
+PHH, the hand history for programs, is the package :mod:`rules.phh`. Its public names can
+still be imported from here, where they all were before.
 """
 
 from __future__ import annotations
@@ -46,19 +44,22 @@ from rules.events import (
     UpCardDealt,
 )
 from rules.phh import (
+    END_OF_ACTIONS,
     VARIANT,
     PhhAction,
     PhhError,
     PhhHand,
+    Rejection,
+    ReplayResult,
+    Verdict,
+    export_phh,
     parse_action,
     parse_phh,
     parse_phh_cards,
     parse_phhs,
+    replay_config,
+    replay_phh,
 )
-from rules.phh_export import export_phh
-from rules.phh_replay import replay_phh
-from rules.phh_table import replay_config
-from rules.phh_verdict import END_OF_ACTIONS, Rejection, ReplayResult, Verdict
 from rules.streets import Street
 
 __all__ = [

@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from rules.history import render_history
-from rules.phh import PhhError, parse_phhs
-from rules.phh_replay import replay_phh
-from rules.phh_verdict import END_OF_ACTIONS, ReplayResult, Verdict
+from rules.phh import END_OF_ACTIONS, PhhError, ReplayResult, Verdict, parse_phhs, replay_phh
 
 
 def _stacks(stacks: Sequence[int] | None) -> str:

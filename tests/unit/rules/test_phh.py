@@ -45,10 +45,16 @@ from rules.events import (
 )
 from rules.evolve import evolve
 from rules.history import render_history
-from rules.phh import PhhError, parse_action, parse_phh, parse_phhs
-from rules.phh_export import export_phh
-from rules.phh_replay import replay_phh
-from rules.phh_verdict import ReplayResult, Verdict
+from rules.phh import (
+    PhhError,
+    ReplayResult,
+    Verdict,
+    export_phh,
+    parse_action,
+    parse_phh,
+    parse_phhs,
+    replay_phh,
+)
 from rules.state import Phase, initial_state
 from rules.streets import bet_size
 from rules.testing import TableDriver, action_command

@@ -7,13 +7,13 @@ from rules.betting import WAGERS, ActionKind, legal_actions_for, wager_kind
 from rules.commands import Bet, Call, Check, Command, Complete, Fold, PostBringIn, Raise
 from rules.config import TableConfig
 from rules.errors import RuleViolation
-from rules.phh import PhhAction, PhhError, PhhHand
+from rules.phh.format import PhhAction, PhhError, PhhHand
 from rules.state import HandState
 
 
 def replay_config(hand: PhhHand) -> TableConfig:
     """The table configuration a PHH hand is replayed with: its stakes, the uniform ante,
-    no burns (see :mod:`rules.phh_replay`), every other option at its default. Raises
+    no burns (see :mod:`rules.phh.replay`), every other option at its default. Raises
     :class:`PhhError` when our rules cannot express the file's stakes.
 
     >>> from rules.phh import VARIANT
@@ -22,10 +22,11 @@ def replay_config(hand: PhhHand) -> TableConfig:
     >>> c = replay_config(h); c.seats, c.ante, c.burn_cards
     (8, 40, False)
     >>> from dataclasses import replace
-    >>> replay_config(replace(h, antes=(40, 30)))
-    Traceback (most recent call last):
-    ...
-    rules.phh.PhhError: antes differ between players ([40, 30]); our ante is one amount for everyone
+    >>> try:
+    ...     replay_config(replace(h, antes=(40, 30)))
+    ... except PhhError as error:
+    ...     print(error)
+    antes differ between players ([40, 30]); our ante is one amount for everyone
     """
     if len(set(hand.antes)) > 1:
         raise PhhError(f"antes differ between players ({list(hand.antes)}); our ante is one "

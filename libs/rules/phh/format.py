@@ -17,7 +17,7 @@ PokerKit 0.7.7 reads and writes them:
 - Text after `` # `` is a comment.
 
 Player ``pN`` sits in seat N, or in the N-th entry of ``seats`` when the file has that field.
-Replaying a hand is :mod:`rules.phh_replay`, writing one :mod:`rules.phh_export`. Everything
+Replaying a hand is :mod:`rules.phh.replay`, writing one :mod:`rules.phh.export`. Everything
 here is pure: no I/O, stdlib only.
 """
 
@@ -154,7 +154,7 @@ def parse_phh(text: str, name: str = "") -> PhhHand:
     >>> parse_phh("variant = 'F7S/8'")
     Traceback (most recent call last):
     ...
-    rules.phh.PhhError: missing field 'antes'
+    rules.phh.format.PhhError: missing field 'antes'
     """
     return _hand_from_table(_toml(text), name)
 

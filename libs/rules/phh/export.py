@@ -30,7 +30,7 @@ from rules.events import (
     UpCardDealt,
 )
 from rules.evolve import fold
-from rules.phh import VARIANT, format_phh_cards, toml_value
+from rules.phh.format import VARIANT, format_phh_cards, toml_value
 from rules.streets import Street
 
 

@@ -17,9 +17,9 @@ from rules.cards import DECK, Card
 from rules.commands import Command, DealStreet, DealtCard, RevealedHand, RevealHands, Showdown
 from rules.dealing import DealPlan
 from rules.errors import Reason, RuleViolation
-from rules.phh import VARIANT, PhhAction, PhhError, PhhHand, parse_action
-from rules.phh_table import command_for, replay_config
-from rules.phh_verdict import END_OF_ACTIONS, Rejection, ReplayResult, Verdict
+from rules.phh.format import VARIANT, PhhAction, PhhError, PhhHand, parse_action
+from rules.phh.table import command_for, replay_config
+from rules.phh.verdict import END_OF_ACTIONS, Rejection, ReplayResult, Verdict
 from rules.state import HandState, Phase
 from rules.streets import Street
 from rules.testing import TableDriver
