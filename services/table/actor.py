@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 import redis.asyncio as aioredis
+from redis.typing import EncodableT, FieldT
 import structlog
 
 import rules
@@ -60,6 +61,7 @@ from rules.events import (
     Raised,
 )
 from rules.settlement import settlement as settle_query
+from rules.streets import Street
 from stud.v1 import wallet_pb2 as wpb
 from stud.v1.envelope_pb2 import EventEnvelope, TurnClock
 from studkit import keys
@@ -99,6 +101,10 @@ def fingerprint(*parts: object) -> str:
         digest.update(part if isinstance(part, bytes) else str(part).encode())
         digest.update(b"\x00")
     return digest.hexdigest()[:32]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _ts(envelope_time: object) -> float:
@@ -189,7 +195,7 @@ class TableActor:
         return f"{keys.TABLE_PREFIX}{{{keys.check_id(self.table_id, 'table id')}}}:{suffix}"
 
     async def _save_intents(self) -> None:
-        mapping: dict[str, str] = {}
+        mapping: dict[FieldT, EncodableT] = {}
         for seat, player in self.intents.leaving.items():
             mapping[f"leave:{seat}"] = player
         for seat, (player, amount, wkey) in self.intents.topups.items():
@@ -205,8 +211,8 @@ class TableActor:
     async def _load_aux(self) -> None:
         raw = await self.deps.redis.hgetall(self._key("intents"))
         for k, v in raw.items():
-            kind, _, seat = k.decode().partition(":")
-            value = v.decode()
+            kind, _, seat = _text(k).partition(":")
+            value = _text(v)
             if kind == "leave":
                 self.intents.leaving[int(seat)] = value
             elif kind == "topup":
@@ -536,7 +542,8 @@ class TableActor:
         assert config is not None
         request = wpb.SettleHandRequest(
             table_id=self.table_id, hand_id=f"h{hand.hand_number}", rake=settlement.rake,
-            ended_on_street=int(settlement.ended_on) if settlement.ended_on else 3,
+            ended_on_street=wpb.SettleHandRequest.Street.Value(
+                f"STREET_{(settlement.ended_on or Street.THIRD).name}"),
             seats=[wpb.SettlementSeat(seat=s.seat, player_id=s.player_id,
                                       amount_in=s.amount_in, amount_won=s.amount_won)
                    for s in settlement.seats])
@@ -586,10 +593,16 @@ class TableActor:
                     await self._add_chips(held.seat, held.balance - seat.stack, topup[2])
         await self.reconcile()
 
-    async def _add_chips(self, seat: int, amount: int, wallet_key: str) -> None:
-        await self.commit(AddChips(seat=seat, amount=amount), f"s:topup:{wallet_key}")
-        self.intents.topups.pop(seat, None)
-        await self._save_intents()
+    async def _add_chips(self, seat: int, amount: int, wallet_key: str
+                         ) -> tuple[AppendResult, list[EventEnvelope]]:
+        """Record a top-up the wallet has made (one command id per wallet key: whoever
+        records it first, the seat's RPC or the driver, the other gets the duplicate) and
+        drop its intent (only this one: a newer top-up of the seat stays)."""
+        done = await self.commit(AddChips(seat=seat, amount=amount), f"s:topup:{wallet_key}")
+        if (pending := self.intents.topups.get(seat)) is not None and pending[2] == wallet_key:
+            del self.intents.topups[seat]
+            await self._save_intents()
+        return done
 
     async def leave(self, seat: int, command_id: str) -> list[EventEnvelope]:
         """Stand ``seat`` up and cash it out (between hands, or not dealt in)."""

@@ -10,23 +10,24 @@ caller's ids never collide with another's or with the table's own (``s:...``).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import structlog
 
-from rules import TableConfig
-from rules.commands import AddChips, OpenTable, SitDown, SitIn, SitOut
-from rules.errors import RuleViolation
-from rules.events import HandStarted
+from rules import TableConfig, decide
+from rules.commands import OpenTable, SitDown, SitIn, SitOut
+from rules.errors import Reason, RuleViolation
+from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
+from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound, Unavailable
 from studkit.store import AppendResult, EventStore
-from table.actor import ActorDeps, TableActor, Watcher, WatcherTooSlow
+from table.actor import ActorDeps, Intents, TableActor, Watcher, WatcherTooSlow
 from table.clients import Refused, key
-from table.model import TableSettings
+from table.errors import TooManyWatches
+from table.model import TableSettings, settings_from_proto, settings_to_proto
 
 log = structlog.get_logger("table")
 
@@ -98,7 +99,6 @@ class TableApp:
 
     @staticmethod
     def _settings_key(table_id: str) -> str:
-        from studkit import keys
         return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:settings"
 
     def actor(self, table_id: str) -> TableActor:
@@ -172,11 +172,7 @@ class TableApp:
                 f"{round(s.rathole_window_s)}s ago: bring at least that much",
                 reason="rathole")
         command = SitDown(seat=seat, player_id=principal.name, stack=buy_in)
-        try:
-            from rules import decide
-            decide(actor.state, command)  # legal now? before any money moves
-        except RuleViolation:
-            raise
+        decide(actor.state, command)  # legal now? (raises) before any money moves
         wallet_key = key(table_id, cid)
         try:
             await actor.deps.wallet.buy_in(principal.name, table_id, seat, buy_in, wallet_key)
@@ -205,7 +201,10 @@ class TableApp:
                                      reason="stale")
         if in_hand or (state.hand_in_progress and state.hand is not None
                        and state.hand.has_player(seat)):
-            await actor.set_intent(lambda i: i.leaving.__setitem__(seat, player))
+            def leave_later(intents: Intents) -> None:
+                intents.leaving[seat] = player
+
+            await actor.set_intent(leave_later)
             return Outcome(actor.version, [], False)
         written = await actor.leave(seat, cid)
         return Outcome(actor.version, written, False)
@@ -236,28 +235,48 @@ class TableApp:
                 f"a stack may be topped up to {actor.settings.buy_in_max}",
                 reason="above_buy_in_max")
         cid = command_key(principal, command_id)
-        wallet_key = key(self_table := table_id, cid)
-        if actor.state.hand_in_progress:
-            await actor.set_intent(
-                lambda i: i.topups.__setitem__(seat, (player, amount, wallet_key)))
-            return Outcome(actor.version, [], False)
-        recorded = await self._store.recorded(table_id, cid, fp)
+        wallet_key = key(table_id, cid)
+        recorded = await self._store.recorded(table_id, f"s:topup:{wallet_key}")
         if recorded is not None:
             return _outcome(recorded, await actor._recorded_envelopes(recorded))
+        # The top-up is an intent before any money moves: a hand that starts meanwhile, or a
+        # crash between the wallet and the table's record, leaves it to the driver to
+        # complete between hands (the wallet's key makes its repeat a replay); never
+        # chips in an escrow that the stack lacks.
+        def top_up(intents: Intents) -> None:
+            intents.topups[seat] = (player, amount, wallet_key)
+
+        def drop(intents: Intents) -> None:
+            intents.topups.pop(seat, None)
+
+        await actor.set_intent(top_up)
+        if actor.state.hand_in_progress:
+            return Outcome(actor.version, [], False)
         try:
-            await actor.deps.wallet.buy_in(player, self_table, seat, amount, wallet_key)
+            await actor.deps.wallet.buy_in(player, table_id, seat, amount, wallet_key)
         except Refused as exc:
+            await actor.set_intent(drop)
             raise FailedPrecondition(f"the wallet refused the top-up: {exc.reason}",
                                      reason=exc.reason or "buy_in_refused") from None
-        result, written = await actor.commit(AddChips(seat=seat, amount=amount), cid, fp)
+        try:
+            result, written = await actor._add_chips(seat, amount, wallet_key)
+        except RuleViolation as exc:
+            if exc.reason is not Reason.HAND_IN_PROGRESS:
+                raise
+            return Outcome(actor.version, [], False)  # added when the hand ends
         return _outcome(result, written)
 
     async def set_muck(self, principal: Principal, table_id: str, seat: int,
                        muck: bool) -> Outcome:
         actor = self.actor(table_id)
         self._own_seat(principal, actor, seat)
-        await actor.set_intent(
-            lambda i: i.muck.add(seat) if muck else i.muck.discard(seat))
+        def prefer(intents: Intents) -> None:
+            if muck:
+                intents.muck.add(seat)
+            else:
+                intents.muck.discard(seat)
+
+        await actor.set_intent(prefer)
         return Outcome(actor.version, [], False)
 
     # --- play ----------------------------------------------------------------------------
@@ -289,7 +308,6 @@ class TableApp:
         actor = self.actor(table_id)
         who = principal.subject
         if self._watching.get(who, 0) >= self._watch_limit:
-            from table.errors import TooManyWatches
             raise TooManyWatches(f"at most {self._watch_limit} open watches per caller")
         self._watching[who] = self._watching.get(who, 0) + 1
         watcher = Watcher(limit=actor.deps.watcher_buffer)
@@ -344,17 +362,15 @@ class TableApp:
 
 
 def _settings_to_bytes(settings: TableSettings) -> bytes:
-    from table.model import settings_to_proto
     return bytes(settings_to_proto(settings).SerializeToString())
 
 
-def _settings_from_bytes(raw: bytes | None) -> TableSettings:
-    from stud.v1 import table_pb2 as pb
-    from table.model import settings_from_proto
+def _settings_from_bytes(raw: bytes | str | None) -> TableSettings:
     if not raw:
         return TableSettings()
-    msg = pb.TableSettings.FromString(raw)
+    msg = pb.TableSettings.FromString(raw.encode() if isinstance(raw, str) else raw)
     base = settings_from_proto(msg)
+    # Stored settings are complete: the buy-in limits and the delay are taken as they are.
     return TableSettings(
         action_time_s=base.action_time_s, time_bank_s=base.time_bank_s,
         buy_in_min=msg.buy_in_min, buy_in_max=msg.buy_in_max,
@@ -362,6 +378,3 @@ def _settings_from_bytes(raw: bytes | None) -> TableSettings:
         timeouts_before_sit_out=base.timeouts_before_sit_out,
         sit_out_limit_s=base.sit_out_limit_s, rathole_window_s=base.rathole_window_s,
         outage_limit_s=base.outage_limit_s)
-
-
-_ = (time, HandStarted)

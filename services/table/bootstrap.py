@@ -30,9 +30,13 @@ class TableDeps:
     metrics: Metrics = field(default_factory=Metrics)
 
     @property
-    def store(self) -> aioredis.Redis:
-        """What the service shell pings before serving."""
-        return self.redis
+    def store(self) -> TableDeps:
+        """What the service shell pings before serving (the Redis connection)."""
+        return self
+
+    async def ping(self) -> bool:
+        """Whether Redis answers."""
+        return bool(await self.redis.ping())
 
     async def start(self) -> None:
         """Rebuild every table from its log and drive it."""
