@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from typing import Final
 
 import redis.asyncio as aioredis
-from redis.typing import EncodableT, FieldT
 import structlog
+from redis.typing import EncodableT, FieldT
 
 import rules
 from rules import Command, Event, Phase, TableState, decide, evolve, initial_state
@@ -68,6 +68,7 @@ from studkit import keys
 from studkit.errors import FailedPrecondition
 from studkit.mapping import envelope_for, event_from_envelope
 from studkit.store import AppendResult, EventStore, StreamConflict
+from studkit.uow import unit_of_work
 from table.clients import DealerClient, Refused, Unreachable, WalletClient, key
 from table.model import TableSettings
 
@@ -319,38 +320,53 @@ class TableActor:
         writer appended: reload and decide again). Returns the append's outcome and the
         envelopes it wrote (the recorded ones for a duplicate)."""
         async with self.lock:
-            recorded = await self.deps.store.recorded(self.table_id, command_id, fp)
-            if recorded is not None:
-                return recorded, await self._recorded_envelopes(recorded)
-            for _attempt in range(5):
+            behind = False
+
+            async def load() -> TableState:
+                if behind:  # another writer appended: fold what it wrote
+                    await self._catch_up()
+                return self.state
+
+            def decide_(state: TableState) -> list[EventEnvelope]:
                 if expected_sequence is not None and expected_sequence != self.version:
                     raise Stale(f"the table is at sequence {self.version}, not "
                                 f"{expected_sequence}")
                 if precheck is not None:
-                    precheck(self.state)
-                events = decide(self.state, command)
-                envelopes = self._envelopes(events, command_id)
-                try:
-                    result = await self.deps.store.append(
-                        self.table_id, envelopes, self.version, command_id, fp)
-                except StreamConflict:
-                    await self._catch_up()
-                    continue
-                if result.duplicate:
-                    return result, await self._recorded_envelopes(result)
-                written = []
-                for offset, envelope in enumerate(envelopes, start=1):
-                    envelope.sequence = self.version + offset
-                    envelope.table_id = self.table_id
-                    envelope.command_id = command_id
-                    written.append(envelope)
-                for envelope in written:
-                    self._apply(envelope)
-                for watcher in list(self.watchers):
-                    watcher.offer(written)
-                self.wake.set()
-                return result, written
-            raise FailedPrecondition("the table kept changing; retry", reason="conflict")
+                    precheck(state)
+                return self._envelopes(decide(state, command), command_id)
+
+            async def save(_state: TableState, envelopes: list[EventEnvelope]
+                           ) -> tuple[AppendResult, list[EventEnvelope]]:
+                result = await self.deps.store.append(
+                    self.table_id, envelopes, self.version, command_id, fp)
+                return result, envelopes
+
+            def lost(_attempt: int, _exc: BaseException) -> None:
+                nonlocal behind
+                behind = True
+
+            try:
+                result, envelopes = await unit_of_work(
+                    load, decide_, save, conflicts=(StreamConflict,), on_conflict=lost)
+            except (RuleViolation, FailedPrecondition):
+                # A retry of a command that was applied is refused by today's state (not
+                # your turn, stale): answer with the recorded outcome instead.
+                recorded = await self.deps.store.recorded(self.table_id, command_id, fp)
+                if recorded is None:
+                    raise
+                return recorded, await self._recorded_envelopes(recorded)
+            if result.duplicate:
+                return result, await self._recorded_envelopes(result)
+            first = result.version - len(envelopes)
+            for offset, envelope in enumerate(envelopes, start=1):
+                envelope.sequence = first + offset
+                envelope.table_id = self.table_id
+                envelope.command_id = command_id
+                self._apply(envelope)
+            for watcher in list(self.watchers):
+                watcher.offer(envelopes)
+            self.wake.set()
+            return result, envelopes
 
     async def _catch_up(self) -> None:
         for stored in await self.deps.store.read(self.table_id, from_version=self.version):

@@ -20,11 +20,13 @@ from typing import Final
 import structlog
 
 from studkit.auth import Forbidden, Principal, Role, require_role, require_service
-from studkit.errors import BadRequest, Conflict, ServiceError
+from studkit.errors import BadRequest, ServiceError
 from studkit.metrics import Metrics
+from studkit.uow import unit_of_work
 from wallet.ledger import (
     LedgerError,
     LedgerView,
+    Transaction,
     decide,
 )
 from wallet.model import (
@@ -164,23 +166,22 @@ class WalletApp:
         key = getattr(command, "idempotency_key", "")
         if key:
             structlog.contextvars.bind_contextvars(idempotency_key=key)
-        for attempt in range(1, self._retries + 1):
-            view = await self._view(command)
-            transaction = decide(command, view)
-            try:
-                applied = await self._store.apply(transaction)
-            except BalanceChanged:
-                log.info("transaction_retried", kind=transaction.kind.value, attempt=attempt)
-                continue
-            log.info(
-                "transaction_applied",
-                kind=transaction.kind.value,
-                transaction_id=applied.transaction_id,
-                replayed=applied.replayed,
-                postings=len(transaction.postings),
-            )
-            return applied
-        raise Conflict(f"balances kept moving; gave up after {self._retries} attempts")
+        async def load() -> LedgerView:
+            return await self._view(command)
+
+        async def save(_view: LedgerView, transaction: Transaction) -> tuple[Transaction, Applied]:
+            return transaction, await self._store.apply(transaction)
+
+        def retried(attempt: int, _exc: BaseException) -> None:
+            log.info("transaction_retried", command=type(command).__name__, attempt=attempt)
+
+        transaction, applied = await unit_of_work(
+            load, lambda view: decide(command, view), save, conflicts=(BalanceChanged,),
+            attempts=self._retries, on_conflict=retried)
+        log.info("transaction_applied", kind=transaction.kind.value,
+                 transaction_id=applied.transaction_id, replayed=applied.replayed,
+                 postings=len(transaction.postings))
+        return applied
 
     async def _view(self, command: Command) -> LedgerView:
         """What ``decide`` needs to read: only a cash-out depends on a balance."""

@@ -145,12 +145,22 @@ async def test_leave_during_a_hand_folds_at_the_turn_and_cashes_out(room: Room) 
     history = await room.client.stub.GetHandHistory(
         pb.GetHandHistoryRequest(table_id=table_id, hand_number=1),
         metadata=room.client.md(OPERATOR))
-    bob_in = sum(getattr(r.event, r.event.WhichOneof("event")).amount
-                 for r in history.events
-                 if r.event.WhichOneof("event") in ("ante_posted", "bring_in_posted")
-                 and getattr(r.event, r.event.WhichOneof("event")).seat == 2)
-    # Bob put in no more than his ante and perhaps the bring-in, and got the rest back.
-    assert await room.wallet.client.player_balance("bob") == DEPOSIT - bob_in
+    paid = won = 0
+    for record in history.events:
+        kind = record.event.WhichOneof("event")
+        event = getattr(record.event, kind)
+        if getattr(event, "seat", None) != 2:
+            continue
+        if kind in ("ante_posted", "bring_in_posted", "completed", "bet_made", "raised",
+                    "called"):
+            paid += event.amount
+        elif kind in ("pot_awarded", "uncalled_bet_returned"):
+            won += event.amount
+    kinds = [r.event.WhichOneof("event") for r in history.events
+             if getattr(getattr(r.event, r.event.WhichOneof("event")), "seat", None) == 2]
+    assert "action_timed_out" in kinds  # his turn came and the clock's rule acted for him
+    # Bob is stood up: his whole stack went back to his account.
+    assert await room.wallet.client.player_balance("bob") == DEPOSIT - paid + won
     await assert_money_agrees(room, table_id, ["ann", "bob", "cat"])
 
 
