@@ -1,0 +1,538 @@
+"""The client: one :class:`Client` per identity (a bearer token), talking to the table, the
+dealer and the wallet over ``grpc.aio``.
+
+Commands get a fresh command id (a UUID) unless the caller passes one; a command that fails
+with UNAVAILABLE, DEADLINE_EXCEEDED or ABORTED is sent again, *the same request with the same
+command id*, after a backoff (the server answers a repeat with the original outcome, so
+nothing happens twice). An expired token (UNAUTHENTICATED, ``token_expired``) is replaced
+once from the token provider and the call repeated. Every other refusal raises a typed
+:class:`~studclient.errors.StudError` carrying the server's reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import enum
+import inspect
+import json
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import grpc
+
+from stud.v1 import (
+    common_pb2,
+    dealer_pb2,
+    dealer_pb2_grpc,
+    table_pb2,
+    table_pb2_grpc,
+    wallet_pb2,
+    wallet_pb2_grpc,
+)
+from studclient.errors import (
+    StudError,
+    TokenExpired,
+    from_rpc_error,
+)
+from studclient.watch import TableWatch
+
+TokenProvider = Callable[[], str | Awaitable[str]]
+"""Returns a valid bearer token (called before calls and again after ``token_expired``)."""
+
+T = TypeVar("T")
+
+RETRIED_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE,
+                                  grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  grpc.StatusCode.ABORTED})
+"""Status codes a command is retried on, with the same command id."""
+READ_RETRIED_CODES: Final = frozenset({grpc.StatusCode.UNAVAILABLE,
+                                       grpc.StatusCode.DEADLINE_EXCEEDED})
+CHANNEL_OPTIONS: Final = (
+    # One TCP connection per client, not one shared by every channel of the process: the
+    # dealer bounds streams per connection.
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.keepalive_time_ms", 30_000),
+)
+
+
+class _Auto(enum.Enum):
+    AUTO = "auto"
+
+
+AUTO: Final = _Auto.AUTO
+"""``expected_sequence=AUTO`` (the default): the version of the client's current view of the
+table (from its last GetTable, watch update or command reply), if it has one."""
+
+ExpectedSequence = int | None | _Auto
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently retried calls are repeated (exponential backoff with
+    jitter)."""
+
+    attempts: int = 6
+    initial_backoff_s: float = 0.05
+    max_backoff_s: float = 2.0
+    multiplier: float = 2.0
+    timeout_s: float = 10.0
+    """Deadline of each attempt."""
+
+    def delays(self) -> list[float]:
+        """The pauses between attempts (before jitter)."""
+        out, delay = [], self.initial_backoff_s
+        for _ in range(self.attempts - 1):
+            out.append(delay)
+            delay = min(delay * self.multiplier, self.max_backoff_s)
+        return out
+
+
+def token_subject(token: str) -> tuple[str, str]:
+    """(role, name) from a token's ``sub`` claim, read *without* checking the signature
+    (the server checks it; the client only wants to know who it is)."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        role, _, name = str(claims["sub"]).partition(":")
+        return role, name
+    except (IndexError, ValueError, KeyError, TypeError):
+        return "", ""
+
+
+_ACTIONS: Final[dict[int, str]] = {
+    common_pb2.ACTION_KIND_BRING_IN: "PostBringIn",
+    common_pb2.ACTION_KIND_COMPLETE: "Complete",
+    common_pb2.ACTION_KIND_BET: "Bet",
+    common_pb2.ACTION_KIND_RAISE: "Raise",
+    common_pb2.ACTION_KIND_CALL: "Call",
+    common_pb2.ACTION_KIND_CHECK: "Check",
+    common_pb2.ACTION_KIND_FOLD: "Fold",
+}
+_REQUESTS: Final[dict[str, Any]] = {
+    "PostBringIn": table_pb2.PostBringInRequest,
+    "Complete": table_pb2.CompleteRequest,
+    "Bet": table_pb2.BetRequest,
+    "Raise": table_pb2.RaiseRequest,
+    "Call": table_pb2.CallRequest,
+    "Check": table_pb2.CheckRequest,
+    "Fold": table_pb2.FoldRequest,
+    "SitOut": table_pb2.SitOutRequest,
+    "SitIn": table_pb2.SitInRequest,
+    "LeaveSeat": table_pb2.LeaveSeatRequest,
+}
+
+
+class Client:
+    """A connection to the room as one identity (player, operator, ...).
+
+    ``async with Client.connect(table_addr, dealer_addr, wallet_addr, token) as client:``;
+    ``token`` is a bearer token or a provider (sync or async callable) that returns a valid
+    one. The dealer and wallet addresses are optional for a client that does not need them.
+    """
+
+    def __init__(self, table: grpc.aio.Channel, dealer: grpc.aio.Channel | None,
+                 wallet: grpc.aio.Channel | None, token: str | TokenProvider, *,
+                 retry: RetryPolicy | None = None) -> None:
+        self._channels = [c for c in (table, dealer, wallet) if c is not None]
+        self._table = table_pb2_grpc.TableServiceStub(table)  # type: ignore[no-untyped-call]
+        self._dealer = (dealer_pb2_grpc.DealerServiceStub(dealer)  # type: ignore[no-untyped-call]
+                        if dealer is not None else None)
+        self._wallet = (wallet_pb2_grpc.WalletServiceStub(wallet)  # type: ignore[no-untyped-call]
+                        if wallet is not None else None)
+        self._provider: TokenProvider | None = None if isinstance(token, str) else token
+        self._token: str | None = token if isinstance(token, str) else None
+        self.retry = retry or RetryPolicy()
+        self._versions: dict[str, int] = {}
+        self._seats: dict[str, int] = {}
+        self._rng = random.Random()
+
+    @classmethod
+    def connect(cls, table_addr: str, dealer_addr: str | None = None,
+                wallet_addr: str | None = None, token: str | TokenProvider = "", *,
+                retry: RetryPolicy | None = None,
+                interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None) -> Client:
+        """A client for the services at these addresses (``host:port``, plaintext)."""
+        def channel(addr: str) -> grpc.aio.Channel:
+            return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS,
+                                             interceptors=interceptors)
+        return cls(channel(table_addr), channel(dealer_addr) if dealer_addr else None,
+                   channel(wallet_addr) if wallet_addr else None, token, retry=retry)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channels (open watches end)."""
+        for channel in self._channels:
+            await channel.close()
+
+    # --- identity ------------------------------------------------------------------------
+
+    async def token(self, fresh: bool = False) -> str:
+        """The bearer token (asks the provider for a new one when ``fresh`` or none yet)."""
+        if self._provider is not None and (fresh or self._token is None):
+            value = self._provider()
+            self._token = await value if inspect.isawaitable(value) else value
+        if not self._token:
+            raise ValueError("no token: pass one (or a provider) to Client.connect")
+        return self._token
+
+    @property
+    def has_dealer(self) -> bool:
+        """Whether a dealer address was given."""
+        return self._dealer is not None
+
+    @property
+    def refreshable(self) -> bool:
+        """Whether an expired token can be replaced (a provider was given)."""
+        return self._provider is not None
+
+    async def whoami(self) -> tuple[str, str]:
+        """(role, name) of the caller, from the token (unverified)."""
+        return token_subject(await self.token())
+
+    async def player_id(self) -> str:
+        """The caller's name (a player's id)."""
+        return (await self.whoami())[1]
+
+    async def metadata(self, fresh: bool = False) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {await self.token(fresh)}"),)
+
+    # --- calling ---------------------------------------------------------------------------
+
+    async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any, *,
+                    retry_on: frozenset[grpc.StatusCode] = RETRIED_CODES) -> T:
+        """``rpc(request)`` with the token, retrying ``retry_on`` codes with the same request
+        and replacing an expired token once."""
+        delays = self.retry.delays()
+        refreshed = fresh = False
+        while True:
+            try:
+                return await rpc(request, metadata=await self.metadata(fresh),
+                                 timeout=self.retry.timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                error = from_rpc_error(exc)
+                fresh = False
+                if isinstance(error, TokenExpired) and self.refreshable and not refreshed:
+                    refreshed = fresh = True
+                    continue
+                if exc.code() in retry_on and delays:
+                    delay = delays.pop(0)
+                    await asyncio.sleep(delay * (0.5 + self._rng.random()))
+                    continue
+                raise error from None
+
+    def _saw(self, table_id: str, version: int) -> None:
+        if version > self._versions.get(table_id, -1):
+            self._versions[table_id] = version
+
+    def known_version(self, table_id: str) -> int | None:
+        """The table version of the client's current view of ``table_id``, if any."""
+        return self._versions.get(table_id)
+
+    def _expected(self, table_id: str, expected: ExpectedSequence) -> int | None:
+        if expected is AUTO:
+            return self._versions.get(table_id)
+        return expected if isinstance(expected, int) else None
+
+    async def _command(self, method: str, request: Any) -> table_pb2.CommandReply:
+        if not request.command_id:
+            request.command_id = uuid.uuid4().hex
+        reply: table_pb2.CommandReply = await self._call(getattr(self._table, method), request)
+        self._saw(request.table_id, reply.version)
+        return reply
+
+    async def _seat(self, table_id: str, seat: int | None) -> int:
+        if seat:
+            return seat
+        if table_id not in self._seats:
+            view = await self.get_table(table_id)
+            if not view.viewer_seat:
+                raise ValueError(f"not seated at {table_id}: pass seat=")
+            self._seats[table_id] = view.viewer_seat
+        return self._seats[table_id]
+
+    async def _seat_command(self, method: str, table_id: str, seat: int | None,
+                            expected: ExpectedSequence, command_id: str | None,
+                            **fields: Any) -> table_pb2.CommandReply:
+        request = _REQUESTS[method](table_id=table_id, seat=await self._seat(table_id, seat),
+                                    command_id=command_id or "", **fields)
+        sequence = self._expected(table_id, expected)
+        if sequence is not None:
+            request.expected_sequence = sequence
+        return await self._command(method, request)
+
+    # --- lobby -----------------------------------------------------------------------------
+
+    async def list_tables(self) -> list[table_pb2.TableSummary]:
+        """The open tables."""
+        reply: table_pb2.ListTablesResponse = await self._call(
+            self._table.ListTables, table_pb2.ListTablesRequest(), retry_on=READ_RETRIED_CODES)
+        return list(reply.tables)
+
+    async def open_table(self, table_id: str | None = None,
+                         config: common_pb2.TableConfig | Any = None,
+                         settings: table_pb2.TableSettings | None = None, *,
+                         command_id: str | None = None) -> str:
+        """Operators: open a table (``config`` a ``stud.v1.TableConfig`` or a
+        ``rules.TableConfig``; default $2/$4 stud). Returns its id."""
+        if config is None or not isinstance(config, common_pb2.TableConfig):
+            from rules import TableConfig
+            from studkit.mapping import config_to_proto
+            config = config_to_proto(config if config is not None else TableConfig())
+        table_id = table_id or f"t-{uuid.uuid4().hex[:12]}"
+        request = table_pb2.OpenTableRequest(table_id=table_id, config=config,
+                                             command_id=command_id or "")
+        if settings is not None:
+            request.settings.CopyFrom(settings)
+        await self._command("OpenTable", request)
+        return table_id
+
+    async def close_table(self, table_id: str) -> table_pb2.CommandReply:
+        """Operators: close the table after the current hand (every seat is cashed out)."""
+        return await self._command("CloseTable", table_pb2.CloseTableRequest(table_id=table_id))
+
+    async def get_table(self, table_id: str) -> table_pb2.TableView:
+        """The table as the caller may see it now."""
+        view: table_pb2.TableView = await self._call(
+            self._table.GetTable, table_pb2.GetTableRequest(table_id=table_id),
+            retry_on=READ_RETRIED_CODES)
+        self._saw(table_id, view.version)
+        if view.viewer_seat:
+            self._seats[table_id] = view.viewer_seat
+        return view
+
+    async def hand_history(self, table_id: str, hand_number: int) -> table_pb2.HandHistory:
+        """One hand's events as the caller may see them."""
+        reply: table_pb2.HandHistory = await self._call(
+            self._table.GetHandHistory,
+            table_pb2.GetHandHistoryRequest(table_id=table_id, hand_number=hand_number),
+            retry_on=READ_RETRIED_CODES)
+        return reply
+
+    def watch(self, table_id: str, *, cards: bool = True) -> TableWatch:
+        """A live view of the table (``async with client.watch(t) as watch:``); with
+        ``cards`` a player's own down cards come from the dealer and are merged in."""
+        return TableWatch(self, table_id, cards=cards)
+
+    # --- seats -----------------------------------------------------------------------------
+
+    async def sit(self, table_id: str, seat: int, buy_in: int, *,
+                  expected_sequence: int | None = None,
+                  command_id: str | None = None) -> table_pb2.CommandReply:
+        """Take ``seat``, buying in ``buy_in`` chips from the caller's wallet account."""
+        request = table_pb2.SitDownRequest(table_id=table_id, seat=seat, buy_in=buy_in,
+                                           command_id=command_id or "")
+        if expected_sequence is not None:
+            request.expected_sequence = expected_sequence
+        reply = await self._command("SitDown", request)
+        self._seats[table_id] = seat
+        return reply
+
+    async def top_up(self, table_id: str, amount: int, *, seat: int | None = None,
+                     expected_sequence: int | None = None,
+                     command_id: str | None = None) -> table_pb2.CommandReply:
+        """Add ``amount`` chips to the seat (between hands; asked during a hand, when it
+        ends)."""
+        request = table_pb2.AddChipsRequest(table_id=table_id,
+                                            seat=await self._seat(table_id, seat),
+                                            amount=amount, command_id=command_id or "")
+        if expected_sequence is not None:
+            request.expected_sequence = expected_sequence
+        return await self._command("AddChips", request)
+
+    async def leave(self, table_id: str, *, seat: int | None = None,
+                    expected_sequence: int | None = None,
+                    command_id: str | None = None) -> table_pb2.CommandReply:
+        """Leave the seat (when the hand in progress ends); the stack goes back to the
+        wallet account."""
+        reply = await self._seat_command("LeaveSeat", table_id, seat, expected_sequence,
+                                         command_id)
+        self._seats.pop(table_id, None)
+        return reply
+
+    async def sit_out(self, table_id: str, *, seat: int | None = None,
+                      command_id: str | None = None) -> table_pb2.CommandReply:
+        """Stop being dealt in from the next hand on."""
+        return await self._seat_command("SitOut", table_id, seat, None, command_id)
+
+    async def sit_in(self, table_id: str, *, seat: int | None = None,
+                     command_id: str | None = None) -> table_pb2.CommandReply:
+        """Be dealt in again from the next hand on."""
+        return await self._seat_command("SitIn", table_id, seat, None, command_id)
+
+    async def set_muck(self, table_id: str, muck: bool, *, seat: int | None = None,
+                       command_id: str | None = None) -> table_pb2.CommandReply:
+        """Muck a losing hand at the showdown when the rules allow it (RULES 11.4)."""
+        request = table_pb2.SetMuckPreferenceRequest(
+            table_id=table_id, seat=await self._seat(table_id, seat), muck=muck,
+            command_id=command_id or "")
+        return await self._command("SetMuckPreference", request)
+
+    # --- betting ---------------------------------------------------------------------------
+
+    async def _action(self, method: str, table_id: str, seat: int | None,
+                      expected: ExpectedSequence, command_id: str | None,
+                      to: int | None = None) -> table_pb2.CommandReply:
+        fields = {"to": to} if to is not None else {}
+        return await self._seat_command(method, table_id, seat, expected, command_id,
+                                        **fields)
+
+    async def bring_in(self, table_id: str, *, seat: int | None = None,
+                       expected_sequence: ExpectedSequence = AUTO,
+                       command_id: str | None = None) -> table_pb2.CommandReply:
+        """Post the forced bring-in."""
+        return await self._action("PostBringIn", table_id, seat, expected_sequence,
+                                  command_id)
+
+    async def complete(self, table_id: str, to: int | None = None, *, seat: int | None = None,
+                       expected_sequence: ExpectedSequence = AUTO,
+                       command_id: str | None = None) -> table_pb2.CommandReply:
+        """Complete the bring-in (``to``: the street total you mean to reach, checked)."""
+        return await self._action("Complete", table_id, seat, expected_sequence, command_id,
+                                  to)
+
+    async def bet(self, table_id: str, to: int | None = None, *, seat: int | None = None,
+                  expected_sequence: ExpectedSequence = AUTO,
+                  command_id: str | None = None) -> table_pb2.CommandReply:
+        """Bet."""
+        return await self._action("Bet", table_id, seat, expected_sequence, command_id, to)
+
+    async def raise_(self, table_id: str, to: int | None = None, *, seat: int | None = None,
+                     expected_sequence: ExpectedSequence = AUTO,
+                     command_id: str | None = None) -> table_pb2.CommandReply:
+        """Raise."""
+        return await self._action("Raise", table_id, seat, expected_sequence, command_id, to)
+
+    async def call(self, table_id: str, *, seat: int | None = None,
+                   expected_sequence: ExpectedSequence = AUTO,
+                   command_id: str | None = None) -> table_pb2.CommandReply:
+        """Call (all-in for less when short)."""
+        return await self._action("Call", table_id, seat, expected_sequence, command_id)
+
+    async def check(self, table_id: str, *, seat: int | None = None,
+                    expected_sequence: ExpectedSequence = AUTO,
+                    command_id: str | None = None) -> table_pb2.CommandReply:
+        """Check."""
+        return await self._action("Check", table_id, seat, expected_sequence, command_id)
+
+    async def fold(self, table_id: str, *, seat: int | None = None,
+                   expected_sequence: ExpectedSequence = AUTO,
+                   command_id: str | None = None) -> table_pb2.CommandReply:
+        """Fold."""
+        return await self._action("Fold", table_id, seat, expected_sequence, command_id)
+
+    async def act(self, table_id: str, action: common_pb2.LegalAction, *,
+                  seat: int | None = None, expected_sequence: ExpectedSequence = AUTO,
+                  command_id: str | None = None) -> table_pb2.CommandReply:
+        """Take one of the view's legal actions (``hand.legal_actions.actions``), with its
+        amount (``to``) for a completion, bet or raise."""
+        method = _ACTIONS[action.kind]
+        to = action.to if method in ("Complete", "Bet", "Raise") else None
+        return await self._action(method, table_id, seat, expected_sequence, command_id, to)
+
+    # --- the dealer ------------------------------------------------------------------------
+
+    def _dealer_stub(self) -> Any:
+        if self._dealer is None:
+            raise ValueError("no dealer address: pass dealer_addr to Client.connect")
+        return self._dealer
+
+    async def my_cards(self, table_id: str, hand_number: int = 0) -> dealer_pb2.MyCards:
+        """The caller's own cards in a hand (0: the table's latest)."""
+        cards: dealer_pb2.MyCards = await self._call(
+            self._dealer_stub().GetMyCards,
+            dealer_pb2.GetMyCardsRequest(table_id=table_id, hand_number=hand_number),
+            retry_on=READ_RETRIED_CODES)
+        return cards
+
+    def watch_my_cards_call(self, table_id: str, metadata: tuple[tuple[str, str], ...]
+                            ) -> Any:
+        """The raw WatchMyCards stream (:class:`~studclient.watch.TableWatch` resumes it)."""
+        return self._dealer_stub().WatchMyCards(
+            dealer_pb2.WatchMyCardsRequest(table_id=table_id), metadata=metadata)
+
+    def watch_table_call(self, table_id: str, after_sequence: int,
+                         metadata: tuple[tuple[str, str], ...]) -> Any:
+        """The raw WatchTable stream (:class:`~studclient.watch.TableWatch` resumes it)."""
+        return self._table.WatchTable(
+            table_pb2.WatchTableRequest(table_id=table_id, after_sequence=after_sequence),
+            metadata=metadata)
+
+    # --- the wallet ------------------------------------------------------------------------
+
+    def _wallet_stub(self) -> Any:
+        if self._wallet is None:
+            raise ValueError("no wallet address: pass wallet_addr to Client.connect")
+        return self._wallet
+
+    async def _account(self, account: str | wallet_pb2.AccountRef | None
+                       ) -> wallet_pb2.AccountRef:
+        if isinstance(account, wallet_pb2.AccountRef):
+            return account
+        return wallet_pb2.AccountRef(player_id=account or await self.player_id())
+
+    async def balance(self, account: str | wallet_pb2.AccountRef | None = None) -> int:
+        """The balance of the caller's account (operators, auditors: any account, by player
+        id or ``AccountRef``)."""
+        reply: wallet_pb2.GetBalanceResponse = await self._call(
+            self._wallet_stub().GetBalance,
+            wallet_pb2.GetBalanceRequest(account=await self._account(account)),
+            retry_on=READ_RETRIED_CODES)
+        return reply.balance
+
+    async def statement(self, account: str | wallet_pb2.AccountRef | None = None, *,
+                        page_size: int = 500) -> list[wallet_pb2.StatementLine]:
+        """Every posting of the caller's account (or ``account``), oldest first."""
+        ref = await self._account(account)
+        lines: list[wallet_pb2.StatementLine] = []
+        token = ""
+        while True:
+            reply: wallet_pb2.GetStatementResponse = await self._call(
+                self._wallet_stub().GetStatement,
+                wallet_pb2.GetStatementRequest(account=ref, page_size=page_size,
+                                               page_token=token),
+                retry_on=READ_RETRIED_CODES)
+            lines.extend(reply.lines)
+            token = reply.next_page_token
+            if not token:
+                return lines
+
+    async def create_account(self, player_id: str | None = None, *,
+                             exist_ok: bool = True) -> None:
+        """Open a wallet account (players their own; operators any)."""
+        try:
+            await self._call(self._wallet_stub().CreateAccount,
+                             wallet_pb2.CreateAccountRequest(
+                                 player_id=player_id or await self.player_id()),
+                             retry_on=READ_RETRIED_CODES)
+        except StudError as exc:
+            if not (exist_ok and exc.code is grpc.StatusCode.ALREADY_EXISTS):
+                raise
+
+    async def deposit(self, player_id: str, amount: int,
+                      idempotency_key: str | None = None) -> wallet_pb2.DepositResponse:
+        """Operators: money in to ``player_id``'s account (retried with the same key)."""
+        reply: wallet_pb2.DepositResponse = await self._call(
+            self._wallet_stub().Deposit,
+            wallet_pb2.DepositRequest(player_id=player_id, amount=amount,
+                                      idempotency_key=idempotency_key or uuid.uuid4().hex))
+        return reply
+
+    async def reconcile(self, table_id: str) -> wallet_pb2.ReconcileResponse:
+        """Operators, auditors: each occupied seat's escrow at ``table_id``."""
+        reply: wallet_pb2.ReconcileResponse = await self._call(
+            self._wallet_stub().Reconcile, wallet_pb2.ReconcileRequest(table_id=table_id),
+            retry_on=READ_RETRIED_CODES)
+        return reply
+
+
+__all__ = ["AUTO", "RETRIED_CODES", "Client", "RetryPolicy", "TableWatch", "TokenProvider",
+           "token_subject"]
