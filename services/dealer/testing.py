@@ -41,6 +41,7 @@ from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit.auth import DevKeys, IssuerSource, Principal, Role, TokenBook
 from studkit.mapping import card_from_proto, envelope_for, street_to_proto
+from studkit.grpc_server import GrpcServer
 from studkit.store import EventStore
 
 TABLE: Final = Principal(Role.SERVICE, "table")
@@ -111,6 +112,8 @@ class RunningDealer:
     deps: DealerDeps
     port: int
     client: DealerClient
+    server: GrpcServer | None = None
+    """The server itself, so a test can stop it (an outage) before the block ends."""
 
 
 @contextlib.asynccontextmanager
@@ -125,7 +128,7 @@ async def running_dealer(settings: Settings,
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.DealerServiceStub(channel)  # type: ignore[no-untyped-call]
             client = DealerClient(stub, keys)
-            yield RunningDealer(deps=deps, port=port, client=client)
+            yield RunningDealer(deps=deps, port=port, client=client, server=server)
     finally:
         await server.stop(None)
         await deps.close()
