@@ -50,7 +50,7 @@ test-e2e: $(PROTO_STAMP)
 
 lint: $(PROTO_STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy libs/rules
+	$(VENV)/bin/mypy libs services
 
 bench: bench-rules bench-store
 

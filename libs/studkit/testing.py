@@ -25,7 +25,7 @@ class RedisSource(StrEnum):
 def docker_engine_answers() -> bool:
     """True when a Docker engine answers a ping through the docker SDK."""
     try:
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         client = docker.from_env(timeout=3)
         try:
@@ -65,7 +65,7 @@ def test_redis(env: Mapping[str, str], passwords: Mapping[str, str]) -> Iterator
         yield TestRedis(url=env["REDIS_URL"], source=source)
         return
     if source is RedisSource.CONTAINER:
-        from testcontainers.redis import RedisContainer  # type: ignore[import-untyped]
+        from testcontainers.redis import RedisContainer
 
         with RedisContainer("redis:7.2") as container:
             host = container.get_container_host_ip()

@@ -184,7 +184,7 @@ class RoomProcesses:
 async def room_processes(redis_url_for: Callable[[str], str], keys: DevKeys, log_dir: Path,
                          **kwargs: Mapping[str, str] | None) -> AsyncIterator[RoomProcesses]:
     """The room started, and stopped on exit (whatever happened)."""
-    room = RoomProcesses(redis_url_for, keys, log_dir, **kwargs)  # type: ignore[arg-type]
+    room = RoomProcesses(redis_url_for, keys, log_dir, **kwargs)
     try:
         await room.start()
         yield room

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError
 
 from rules.events import DownCardDealt, Event
 from stud.v1 import events_pb2 as epb
