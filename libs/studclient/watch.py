@@ -161,8 +161,9 @@ class TableWatch:
     async def _publish(self, raw: table_pb2.TableView | None = None) -> None:
         async with self._changed:
             if raw is not None:
-                if self._raw is not None and raw.version < self._raw.version:
-                    return  # an older answer overtaken by a newer one
+                if self._raw is not None and (raw.version < self._raw.version
+                                              or raw == self._raw):
+                    return  # an older answer overtaken by a newer one, or no change
                 self._raw = raw
             if self._raw is None:
                 return

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO, cast
 
+from studclient import bots
 from studkit import replay_check
 
 
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_commands = replay.add_subparsers(dest="replay_command", required=True,
                                             metavar="SUBCOMMAND")
     replay_check.register(replay_commands)
+    bots.register(commands)
     return parser
 
 
