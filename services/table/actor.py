@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 import redis.asyncio as aioredis
 import structlog
@@ -67,6 +67,7 @@ from stud.v1.envelope_pb2 import EventEnvelope, TurnClock
 from studkit import keys
 from studkit.errors import FailedPrecondition
 from studkit.mapping import envelope_for, event_from_envelope
+from studkit.repository import TableRepository
 from studkit.store import AppendResult, EventStore, StreamConflict
 from studkit.uow import unit_of_work
 from table.clients import DealerClient, Refused, Unreachable, WalletClient, key
@@ -76,6 +77,8 @@ log = structlog.get_logger("table")
 
 ACTIONS: Final = (BringInPosted, Completed, BetMade, Raised, Called, Checked, Folded,
                   ActionTimedOut)
+SEATINGS_KEPT: Final = 200
+"""Hands whose seating (who was dealt in where) a snapshot keeps, for hand histories."""
 STATUS_OPEN: Final = "open"
 STATUS_WAITING: Final = "waiting"
 STATUS_STOPPED: Final = "stopped"
@@ -156,6 +159,8 @@ class ActorDeps:
     wallet: WalletClient
     clock: Callable[[], float] = time.time
     watcher_buffer: int = 1000
+    snapshot_every: int = 25
+    """Hands between snapshots (taken at a hand boundary, after the settlement)."""
     on_status: Callable[[str, str, str], None] | None = None
     """(table id, status, reason) whenever the status changes (metrics)."""
 
@@ -189,6 +194,7 @@ class TableActor:
         self.watchers: set[Watcher] = set()
         self.task: asyncio.Task[None] | None = None
         self._outage_since: float | None = None
+        self.snapshot_hand = 0
 
     # --- keys beside the stream ----------------------------------------------------------
 
@@ -230,11 +236,51 @@ class TableActor:
     # --- loading and folding -------------------------------------------------------------
 
     async def load(self) -> None:
-        """Fold the table's whole log (the repository's snapshot-free path) and its
-        intents."""
-        for stored in await self.deps.store.read(self.table_id):
+        """Load the table through the repository (its snapshot, then the events after it,
+        folded by :meth:`_apply`) and its intents."""
+        loaded = await TableRepository(self.deps.store).load(self.table_id)
+        self.state, self.version = loaded.state, loaded.version
+        self._restore(loaded.extra)
+        self.snapshot_hand = loaded.state.hands_started
+        for stored in loaded.after:
             self._apply(stored.envelope)
         await self._load_aux()
+
+    def _extra(self) -> dict[str, object]:
+        """The room's own data derived from the log, saved beside a snapshot."""
+        recent = sorted(self.seatings)[-SEATINGS_KEPT:]
+        return {
+            "banks": self.banks, "timeout_streak": self.timeout_streak,
+            "sat_out_since": self.sat_out_since,
+            "departures": {p: list(v) for p, v in self.departures.items()},
+            "hand_started_at": list(self.hand_started_at),
+            "last_hand_ended_at": self.last_hand_ended_at,
+            "seatings": {n: self.seatings[n] for n in recent},
+        }
+
+    def _restore(self, extra: dict[str, Any]) -> None:
+        def by_seat(name: str, kind: type) -> dict[int, Any]:
+            return {int(k): kind(v) for k, v in extra.get(name, {}).items()}
+
+        self.banks = by_seat("banks", int)
+        self.timeout_streak = by_seat("timeout_streak", int)
+        self.sat_out_since = by_seat("sat_out_since", float)
+        self.departures = {p: (int(v[0]), float(v[1]))
+                           for p, v in extra.get("departures", {}).items()}
+        self.hand_started_at.extend(float(t) for t in extra.get("hand_started_at", []))
+        self.last_hand_ended_at = float(extra.get("last_hand_ended_at", 0.0))
+        self.seatings = {int(n): {int(s): str(p) for s, p in seats.items()}
+                         for n, seats in extra.get("seatings", {}).items()}
+
+    async def _maybe_snapshot(self) -> None:
+        """Every ``snapshot_every`` hands, at a hand boundary, save a snapshot."""
+        hands = self.state.hands_started
+        if self.state.hand_in_progress or hands - self.snapshot_hand < self.deps.snapshot_every:
+            return
+        await TableRepository(self.deps.store).save_snapshot(
+            self.table_id, self.version, self.state, self._extra())
+        self.snapshot_hand = hands
+        log.info("snapshot_saved", version=self.version, hands=hands)
 
     def _apply(self, envelope: EventEnvelope) -> None:
         """Fold one stored envelope into the state and the room's bookkeeping."""
@@ -572,7 +618,8 @@ class TableActor:
         self.settled = hand.hand_number
         self._resumed()
         log.info("hand_settled", hand_number=hand.hand_number, rake=settlement.rake)
-        await self.reconcile()
+        if await self.reconcile():
+            await self._maybe_snapshot()
 
     async def reconcile(self) -> bool:
         """Every seat's escrow must equal its stack; else the table stops dealing."""

@@ -73,7 +73,8 @@ def build_deps(settings: Settings) -> TableDeps:
 
     def deps_for() -> ActorDeps:
         return ActorDeps(store=events, redis=client, dealer=dealer, wallet=wallet,
-                         watcher_buffer=settings.watch_buffer, on_status=on_status)
+                         watcher_buffer=settings.watch_buffer, on_status=on_status,
+                         snapshot_every=settings.snapshot_every)
 
     app = TableApp(events, deps_for, watch_limit_per_player=settings.watches_per_player)
     return TableDeps(app=app, redis=client, events=events,
