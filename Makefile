@@ -9,8 +9,8 @@ PROTO_SRC := $(wildcard protos/stud/v1/*.proto)
 PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
-.PHONY: all venv protos test test-unit test-property test-integration test-e2e lint bench \
-	bench-rules bench-store run clean
+.PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room lint \
+	bench bench-rules bench-store bench-room run clean
 
 all: test
 
@@ -48,17 +48,25 @@ test-integration: $(PROTO_STAMP)
 test-e2e: $(PROTO_STAMP)
 	$(PYTEST) tests/e2e
 
+# The full room campaign (slow): dealer, wallet and table as processes, bots at three tables,
+# the table killed with SIGKILL at random points; money and logs checked at the end.
+test-room: $(PROTO_STAMP)
+	$(PYTEST) tests/e2e/table/test_room_e2e.py -m slow -s
+
 lint: $(PROTO_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy libs services
 
-bench: bench-rules bench-store
+bench: bench-rules bench-store bench-room
 
 bench-rules: $(PROTO_STAMP)
 	$(PY) bench/bench_rules.py
 
 bench-store: $(PROTO_STAMP)
 	$(PY) bench/bench_store.py
+
+bench-room: $(PROTO_STAMP)
+	$(PY) bench/bench_room.py
 
 run: $(PROTO_STAMP)
 	$(PY) -m studkit.devrun

@@ -407,6 +407,6 @@ async def test_room_with_table_crashes(redis_server: studkit_testing.TestRedis,
 @pytest.mark.timeout(1800)
 async def test_room_campaign(redis_server: studkit_testing.TestRedis, redis_url: str,
                              tmp_path: Path) -> None:
-    """The full campaign: 200 hands at three tables, the table process killed ten times."""
-    await play_room(redis_server, redis_url, tmp_path, hands=200, kills=10,
+    """The full campaign: 300 hands at three tables, the table process killed 15 times."""
+    await play_room(redis_server, redis_url, tmp_path, hands=300, kills=15,
                     seed=SEED or 20261201)
