@@ -21,6 +21,7 @@ from dealer.audit import HandAudit
 from dealer.commitment import commit
 from dealer.deck import HandDeck, StreetDeal, deal_street, seat_draws
 from dealer.shuffle import new_salt, shuffled
+from dealer.stacking import StackedDecks
 from dealer.store import DealerStore, Recorded, StoredHand
 from dealer.tables import PublicTables, TableView
 from rules import DealPlan, HandState, pending_deal
@@ -126,7 +127,10 @@ class DealerApp:
         conflict_retries: int = 5,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         metrics: Metrics | None = None,
+        stacked: StackedDecks | None = None,
     ) -> None:
+        self._stacked = stacked
+        """TEST ONLY (``DEALER_STACKED_DECKS``): queued deck orders; None in production."""
         self._store = store
         self._tables = tables
         self._table_services = frozenset(table_services)
@@ -168,8 +172,11 @@ class DealerApp:
                 + (" after the current one ends" if state.hand_in_progress else ""),
                 reason="not_next_hand",
             )
-        deck = HandDeck(table_id=table_id, hand_number=hand_number, order=shuffled(),
-                        reshuffle_key=shuffled(), salt=new_salt())
+        stacked = self._stacked.take(table_id, hand_number) if self._stacked else None
+        if stacked is not None:
+            log.warning("stacked_deck_used")
+        deck = HandDeck(table_id=table_id, hand_number=hand_number,
+                        order=stacked or shuffled(), reshuffle_key=shuffled(), salt=new_salt())
         ours = commit(deck)
         commitment = await self._store.create_hand(deck, ours, self._clock_ms())
         if commitment == ours:  # else a concurrent StartHand stored its deck first
@@ -265,6 +272,16 @@ class DealerApp:
             out[seat] = tuple(dealt_down[: len(player.down)])
         log.info("hands_revealed", seats=len(out), phase=hand.phase.value)
         return out
+
+    def stack_deck(self, principal: Principal, table_id: str, hand_number: int,
+                   order: tuple[int, ...]) -> None:
+        """TEST ONLY: queue the deck order of one future hand (operators)."""
+        require_role(principal, Role.OPERATOR)
+        if self._stacked is None:  # pragma: no cover - the service is not even registered
+            raise Forbidden("stacked decks are off", reason="stacked_decks_off")
+        _bind(table_id, hand_number)
+        self._stacked.put(table_id, hand_number, order)
+        log.warning("stacked_deck_queued")
 
     # --- players ----------------------------------------------------------------------------
 

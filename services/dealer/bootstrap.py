@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from dealer.app import DealerApp
 from dealer.config import Settings
+from dealer.stacking import StackedDecks
 from dealer.store import DealerStore
 from dealer.tables import PublicTables
 from studkit.auth import TokenVerifier
@@ -49,7 +50,8 @@ def build_deps(settings: Settings) -> DealerDeps:
     tables = PublicTables(events, event_from_envelope)
     metrics = Metrics()
     app = DealerApp(store, tables, table_services=settings.table_services,
-                    conflict_retries=settings.conflict_retries, metrics=metrics)
+                    conflict_retries=settings.conflict_retries, metrics=metrics,
+                    stacked=StackedDecks() if settings.stacked_decks else None)
     return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(watchers.client),
                       watchers=watchers,
                       verifier=TokenVerifier(settings.auth_keys, audience="dealer"),

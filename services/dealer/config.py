@@ -47,12 +47,21 @@ class Settings:
     watch_redis_connections: int = 200
     """``DEALER_WATCH_REDIS_CONNECTIONS``: the watchers' own Redis pool, one connection per
     table being watched; dealing keeps the main pool to itself."""
+    stacked_decks: bool = False
+    """``DEALER_STACKED_DECKS=1``, TEST ONLY: serve DealerTestingService.StackDeck so tests can
+    play known hands. Refused (the dealer will not start) unless ``STUD_ENV=test``."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Settings from ``env`` (default ``os.environ``)."""
         env = os.environ if env is None else env
+        stacked = env.get("DEALER_STACKED_DECKS", "").lower() in ("1", "true", "yes")
+        if stacked and env.get("STUD_ENV") != "test":
+            raise RuntimeError(
+                "DEALER_STACKED_DECKS lets a caller choose the cards: it is a test setting and "
+                "is refused unless STUD_ENV=test. Never set it in production.")
         return cls(
+            stacked_decks=stacked,
             addr=env.get("DEALER_ADDR", DEFAULT_ADDR),
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
             auth_keys=key_set_from_env(env),

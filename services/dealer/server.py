@@ -15,19 +15,29 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 import grpc
+import structlog
 
 from dealer import mapping
 from dealer.bootstrap import DealerDeps
 from dealer.config import Settings
 from dealer.errors import DEALER_ERRORS
+from dealer.stacking import full_order
 from rules.events import DownCardDealt, HandStarted, UpCardDealt
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
-from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
+from studkit.errors import BadRequest
+from studkit.grpc_server import (
+    GrpcServer,
+    ServiceRegistration,
+    create_grpc_server,
+    current_principal,
+)
 from studkit.limits import StreamLimiter
+from studkit.mapping.common import cards_from_proto
 from studkit.store import EventStore, StreamTailer
 
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerService"].full_name
+TESTING_SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerTestingService"].full_name
 CARD_EVENTS: Final = frozenset(
     cls.__name__ for cls in (HandStarted, DownCardDealt, UpCardDealt)
 )
@@ -103,15 +113,40 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
         return mapping.audit_to_proto(audit)
 
 
+class DealerTestingServicer(pb_grpc.DealerTestingServiceServicer):
+    """TEST ONLY (``DEALER_STACKED_DECKS``): stacked decks for known hands."""
+
+    def __init__(self, deps: DealerDeps) -> None:
+        self._app = deps.app
+
+    async def StackDeck(self, request: pb.StackDeckRequest,
+                        context: grpc.aio.ServicerContext) -> pb.StackDeckResponse:
+        table_id = mapping.table_id(request.table_id)
+        hand = mapping.hand_number(request.hand_number)
+        try:
+            order = full_order(cards_from_proto(request.cards, "cards"))
+        except ValueError as exc:
+            raise BadRequest("cards", str(exc)) from None
+        self._app.stack_deck(current_principal(), table_id, hand, order)
+        return pb.StackDeckResponse()
+
+
 def create_server(settings: Settings, deps: DealerDeps) -> tuple[GrpcServer, int]:
     """The dealer server bound to ``settings.addr`` (not started) and its port; calls are
     counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``)."""
     limiter = StreamLimiter(per_principal=settings.max_streams_per_player,
                             per_peer=settings.max_streams_per_connection)
     servicer = DealerServicer(deps, limiter)
+    services: list[ServiceRegistration] = [
+        (pb_grpc.add_DealerServiceServicer_to_server, servicer, SERVICE_NAME)]
+    if settings.stacked_decks:
+        structlog.get_logger("dealer").warning(
+            "STACKED_DECKS_ENABLED", hint="test setting: callers may choose the cards")
+        services.append((pb_grpc.add_DealerTestingServiceServicer_to_server,
+                         DealerTestingServicer(deps), TESTING_SERVICE_NAME))
     server = create_grpc_server(
         settings.addr,
-        [(pb_grpc.add_DealerServiceServicer_to_server, servicer, SERVICE_NAME)],
+        services,
         verifier=deps.verifier,
         errors=DEALER_ERRORS,
         metrics=deps.metrics,

@@ -40,8 +40,8 @@ from rules.events import HandStarted
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit.auth import DevKeys, IssuerSource, Principal, Role, TokenBook
-from studkit.mapping import card_from_proto, envelope_for, street_to_proto
 from studkit.grpc_server import GrpcServer
+from studkit.mapping import card_from_proto, envelope_for, street_to_proto
 from studkit.store import EventStore
 
 TABLE: Final = Principal(Role.SERVICE, "table")

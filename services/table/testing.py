@@ -141,10 +141,12 @@ def table_settings(redis_server: TestRedis, admin_url: str, keys: DevKeys, deale
 
 @contextlib.asynccontextmanager
 async def running_room(redis_server: TestRedis, admin_url: str, keys: DevKeys,
+                       dealer_overrides: dict[str, Any] | None = None,
                        **table_overrides: Any) -> AsyncIterator[Room]:
     """Dealer, wallet and table, in process, over the session's Redis."""
     dealer_settings = DealerSettings(addr="127.0.0.1:0", auth_keys=keys.key_set(),
-                                     redis_url=_url(redis_server, admin_url, "dealer"))
+                                     redis_url=_url(redis_server, admin_url, "dealer"),
+                                     **(dealer_overrides or {}))
     wallet_settings = WalletSettings(addr="127.0.0.1:0", auth_keys=keys.key_set(),
                                      redis_url=_url(redis_server, admin_url, "wallet"))
     async with running_dealer(dealer_settings, keys) as dealer, \
