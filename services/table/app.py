@@ -26,7 +26,6 @@ from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFou
 from studkit.store import AppendResult, EventStore
 from table.actor import ActorDeps, Intents, TableActor, Watcher, WatcherTooSlow
 from table.clients import Refused, key
-from table.errors import TooManyWatches
 from table.model import TableSettings, settings_from_proto, settings_to_proto
 
 log = structlog.get_logger("table")
@@ -53,14 +52,11 @@ def _outcome(result: AppendResult, envelopes: list[EventEnvelope]) -> Outcome:
 class TableApp:
     """Every table this process owns, and the use cases over them."""
 
-    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps],
-                 *, watch_limit_per_player: int = 8) -> None:
+    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps]) -> None:
         self._store = store
         self._deps_for = deps_for
         self.actors: dict[str, TableActor] = {}
         self._opening: dict[str, asyncio.Lock] = {}
-        self._watch_limit = watch_limit_per_player
-        self._watching: dict[str, int] = {}
         self.ready = False
         """Set once :meth:`start` has rebuilt every table; until then calls are answered
         UNAVAILABLE (reason ``starting``), never NOT_FOUND for a table not yet loaded, and
@@ -306,10 +302,6 @@ class TableApp:
         """The table's envelopes after sequence ``after``, then live ones; a watcher that
         falls ``watcher_buffer`` events behind is cut off (:class:`WatcherTooSlow`)."""
         actor = self.actor(table_id)
-        who = principal.subject
-        if self._watching.get(who, 0) >= self._watch_limit:
-            raise TooManyWatches(f"at most {self._watch_limit} open watches per caller")
-        self._watching[who] = self._watching.get(who, 0) + 1
         watcher = Watcher(limit=actor.deps.watcher_buffer)
         # No await between reading the version and registering: nothing is missed.
         upto = actor.version
@@ -332,9 +324,6 @@ class TableApp:
                 last = envelope.sequence
         finally:
             actor.watchers.discard(watcher)
-            self._watching[who] -= 1
-            if not self._watching[who]:
-                del self._watching[who]
 
     def dealt_in(self, actor: TableActor, hand_number: int, seat: int | None) -> bool:
         return seat is not None and seat in actor.seatings.get(hand_number, {})

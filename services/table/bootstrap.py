@@ -76,7 +76,7 @@ def build_deps(settings: Settings) -> TableDeps:
                          watcher_buffer=settings.watch_buffer, on_status=on_status,
                          snapshot_every=settings.snapshot_every)
 
-    app = TableApp(events, deps_for, watch_limit_per_player=settings.watches_per_player)
+    app = TableApp(events, deps_for)
     return TableDeps(app=app, redis=client, events=events,
                      verifier=TokenVerifier(settings.auth_keys, audience="table"),
                      channels=(dealer_channel, wallet_channel), metrics=metrics)

@@ -30,8 +30,9 @@ class Settings:
     ``LOG_LEVEL`` (``INFO``), ``TABLE_SHUTDOWN_GRACE`` (seconds, ``5``),
     ``TABLE_CALL_DEADLINE`` (seconds per call to the dealer or wallet, ``3``),
     ``TABLE_WATCH_BUFFER`` (events a watcher may fall behind before it is cut off, ``1000``),
-    ``TABLE_WATCHES_PER_PLAYER`` (open watches per caller, ``8``), ``TABLE_SNAPSHOT_EVERY``
-    (hands between the repository's snapshots, ``25``), ``METRICS_PORT``
+    ``TABLE_WATCHES_PER_PLAYER`` (open watches per caller, ``8``),
+    ``TABLE_WATCHES_PER_CONNECTION`` (open watches per client connection, ``16``),
+    ``TABLE_SNAPSHOT_EVERY`` (hands between the repository's snapshots, ``25``), ``METRICS_PORT``
     (``9101``; ``0`` serves none), ``METRICS_ADDR`` (the IP ``/metrics`` binds; all
     interfaces by default, loopback in ``make run``).
     """
@@ -48,6 +49,7 @@ class Settings:
     call_deadline_s: float = 3.0
     watch_buffer: int = 1000
     watches_per_player: int = 8
+    watches_per_connection: int = 16
     snapshot_every: int = 25
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_addr: str = DEFAULT_METRICS_ADDR
@@ -68,6 +70,7 @@ class Settings:
             call_deadline_s=float(env.get("TABLE_CALL_DEADLINE", "3")),
             watch_buffer=int(env.get("TABLE_WATCH_BUFFER", "1000")),
             watches_per_player=int(env.get("TABLE_WATCHES_PER_PLAYER", "8")),
+            watches_per_connection=int(env.get("TABLE_WATCHES_PER_CONNECTION", "16")),
             snapshot_every=int(env.get("TABLE_SNAPSHOT_EVERY", "25")),
             metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
             metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),

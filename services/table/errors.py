@@ -14,12 +14,6 @@ from table.actor import WatcherTooSlow
 from table.clients import Unreachable
 
 
-class TooManyWatches(ServiceError):
-    """Raised when a caller opens more watches than the table allows per caller."""
-
-    default_reason = "too_many_streams"
-
-
 class CommandIdReusedError(ServiceError):
     """The same command id with a different command (``INVALID_ARGUMENT``)."""
 
@@ -30,7 +24,6 @@ TABLE_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(
     {
         CommandIdReused: grpc.StatusCode.INVALID_ARGUMENT,
         CommandIdReusedError: grpc.StatusCode.INVALID_ARGUMENT,
-        TooManyWatches: grpc.StatusCode.RESOURCE_EXHAUSTED,
         WatcherTooSlow: grpc.StatusCode.RESOURCE_EXHAUSTED,
         # The dealer or the wallet stayed unreachable: retry with the same command id.
         Unreachable: grpc.StatusCode.UNAVAILABLE,

@@ -14,6 +14,7 @@ from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from studkit.errors import BadRequest
 from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
+from studkit.limits import StreamLimiter
 from studkit.mapping import config_from_proto
 from studkit.mapping.common import check_amount, check_ident
 from table.actor import fingerprint
@@ -52,8 +53,9 @@ def _common(request: Any, method: str) -> tuple[str, str, str]:
 class TableServicer(pb_grpc.TableServiceServicer):
     """One method per RPC, each a translation around one app call."""
 
-    def __init__(self, app: TableApp) -> None:
+    def __init__(self, app: TableApp, limiter: StreamLimiter) -> None:
         self._app = app
+        self._limiter = limiter
 
     def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
         principal = current_principal()
@@ -198,10 +200,11 @@ class TableServicer(pb_grpc.TableServiceServicer):
             after = int(seq)
         principal = current_principal()
         actor = self._app.actor(table_id)
-        async for envelope in self._app.watch(principal, table_id, after):
-            viewer = self._app.viewer_seat(principal, actor)
-            yield record_for(envelope, viewer,
-                             self._app.dealt_in(actor, envelope.hand_number, viewer))
+        async with self._limiter.hold(principal, context.peer()):
+            async for envelope in self._app.watch(principal, table_id, after):
+                viewer = self._app.viewer_seat(principal, actor)
+                yield record_for(envelope, viewer,
+                                 self._app.dealt_in(actor, envelope.hand_number, viewer))
 
     async def GetHandHistory(self, request: pb.GetHandHistoryRequest,
                              context: grpc.aio.ServicerContext) -> pb.HandHistory:
@@ -223,7 +226,10 @@ def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]
     """The table server bound to ``settings.addr`` (not started) and its port."""
     server = create_grpc_server(
         settings.addr,
-        [(pb_grpc.add_TableServiceServicer_to_server, TableServicer(deps.app), SERVICE_NAME)],
+        [(pb_grpc.add_TableServiceServicer_to_server,
+          TableServicer(deps.app, StreamLimiter(per_principal=settings.watches_per_player,
+                                                per_peer=settings.watches_per_connection)),
+          SERVICE_NAME)],
         verifier=deps.verifier,
         errors=TABLE_ERRORS,
         metrics=deps.metrics,

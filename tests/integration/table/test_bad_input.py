@@ -136,3 +136,32 @@ async def test_undecodable_body_is_invalid_argument(room: Room) -> None:
         await call(b"\xff\xff\xff", metadata=room.client.md(player("ann")), timeout=5)
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     await channel.close()
+
+
+async def test_floods_of_watches_are_limited(room: Room, table: tuple[str, pb.TableView]
+                                             ) -> None:
+    """One caller may hold a bounded number of open watches (RESOURCE_EXHAUSTED past it);
+    others still watch."""
+    table_id, _view = table
+    calls = []
+    for _ in range(8):
+        call = room.client.stub.WatchTable(pb.WatchTableRequest(table_id=table_id),
+                                           metadata=room.client.md(player("zed")))
+        await call.read()  # open and delivering
+        calls.append(call)
+    extra = room.client.stub.WatchTable(pb.WatchTableRequest(table_id=table_id),
+                                        metadata=room.client.md(player("zed")))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await extra.read()
+    assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert rpc_error_reason(caught.value) == "too_many_streams"
+    other = room.client.stub.WatchTable(pb.WatchTableRequest(table_id=table_id),
+                                        metadata=room.client.md(player("amy")))
+    assert (await other.read()).sequence == 1
+    for call in [*calls, other]:
+        call.cancel()
+    missing = room.client.stub.WatchTable(pb.WatchTableRequest(table_id="nope"),
+                                          metadata=room.client.md(player("amy")))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await missing.read()
+    assert caught.value.code() is grpc.StatusCode.NOT_FOUND
