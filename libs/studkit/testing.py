@@ -51,6 +51,8 @@ def choose_redis_source(
 class TestRedis:
     """A Redis the tests may use: admin URL plus, for a local server, the launcher handle."""
 
+    __test__ = False  # not a pytest test class
+
     url: str
     source: RedisSource
     server: RedisServer | None = None
