@@ -24,8 +24,9 @@ class Settings:
     """Configuration of one table-service process.
 
     ``TABLE_ADDR`` (default ``[::]:50051``), ``REDIS_URL`` (the table ACL user: it owns
-    ``stud:table:*``), ``TABLE_DEALER_TARGET`` (``127.0.0.1:50052``), ``TABLE_WALLET_TARGET``
-    (``127.0.0.1:50053``), ``STUD_AUTH_PUBLIC_KEYS`` (the public key set),
+    ``stud:table:*``), ``TABLE_DEALER_TARGET`` (else the dealer's ``DEALER_ADDR``, else
+    ``127.0.0.1:50052``), ``TABLE_WALLET_TARGET`` (else ``WALLET_ADDR``, else
+    ``127.0.0.1:50053``), ``STUD_AUTH_PUBLIC_KEYS`` (the public key set),
     ``STUD_SERVICE_KEY`` (this service's private key; it signs as ``service:table``),
     ``LOG_LEVEL`` (``INFO``), ``TABLE_SHUTDOWN_GRACE`` (seconds, ``5``),
     ``TABLE_CALL_DEADLINE`` (seconds per call to the dealer or wallet, ``3``),
@@ -61,8 +62,10 @@ class Settings:
         return cls(
             addr=env.get("TABLE_ADDR", DEFAULT_ADDR),
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
-            dealer_target=env.get("TABLE_DEALER_TARGET", DEFAULT_DEALER),
-            wallet_target=env.get("TABLE_WALLET_TARGET", DEFAULT_WALLET),
+            dealer_target=env.get("TABLE_DEALER_TARGET") or _dialable(
+                env.get("DEALER_ADDR", DEFAULT_DEALER)),
+            wallet_target=env.get("TABLE_WALLET_TARGET") or _dialable(
+                env.get("WALLET_ADDR", DEFAULT_WALLET)),
             auth_keys=key_set_from_env(env),
             service_key=signing_key_from_env(env, SERVICE_KEY_ENV),
             log_level=env.get("LOG_LEVEL", "INFO"),
@@ -80,3 +83,13 @@ class Settings:
     def redis_url_redacted(self) -> str:
         """``redis_url`` without its password, for logs."""
         return redact_url(self.redis_url)
+
+
+def _dialable(addr: str) -> str:
+    """A service's bind address as an address to call: ``[::]:50052`` -> ``127.0.0.1:50052``.
+
+    >>> _dialable("[::]:50052"), _dialable("0.0.0.0:1"), _dialable("dealer:50052")
+    ('127.0.0.1:50052', '127.0.0.1:1', 'dealer:50052')
+    """
+    host, _, port = addr.rpartition(":")
+    return f"127.0.0.1:{port}" if host in ("[::]", "0.0.0.0", "") else addr
