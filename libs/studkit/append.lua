@@ -3,12 +3,16 @@
 -- KEYS[1] stream    stud:table:{id}:events    one entry per event, explicit id 0-<sequence>
 -- KEYS[2] commands  stud:table:{id}:commands  hash: command id -> "<version> <id> <id> ..."
 -- KEYS[3] version   stud:table:{id}:version   string: number of events in the stream
+-- KEYS[4] owner     stud:table:{id}:owner     hash: replica, epoch, expires (the fence)
 -- ARGV[1] expected version, ARGV[2] command id, ARGV[3] table id,
 -- ARGV[4] the command's fingerprint (a hash of what was asked; "" = not checked),
--- ARGV[5..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set.
+-- ARGV[5] the writer's fencing epoch ("" = a writer outside the ownership scheme, allowed
+--         only while the table has no owner record),
+-- ARGV[6..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set.
 --
 -- Replies: {"duplicate", outcome} | {"conflict", actual_version} | {"appended", outcome} |
--- {"reused", outcome} (the command id was recorded for a command with another fingerprint).
+-- {"reused", outcome} (the command id was recorded for a command with another fingerprint) |
+-- {"not_owner", current_epoch} (the writer's epoch is not the table's: a former owner).
 -- A fingerprint is kept in the commands hash under "<command id>#fp".
 -- Every check happens before the first write, because Redis does not roll back the writes of
 -- a script that fails half-way: either all of a command's events are written or none.
@@ -29,6 +33,12 @@ if recorded then
   return {'duplicate', recorded}
 end
 
+local epoch = ARGV[5]
+local fence = redis.call('HGET', KEYS[4], 'epoch')
+if fence and fence ~= epoch then
+  return {'not_owner', tonumber(fence)}
+end
+
 local current = tonumber(redis.call('GET', version_key) or '0')
 if current ~= expected then
   return {'conflict', current}
@@ -42,8 +52,8 @@ if length ~= current then
 end
 
 local ids = {}
-for i = 5, #ARGV do
-  local sequence = current + (i - 4)
+for i = 6, #ARGV do
+  local sequence = current + (i - 5)
   ids[#ids + 1] = redis.call('XADD', stream, string.format('0-%d', sequence), 'envelope', ARGV[i])
 end
 local version = current + #ids

@@ -106,6 +106,9 @@ class ErrorTable:
         code = entry
         field_name = getattr(exc, "field", None)
         metadata = {"field": field_name} if isinstance(field_name, str) and field_name else {}
+        extra = getattr(exc, "error_metadata", None)  # e.g. the owner of a table: where to go
+        if isinstance(extra, dict):
+            metadata.update({str(k): str(v) for k, v in extra.items()})
         return MappedError(code, reason_of(exc), str(exc) or reason_of(exc), metadata)
 
 

@@ -47,6 +47,17 @@ def table_version(table_id: str) -> str:
     return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:version"
 
 
+def table_owner(table_id: str) -> str:
+    """Hash: the table's owner replica, its fencing epoch and when its lease expires."""
+    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:owner"
+
+
+def table_replicas() -> str:
+    """Sorted set: live table-service replicas (member ``id|address``, score = heartbeat
+    expiry in ms)."""
+    return f"{TABLE_PREFIX}replicas"
+
+
 def table_index() -> str:
     """Set of table ids that exist (so nothing ever scans keys)."""
     return f"{TABLE_PREFIX}index"

@@ -76,6 +76,20 @@ class CommandIdReused(Exception):
         self.recorded = recorded
 
 
+class NotOwner(Exception):
+    """Raised when an append carries a fencing epoch that is not the table's current one: the
+    writer is a former owner (paused, partitioned, or replaced) and must stop writing."""
+
+    reason = "not_owner"
+
+    def __init__(self, table_id: str, epoch: int | None, current: int) -> None:
+        super().__init__(f"table {table_id}: epoch {epoch} is not the owner's ({current})")
+        self.table_id = table_id
+        self.epoch = epoch
+        self.current = current
+        self.error_metadata: dict[str, str] = {}
+
+
 class StoreCorrupted(RuntimeError):
     """Raised when a table's keys contradict each other (e.g. the stream was written to
     outside the store); the store refuses to append rather than make it worse."""
@@ -194,6 +208,7 @@ class EventStore:
         expected_version: int,
         command_id: str,
         fingerprint: str = "",
+        epoch: int | None = None,
     ) -> AppendResult:
         """Append one command's events if the stream is at ``expected_version``.
 
@@ -203,7 +218,8 @@ class EventStore:
         outcome with ``duplicate=True`` and writes nothing, whatever it carries; given a
         ``fingerprint`` (a hash of the command), a recorded id with another fingerprint raises
         :class:`CommandIdReused`. Raises :class:`StreamConflict` when the stream is at
-        another version (nothing written).
+        another version, and :class:`NotOwner` when the table has an owner record whose
+        fencing epoch is not ``epoch`` (nothing written either way).
         """
         if expected_version < 0:
             raise ValueError("expected_version must be >= 0")
@@ -217,6 +233,7 @@ class EventStore:
             keys.table_stream(table_id),
             keys.table_commands(table_id),
             keys.table_version(table_id),
+            keys.table_owner(table_id),
         )
         if payloads and expected_version == 0:
             # Only a table's first append can create it. Indexed outside the script (the index
@@ -225,7 +242,8 @@ class EventStore:
             # an unindexed table. SADD is idempotent.
             await self._client.sadd(keys.table_index(), table_id)
         reply = await self._run_append(
-            keys_, (expected_version, command_id, table_id, fingerprint, *payloads))
+            keys_, (expected_version, command_id, table_id, fingerprint,
+                    "" if epoch is None else str(epoch), *payloads))
         match reply:
             case [b"appended", outcome]:
                 return _outcome(outcome, duplicate=False)
@@ -233,6 +251,8 @@ class EventStore:
                 return _outcome(outcome, duplicate=True)
             case [b"reused", outcome]:
                 raise CommandIdReused(table_id, command_id, _outcome(outcome, duplicate=True))
+            case [b"not_owner", int(current)]:
+                raise NotOwner(table_id, epoch, current)
             case [b"conflict", int(actual)]:
                 raise StreamConflict(table_id, expected_version, actual)
             case _:  # pragma: no cover - the script has no other reply

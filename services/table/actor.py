@@ -68,7 +68,7 @@ from studkit import keys
 from studkit.errors import FailedPrecondition
 from studkit.mapping import envelope_for, event_from_envelope
 from studkit.repository import TableRepository
-from studkit.store import AppendResult, EventStore, StreamConflict
+from studkit.store import AppendResult, EventStore, NotOwner, StreamConflict
 from studkit.uow import unit_of_work
 from table.clients import DealerClient, Refused, Unreachable, WalletClient, key
 from table.model import TableSettings
@@ -195,6 +195,10 @@ class TableActor:
         self.task: asyncio.Task[None] | None = None
         self._outage_since: float | None = None
         self.snapshot_hand = 0
+        self.epoch: int | None = None
+        """The fencing epoch of this replica's lease on the table (None: no ownership)."""
+        self.fenced = False
+        """Set when an append was refused as not the owner's: this actor must stop."""
 
     # --- keys beside the stream ----------------------------------------------------------
 
@@ -384,7 +388,7 @@ class TableActor:
             async def save(_state: TableState, envelopes: list[EventEnvelope]
                            ) -> tuple[AppendResult, list[EventEnvelope]]:
                 result = await self.deps.store.append(
-                    self.table_id, envelopes, self.version, command_id, fp)
+                    self.table_id, envelopes, self.version, command_id, fp, epoch=self.epoch)
                 return result, envelopes
 
             def lost(_attempt: int, _exc: BaseException) -> None:
@@ -394,6 +398,10 @@ class TableActor:
             try:
                 result, envelopes = await unit_of_work(
                     load, decide_, save, conflicts=(StreamConflict,), on_conflict=lost)
+            except NotOwner:
+                self.fenced = True  # another replica took the table over: stop here
+                self.wake.set()
+                raise
             except (RuleViolation, FailedPrecondition):
                 # A retry of a command that was applied is refused by today's state (not
                 # your turn, stale): answer with the recorded outcome instead.
@@ -480,6 +488,10 @@ class TableActor:
                 delay = await self.step()
             except asyncio.CancelledError:
                 raise
+            except NotOwner:
+                self.fenced = True
+                log.warning("table_fenced", epoch=self.epoch)
+                return
             except Unreachable as exc:
                 log.warning("table_waiting", detail=str(exc))
                 delay = 0.5

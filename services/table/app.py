@@ -10,6 +10,9 @@ caller's ids never collide with another's or with the table's own (``s:...``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -23,7 +26,8 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound, Unavailable
-from studkit.store import AppendResult, EventStore
+from studkit.ownership import Ownership, Replica, rendezvous
+from studkit.store import AppendResult, EventStore, NotOwner
 from table.actor import ActorDeps, Intents, TableActor, Watcher, WatcherTooSlow
 from table.clients import Refused, key
 from table.model import TableSettings, settings_from_proto, settings_to_proto
@@ -58,16 +62,30 @@ class TableApp:
         self.actors: dict[str, TableActor] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self.ready = False
+        self.ownership: Ownership | None = None
+        self.live: dict[str, Replica] = {}
+        self._keeper: asyncio.Task[None] | None = None
         """Set once :meth:`start` has rebuilt every table; until then calls are answered
         UNAVAILABLE (reason ``starting``), never NOT_FOUND for a table not yet loaded, and
         no call loads a table the start is about to load too."""
 
     # --- life ----------------------------------------------------------------------------
 
+    def bind(self, ownership: Ownership) -> None:
+        """Take part in table ownership as ``ownership.replica`` (set before :meth:`start`)."""
+        self.ownership = ownership
+
     async def start(self) -> None:
-        """Rebuild every table from its log and start driving it."""
-        for table_id in await self._store.table_ids():
-            await self._load(table_id)
+        """Join the replicas, take the tables this replica should own (rebuilt from their
+        logs, driven from where the log says), then keep the leases and the spread up to
+        date in the background."""
+        if self.ownership is None:
+            for table_id in await self._store.table_ids():
+                await self._load(table_id)
+        else:
+            await self.rebalance()
+            self._keeper = asyncio.create_task(self._keep(), name="table-ownership",
+                                               context=contextvars.Context())
         self.ready = True
 
     def require_ready(self) -> None:
@@ -77,32 +95,130 @@ class TableApp:
                               reason="starting")
 
     async def stop(self) -> None:
-        for actor in self.actors.values():
-            await actor.stop()
+        """Stop driving every table and hand its lease back at once (a graceful stop: another
+        replica takes the tables over without waiting for the leases to expire)."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+        for table_id in list(self.actors):
+            await self._drop(table_id, release=True)
+        if self.ownership is not None:
+            with contextlib.suppress(Exception):
+                await self.ownership.heartbeat(alive=False)
 
-    async def _load(self, table_id: str) -> TableActor:
+    async def _keep(self) -> None:
+        assert self.ownership is not None
+        period = self.ownership.lease_ms / 3000
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("ownership_round_failed")
+
+    async def rebalance(self) -> None:
+        """One round: heartbeat; renew the leases held (drop a table whose lease was lost or
+        whose actor was fenced); take the tables this replica should own that are free or
+        whose owner stopped renewing; hand over, between hands, a table another live replica
+        should own now (a replica joined)."""
+        assert self.ownership is not None
+        me = self.ownership.replica
+        live = await self.ownership.heartbeat()
+        self.live = {r.id: r for r in live}
+        for table_id, actor in list(self.actors.items()):
+            lease = None if actor.fenced else await self.ownership.renew(
+                table_id, actor.epoch or 0)
+            if lease is None or not lease.ok:
+                log.warning("table_lost", table_id=table_id, epoch=actor.epoch)
+                await self._drop(table_id, release=False)
+                continue
+            desired = rendezvous(table_id, live)
+            if desired is not None and desired.id != me.id and not actor.state.hand_in_progress:
+                log.info("table_handed_over", table_id=table_id, to=desired.id)
+                await self._drop(table_id, release=True)
+        for table_id in await self._store.table_ids():
+            if table_id in self.actors:
+                continue
+            desired = rendezvous(table_id, live)
+            if desired is None or desired.id != me.id:
+                continue
+            await self._take(table_id)
+
+    async def _take(self, table_id: str) -> TableActor | None:
+        """Acquire the table's lease and load it; None if another replica holds it."""
+        assert self.ownership is not None
+        lease = await self.ownership.acquire(table_id)
+        if not lease.ok:
+            return None
+        started = time.monotonic()
+        actor = await self._load(table_id, epoch=lease.epoch)
+        log.info("table_taken", table_id=table_id, epoch=lease.epoch,
+                 load_ms=round((time.monotonic() - started) * 1000, 1))
+        return actor
+
+    async def _drop(self, table_id: str, *, release: bool) -> None:
+        actor = self.actors.pop(table_id, None)
+        if actor is None:
+            return
+        await actor.stop()
+        if release and self.ownership is not None and actor.epoch is not None \
+                and not actor.fenced:
+            with contextlib.suppress(Exception):
+                await self.ownership.release(table_id, actor.epoch)
+
+    async def _load(self, table_id: str, epoch: int | None = None) -> TableActor:
         deps = self._deps_for()
         raw = await deps.redis.get(self._settings_key(table_id))
         settings = _settings_from_bytes(raw)
         actor = TableActor(table_id, deps, settings)
+        actor.epoch = epoch
         await actor.load()
         if actor.state.config is not None:
             actor.settings = settings.for_config(actor.state.config)
         self.actors[table_id] = actor
         actor.start()
-        log.info("table_loaded", table_id=table_id, version=actor.version)
+        log.info("table_loaded", table_id=table_id, version=actor.version, epoch=epoch)
         return actor
+
+    async def _redirect(self, table_id: str) -> NotOwner:
+        """Where a call for a table this replica does not own should go."""
+        assert self.ownership is not None
+        owner_id, epoch = await self.ownership.owner(table_id)
+        owner = self.live.get(owner_id)
+        if owner is None:  # no live owner yet: the one that should take it over
+            owner = rendezvous(table_id, self.live.values())
+        error = NotOwner(table_id, None, epoch)
+        error.error_metadata = {"owner": owner.address if owner else "",
+                                "owner_id": owner.id if owner else ""}
+        return error
 
     @staticmethod
     def _settings_key(table_id: str) -> str:
         return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:settings"
 
     def actor(self, table_id: str) -> TableActor:
+        """The table's actor in this replica; NOT_FOUND for an unknown table (raise
+        :meth:`routed` first where another replica may own it)."""
         self.require_ready()
         actor = self.actors.get(table_id)
-        if actor is None or not actor.state.opened:
+        if actor is None or not actor.state.opened or actor.fenced:
             raise NotFound(f"no table {table_id}", reason="unknown_table")
         return actor
+
+    async def routed(self, table_id: str) -> TableActor:
+        """The table's actor if this replica owns it; else ``FAILED_PRECONDITION``
+        ``not_owner`` naming the owner's address in the error's metadata (clients go
+        there), or NOT_FOUND for a table that does not exist."""
+        self.require_ready()
+        actor = self.actors.get(table_id)
+        if actor is not None and actor.state.opened and not actor.fenced:
+            return actor
+        if self.ownership is not None and table_id in set(await self._store.table_ids()):
+            raise await self._redirect(table_id)
+        raise NotFound(f"no table {table_id}", reason="unknown_table")
 
     # --- lobby ---------------------------------------------------------------------------
 
@@ -116,9 +232,22 @@ class TableApp:
             actor = self.actors.get(table_id)
             if actor is None:
                 deps = self._deps_for()
+                if self.ownership is not None:
+                    desired = rendezvous(table_id, self.live.values())
+                    if desired is not None and desired.id != self.ownership.replica.id:
+                        raise await self._redirect(table_id)
+                    owner_id, _epoch = await self.ownership.owner(table_id)
+                    if owner_id and owner_id != self.ownership.replica.id:
+                        raise await self._redirect(table_id)
                 await deps.redis.set(self._settings_key(table_id),
                                      _settings_to_bytes(settings), nx=True)
-                actor = await self._load(table_id)
+                if self.ownership is not None:
+                    taken = await self._take(table_id)
+                    if taken is None:
+                        raise await self._redirect(table_id)
+                    actor = taken
+                else:
+                    actor = await self._load(table_id)
                 actor.settings = settings
             cid = command_key(principal, command_id)
             recorded = await self._store.recorded(table_id, cid, fp)
@@ -130,7 +259,7 @@ class TableApp:
 
     async def close_table(self, principal: Principal, table_id: str) -> Outcome:
         require_role(principal, Role.OPERATOR)
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         await actor.close()
         return Outcome(actor.version, [], False)
 
@@ -151,7 +280,7 @@ class TableApp:
                        buy_in: int, fp: str, expected: int | None) -> Outcome:
         if principal.role is not Role.PLAYER:
             raise Forbidden("only a player sits down", reason="not_a_player")
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         cid = command_key(principal, command_id)
         recorded = await self._store.recorded(table_id, cid, fp)
         if recorded is not None:
@@ -186,7 +315,7 @@ class TableApp:
 
     async def leave_seat(self, principal: Principal, table_id: str, command_id: str,
                          seat: int, fp: str, expected: int | None) -> Outcome:
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         player = self._own_seat(principal, actor, seat)
         cid = command_key(principal, command_id)
         state = actor.state
@@ -207,7 +336,7 @@ class TableApp:
 
     async def sit_out(self, principal: Principal, table_id: str, command_id: str, seat: int,
                       fp: str, expected: int | None, sit_in: bool = False) -> Outcome:
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         self._own_seat(principal, actor, seat)
         command = SitIn(seat=seat) if sit_in else SitOut(seat=seat)
         result, written = await actor.commit(command, command_key(principal, command_id), fp,
@@ -216,7 +345,7 @@ class TableApp:
 
     async def add_chips(self, principal: Principal, table_id: str, command_id: str, seat: int,
                         amount: int, fp: str, expected: int | None) -> Outcome:
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         player = self._own_seat(principal, actor, seat)
         if amount <= 0:
             raise BadRequest("amount", "must be > 0")
@@ -264,7 +393,7 @@ class TableApp:
 
     async def set_muck(self, principal: Principal, table_id: str, seat: int,
                        muck: bool) -> Outcome:
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         self._own_seat(principal, actor, seat)
         def prefer(intents: Intents) -> None:
             if muck:
@@ -279,7 +408,7 @@ class TableApp:
 
     async def act(self, principal: Principal, table_id: str, command_id: str, seat: int,
                   command: object, fp: str, expected: int | None) -> Outcome:
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         self._own_seat(principal, actor, seat)
         result, written = await actor.commit(command,  # type: ignore[arg-type]
                                              command_key(principal, command_id), fp, expected)
@@ -301,7 +430,7 @@ class TableApp:
                     ) -> AsyncIterator[EventEnvelope]:
         """The table's envelopes after sequence ``after``, then live ones; a watcher that
         falls ``watcher_buffer`` events behind is cut off (:class:`WatcherTooSlow`)."""
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         watcher = Watcher(limit=actor.deps.watcher_buffer)
         # No await between reading the version and registering: nothing is missed.
         upto = actor.version
@@ -331,7 +460,7 @@ class TableApp:
     async def hand_events(self, table_id: str, hand_number: int
                           ) -> tuple[list[EventEnvelope], bool]:
         """The envelopes of one hand, and whether it has ended."""
-        actor = self.actor(table_id)
+        actor = await self.routed(table_id)
         if hand_number < 1 or hand_number > actor.state.hands_started:
             raise NotFound(f"hand {hand_number} has not been played", reason="unknown_hand")
         out: list[EventEnvelope] = []

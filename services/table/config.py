@@ -33,7 +33,11 @@ class Settings:
     ``TABLE_WATCH_BUFFER`` (events a watcher may fall behind before it is cut off, ``1000``),
     ``TABLE_WATCHES_PER_PLAYER`` (open watches per caller, ``8``),
     ``TABLE_WATCHES_PER_CONNECTION`` (open watches per client connection, ``16``),
-    ``TABLE_SNAPSHOT_EVERY`` (hands between the repository's snapshots, ``25``), ``METRICS_PORT``
+    ``TABLE_SNAPSHOT_EVERY`` (hands between the repository's snapshots, ``25``),
+    ``TABLE_ADVERTISE_ADDR`` (where clients reach this replica; default ``127.0.0.1:<port>``),
+    ``TABLE_REPLICA_ID`` (default the advertised address; in Kubernetes the pod name),
+    ``TABLE_LEASE_MS`` (a table's lease: an owner that stops renewing loses its tables after
+    this long, ``3000``; see docs/scaling.md), ``METRICS_PORT``
     (``9101``; ``0`` serves none), ``METRICS_ADDR`` (the IP ``/metrics`` binds; all
     interfaces by default, loopback in ``make run``).
     """
@@ -52,6 +56,9 @@ class Settings:
     watches_per_player: int = 8
     watches_per_connection: int = 16
     snapshot_every: int = 25
+    replica_id: str = ""
+    advertise_addr: str = ""
+    lease_ms: int = 3000
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_addr: str = DEFAULT_METRICS_ADDR
 
@@ -75,6 +82,9 @@ class Settings:
             watches_per_player=int(env.get("TABLE_WATCHES_PER_PLAYER", "8")),
             watches_per_connection=int(env.get("TABLE_WATCHES_PER_CONNECTION", "16")),
             snapshot_every=int(env.get("TABLE_SNAPSHOT_EVERY", "25")),
+            replica_id=env.get("TABLE_REPLICA_ID", ""),
+            advertise_addr=env.get("TABLE_ADVERTISE_ADDR", ""),
+            lease_ms=int(env.get("TABLE_LEASE_MS", "3000")),
             metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
             metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
         )

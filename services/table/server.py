@@ -17,6 +17,7 @@ from studkit.grpc_server import GrpcServer, create_grpc_server, current_principa
 from studkit.limits import StreamLimiter
 from studkit.mapping import config_from_proto
 from studkit.mapping.common import check_amount, check_ident
+from studkit.ownership import Ownership, Replica
 from table.actor import fingerprint
 from table.app import Outcome, TableApp
 from table.bootstrap import TableDeps
@@ -184,7 +185,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def GetTable(self, request: pb.GetTableRequest,
                        context: grpc.aio.ServicerContext) -> pb.TableView:
         table_id = check_ident(request.table_id, "table_id")
-        actor = self._app.actor(table_id)
+        actor = await self._app.routed(table_id)
         viewer = self._app.viewer_seat(current_principal(), actor)
         return table_view(actor, viewer, viewer in actor.intents.muck if viewer else False)
 
@@ -199,7 +200,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
                 raise BadRequest("after_event_id", "not an event id of this table (0-<n>)")
             after = int(seq)
         principal = current_principal()
-        actor = self._app.actor(table_id)
+        actor = await self._app.routed(table_id)
         async with self._limiter.hold(principal, context.peer()):
             async for envelope in self._app.watch(principal, table_id, after):
                 viewer = self._app.viewer_seat(principal, actor)
@@ -210,7 +211,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
                              context: grpc.aio.ServicerContext) -> pb.HandHistory:
         table_id = check_ident(request.table_id, "table_id")
         principal = current_principal()
-        actor = self._app.actor(table_id)
+        actor = await self._app.routed(table_id)
         envelopes, complete = await self._app.hand_events(table_id, int(request.hand_number))
         hand = int(request.hand_number)
         viewer = None
@@ -234,4 +235,7 @@ def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]
         errors=TABLE_ERRORS,
         metrics=deps.metrics,
     )
+    address = settings.advertise_addr or f"127.0.0.1:{server.port}"
+    deps.app.bind(Ownership(deps.redis, Replica(settings.replica_id or address, address),
+                            lease_ms=settings.lease_ms))
     return server, server.port
