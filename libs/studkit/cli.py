@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO, cast
 
-from studclient import bots
+from studclient import bots, tui
 from studkit import replay_check
 
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             metavar="SUBCOMMAND")
     replay_check.register(replay_commands)
     bots.register(commands)
+    tui.register(commands)
     return parser
 
 
