@@ -9,7 +9,7 @@ import grpc
 
 from studkit.errors import ServiceError
 from studkit.grpc_server import BASE_ERRORS, ErrorTable
-from studkit.store import CommandIdReused
+from studkit.store import CommandIdReused, NotOwner
 from table.actor import WatcherTooSlow
 from table.clients import Unreachable
 
@@ -25,6 +25,8 @@ TABLE_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(
         CommandIdReused: grpc.StatusCode.INVALID_ARGUMENT,
         CommandIdReusedError: grpc.StatusCode.INVALID_ARGUMENT,
         WatcherTooSlow: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        # Another replica owns the table: ErrorInfo metadata `owner` says where to go.
+        NotOwner: grpc.StatusCode.FAILED_PRECONDITION,
         # The dealer or the wallet stayed unreachable: retry with the same command id.
         Unreachable: grpc.StatusCode.UNAVAILABLE,
     }

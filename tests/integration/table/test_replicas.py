@@ -1,0 +1,192 @@
+"""Several table-service replicas over one Redis (DESIGN §3, one writer per table): tables are
+spread over the replicas, any replica answers a call for a table it does not own with the
+owner's address, a replica that stops renewing loses its tables to the others within the
+lease, which carry on mid-hand, and a former owner can never append again (fenced)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+
+from stud.v1 import table_pb2 as pb
+from stud.v1 import table_pb2_grpc as pb_grpc
+from studkit.auth import DevKeys, Principal
+from studkit.grpc_server import rpc_error_info, rpc_error_reason
+from studkit.ownership import Replica, rendezvous
+from studkit.store import EventStore, NotOwner
+from studkit.testing import TestRedis
+from table.bootstrap import TableDeps
+from table.testing import OPERATOR, Room, fast_settings, player, running_room, running_table
+from table.testing import table_settings as make_settings
+
+pytestmark = pytest.mark.integration
+LEASE_MS = 600
+
+
+class Routed:
+    """A client that follows ``not_owner`` redirects (as the SDK does)."""
+
+    def __init__(self, room: Room, addresses: list[str]) -> None:
+        self.room = room
+        self.channels = {a: grpc.aio.insecure_channel(a) for a in addresses}
+        self.stubs = {a: pb_grpc.TableServiceStub(c) for a, c in self.channels.items()}
+        self.first = addresses[0]
+        self.redirects = 0
+
+    async def call(self, method: str, request: Any, who: Principal, at: str | None = None
+                   ) -> Any:
+        address = at or self.first
+        for _ in range(20):
+            try:
+                return await getattr(self.stubs[address], method)(
+                    request, metadata=self.room.client.md(who), timeout=10)
+            except grpc.aio.AioRpcError as exc:
+                info = rpc_error_info(exc)
+                if rpc_error_reason(exc) == "not_owner" and info is not None \
+                        and info.metadata.get("owner") in self.stubs:
+                    address = info.metadata["owner"]
+                    self.redirects += 1
+                    continue
+                if exc.code() is grpc.StatusCode.UNAVAILABLE or rpc_error_reason(exc) in (
+                        "not_owner",):
+                    await asyncio.sleep(0.1)  # the owner is changing hands
+                    continue
+                raise
+        raise AssertionError("no owner answered")
+
+    async def view(self, table_id: str) -> pb.TableView:
+        view: pb.TableView = await self.call("GetTable", pb.GetTableRequest(
+            table_id=table_id), OPERATOR)
+        return view
+
+    async def close(self) -> None:
+        for channel in self.channels.values():
+            await channel.close()
+
+
+@contextlib.asynccontextmanager
+async def replicas(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, room: Room,
+                   n: int) -> AsyncIterator[list[tuple[TableDeps, int]]]:
+    async with contextlib.AsyncExitStack() as stack:
+        running = []
+        for i in range(n):
+            settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
+                                     room.wallet.port, lease_ms=LEASE_MS,
+                                     replica_id=f"r{i}")
+            running.append(await stack.enter_async_context(running_table(settings)))
+        yield running
+
+
+def ids_spread(replica_ids: list[str], per_replica: int) -> list[str]:
+    """Table ids whose rendezvous owners are ``per_replica`` of each replica."""
+    live = [Replica(r, "") for r in replica_ids]
+    wanted = {r: per_replica for r in replica_ids}
+    out = []
+    i = 0
+    while any(wanted.values()):
+        i += 1
+        table_id = f"spread-{i}"
+        owner = rendezvous(table_id, live)
+        assert owner is not None
+        if wanted[owner.id]:
+            wanted[owner.id] -= 1
+            out.append(table_id)
+    return out
+
+
+async def test_tables_spread_redirect_take_over_and_fence(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
+                            replica_id="r-room") as room:
+        await room.table_deps.app.stop()  # the room's own replica leaves: three others play
+        async with replicas(redis_server, redis_url, dev_keys, room, 3) as running:
+            apps = [deps.app for deps, _port in running]
+            addresses = [f"127.0.0.1:{port}" for _deps, port in running]
+            client = Routed(room, addresses)
+            await asyncio.sleep(LEASE_MS / 1000)  # the room's replica is gone from the set
+            for app in apps:
+                await app.rebalance()
+            table_ids = ids_spread(["r0", "r1", "r2"], 2)
+            for table_id in table_ids:
+                await _open(client, table_id)
+            assert client.redirects > 0
+            assert all(len(app.actors) == 2 for app in apps), [list(a.actors) for a in apps]
+
+            # Play on a table owned by r0, then r0 dies mid-hand (no lease released).
+            victim = next(t for t in table_ids if t in apps[0].actors)
+            for seat, name in {1: "ann", 2: "bob"}.items():
+                await room.fund(name)
+                await client.call("SitDown", pb.SitDownRequest(
+                    table_id=victim, seat=seat, buy_in=10_000, command_id=f"sit-{name}"),
+                    player(name))
+            rng = random.Random(2)
+            await _play(client, victim, rng, lambda v: v.hands_started >= 2
+                        and v.hand.phase == pb.HAND_PHASE_BETTING)
+            mid = await client.view(victim)
+            frozen = apps[0].actors[victim]
+            killed_at = time.monotonic()
+            await _crash(apps[0])
+            # Another replica takes the table over within the lease and carries on.
+            async with asyncio.timeout(10):
+                while not any(victim in app.actors for app in apps[1:]):
+                    await asyncio.sleep(0.05)
+            takeover_s = time.monotonic() - killed_at
+            assert takeover_s < 10 * LEASE_MS / 1000
+            client.first = addresses[1]
+            again = await client.view(victim)
+            assert again.version == mid.version
+            assert again.hand.hand_number == mid.hand.hand_number
+            await _play(client, victim, rng, lambda v: v.hands_started >= 4)
+            # The frozen former owner cannot write anything.
+            store = EventStore(room.table_deps.redis)
+            before = await store.version(victim)
+            with pytest.raises(NotOwner):
+                await store.append(victim, [], before, "frozen-write", epoch=frozen.epoch)
+            assert await store.version(victim) == before
+            await client.close()
+
+
+async def _open(client: Routed, table_id: str) -> None:
+    from rules import TableConfig
+    from studkit.mapping import config_to_proto
+    await client.call("OpenTable", pb.OpenTableRequest(
+        table_id=table_id, command_id=f"open-{table_id}",
+        config=config_to_proto(TableConfig()), settings=fast_settings()), OPERATOR)
+
+
+async def _play(client: Routed, table_id: str, rng: random.Random, done: Any) -> None:
+    from table.testing import _RPC
+    async with asyncio.timeout(30):
+        while not done(view := await client.view(table_id)):
+            hand = view.hand
+            if hand.phase != pb.HAND_PHASE_BETTING or not hand.to_act \
+                    or not hand.legal_actions.actions:
+                await asyncio.sleep(0.01)
+                continue
+            holder = next(s.player_id for s in view.seats if s.seat == hand.to_act)
+            action = rng.choice(list(hand.legal_actions.actions))
+            method, request_type = _RPC[action.kind]
+            request = request_type(table_id=table_id, seat=hand.to_act,
+                                   expected_sequence=view.version,
+                                   command_id=f"{view.version}-{hand.to_act}")
+            if method in ("Complete", "Bet", "Raise"):
+                request.to = action.to
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await client.call(method, request, player(holder))
+
+
+async def _crash(app: Any) -> None:
+    """As kill -9 would: the replica stops renewing and driving, releasing nothing."""
+    if app._keeper is not None:
+        app._keeper.cancel()
+    for actor in list(app.actors.values()):
+        if actor.task is not None:
+            actor.task.cancel()
+    app.ready = False
