@@ -38,6 +38,7 @@ from rules.commands import (
     OpenTable,
     RevealHands,
     Showdown,
+    SitDown,
     SitOut,
     StartHand,
     TimeOut,
@@ -147,6 +148,9 @@ class Intents:
     topups: dict[int, tuple[str, int, str]] = field(default_factory=dict)
     """seat -> (player, amount, wallet key)."""
     muck: set[int] = field(default_factory=set)
+    sitdowns: dict[int, tuple[str, int, str, str]] = field(default_factory=dict)
+    """seat -> (player, buy-in, command id, fingerprint): a sit-down whose buy-in may have
+    moved at the wallet before its seat is recorded (written before the wallet is called)."""
 
 
 @dataclass
@@ -213,6 +217,8 @@ class TableActor:
             mapping[f"topup:{seat}"] = f"{player} {amount} {wkey}"
         for seat in self.intents.muck:
             mapping[f"muck:{seat}"] = "1"
+        for seat, (player, amount, cid, fp) in self.intents.sitdowns.items():
+            mapping[f"sit:{seat}"] = f"{player} {amount} {cid} {fp}"
         pipe = self.deps.redis.pipeline(transaction=True)
         pipe.delete(self._key("intents"))
         if mapping:
@@ -231,6 +237,9 @@ class TableActor:
                 self.intents.topups[int(seat)] = (player, int(amount), wkey)
             elif kind == "muck":
                 self.intents.muck.add(int(seat))
+            elif kind == "sit":
+                player, amount, cid, fp = value.split(" ")
+                self.intents.sitdowns[int(seat)] = (player, int(amount), cid, fp)
         settled = await self.deps.redis.get(self._key("settled"))
         self.settled = int(settled) if settled else 0
         self.closed = bool(await self.deps.redis.get(self._key("closed")))
@@ -652,10 +661,14 @@ class TableActor:
 
     async def _repair(self) -> None:
         """After a restart: money moved for a seat the log does not hold (a crash between
-        the wallet and the append) is refunded; a top-up paid but not added is added."""
+        the wallet and the append) completes the sit-down it was for, or else is refunded;
+        a top-up paid but not added is added."""
         reply = await self.deps.wallet.reconcile(self.table_id, on_wait=self._waiting)
         for held in reply.seats:
             seat = self.state.seat(held.seat) if held.seat <= len(self.state.seats) else None
+            if seat is None and await self._complete_sit_down(held.seat, held.player_id,
+                                                              held.balance):
+                continue
             if seat is None or seat.player_id != held.player_id:
                 log.warning("orphan_escrow_refunded", seat=held.seat, amount=held.balance)
                 await self.deps.wallet.cash_out(
@@ -667,6 +680,28 @@ class TableActor:
                 if topup is not None and topup[0] == held.player_id:
                     await self._add_chips(held.seat, held.balance - seat.stack, topup[2])
         await self.reconcile()
+
+    async def _complete_sit_down(self, seat: int, player: str, escrow: int) -> bool:
+        """Record the sit-down whose buy-in the wallet holds (with the client's command id,
+        so its retry gets this outcome); False if there is none or the rules refuse it."""
+        pending = self.intents.sitdowns.get(seat)
+        if pending is None or pending[:2] != (player, escrow):
+            return False
+        _player, amount, cid, fp = pending
+        try:
+            await self.commit(SitDown(seat=seat, player_id=player, stack=amount), cid, fp)
+        except (RuleViolation, FailedPrecondition):
+            return False
+        log.info("sit_down_completed", seat=seat, amount=amount)
+        await self.drop_sit_down(seat, cid)
+        return True
+
+    async def drop_sit_down(self, seat: int, command_id: str) -> None:
+        """Forget the sit-down intent of ``command_id`` (a newer one of the seat stays)."""
+        pending = self.intents.sitdowns.get(seat)
+        if pending is not None and pending[2] == command_id:
+            del self.intents.sitdowns[seat]
+            await self._save_intents()
 
     async def _add_chips(self, seat: int, amount: int, wallet_key: str
                          ) -> tuple[AppendResult, list[EventEnvelope]]:

@@ -31,6 +31,7 @@ from studkit.store import AppendResult, EventStore, NotOwner
 from table.actor import ActorDeps, Intents, TableActor, Watcher, WatcherTooSlow
 from table.clients import Refused, key
 from table.model import TableSettings, settings_from_proto, settings_to_proto
+from table.views import summary
 
 log = structlog.get_logger("table")
 
@@ -139,6 +140,7 @@ class TableApp:
             if desired is not None and desired.id != me.id and not actor.state.hand_in_progress:
                 log.info("table_handed_over", table_id=table_id, to=desired.id)
                 await self._drop(table_id, release=True)
+        await self.publish_summaries()
         for table_id in await self._store.table_ids():
             if table_id in self.actors:
                 continue
@@ -146,6 +148,39 @@ class TableApp:
             if desired is None or desired.id != me.id:
                 continue
             await self._take(table_id)
+
+    @staticmethod
+    def _summary_key(table_id: str) -> str:
+        return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:summary"
+
+    async def publish_summaries(self) -> None:
+        """Write each owned table's lobby line beside its stream, for every replica's
+        ListTables (a second or so stale at most)."""
+        if not self.actors:
+            return
+        pipe = self._store.client.pipeline(transaction=False)
+        for table_id, actor in self.actors.items():
+            if actor.state.opened:
+                pipe.set(self._summary_key(table_id),
+                         summary(actor).SerializeToString(deterministic=True))
+        await pipe.execute()
+
+    async def list_tables(self) -> list[pb.TableSummary]:
+        """Every open table: this replica's own live, the others' from their summaries."""
+        self.require_ready()
+        table_ids = await self._store.table_ids()
+        pipe = self._store.client.pipeline(transaction=False)
+        for table_id in table_ids:
+            pipe.get(self._summary_key(table_id))
+        stored = await pipe.execute()
+        out = []
+        for table_id, raw in zip(table_ids, stored, strict=True):
+            actor = self.actors.get(table_id)
+            if actor is not None and actor.state.opened:
+                out.append(summary(actor))
+            elif raw:
+                out.append(pb.TableSummary.FromString(raw))
+        return out
 
     async def _take(self, table_id: str) -> TableActor | None:
         """Acquire the table's lease and load it; None if another replica holds it."""
@@ -299,18 +334,36 @@ class TableApp:
         command = SitDown(seat=seat, player_id=principal.name, stack=buy_in)
         decide(actor.state, command)  # legal now? (raises) before any money moves
         wallet_key = key(table_id, cid)
+
+        def reserve(intents: Intents) -> None:
+            intents.sitdowns[seat] = (principal.name, buy_in, cid, fp)
+
+        # Written before any money moves: a crash between the wallet and the record leaves
+        # the restarted table what it needs to complete this sit-down, not refund it under a
+        # retry that the wallet would answer as a replay.
+        await actor.set_intent(reserve)
         try:
-            await actor.deps.wallet.buy_in(principal.name, table_id, seat, buy_in, wallet_key)
+            bought = await actor.deps.wallet.buy_in(principal.name, table_id, seat, buy_in,
+                                                    wallet_key)
         except Refused as exc:
+            await actor.drop_sit_down(seat, cid)
             raise FailedPrecondition(f"the wallet refused the buy-in: {exc.reason}",
                                      reason=exc.reason or "buy_in_refused") from None
+        if bought.replayed and not await _escrow_holds(actor, seat, principal.name, buy_in):
+            # A retry whose chips went back to the player's account meanwhile (a refund):
+            # the wallet's replay moved nothing, so nothing may be seated on it.
+            await actor.drop_sit_down(seat, cid)
+            raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again with "
+                                     "a new command id", reason="buy_in_refunded")
         try:
             result, written = await actor.commit(command, cid, fp, expected)
         except (RuleViolation, FailedPrecondition):
             # The seat went to someone else meanwhile: give the chips back.
             await actor.deps.wallet.cash_out(principal.name, table_id, seat,
                                              key(table_id, cid, "refund"))
+            await actor.drop_sit_down(seat, cid)
             raise
+        await actor.drop_sit_down(seat, cid)
         return _outcome(result, written)
 
     async def leave_seat(self, principal: Principal, table_id: str, command_id: str,
@@ -477,6 +530,13 @@ class TableApp:
                 if env.event_type == "HandEnded" and env.hand_number == hand_number:
                     return out, True
         return out, False
+
+
+async def _escrow_holds(actor: TableActor, seat: int, player: str, amount: int) -> bool:
+    """Whether the wallet holds at least ``amount`` for ``player`` at ``seat`` now."""
+    reply = await actor.deps.wallet.reconcile(actor.table_id)
+    return any(s.seat == seat and s.player_id == player and s.balance >= amount
+               for s in reply.seats)
 
 
 def _settings_to_bytes(settings: TableSettings) -> bytes:

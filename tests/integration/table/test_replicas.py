@@ -118,6 +118,12 @@ async def test_tables_spread_redirect_take_over_and_fence(
                 await _open(client, table_id)
             assert client.redirects > 0
             assert all(len(app.actors) == 2 for app in apps), [list(a.actors) for a in apps]
+            for app in apps:
+                await app.publish_summaries()
+            for address in addresses:  # every replica's lobby lists every table
+                lobby = await client.call("ListTables", pb.ListTablesRequest(), OPERATOR,
+                                          at=address)
+                assert sorted(t.table_id for t in lobby.tables) == sorted(table_ids)
 
             # Play on a table owned by r0, then r0 dies mid-hand (no lease released).
             victim = next(t for t in table_ids if t in apps[0].actors)
