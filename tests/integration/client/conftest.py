@@ -33,6 +33,12 @@ async def room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys
 
 
 @pytest.fixture
+def connector() -> Callable[..., Client]:
+    """:func:`connect`, for tests (``connect(room, who, table_port=None, **kwargs)``)."""
+    return connect
+
+
+@pytest.fixture
 async def client_for(room: Room) -> AsyncIterator[ClientFor]:
     """Makes SDK clients of the room; all are closed at the end of the test."""
     made: list[Client] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -14,7 +15,7 @@ from studclient import Client, Stale, TableWatch
 from studkit.auth import Principal
 from table.testing import OPERATOR, Room, fast_settings, player
 
-from .conftest import ClientFor
+ClientFor = Callable[[Principal], Client]
 
 pytestmark = pytest.mark.integration
 DEPOSIT = 1_000_000
@@ -92,7 +93,3 @@ async def test_bots_play_hands_through_the_sdk(room: Room, client_for: ClientFor
     statement = await clients[0].statement()
     assert statement[0].amount == DEPOSIT
     assert statement[-1].balance_after == await clients[0].balance()
-
-
-async def _unused(_: Principal) -> None:  # keeps Principal imported for type hints
-    return None
