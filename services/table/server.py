@@ -24,7 +24,7 @@ from table.bootstrap import TableDeps
 from table.config import Settings
 from table.errors import TABLE_ERRORS
 from table.model import TableSettings, settings_from_proto
-from table.views import record_for, summary, table_view
+from table.views import record_for, table_view
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TableService"].full_name
 
@@ -91,10 +91,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def ListTables(self, request: pb.ListTablesRequest,
                          context: grpc.aio.ServicerContext) -> pb.ListTablesResponse:
         current_principal()
-        self._app.require_ready()
-        return pb.ListTablesResponse(tables=[
-            summary(actor) for _, actor in sorted(self._app.actors.items())
-            if actor.state.opened])
+        return pb.ListTablesResponse(tables=await self._app.list_tables())
 
     async def SetMuckPreference(self, request: pb.SetMuckPreferenceRequest,
                                 context: grpc.aio.ServicerContext) -> pb.CommandReply:
