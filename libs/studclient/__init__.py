@@ -26,6 +26,7 @@ from studclient.errors import (
     Unauthenticated,
     Unavailable,
 )
+from studclient.views import hand_over, legal_actions, my_cards, my_turn
 from studclient.watch import TableWatch, merge_cards
 
 __all__ = [
@@ -33,5 +34,6 @@ __all__ = [
     "FailedPrecondition", "IllegalAction", "InsufficientFunds", "InvalidArgument", "NotFound",
     "NotYourTurn", "PermissionDenied", "ResourceExhausted", "RetryPolicy", "Stale",
     "StudError", "TableWatch", "TokenExpired", "TokenProvider", "Unauthenticated",
-    "Unavailable", "merge_cards", "token_subject",
+    "Unavailable", "hand_over", "legal_actions", "merge_cards", "my_cards", "my_turn",
+    "token_subject",
 ]

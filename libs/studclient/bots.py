@@ -42,6 +42,8 @@ from studclient.errors import (
     Stale,
     StudError,
 )
+from studclient.views import hand_over as hand_over  # re-exported (older imports)
+from studclient.views import my_cards, my_turn
 
 TABLE_TARGET_ENV: Final = "STUD_TABLE_TARGET"
 DEALER_TARGET_ENV: Final = "STUD_DEALER_TARGET"
@@ -64,10 +66,8 @@ A = common_pb2
 
 def _cards(view: table_pb2.TableView) -> list[common_pb2.Card]:
     """The viewer's own cards (down cards as merged in from the dealer, and up cards)."""
-    for player in view.hand.players:
-        if player.seat == view.viewer_seat:
-            return [d.card for d in player.down if d.HasField("card")] + list(player.up)
-    return []
+    down, up = my_cards(view)
+    return down + up
 
 
 def _low(rank: int) -> int:
@@ -165,11 +165,6 @@ class Tally:
         self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
 
 
-def hand_over(view: table_pb2.TableView) -> bool:
-    """No hand in progress."""
-    return not view.HasField("hand") or view.hand.phase == table_pb2.HAND_PHASE_COMPLETE
-
-
 @dataclass
 class Bot:
     """One bot player: its client, seat and strategy."""
@@ -206,10 +201,7 @@ class Bot:
                     topped_up_for = view.hands_started
                     await self._command(tally, "top_up", self.client.top_up(
                         self.table_id, self.buy_in - me.stack))
-                hand = view.hand
-                if (view.version > acted_at and not hand_over(view)
-                        and hand.phase == table_pb2.HAND_PHASE_BETTING
-                        and hand.to_act == view.viewer_seat and hand.legal_actions.actions):
+                if view.version > acted_at and my_turn(view):
                     acted_at = view.version
                     action = self.strategy(view, self.rng)
                     if await self._command(tally, "act", self.client.act(

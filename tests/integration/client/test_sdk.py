@@ -93,3 +93,29 @@ async def test_bots_play_hands_through_the_sdk(room: Room, client_for: ClientFor
     statement = await clients[0].statement()
     assert statement[0].amount == DEPOSIT
     assert statement[-1].balance_after == await clients[0].balance()
+
+
+async def test_the_example_bot_plays(room: Room, client_for: ClientFor) -> None:
+    """``examples/random_bot.py``: two of them sit, play three hands and leave."""
+    import importlib.util
+    from pathlib import Path
+
+    import studclient
+    path = Path(studclient.__file__).parent / "examples" / "random_bot.py"
+    spec = importlib.util.spec_from_file_location("random_bot_example", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    ops = client_for(OPERATOR)
+    table_id = await ops.open_table(settings=fast_settings())
+    for name in ("ann", "bob"):
+        await ops.create_account(name)
+        await ops.deposit(name, DEPOSIT)
+    ann, bob = client_for(player("ann")), client_for(player("bob"))
+    async with asyncio.timeout(60):
+        actions = await asyncio.gather(example.play(ann, table_id, 1, 3),
+                                       example.play(bob, table_id, 2, 3))
+    assert sum(actions) > 0
+    view = await room.client.wait_for(table_id, lambda v: not v.seats)
+    assert view.hands_started >= 3
+    assert await ann.balance() + await bob.balance() == 2 * DEPOSIT
