@@ -1,0 +1,212 @@
+"""``stud play`` headless (textual's Pilot) against the in-process room: a whole hand played
+through the UI's keys against an SDK bot, on a stacked deck so the showdown is known; the
+screen never shows the bot's down cards before the showdown; the countdown, the server's
+reason for a bad action, the showdown's values and split, the last hand's history, resizing
+and leaving."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from rules.cards import parse_cards
+from stud.v1 import common_pb2
+from stud.v1 import dealer_pb2 as dpb
+from stud.v1 import dealer_pb2_grpc as dpb_grpc
+from stud.v1 import table_pb2 as pb
+from studclient import Client, Stale
+from studclient.bots import station_strategy
+from studclient.tui.app import HistoryScreen, PlayApp, PlayOptions, screen_text, wait_until
+from studclient.tui.command import Setup
+from studkit.auth import DevKeys
+from studkit.mapping import card_to_proto
+from studkit.testing import TestRedis
+from table.testing import OPERATOR, Room, fast_settings, player, running_room
+
+from .conftest import connect
+
+pytestmark = pytest.mark.integration
+
+# Dealt round by round, seat 1 (the UI) then seat 2 (the bot): 3rd street down, down, up;
+# 4th to 6th up; 7th down.
+UI_DOWN = parse_cards("Ah 2c Qs")
+UI_UP = parse_cards("3d 5s 7c Kd")
+BOT_DOWN = parse_cards("Kh Qh Ts")
+BOT_UP = parse_cards("9h 4h Jc 8h")
+DECK = [UI_DOWN[0], BOT_DOWN[0], UI_DOWN[1], BOT_DOWN[1], UI_UP[0], BOT_UP[0],
+        UI_UP[1], BOT_UP[1], UI_UP[2], BOT_UP[2], UI_UP[3], BOT_UP[3],
+        UI_DOWN[2], BOT_DOWN[2]]
+
+
+@pytest.fixture
+async def stacked_room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys
+                       ) -> AsyncIterator[Room]:
+    async with running_room(redis_server, redis_url, dev_keys,
+                            dealer_overrides={"stacked_decks": True}) as room:
+        yield room
+
+
+def env_for(room: Room, keys: DevKeys) -> dict[str, str]:
+    return {"STUD_TABLE_TARGET": f"127.0.0.1:{room.table_port}",
+            "STUD_DEALER_TARGET": f"127.0.0.1:{room.dealer.port}",
+            "STUD_WALLET_TARGET": f"127.0.0.1:{room.wallet.port}",
+            "STUD_ISSUER_KEY": keys.issuer_key.pem()}
+
+
+async def station_bot(client: Client, table_id: str) -> int:
+    """Checks or calls at each of its turns (after a short pause) until the first hand is
+    over."""
+    actions, acted_at = 0, -1
+    rng = random.Random(1)
+    async with client.watch(table_id) as watch:
+        async for view in watch.views():
+            hand = view.hand
+            if view.HasField("hand") and hand.phase == pb.HAND_PHASE_COMPLETE:
+                return actions
+            if (view.version > acted_at and hand.phase == pb.HAND_PHASE_BETTING
+                    and hand.to_act == view.viewer_seat and hand.legal_actions.actions):
+                acted_at = view.version
+                await asyncio.sleep(0.3)  # think: the UI shows whose turn it is meanwhile
+                try:
+                    await client.act(table_id, station_strategy(view, rng),
+                                     expected_sequence=view.version)
+                    actions += 1
+                except Stale:
+                    continue
+    return actions
+
+
+async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys) -> None:
+    room = stacked_room
+    table_id = await room.client.open_table(
+        settings=fast_settings(next_hand_delay_ms=600_000))
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{room.dealer.port}") as channel:
+        await dpb_grpc.DealerTestingServiceStub(channel).StackDeck(  # type: ignore[no-untyped-call]
+            dpb.StackDeckRequest(table_id=table_id, hand_number=1,
+                                 cards=[card_to_proto(c) for c in DECK]),
+            metadata=room.client.md(OPERATOR), timeout=10)
+    bot = connect(room, player("bob"))
+    await room.fund("bob")
+    await bot.sit(table_id, 2, 10_000)
+    # The UI's player is funded by stud play's own dev deposit (an operator minted from the
+    # issuer key, as with make run).
+    setup = Setup(env_for(room, dev_keys), "ann")
+    app = PlayApp(setup.connect, PlayOptions(table_id, seat=1, buy_in=10_000),
+                  fund=setup.fund)
+    bot_task = asyncio.create_task(station_bot(bot, table_id))
+    screens: list[tuple[str, bool]] = []
+    """(screen text, whether a hand had been shown at the showdown by then)."""
+
+    def capture() -> str:
+        text = screen_text(app)
+        view = app.view
+        shown = view is not None and any(p.shown or p.mucked for p in view.hand.players)
+        screens.append((text, shown or any("shows [" in line for line in app.log_lines)))
+        return text
+
+    try:
+        async with app.run_test(size=(150, 45)) as pilot:
+            await wait_until(lambda: app.view is not None and app.view.viewer_seat == 1
+                             and app.view.HasField("hand"))
+            assert any(line.startswith("Dev deposit") for line in app.log_lines)
+            tried_fold = False
+            async with asyncio.timeout(60):
+                while True:
+                    await pilot.pause(0.05)
+                    capture()
+                    view = app.view
+                    assert view is not None
+                    hand = view.hand
+                    if hand.phase == pb.HAND_PHASE_COMPLETE:
+                        break
+                    if hand.phase != pb.HAND_PHASE_BETTING or hand.to_act != 1:
+                        continue
+                    kinds = {a.kind for a in hand.legal_actions.actions}
+                    if not tried_fold and common_pb2.ACTION_KIND_CHECK in kinds:
+                        # Folding when a check is possible is refused: the UI says why.
+                        tried_fold = True
+                        await pilot.press("f")
+                        await wait_until(lambda: any("fold_not_allowed" in line
+                                                     for line in app.log_lines))
+                        text = capture()
+                        assert "✗ Fold refused (fold_not_allowed)" in text
+                    await pilot.press("c")
+                    await wait_until(lambda v=view: app.view is not None  # type: ignore[misc]
+                                     and app.view.version > v.version)
+            assert tried_fold
+            await pilot.pause(0.2)
+            final = capture()
+            assert await asyncio.wait_for(bot_task, 10) > 0
+
+            before = [text for text, shown in screens if not shown]
+            assert len(before) > 5
+            hidden = [str(c) for c in BOT_DOWN]
+            for text in before:
+                for card in hidden:
+                    assert card not in text, f"the bot's down card {card} on screen:\n{text}"
+            # The UI's own down cards were there, and so were the countdown and the turn.
+            assert any("Ah 2c" in text for text in before)
+            assert any("⏱" in text and "left" in text and "Your turn" in text
+                       for text in before)
+            assert any("Seat 2 (bob) to act" in text for text in before)
+            # The showdown: each hand shown with its value, who won which half.
+            log = "\n".join(app.log_lines)
+            assert "Seat 2 shows [Kh Qh Ts]: a flush, king high; no low" in log
+            assert "Seat 1 shows [Ah 2c Qs]: high card, ace; low 7-5-3-2-A" in log
+            award = next(line for line in app.log_lines if "wins the high half" in line)
+            assert award.startswith("Seat 2 wins the high half (")
+            assert "with a flush, king high; seat 1 wins the low half (" in award
+            assert award.endswith("with 7-5-3-2-A")
+            assert "Seat 2 wins the high half" in final
+
+            # The last hand's history on demand.
+            await pilot.press("h")
+            await wait_until(lambda: isinstance(app.screen, HistoryScreen))
+            await pilot.pause(0.1)
+            history = screen_text(app)
+            assert "Hand #1" in history and "*** Showdown ***" in history
+            assert "Seat 2 shows [Kh Qh Ts]" in history
+            await pilot.press("escape")
+            await wait_until(lambda: not isinstance(app.screen, HistoryScreen))
+
+            # Resizing: the layout follows (narrow: the log goes under the table).
+            for size in ((80, 30), (200, 50)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.2)
+                text = screen_text(app)
+                assert len(text.splitlines()[0]) <= size[0]
+                assert "Seat" in text and "Dealer" in text and "bob" in text
+
+            # Leaving: q asks to leave, then quits; the table stands the seat up.
+            await pilot.press("q")
+        view = await room.client.wait_for(
+            table_id, lambda v: all(s.seat != 1 for s in v.seats))
+        assert [s.player_id for s in view.seats] == ["bob"]
+        assert any("You leave the seat" in line for line in app.log_lines)
+    finally:
+        bot_task.cancel()
+        await asyncio.gather(bot_task, return_exceptions=True)
+        await bot.close()
+
+
+async def test_a_refused_sit_down_is_shown_with_its_reason(stacked_room: Room,
+                                                           dev_keys: DevKeys) -> None:
+    room = stacked_room
+    table_id = await room.client.open_table(
+        settings=fast_settings(buy_in_max=5_000))
+    await room.fund("cy", 100_000)
+    app = PlayApp(lambda: connect(room, player("cy")),
+                  PlayOptions(table_id, buy_in=50_000))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_until(lambda: any("Not seated" in line for line in app.log_lines))
+        await pilot.pause(0.1)
+        text = screen_text(app)
+        assert "✗ sit down refused (buy_in_out_of_range)" in text, (app.log_lines, text)
+        assert "watching" in text
+        # An action key without a seat says so rather than calling.
+        await pilot.press("c")
+        await wait_until(lambda: "You are not seated" in app.log_lines)
