@@ -376,8 +376,9 @@ def _exposed_showdown(hand: HandState, config: TableConfig) -> list[Event]:
     return [*rake, *award_events(paid, values, values)]
 
 
-def _follow(state: TableState, events: list[Event]) -> tuple[Event, ...]:
-    """Append what the command's events set off, evolving as we go."""
+def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], TableState]:
+    """Append what the command's events set off, evolving as we go; returns the events and
+    the state after them."""
     out: list[Event] = []
     for event in events:
         before = state.hand.phase if state.hand is not None else None
@@ -407,7 +408,7 @@ def _follow(state: TableState, events: list[Event]) -> tuple[Event, ...]:
             for event in settle:
                 state = evolve(state, event)
             out.extend(settle)
-    return tuple(out)
+    return tuple(out), state
 
 
 def decide(state: TableState, command: Command) -> tuple[Event, ...]:
@@ -421,6 +422,13 @@ def decide(state: TableState, command: Command) -> tuple[Event, ...]:
     Traceback (most recent call last):
     ...
     rules.errors.RuleViolation: invalid_command: the table is not open
+    """
+    return decide_and_fold(state, command)[0]
+
+
+def decide_and_fold(state: TableState, command: Command) -> tuple[tuple[Event, ...], TableState]:
+    """:func:`decide` and the state after its events (``fold(events, state)``), which
+    deciding computes anyway: a replay that checks each command saves the second fold.
     """
     match command:
         case OpenTable():

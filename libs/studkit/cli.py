@@ -3,6 +3,7 @@
 Commands are argparse subcommands; each module registers its own:
 
 - ``stud replay check FILE.phh...`` (:mod:`studkit.replay_check`)
+- ``stud replay list|show|verify|export`` from the live logs (:mod:`studkit.replay_cli`)
 
 To add one under ``stud replay`` (say ``stud replay table``), write a module with a
 ``register(replay_commands)`` function that calls ``replay_commands.add_parser(...)`` and sets
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO, cast
 
 from studclient import bots, tui
-from studkit import replay_check
+from studkit import replay_check, replay_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_commands = replay.add_subparsers(dest="replay_command", required=True,
                                             metavar="SUBCOMMAND")
     replay_check.register(replay_commands)
+    replay_cli.register(replay_commands)
     bots.register(commands)
     tui.register(commands)
     return parser

@@ -1,0 +1,474 @@
+"""``stud replay list|show|verify|export``: any hand of any table, from the live logs.
+
+- ``list --table T``: the table's hands (time, players, pot, rake, winners).
+- ``show --table T --hand N [--as-seat S | --observer | --auditor]``: the hand history,
+  folded from the stream with the rules; a seat's down cards only with that player's (or an
+  auditor's) token; the auditor's view merges the dealer's record and checks the commitment.
+- ``verify [--table T] [--hand N] [--all]``: every command re-decided, chips conserved, the
+  wallet's settlement postings equal to the folded result, and (with auditor credentials and
+  the dealer) every dealt card against the committed deck. Ends with
+  ``hands=… verified=… failed=…``; exit status 1 on any failure, naming the hand and the
+  first wrong event.
+- ``export --table T [--hand N] --format phh|text|jsonl``.
+
+``--json`` on each. Exit status 2 when the source cannot be read (no Redis, no such table or
+hand). Connection settings: :mod:`studkit.replay_source`; see docs/replay.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dealer.audit import verify_hand
+from dealer.mapping import audit_from_proto
+from rules.config import TableConfig
+from rules.history import render_history
+from rules.phh import export_phh
+from studkit.replay_hands import (
+    HandLog,
+    HandVerdict,
+    Logged,
+    Problem,
+    check_money,
+    merge_down_cards,
+    split_hands,
+    summary,
+    verify_hand_log,
+)
+from studkit.replay_source import (
+    AUDITOR_TOKEN_ENV,
+    DEALER_ENV,
+    DealerSource,
+    RedisSource,
+    Settings,
+    SourceError,
+    token_role,
+)
+from studkit.repository import encode
+
+Handler = Callable[[argparse.Namespace, TextIO], int]
+EXIT_OK, EXIT_FAILED, EXIT_SOURCE = 0, 1, 2
+
+
+def _run(coro: Coroutine[Any, Any, int], err: TextIO) -> int:
+    try:
+        return asyncio.run(coro)
+    except SourceError as exc:
+        print(f"stud replay: {exc}", file=err)
+        return EXIT_SOURCE
+    except OSError as exc:  # Redis unreachable
+        print(f"stud replay: cannot reach the source: {exc}", file=err)
+        return EXIT_SOURCE
+
+
+def _redis_errors() -> tuple[type[Exception], ...]:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    return (RedisConnectionError, RedisTimeoutError)
+
+
+async def _table_hands(source: RedisSource, table_id: str) -> list[HandLog]:
+    log = await source.log(table_id)
+    return split_hands(table_id, log)[0]
+
+
+def _pick(hands: Sequence[HandLog], number: int) -> HandLog:
+    for hand in hands:
+        if hand.number == number:
+            return hand
+    raise SourceError(f"no hand {number} at this table (it has {len(hands)})")
+
+
+def _time(seconds: float) -> str:
+    if not seconds:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _config(hand: HandLog) -> TableConfig:
+    config = hand.before.config
+    if config is None:
+        raise SourceError(f"hand {hand.number}: the table was never opened")
+    return config
+
+
+def _event_json(table_id: str, hand: int, item: Logged) -> dict[str, Any]:
+    return {"table": table_id, "hand": hand, "sequence": item.sequence,
+            "command_id": item.command_id, "occurred_at": item.occurred_at,
+            "type": type(item.event).__name__, "event": encode(item.event)}
+
+
+# --- list ------------------------------------------------------------------------------------
+
+async def _list(args: argparse.Namespace, out: TextIO) -> int:
+    source = RedisSource.from_url(Settings.from_env().redis_url)
+    try:
+        hands = await _table_hands(source, args.table)
+    finally:
+        await source.aclose()
+    rows = [summary(hand) for hand in hands]
+    if args.json:
+        json.dump({"table": args.table, "hands": rows}, out, indent=1)
+        out.write("\n")
+        return EXIT_OK
+    print(f"{'hand':>5}  {'time (UTC)':<19}  {'pot':>8}  {'rake':>5}  players / winners",
+          file=out)
+    for row in rows:
+        players = ", ".join(f"{s}:{name}" for s, name in row["players"].items())
+        won = ", ".join(f"seat {s} +{amount}" for s, amount in row["winners"].items())
+        state = "" if row["complete"] else f"  (in progress: {row['phase']})"
+        if row["voided"]:
+            won = "voided"
+        print(f"{row['hand']:>5}  {_time(row['time']):<19}  {row['pot']:>8}  {row['rake']:>5}"
+              f"  {players} / {won or '-'}{state}", file=out)
+    print(f"{len(rows)} hand{'s' if len(rows) != 1 else ''} at table {args.table}", file=out)
+    return EXIT_OK
+
+
+# --- show ------------------------------------------------------------------------------------
+
+async def _show(args: argparse.Namespace, out: TextIO) -> int:
+    settings = Settings.from_env()
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        hand = _pick(await _table_hands(source, args.table), args.hand)
+    finally:
+        await source.aclose()
+    events = hand.events
+    notes: list[str] = []
+    commitment: dict[str, Any] | None = None
+    viewer = "observer"
+    if args.auditor or args.as_seat is not None:
+        viewer = "auditor" if args.auditor else f"seat {args.as_seat}"
+        events, notes, commitment = await _cards_for(args, settings, hand)
+    history = render_history([item.event for item in events])
+    if args.json:
+        json.dump({"table": args.table, "hand": hand.number, "viewer": viewer,
+                   "complete": hand.complete, "notes": notes, "commitment": commitment,
+                   "history": history.splitlines(),
+                   "events": [_event_json(args.table, hand.number, e) for e in events]},
+                  out, indent=1)
+        out.write("\n")
+        return EXIT_OK
+    print(f"Table {args.table}, hand {hand.number}, as {viewer}"
+          f" (started {_time(hand.events[0].occurred_at)} UTC)", file=out)
+    out.write(history if history.endswith("\n") else history + "\n")
+    if commitment is not None:
+        verdict = "verified" if commitment["ok"] else "FAILED: " + "; ".join(
+            commitment["problems"])
+        print(f"Deck commitment {commitment['commitment'][:16]}…: {verdict} "
+              f"({commitment['cards_checked']} public cards, {commitment['draws']} draws)",
+              file=out)
+    for note in notes:
+        print(f"note: {note}", file=out)
+    return EXIT_OK if commitment is None or commitment["ok"] else EXIT_FAILED
+
+
+async def _cards_for(args: argparse.Namespace, settings: Settings, hand: HandLog
+                     ) -> tuple[list[Logged], list[str], dict[str, Any] | None]:
+    """The hand's events with the down cards this viewer may see, notes, and (auditor) the
+    commitment's verification."""
+    token = settings.token
+    auditor = settings.auditor_token if args.auditor else (
+        token if token_role(token) == "auditor" else "")
+    if args.auditor and not auditor:
+        raise SourceError(f"the auditor's view needs {AUDITOR_TOKEN_ENV} "
+                          "(or STUD_ISSUER_KEY)")
+    if not settings.dealer_target:
+        return hand.events, [f"down cards hidden: no dealer ({DEALER_ENV})"], None
+    dealer = DealerSource(settings.dealer_target)
+    try:
+        if auditor:
+            record = await dealer.audit(auditor, hand.table_id, hand.number)
+            if args.auditor:
+                down = record.down
+            else:
+                down = {args.as_seat: record.down.get(args.as_seat, [])}
+            checked = verify_hand(audit_from_proto(record.message),
+                                  [item.event for item in hand.events])
+            commitment = {"commitment": record.message.commitment, "ok": checked.ok,
+                          "problems": list(checked.problems),
+                          "cards_checked": checked.cards_checked, "draws": checked.draws}
+            return merge_down_cards(hand.events, down), [], commitment
+        if not token:
+            return hand.events, [f"seat {args.as_seat}'s down cards hidden: no token "
+                                 "(STUD_REPLAY_TOKEN: that player's or an auditor's)"], None
+        try:
+            seat, cards = await dealer.my_cards(token, hand.table_id, hand.number)
+        except SourceError as exc:
+            return hand.events, [f"seat {args.as_seat}'s down cards hidden: {exc}"], None
+        if seat != args.as_seat:
+            return hand.events, [f"seat {args.as_seat}'s down cards hidden: the token is "
+                                 f"not that seat's player's"], None
+        return merge_down_cards(hand.events, {seat: cards}), [], None
+    finally:
+        await dealer.aclose()
+
+
+# --- verify ----------------------------------------------------------------------------------
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                    console=Console(file=sys.stderr), transient=False, disable=not enabled)
+
+
+async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
+                 settings: Settings, show_progress: bool = False
+                 ) -> tuple[list[HandVerdict], list[str]]:
+    """Verify the hands of the tables (None: every table); returns the verdicts and notes
+    about checks that could not be made."""
+    notes: list[str] = []
+    source = RedisSource.from_url(settings.redis_url)
+    dealer = None
+    if settings.dealer_target and settings.auditor_token:
+        dealer = DealerSource(settings.dealer_target)
+    else:
+        notes.append("dealt cards not checked against the decks: needs the dealer "
+                     f"({DEALER_ENV}) and auditor credentials ({AUDITOR_TOKEN_ENV})")
+    verdicts: list[HandVerdict] = []
+    progress = _progress(show_progress)
+    try:
+        tables = list(table_ids) if table_ids else await source.table_ids()
+        ledger = await source.settlements(tables)
+        if ledger is None:
+            notes.append("wallet settlements not checked: this Redis user may not read "
+                         "the ledger")
+        with progress:
+            reading = progress.add_task("reading", total=len(tables), rate="")
+            logs = []
+            for table_id in tables:
+                logs.append((table_id, await source.log(table_id)))
+                progress.advance(reading)
+            split = [(t, split_hands(t, log)[0]) for t, log in logs]
+            todo = [(t, h) for t, hands in split for h in hands
+                    if hand_number is None or h.number == hand_number]
+            if hand_number is not None and not todo:
+                raise SourceError(f"no hand {hand_number}")
+            task = progress.add_task("verifying", total=len(todo), rate="")
+            started = time.perf_counter()
+            for count, (table_id, hand) in enumerate(todo, start=1):
+                verdict = verify_hand_log(hand)
+                if verdict.ok and hand.complete and ledger is not None and verdict.after:
+                    verdict.problems.extend(check_money(
+                        hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))
+                    verdict.checks.append("wallet")
+                verdicts.append(verdict)
+                if count % 200 == 0 or count == len(todo):
+                    rate = count / max(time.perf_counter() - started, 1e-9)
+                    progress.update(task, completed=count, rate=f"{rate:,.0f} hands/s")
+            if dealer is not None:
+                await _check_cards(dealer, settings.auditor_token, todo, verdicts, progress)
+    finally:
+        await source.aclose()
+        if dealer is not None:
+            await dealer.aclose()
+    return verdicts, notes
+
+
+async def _check_cards(dealer: DealerSource, token: str, todo: Sequence[tuple[str, HandLog]],
+                       verdicts: Sequence[HandVerdict], progress: Progress) -> None:
+    """Every dealt card of each complete hand against its committed deck."""
+    by_table: dict[str, list[tuple[HandLog, HandVerdict]]] = {}
+    for (table_id, hand), verdict in zip(todo, verdicts, strict=True):
+        if hand.complete:
+            by_table.setdefault(table_id, []).append((hand, verdict))
+    task = progress.add_task("decks", total=sum(len(v) for v in by_table.values()), rate="")
+    for table_id, pairs in by_table.items():
+        records = await dealer.audits(token, table_id, [h.number for h, _ in pairs])
+        for hand, verdict in pairs:
+            record = records[hand.number]
+            progress.advance(task)
+            if isinstance(record, SourceError):
+                verdict.problems.append(Problem(hand.number, None, f"no deck: {record}"))
+                continue
+            checked = verify_hand(audit_from_proto(record.message),
+                                  [item.event for item in hand.events])
+            verdict.checks.append("cards")
+            if not checked.ok:
+                first = _first_card_event(hand)
+                verdict.problems.append(Problem(
+                    hand.number, first, "cards: " + "; ".join(checked.problems)))
+
+
+def _first_card_event(hand: HandLog) -> int | None:
+    for item in hand.events:
+        if type(item.event).__name__ in ("UpCardDealt", "DownCardDealt", "CardBurned"):
+            return item.sequence
+    return None
+
+
+async def _verify(args: argparse.Namespace, out: TextIO) -> int:
+    if args.hand is not None and not args.table:
+        raise SourceError("--hand needs --table")
+    settings = Settings.from_env()
+    show = not args.json and not args.no_progress and sys.stderr.isatty()
+    started = time.perf_counter()
+    verdicts, notes = await verify([args.table] if args.table else None, args.hand, settings,
+                                   show_progress=show)
+    elapsed = time.perf_counter() - started
+    failed = [v for v in verdicts if not v.ok]
+    line = f"hands={len(verdicts)} verified={len(verdicts) - len(failed)} failed={len(failed)}"
+    if args.json:
+        json.dump({"hands": len(verdicts), "verified": len(verdicts) - len(failed),
+                   "failed": len(failed), "seconds": round(elapsed, 3), "notes": notes,
+                   "failures": [v.to_json() for v in failed],
+                   "results": [v.to_json() for v in verdicts] if args.verbose else None},
+                  out, indent=1)
+        out.write("\n")
+    else:
+        for verdict in failed:
+            for problem in verdict.problems:
+                print("FAILED " + problem.line(verdict.table_id), file=out)
+        if args.verbose:
+            for verdict in verdicts:
+                for note in verdict.notes:
+                    print(f"note: table {verdict.table_id} hand {verdict.hand}: {note}",
+                          file=out)
+        for note in notes:
+            print(f"note: {note}", file=out)
+        print(line, file=out)
+    return EXIT_OK if not failed else EXIT_FAILED
+
+
+# --- export ----------------------------------------------------------------------------------
+
+async def _export(args: argparse.Namespace, out: TextIO) -> int:
+    settings = Settings.from_env()
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        hands = await _table_hands(source, args.table)
+    finally:
+        await source.aclose()
+    if args.hand is not None:
+        hands = [_pick(hands, args.hand)]
+    elif args.format == "phh":
+        hands = [h for h in hands if h.complete]  # a hand still being played is no PHH yet
+    down: dict[int, dict[int, list[Any]]] = {}
+    if args.auditor:
+        if not settings.auditor_token:
+            raise SourceError(f"the auditor's export needs {AUDITOR_TOKEN_ENV}")
+        dealer = DealerSource(settings.dealer_target)
+        try:
+            records = await dealer.audits(settings.auditor_token, args.table,
+                                          [h.number for h in hands if h.complete])
+        finally:
+            await dealer.aclose()
+        for number, record in records.items():
+            if isinstance(record, SourceError):
+                raise record
+            down[number] = dict(record.down)
+    text = export_text(args.table, hands, args.format, down)
+    if args.json:
+        json.dump({"table": args.table, "format": args.format,
+                   "hands": [h.number for h in hands], "text": text}, out, indent=1)
+        out.write("\n")
+    else:
+        out.write(text)
+    return EXIT_OK
+
+
+def export_text(table_id: str, hands: Sequence[HandLog], fmt: str,
+                down: dict[int, dict[int, list[Any]]] | None = None) -> str:
+    """The hands as PHH (one hand: ``.phh``; several: ``.phhs``), text history or JSON
+    lines; ``down`` (hand -> seat -> cards) fills in down cards (the auditor's export)."""
+    down = down or {}
+    parts: list[str] = []
+    for hand in hands:
+        events = merge_down_cards(hand.events, down[hand.number]) if hand.number in down \
+            else hand.events
+        if fmt == "jsonl":
+            parts.extend(json.dumps(_event_json(table_id, hand.number, item),
+                                    separators=(",", ":")) + "\n" for item in events)
+        elif fmt == "text":
+            parts.append(render_history([e.event for e in events]) + "\n")
+        else:
+            text = phh_of(table_id, hand, events)
+            if len(hands) > 1:
+                text = f'["{table_id}-h{hand.number}"]\n' + text
+            parts.append(text)
+    return ("\n" if fmt in ("text", "phh") else "").join(parts)
+
+
+def phh_of(table_id: str, hand: HandLog, events: Sequence[Logged]) -> str:
+    """One hand as PHH."""
+    before = hand.before
+    started = events[0].event
+    seats = getattr(started, "seats", ())
+    stacks = {s: before.stack(s) for s in seats}
+    players = {s: seat.player_id for s in seats if (seat := before.seat(s)) is not None}
+    return export_phh([e.event for e in events], _config(hand), starting_stacks=stacks,
+                      players=players, fields={"table": table_id})
+
+
+# --- registration ------------------------------------------------------------------------------
+
+def _handler(run: Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, int]]) -> Handler:
+    def handle(args: argparse.Namespace, out: TextIO) -> int:
+        try:
+            return _run(run(args, out), sys.stderr)
+        except _redis_errors() as exc:
+            print(f"stud replay: cannot read Redis: {exc}", file=sys.stderr)
+            return EXIT_SOURCE
+    return handle
+
+
+def register(replay_commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``list``, ``show``, ``verify`` and ``export`` under ``stud replay``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON")
+
+    p = replay_commands.add_parser(
+        "list", parents=[common], help="a table's hands from the live log",
+        description="List a table's hands: time, players, pot, rake and winners.")
+    p.add_argument("--table", required=True, metavar="T")
+    p.set_defaults(handler=_handler(_list))
+
+    p = replay_commands.add_parser(
+        "show", parents=[common], help="one hand's history, rebuilt from the live log",
+        description="Fold a hand's events with the rules and print its history. A seat's "
+        "down cards appear only with that player's or an auditor's token "
+        "(STUD_REPLAY_TOKEN); --auditor merges the dealer's record and checks the deck "
+        "commitment.")
+    p.add_argument("--table", required=True, metavar="T")
+    p.add_argument("--hand", required=True, type=int, metavar="N")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--as-seat", type=int, metavar="S", help="a seat's view")
+    who.add_argument("--observer", action="store_true", help="the public view (default)")
+    who.add_argument("--auditor", action="store_true", help="every card, deck verified")
+    p.set_defaults(handler=_handler(_show))
+
+    p = replay_commands.add_parser(
+        "verify", parents=[common], help="verify hands from the live logs",
+        description="Re-decide every command of each hand, check chips are conserved, the "
+        "wallet's settlement postings and (with auditor credentials) every dealt card "
+        "against the committed deck. Ends with 'hands=… verified=… failed=…'; exit status "
+        "1 on any failure, 2 when the source cannot be read.")
+    p.add_argument("--table", metavar="T", help="one table (default: every table)")
+    p.add_argument("--hand", type=int, metavar="N", help="one hand (needs --table)")
+    p.add_argument("--all", action="store_true", help="every hand of every table "
+                   "(the default without --table)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print notes")
+    p.set_defaults(handler=_handler(_verify))
+
+    p = replay_commands.add_parser(
+        "export", parents=[common], help="export hands as PHH, text or JSON lines",
+        description="Export a table's hands (or one): PHH that `stud replay check` and "
+        "PokerKit read back, the text history, or JSON lines of the events.")
+    p.add_argument("--table", required=True, metavar="T")
+    p.add_argument("--hand", type=int, metavar="N")
+    p.add_argument("--format", required=True, choices=("phh", "text", "jsonl"))
+    p.add_argument("--auditor", action="store_true",
+                   help="every card from the dealer's record (auditor credentials)")
+    p.set_defaults(handler=_handler(_export))

@@ -1,0 +1,298 @@
+"""Where ``stud replay list|show|verify|export`` read from: the services' Redis (tables'
+streams and the wallet's ledger) and the dealer (``GetMyCards``, ``GetAudit``), with the
+connection and credentials taken from environment variables (docs/replay.md):
+
+==========================  ==================================================================
+``STUD_REPLAY_REDIS_URL``   Redis URL; the auditor's ACL user is enough. Default: ``REDIS_URL``
+                            of ``<run dir>/env``, else the URL in ``<run dir>/redis/admin.url``
+                            (what ``make run`` writes).
+``STUD_DEALER_TARGET``      the dealer's ``host:port``. Default: ``DEALER_ADDR`` of
+                            ``<run dir>/env``. Without it, cards are not checked.
+``STUD_AUDITOR_TOKEN``      an auditor's bearer token (every card; the deck checks).
+``STUD_ISSUER_KEY``         or: an issuer key (PEM file) to mint a short auditor token. Default:
+                            ``<run dir>/keys/issuer.pem`` when it exists (``make run``'s dev key).
+``STUD_REPLAY_TOKEN``       the token of ``show --as-seat`` (a player's own, or an auditor's).
+``STUD_RUN_DIR``            the ``make run`` directory (default ``.run``).
+==========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeAlias, cast
+
+import grpc
+import jwt
+import redis.asyncio as aioredis
+from redis.exceptions import NoPermissionError, ResponseError
+
+from rules import Card, card_from_index
+from stud.v1 import dealer_pb2 as dpb
+from stud.v1 import dealer_pb2_grpc as dpb_grpc
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit import keys
+from studkit.auth import Principal, Role, SigningKey, TokenIssuer, bearer_metadata
+from studkit.mapping import card_from_proto, event_from_envelope
+from studkit.replay_hands import LedgerTx, Logged
+
+REDIS_ENV: Final = "STUD_REPLAY_REDIS_URL"
+DEALER_ENV: Final = "STUD_DEALER_TARGET"
+AUDITOR_TOKEN_ENV: Final = "STUD_AUDITOR_TOKEN"
+ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
+TOKEN_ENV: Final = "STUD_REPLAY_TOKEN"
+RUN_DIR_ENV: Final = "STUD_RUN_DIR"
+LEDGER_KEY: Final = keys.wallet_key("ledger")
+PAGE: Final = 10_000
+StreamRows: TypeAlias = list[tuple[bytes, dict[bytes, bytes]]]
+TIMEOUT_S: Final = 10.0
+
+
+class SourceError(RuntimeError):
+    """Raised when the source cannot be reached or has no such table or hand."""
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines (``export`` and quotes allowed; ``#`` comments)."""
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[name.strip()] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where to read and with which credentials (see the module's table)."""
+
+    redis_url: str
+    dealer_target: str = ""
+    auditor_token: str = ""
+    token: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``env`` (default ``os.environ``), with ``make run``'s defaults."""
+        env = os.environ if env is None else env
+        run = Path(env.get(RUN_DIR_ENV) or ".run")
+        run_env = _env_file(run / "env")
+        url = env.get(REDIS_ENV) or run_env.get("STUD_REPLAY_REDIS_URL") or run_env.get(
+            "REDIS_URL", "")
+        if not url:
+            try:
+                url = (run / "redis" / "admin.url").read_text(encoding="utf-8").strip()
+            except OSError:
+                url = ""
+        dealer = env.get(DEALER_ENV) or run_env.get(DEALER_ENV) or run_env.get(
+            "DEALER_ADDR", "")
+        auditor = env.get(AUDITOR_TOKEN_ENV) or run_env.get(AUDITOR_TOKEN_ENV, "")
+        if not auditor:
+            key_path = env.get(ISSUER_KEY_ENV) or run_env.get(ISSUER_KEY_ENV) or str(
+                run / "keys" / "issuer.pem")
+            auditor = mint_auditor_token(Path(key_path))
+        return cls(redis_url=url, dealer_target=dealer, auditor_token=auditor,
+                   token=env.get(TOKEN_ENV, ""))
+
+
+def mint_auditor_token(key_path: Path, ttl_seconds: int = 600) -> str:
+    """A short auditor token signed by the issuer key at ``key_path`` ("" if none)."""
+    try:
+        pem = key_path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    issuer = TokenIssuer(SigningKey.from_pem(pem))
+    return issuer.issue(Principal(role=Role.AUDITOR, name="replay"), ttl_seconds=ttl_seconds)
+
+
+def token_role(token: str) -> str:
+    """The ``role`` claim of a token, unverified (the dealer verifies it): it only picks
+    which call to make. "" when unreadable."""
+    if not token:
+        return ""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return ""
+    return str(claims.get("role", ""))
+
+
+# --- Redis -----------------------------------------------------------------------------------
+
+def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged:
+    """One stream entry as a :class:`Logged` event."""
+    envelope = EventEnvelope.FromString(payload)
+    ts = envelope.occurred_at
+    sequence = envelope.sequence
+    if not sequence:
+        text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        sequence = int(text.partition("-")[2] or 0)
+    return Logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9,
+                  event_from_envelope(envelope))
+
+
+class RedisSource:
+    """Reads tables' logs and the wallet's ledger."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisSource:
+        """A source over a new client (the caller closes it with :meth:`aclose`)."""
+        if not url:
+            raise SourceError(f"no Redis: set {REDIS_ENV} (or run `make run`)")
+        return cls(aioredis.Redis.from_url(url, socket_timeout=30))
+
+    async def aclose(self) -> None:
+        """Close the client."""
+        await self.client.aclose()
+
+    async def table_ids(self) -> list[str]:
+        """Every table of the index, sorted."""
+        members = await self.client.smembers(keys.table_index())
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    async def raw_log(self, table_id: str, after: int = 0) -> list[tuple[bytes, bytes]]:
+        """The table's stream entries after sequence ``after``: (id, envelope bytes)."""
+        key = keys.table_stream(table_id)
+        start = f"(0-{after}"
+        out: list[tuple[bytes, bytes]] = []
+        while True:
+            entries = cast(StreamRows,
+                           await self.client.xrange(key, min=start, max="+", count=PAGE) or [])
+            for entry_id, fields in entries:
+                out.append((entry_id, fields[b"envelope"]))
+            if len(entries) < PAGE:
+                return out
+            last = entries[-1][0]
+            start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+
+    async def log(self, table_id: str) -> list[Logged]:
+        """The table's whole log, decoded; :class:`SourceError` for an unknown table."""
+        raw = await self.raw_log(table_id)
+        if not raw and not await self.client.sismember(keys.table_index(), table_id):
+            raise SourceError(f"no table {table_id!r}")
+        return [decode_entry(entry_id, payload) for entry_id, payload in raw]
+
+    async def settlements(self, table_ids: Sequence[str] | None = None
+                          ) -> dict[tuple[str, str], list[LedgerTx]] | None:
+        """The wallet's settlement transactions by (table, hand id); None when this Redis
+        user may not read the ledger."""
+        wanted = None if table_ids is None else set(table_ids)
+        out: dict[tuple[str, str], list[LedgerTx]] = {}
+        start = "-"
+        try:
+            while True:
+                rows = cast(StreamRows, await self.client.xrange(
+                    LEDGER_KEY, min=start, max="+", count=PAGE) or [])
+                for entry_id, fields in rows:
+                    raw = fields.get(b"tx", b"")
+                    if b'"settlement"' not in raw:
+                        continue
+                    record: dict[str, Any] = json.loads(raw)
+                    if record.get("kind") != "settlement":
+                        continue
+                    table = str(record.get("table_id", ""))
+                    if wanted is not None and table not in wanted:
+                        continue
+                    ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                    postings = tuple((str(k), int(v)) for k, v in record.get("postings", []))
+                    out.setdefault((table, str(record.get("hand_id", ""))), []).append(
+                        LedgerTx(ident, postings))
+                if len(rows) < PAGE:
+                    return out
+                last = rows[-1][0]
+                start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+        except NoPermissionError:
+            return None
+        except ResponseError as exc:
+            if "NOPERM" in str(exc):
+                return None
+            raise
+
+
+# --- the dealer --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """The dealer's record of one hand as the replay uses it: each seat's down cards in
+    dealing order, and the proto (for :func:`dealer.audit.verify_hand`)."""
+
+    down: dict[int, list[Card]]
+    message: dpb.HandAudit
+
+
+class DealerSource:
+    """The dealer's ``GetMyCards`` and ``GetAudit`` over one channel."""
+
+    def __init__(self, target: str) -> None:
+        if not target:
+            raise SourceError(f"no dealer: set {DEALER_ENV}")
+        self._channel = grpc.aio.insecure_channel(target)
+        self._stub = dpb_grpc.DealerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    async def aclose(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
+
+    async def audit(self, token: str, table_id: str, hand: int) -> AuditRecord:
+        """The dealer's record of a finished hand (an auditor's token)."""
+        try:
+            reply = await self._stub.GetAudit(
+                dpb.GetAuditRequest(table_id=table_id, hand_number=hand),
+                metadata=bearer_metadata(token), timeout=TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise SourceError(f"GetAudit {table_id} h{hand}: {exc.code().name}: "
+                              f"{exc.details()}") from None
+        down: dict[int, list[tuple[int, Card]]] = {}
+        for street in reply.streets:
+            for draw in street.cards:
+                if not draw.up and draw.seat:
+                    down.setdefault(draw.seat, []).append(
+                        (draw.index, card_from_proto(draw.card)))
+        return AuditRecord({seat: [c for _, c in sorted(cards, key=lambda x: x[0])]
+                            for seat, cards in down.items()}, reply)
+
+    async def audits(self, token: str, table_id: str, hands: Sequence[int],
+                     concurrency: int = 16) -> dict[int, AuditRecord | SourceError]:
+        """Records of many hands, ``concurrency`` calls at a time."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(hand: int) -> tuple[int, AuditRecord | SourceError]:
+            async with gate:
+                try:
+                    return hand, await self.audit(token, table_id, hand)
+                except SourceError as exc:
+                    return hand, exc
+
+        return dict(await asyncio.gather(*(one(h) for h in hands)))
+
+    async def my_cards(self, token: str, table_id: str, hand: int) -> tuple[int, list[Card]]:
+        """(seat, down cards) of the token's player in the hand."""
+        try:
+            reply = await self._stub.GetMyCards(
+                dpb.GetMyCardsRequest(table_id=table_id, hand_number=hand),
+                metadata=bearer_metadata(token), timeout=TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise SourceError(f"GetMyCards {table_id} h{hand}: {exc.code().name}: "
+                              f"{exc.details()}") from None
+        return reply.seat, [card_from_proto(c) for c in reply.down]
+
+
+def audit_card(index: int) -> Card:
+    """A card of the dealer's deck by index."""
+    return card_from_index(index)
