@@ -10,7 +10,7 @@ PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
 .PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room lint \
-	bench bench-rules bench-store bench-room run clean
+	bench bench-rules bench-store bench-room run reset clean
 
 all: test
 
@@ -68,8 +68,15 @@ bench-store: $(PROTO_STAMP)
 bench-room: $(PROTO_STAMP)
 	$(PY) bench/bench_room.py
 
+# Redis, the services and the demo room (bots at table "demo", its feed here) until Ctrl-C;
+# the data (.run/redis) is kept across runs, the logs are in .run/logs.
 run: $(PROTO_STAMP)
 	$(PY) -m studkit.devrun
+
+# Forget what make run kept: deletes .run/redis (tables, balances, hand logs) and .run/logs
+# (refused while a make run is running); the dev keys in .run/keys stay.
+reset: $(PROTO_STAMP)
+	$(PY) -m studkit.devrun --reset
 
 clean:
 	rm -rf $(VENV) protos/gen .pytest_cache .mypy_cache .ruff_cache .hypothesis .run

