@@ -136,9 +136,15 @@ class Client:
 
     def __init__(self, table: grpc.aio.Channel, dealer: grpc.aio.Channel | None,
                  wallet: grpc.aio.Channel | None, token: str | TokenProvider, *,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None,
+                 interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None) -> None:
         self._channels = [c for c in (table, dealer, wallet) if c is not None]
         self._table = table_pb2_grpc.TableServiceStub(table)  # type: ignore[no-untyped-call]
+        self._owners: dict[str, Any] = {}
+        """Replicas' table stubs by address (tables owned by another table replica)."""
+        self._routes: dict[str, str] = {}
+        """table id -> the address of the replica that owns it (learnt from not_owner)."""
+        self._interceptors = interceptors
         self._dealer = (dealer_pb2_grpc.DealerServiceStub(dealer)  # type: ignore[no-untyped-call]
                         if dealer is not None else None)
         self._wallet = (wallet_pb2_grpc.WalletServiceStub(wallet)  # type: ignore[no-untyped-call]
@@ -160,7 +166,8 @@ class Client:
             return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS,
                                              interceptors=interceptors)
         return cls(channel(table_addr), channel(dealer_addr) if dealer_addr else None,
-                   channel(wallet_addr) if wallet_addr else None, token, retry=retry)
+                   channel(wallet_addr) if wallet_addr else None, token, retry=retry,
+                   interceptors=interceptors)
 
     async def __aenter__(self) -> Client:
         return self
@@ -207,21 +214,69 @@ class Client:
 
     # --- calling ---------------------------------------------------------------------------
 
-    async def _call(self, rpc: Callable[..., Awaitable[T]], request: Any, *,
+    def table_stub(self, table_id: str | None = None) -> Any:
+        """The table service stub for ``table_id``: the replica that owns it when a call was
+        redirected there (``not_owner``), else the address given to :meth:`connect`."""
+        addr = self._routes.get(table_id or "")
+        if addr is None:
+            return self._table
+        if addr not in self._owners:
+            channel = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS,
+                                                interceptors=self._interceptors)
+            self._channels.append(channel)
+            self._owners[addr] = table_pb2_grpc.TableServiceStub(  # type: ignore[no-untyped-call]
+                channel)
+        return self._owners[addr]
+
+    def follow_redirect(self, table_id: str, error: StudError) -> bool:
+        """If ``error`` says another table replica owns ``table_id`` (``not_owner``, its
+        address in the error's metadata), route the table's calls there; True if so."""
+        owner = error.metadata.get("owner", "")
+        if error.reason != "not_owner" or not owner or self._routes.get(table_id) == owner:
+            return False
+        self._routes[table_id] = owner
+        return True
+
+    def route(self, table_id: str) -> str | None:
+        """The table replica ``table_id``'s calls go to, when redirected (else None)."""
+        return self._routes.get(table_id)
+
+    def forget_route(self, table_id: str) -> None:
+        """Send ``table_id``'s calls to the first address again (its owner went away)."""
+        self._routes.pop(table_id, None)
+
+    async def _call(self, rpc: Callable[..., Awaitable[T]] | str, request: Any, *,
                     retry_on: frozenset[grpc.StatusCode] = RETRIED_CODES) -> T:
         """``rpc(request)`` with the token, retrying ``retry_on`` codes with the same request
-        and replacing an expired token once."""
+        and replacing an expired token once. A table method given by name is sent to the
+        replica that owns the request's table, following ``not_owner`` redirects."""
         delays = self.retry.delays()
         refreshed = fresh = False
+        redirects = 0
         while True:
+            table_id = str(getattr(request, "table_id", ""))
+            method = (getattr(self.table_stub(table_id), rpc) if isinstance(rpc, str)
+                      else rpc)
             try:
-                return await rpc(request, metadata=await self.metadata(fresh),
-                                 timeout=self.retry.timeout_s)
+                result: T = await method(request, metadata=await self.metadata(fresh),
+                                         timeout=self.retry.timeout_s)
+                return result
             except grpc.aio.AioRpcError as exc:
                 error = from_rpc_error(exc)
                 fresh = False
                 if isinstance(error, TokenExpired) and self.refreshable and not refreshed:
                     refreshed = fresh = True
+                    continue
+                if isinstance(rpc, str) and redirects < 3 and self.follow_redirect(
+                        table_id, error):
+                    redirects += 1
+                    continue
+                if isinstance(rpc, str) and exc.code() is grpc.StatusCode.UNAVAILABLE:
+                    # The replica it was routed to may be gone: ask the first address again.
+                    self.forget_route(table_id)
+                if error.reason == "not_owner" and delays:
+                    # The table is changing hands between replicas: wait and ask again.
+                    await asyncio.sleep(delays.pop(0))
                     continue
                 if exc.code() in retry_on and delays:
                     delay = delays.pop(0)
@@ -245,7 +300,7 @@ class Client:
     async def _command(self, method: str, request: Any) -> table_pb2.CommandReply:
         if not request.command_id:
             request.command_id = uuid.uuid4().hex
-        reply: table_pb2.CommandReply = await self._call(getattr(self._table, method), request)
+        reply: table_pb2.CommandReply = await self._call(method, request)
         self._saw(request.table_id, reply.version)
         return reply
 
@@ -274,7 +329,7 @@ class Client:
     async def list_tables(self) -> list[table_pb2.TableSummary]:
         """The open tables."""
         reply: table_pb2.ListTablesResponse = await self._call(
-            self._table.ListTables, table_pb2.ListTablesRequest(), retry_on=READ_RETRIED_CODES)
+            "ListTables", table_pb2.ListTablesRequest(), retry_on=READ_RETRIED_CODES)
         return list(reply.tables)
 
     async def open_table(self, table_id: str | None = None,
@@ -302,7 +357,7 @@ class Client:
     async def get_table(self, table_id: str) -> table_pb2.TableView:
         """The table as the caller may see it now."""
         view: table_pb2.TableView = await self._call(
-            self._table.GetTable, table_pb2.GetTableRequest(table_id=table_id),
+            "GetTable", table_pb2.GetTableRequest(table_id=table_id),
             retry_on=READ_RETRIED_CODES)
         self._saw(table_id, view.version)
         if view.viewer_seat:
@@ -312,7 +367,7 @@ class Client:
     async def hand_history(self, table_id: str, hand_number: int) -> table_pb2.HandHistory:
         """One hand's events as the caller may see them."""
         reply: table_pb2.HandHistory = await self._call(
-            self._table.GetHandHistory,
+            "GetHandHistory",
             table_pb2.GetHandHistoryRequest(table_id=table_id, hand_number=hand_number),
             retry_on=READ_RETRIED_CODES)
         return reply
@@ -462,7 +517,7 @@ class Client:
     def watch_table_call(self, table_id: str, after_sequence: int,
                          metadata: tuple[tuple[str, str], ...]) -> Any:
         """The raw WatchTable stream (:class:`~studclient.watch.TableWatch` resumes it)."""
-        return self._table.WatchTable(
+        return self.table_stub(table_id).WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id, after_sequence=after_sequence),
             metadata=metadata)
 

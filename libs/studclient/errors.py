@@ -14,22 +14,30 @@ by status code), carrying ``code``, ``reason`` and the server's ``message``::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import grpc
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
 
 REASON_KEY: Final = "stud-reason"
+DETAILS_KEY: Final = "grpc-status-details-bin"
 
 
 class StudError(Exception):
     """A call the server refused (or that could not reach it)."""
 
-    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str,
+                 metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(f"{code.name} {reason}: {message}" if reason else
                          f"{code.name}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
+        self.metadata: dict[str, str] = dict(metadata or {})
+        """The ``google.rpc.ErrorInfo`` metadata (e.g. ``field``; ``owner`` for
+        ``not_owner``: the address of the table replica that owns the table)."""
 
 
 class InvalidArgument(StudError):
@@ -129,14 +137,35 @@ def rpc_reason(error: grpc.aio.AioRpcError) -> str:
     return ""
 
 
+def rpc_error_info(error: grpc.aio.AioRpcError) -> tuple[str, dict[str, str]]:
+    """(reason, metadata) of the call's ``google.rpc.ErrorInfo``; ('', {}) when absent."""
+    try:
+        metadata = error.trailing_metadata()
+    except Exception:  # pragma: no cover
+        return "", {}
+    for key, value in metadata or ():
+        if key != DETAILS_KEY:
+            continue
+        try:
+            status = status_pb2.Status.FromString(bytes(value))
+        except DecodeError:
+            return "", {}
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                return info.reason, dict(info.metadata)
+    return "", {}
+
+
 def from_rpc_error(error: grpc.aio.AioRpcError) -> StudError:
     """The typed exception for a failed call."""
     code = error.code()
-    reason = rpc_reason(error)
+    info_reason, metadata = rpc_error_info(error)
+    reason = rpc_reason(error) or info_reason
     cls = _BY_REASON.get(reason)
     if cls is None or _code_of(cls) not in (None, code):
         cls = _BY_CODE.get(code, StudError)
-    return cls(code, reason, error.details() or "")
+    return cls(code, reason, error.details() or "", metadata)
 
 
 def _code_of(cls: type[StudError]) -> grpc.StatusCode | None:

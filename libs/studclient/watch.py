@@ -216,8 +216,14 @@ class TableWatch:
                 if self._closed:
                     return
                 error = from_rpc_error(exc)
+                if exc.code() is grpc.StatusCode.UNAVAILABLE:
+                    self.client.forget_route(self.table_id)
                 if isinstance(error, TokenExpired) and self.client.refreshable:
                     fresh = True
+                elif self.client.follow_redirect(self.table_id, error):
+                    failures = 0
+                elif error.reason == "not_owner" and failures < MAX_FAILURES:
+                    pass  # the table is changing hands between replicas: resume
                 elif exc.code() not in RESUMABLE or failures >= MAX_FAILURES:
                     await self._fail(error)
                     return

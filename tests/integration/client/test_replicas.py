@@ -1,0 +1,85 @@
+"""The SDK against several table replicas: connected to one replica, it follows ``not_owner``
+redirects to the table's owner for commands, views and its live watch."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable
+
+import pytest
+
+from studclient import Client, Stale, legal_actions, my_turn
+from studkit.auth import DevKeys
+from studkit.ownership import Replica, rendezvous
+from studkit.testing import TestRedis
+from table.testing import OPERATOR, fast_settings, player, running_room, running_table
+from table.testing import table_settings as make_settings
+
+pytestmark = pytest.mark.integration
+LEASE_MS = 600
+
+
+def owned_by(replica_id: str, replica_ids: list[str]) -> str:
+    """A table id whose rendezvous owner is ``replica_id``."""
+    live = [Replica(r, "") for r in replica_ids]
+    for i in range(1, 1000):
+        table_id = f"routed-{i}"
+        owner = rendezvous(table_id, live)
+        if owner is not None and owner.id == replica_id:
+            return table_id
+    raise AssertionError("no such id")
+
+
+async def test_the_sdk_follows_redirects_to_the_owner(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        connector: Callable[..., Client]) -> None:
+    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
+                            replica_id="r-room") as room:
+        await room.table_deps.app.stop()
+        async with contextlib.AsyncExitStack() as stack:
+            running = []
+            for i in range(2):
+                settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
+                                         room.wallet.port, lease_ms=LEASE_MS,
+                                         replica_id=f"r{i}")
+                running.append(await stack.enter_async_context(running_table(settings)))
+            await asyncio.sleep(LEASE_MS / 1000)
+            for deps, _port in running:
+                await deps.app.rebalance()
+            first_port = running[0][1]
+            table_id = owned_by("r1", ["r0", "r1"])
+            ops = connector(room, OPERATOR, table_port=first_port)
+            await ops.open_table(table_id, settings=fast_settings())
+            assert table_id in running[1][0].app.actors
+            assert ops.route(table_id) == f"127.0.0.1:{running[1][1]}"
+            names = ("ann", "bob")
+            clients = [connector(room, player(n), table_port=first_port) for n in names]
+            for seat, (name, client) in enumerate(zip(names, clients, strict=True), start=1):
+                await ops.create_account(name)
+                await ops.deposit(name, 100_000)
+                await client.sit(table_id, seat, 10_000)
+
+            async def bot(client: Client, seed: int) -> int:
+                rng = random.Random(seed)
+                actions = 0
+                async with client.watch(table_id) as watch:
+                    async for view in watch.views():
+                        if view.hands_started >= 2:
+                            return actions
+                        if my_turn(view):
+                            with contextlib.suppress(Stale):
+                                await client.act(table_id, rng.choice(legal_actions(view)),
+                                                 expected_sequence=view.version)
+                                actions += 1
+                return actions
+
+            async with asyncio.timeout(60):
+                counts = await asyncio.gather(*(bot(c, i) for i, c in enumerate(clients)))
+            assert sum(counts) > 0
+            view = await ops.get_table(table_id)
+            assert view.hands_started >= 2
+            assert all(c.route(table_id) == ops.route(table_id) for c in clients)
+            for client in (*clients, ops):
+                await client.close()
