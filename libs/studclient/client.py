@@ -372,10 +372,13 @@ class Client:
             retry_on=READ_RETRIED_CODES)
         return reply
 
-    def watch(self, table_id: str, *, cards: bool = True) -> TableWatch:
+    def watch(self, table_id: str, *, cards: bool = True,
+              on_event: Callable[[table_pb2.TableEventRecord], None] | None = None
+              ) -> TableWatch:
         """A live view of the table (``async with client.watch(t) as watch:``); with
-        ``cards`` a player's own down cards come from the dealer and are merged in."""
-        return TableWatch(self, table_id, cards=cards)
+        ``cards`` a player's own down cards come from the dealer and are merged in;
+        ``on_event`` gets every event record, once, in order."""
+        return TableWatch(self, table_id, cards=cards, on_event=on_event)
 
     # --- seats -----------------------------------------------------------------------------
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+from pathlib import Path
 
 import pytest
 
+from studclient import Client
 from studkit import cli
 from studkit.auth import DevKeys
-from table.testing import Room
+from table.testing import OPERATOR, Room, player
 
 pytestmark = pytest.mark.integration
 
@@ -43,3 +45,35 @@ async def test_stud_bots_plays_and_conserves_chips(
     assert int(fields["actions"]) > 0
     assert fields["errors"] == "0"
     assert fields["chips_conserved"] == "yes"
+
+
+async def test_stud_bots_with_given_tokens(
+        room: Room, dev_keys: DevKeys, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """Without the issuer key: an operator token and one player token per bot."""
+    issuer = dev_keys.issuer()
+    for name, value in env_for(room, dev_keys).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("STUD_ISSUER_KEY")
+    monkeypatch.chdir(tmp_path)  # no .run/keys here
+    monkeypatch.setenv("STUD_OPERATOR_TOKEN", issuer.issue(OPERATOR))
+    monkeypatch.setenv("STUD_PLAYER_TOKENS", ",".join(
+        issuer.issue(player(n)) for n in ("tok-ann", "tok-bob")))
+    out = io.StringIO()
+    status = await asyncio.to_thread(cli.main, [
+        "bots", "--hands", "2", "--players", "2", "--strategy", "station", "--seed", "1",
+        "--timeout", "60"], out)
+    assert status == 0, out.getvalue()
+    assert out.getvalue().strip().splitlines()[-1].endswith("errors=0 chips_conserved=yes")
+    async with Client.connect(f"127.0.0.1:{room.table_port}",
+                              wallet_addr=f"127.0.0.1:{room.wallet.port}",
+                              token=issuer.issue(OPERATOR)) as ops:
+        assert await ops.balance("tok-ann") + await ops.balance("tok-bob") > 0
+
+
+def test_stud_bots_without_credentials_exits_2(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    for name in ("STUD_ISSUER_KEY", "STUD_OPERATOR_TOKEN", "STUD_PLAYER_TOKENS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bots", "--hands", "1"], io.StringIO()) == 2
