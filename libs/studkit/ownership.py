@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
 from studkit import keys
+from studkit.redis_client import Client
 
 _LEASE_LUA: Final = """
 -- KEYS[1] owner hash; ARGV[1] mode (acquire|renew|release), ARGV[2] replica, ARGV[3] ttl ms,
@@ -128,7 +128,7 @@ def _text(value: object) -> str:
 class Ownership:
     """Leases and membership over one Redis client."""
 
-    def __init__(self, client: aioredis.Redis, replica: Replica, *, lease_ms: int = 3000
+    def __init__(self, client: Client, replica: Replica, *, lease_ms: int = 3000
                  ) -> None:
         self._client = client
         self.replica = replica

@@ -28,7 +28,6 @@ from typing import Any, Final, TypeAlias, cast
 
 import grpc
 import jwt
-import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, ResponseError
 
 from rules import Card, card_from_index
@@ -38,6 +37,7 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Principal, Role, SigningKey, TokenIssuer, bearer_metadata
 from studkit.mapping import card_from_proto, event_from_envelope
+from studkit.redis_client import Client, connect
 from studkit.replay_hands import LedgerTx, Logged
 
 REDIS_ENV: Final = "STUD_REPLAY_REDIS_URL"
@@ -147,7 +147,7 @@ def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged:
 class RedisSource:
     """Reads tables' logs and the wallet's ledger."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: Client) -> None:
         self.client = client
 
     @classmethod
@@ -155,7 +155,7 @@ class RedisSource:
         """A source over a new client (the caller closes it with :meth:`aclose`)."""
         if not url:
             raise SourceError(f"no Redis: set {REDIS_ENV} (or run `make run`)")
-        return cls(aioredis.Redis.from_url(url, socket_timeout=30))
+        return cls(connect(url, socket_timeout=30))
 
     async def aclose(self) -> None:
         """Close the client."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Final, Self, TypeAlias
 
-import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ClusterDownError,
     NoScriptError,
@@ -31,6 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.redis_client import Client
 
 ENVELOPE_FIELD: Final = b"envelope"
 _APPEND_LUA: Final = resources.files("studkit").joinpath("append.lua").read_text("utf-8")
@@ -172,7 +173,7 @@ def _xread_events(reply: object) -> list[StoredEvent]:
 
 
 async def _xrange(
-    client: aioredis.Redis, key: str, after: StreamId, until: str, page: int
+    client: Client, key: str, after: StreamId, until: str, page: int
 ) -> AsyncIterator[StoredEvent]:
     """Entries with id > ``after`` and <= ``until``, fetched ``page`` at a time."""
     start = "(" + format_stream_id(after)
@@ -192,12 +193,12 @@ class EventStore:
     The client must return bytes (``decode_responses=False``, the default).
     """
 
-    def __init__(self, client: aioredis.Redis, *, page_size: int = 500) -> None:
+    def __init__(self, client: Client, *, page_size: int = 500) -> None:
         self._client = client
         self._page_size = page_size
 
     @property
-    def client(self) -> aioredis.Redis:
+    def client(self) -> Client:
         """The Redis client this store uses."""
         return self._client
 
@@ -388,7 +389,7 @@ class StreamTailer:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Client,
         *,
         block_ms: int = 2_000,
         batch: int = 500,
@@ -508,8 +509,11 @@ class StreamTailer:
                 subscriber.fail(exc)
 
 
-def _socket_timeout(client: aioredis.Redis) -> float | None:
+def _socket_timeout(client: Client) -> float | None:
     """The read timeout the client's connections use (redis-py's default when unset)."""
+    if isinstance(client, RedisCluster):  # every node's connections get the same kwargs
+        timeout = client.connection_kwargs.get("socket_timeout")
+        return float(timeout) if isinstance(timeout, int | float) else None
     pool = client.connection_pool
     configured: object = None
     if "socket_timeout" in pool.connection_kwargs:

@@ -16,11 +16,10 @@ from enum import Enum
 from importlib import resources
 from typing import Any, Final, cast
 
-import redis.asyncio as aioredis
-
 from dealer.deck import Draw, HandDeck, StreetDeal
 from rules import Street
 from studkit.keys import dealer_key
+from studkit.redis_client import Client, connect
 
 _CREATE: Final = resources.files("dealer").joinpath("create_hand.lua").read_text("utf-8")
 _RECORD: Final = resources.files("dealer").joinpath("record_deal.lua").read_text("utf-8")
@@ -96,7 +95,7 @@ def _text(value: object) -> str:
 class DealerStore:
     """Decks and draws of hands in Redis (client with ``decode_responses=False``)."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: Client) -> None:
         self._redis = client
         self._create = client.register_script(_CREATE)
         self._record = client.register_script(_RECORD)
@@ -106,11 +105,11 @@ class DealerStore:
         """A store on a new connection pool for ``url`` (the dealer ACL user's) of at most
         ``max_connections`` (redis-py's default when None); a call that finds the pool empty
         fails (``MaxConnectionsError``, reported as ``UNAVAILABLE``)."""
-        return cls(aioredis.Redis.from_url(url, decode_responses=False,
-                                           max_connections=max_connections))
+        return cls(connect(url, decode_responses=False,
+                           max_connections=max_connections))
 
     @property
-    def client(self) -> aioredis.Redis:
+    def client(self) -> Client:
         """The underlying client (shared with the event store's reads)."""
         return self._redis
 

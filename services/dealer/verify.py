@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
-import redis.asyncio as aioredis
 
 from dealer.audit import Verification, verify_hand
 from dealer.mapping import audit_from_proto
@@ -27,6 +26,7 @@ from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit.auth import bearer_metadata
 from studkit.mapping import event_from_envelope
+from studkit.redis_client import connect
 from studkit.store import EventStore
 
 TIMEOUT_S = 10.0
@@ -76,7 +76,7 @@ def _hands(text: str) -> list[int]:
 
 
 async def _run(args: argparse.Namespace, token: str) -> int:
-    client = aioredis.Redis.from_url(args.redis)
+    client = connect(args.redis)
     try:
         stored = await EventStore(client).read(args.table)
     finally:

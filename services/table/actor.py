@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 import structlog
 from redis.typing import EncodableT, FieldT
 
@@ -68,6 +67,7 @@ from stud.v1.envelope_pb2 import EventEnvelope, TurnClock
 from studkit import keys
 from studkit.errors import FailedPrecondition
 from studkit.mapping import envelope_for, event_from_envelope
+from studkit.redis_client import Client
 from studkit.repository import TableRepository
 from studkit.store import AppendResult, EventStore, NotOwner, StreamConflict
 from studkit.uow import unit_of_work
@@ -158,7 +158,7 @@ class ActorDeps:
     """What a table needs from the outside."""
 
     store: EventStore
-    redis: aioredis.Redis
+    redis: Client
     dealer: DealerClient
     wallet: WalletClient
     clock: Callable[[], float] = time.time

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import grpc
-import redis.asyncio as aioredis
 
 from studkit.auth import ServiceTokenSource, TokenVerifier
 from studkit.metrics import Metrics
+from studkit.redis_client import Client, connect
 from studkit.store import EventStore
 from table.actor import ActorDeps
 from table.app import TableApp
@@ -23,7 +23,7 @@ class TableDeps:
     """Everything the server needs."""
 
     app: TableApp
-    redis: aioredis.Redis
+    redis: Client
     events: EventStore
     verifier: TokenVerifier
     channels: tuple[grpc.aio.Channel, ...]
@@ -52,8 +52,8 @@ class TableDeps:
 
 def build_deps(settings: Settings) -> TableDeps:
     """The table service's dependencies for ``settings`` (call within a running loop)."""
-    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10,
-                                     health_check_interval=30)
+    client = connect(settings.redis_url, socket_timeout=10,
+                     health_check_interval=30)
     events = EventStore(client)
     source = ServiceTokenSource(settings.service_key, settings.service_name)
     retry = Retry(deadline_s=settings.call_deadline_s)

@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Final, cast
 
-import redis.asyncio as redis
-
 from studkit.errors import AlreadyExists, Conflict, FailedPrecondition, NotFound
 from studkit.keys import wallet_key
+from studkit.redis_client import Client, connect
 from wallet.ledger import (
     InsufficientFunds,
     LedgerEntry,
@@ -159,14 +158,14 @@ def _refusal(reason: str, detail: str) -> Exception:
 class WalletStore:
     """Reads and atomic writes of the wallet's Redis keys."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: Client) -> None:
         self._redis = client
         self._apply = client.register_script(_SCRIPT)
 
     @classmethod
     def from_url(cls, url: str) -> WalletStore:
         """A store on a new connection pool (``decode_responses`` on)."""
-        return cls(redis.Redis.from_url(url, decode_responses=True))
+        return cls(connect(url, decode_responses=True))
 
     async def close(self) -> None:
         """Close the connection pool."""

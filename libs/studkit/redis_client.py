@@ -1,0 +1,82 @@
+"""The one way the project opens a Redis connection: :func:`connect`.
+
+A URL whose scheme is ``redis+cluster://`` (or ``rediss+cluster://`` for TLS) gives a Redis
+Cluster client (:class:`redis.asyncio.cluster.RedisCluster`): the host and port are any one
+node, the client discovers the others and follows ``MOVED``/``ASK`` redirections. Any other
+URL (``redis://``, ``rediss://``, ``unix://``) gives a plain client. The scheme travels with
+``REDIS_URL`` to every service and tool, so one setting switches a whole deployment; see
+``docs/redis.md`` for what stays in one slot and what is global.
+
+Both clients offer every command the project uses: single-key commands, Lua scripts whose
+keys share one hash tag (so one slot), pipelines, and ``MULTI``/``EXEC`` pipelines whose keys
+share one slot. A transaction across slots raises ``CrossSlotTransactionError`` on a
+cluster, which is why every multi-key write of the project is a single-slot script.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+from urllib.parse import urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+Client: TypeAlias = Redis | RedisCluster
+"""What :func:`connect` returns; annotate with this, not with one of the two."""
+
+CLUSTER_SCHEMES: Final = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+"""Cluster URL scheme -> the scheme of the node URL redis-py parses."""
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether ``url`` asks for a Redis Cluster client.
+
+    >>> is_cluster_url("redis+cluster://u:p@10.0.0.1:7000/0")
+    True
+    >>> is_cluster_url("redis://127.0.0.1:6379/0")
+    False
+    """
+    return urlsplit(url).scheme.lower() in CLUSTER_SCHEMES
+
+
+def node_url(url: str) -> str:
+    """``url`` with a plain scheme: the URL of the one node a cluster URL names (the same URL
+    for a non-cluster one).
+
+    >>> node_url("rediss+cluster://u:p@h:7000/0")
+    'rediss://u:p@h:7000/0'
+    """
+    parts = urlsplit(url)
+    scheme = CLUSTER_SCHEMES.get(parts.scheme.lower())
+    return url if scheme is None else urlunsplit(parts._replace(scheme=scheme))
+
+
+def cluster_url(url: str) -> str:
+    """The cluster form of a ``redis://`` or ``rediss://`` node URL (unchanged if already).
+
+    >>> cluster_url("redis://u:p@127.0.0.1:7000/0")
+    'redis+cluster://u:p@127.0.0.1:7000/0'
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in CLUSTER_SCHEMES:
+        return url
+    if scheme not in ("redis", "rediss"):
+        raise ValueError(f"a Redis Cluster is reached over redis:// or rediss://, not {scheme}")
+    return urlunsplit(parts._replace(scheme=f"{scheme}+cluster"))
+
+
+def connect(url: str, **kwargs: Any) -> Client:
+    """A new asyncio client for ``url``: a :class:`RedisCluster` for a ``redis+cluster://``
+    or ``rediss+cluster://`` URL, else a :class:`Redis`. ``kwargs`` are the client's options
+    (``decode_responses``, ``socket_timeout``, ``max_connections``, ...); a None option is
+    left to the client's default (for a cluster, ``max_connections`` is per node)."""
+    options = {k: v for k, v in kwargs.items() if v is not None or k == "socket_timeout"}
+    if is_cluster_url(url):
+        return RedisCluster.from_url(node_url(url), **options)
+    return Redis.from_url(url, **options)
+
+
+def is_cluster(client: Client) -> bool:
+    """Whether ``client`` talks to a Redis Cluster."""
+    return isinstance(client, RedisCluster)
