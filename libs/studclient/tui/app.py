@@ -16,7 +16,7 @@ import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from rich.console import Console
 from rich.table import Table
@@ -35,6 +35,8 @@ from studclient.watch import TableWatch
 
 SUIT_STYLES: Final = {"h": "bold red", "d": "bold blue", "c": "bold green", "s": "bold"}
 TICK_S: Final = 0.25
+LOG_KEEP: Final = 2000
+"""Dealer log lines kept on screen."""
 
 Funder = Callable[[Client, int], Awaitable[str | None]]
 """Makes sure the player's wallet holds ``amount`` (dev rooms: an operator deposit); returns
@@ -89,13 +91,13 @@ class HistoryScreen(ModalScreen[None]):
     def __init__(self, title: str, body: str) -> None:
         super().__init__()
         self._title = title
-        self._body = body
+        self.body = body
 
     def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:
             scroll.border_title = self._title
             scroll.border_subtitle = "escape to close"
-            yield Static(self._body, id="history-text", markup=False)
+            yield Static(self.body, id="history-text", markup=False)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
@@ -146,6 +148,7 @@ class PlayApp(App[None]):
         """Every line written to the dealer log (plain text)."""
         self.player_id = ""
         self._left = False
+        self._styled: list[tuple[str, str]] = []
 
     # --- layout ----------------------------------------------------------------------------
 
@@ -158,12 +161,13 @@ class PlayApp(App[None]):
                 yield Static("", id="you")
                 yield Static("", id="turn")
                 with Horizontal(id="actions"):
-                    yield Button("Fold [f]", id="act-f", variant="error", disabled=True)
-                    yield Button("Check [c]", id="act-c", variant="primary", disabled=True)
-                    yield Button("Bet [b]", id="act-b", variant="warning", disabled=True)
-                    yield Button("History [h]", id="history")
-                    yield Button("Leave [l]", id="leave")
-            log = RichLog(id="log", wrap=True, markup=False, highlight=False)
+                    yield Button("Fold (f)", id="act-f", variant="error", disabled=True)
+                    yield Button("Check (c)", id="act-c", variant="primary", disabled=True)
+                    yield Button("Bet (b)", id="act-b", variant="warning", disabled=True)
+                    yield Button("History (h)", id="history")
+                    yield Button("Leave (l)", id="leave")
+            log = RichLog(id="log", wrap=True, markup=False, highlight=False, min_width=20,
+                          max_lines=LOG_KEEP)
             log.border_title = "Dealer"
             yield log
         yield Footer()
@@ -171,6 +175,19 @@ class PlayApp(App[None]):
     async def on_mount(self) -> None:
         self.set_interval(TICK_S, self._tick)
         self.run_worker(self._session(), name="session", exit_on_error=False)
+
+    def on_resize(self) -> None:
+        """Keep the dealer log's latest lines in sight after a resize."""
+        # A RichLog wraps a line once, when written: write them again at the new width.
+        self.set_timer(0.05, self._rewrap_log)
+
+    def _rewrap_log(self) -> None:
+        with contextlib.suppress(Exception):
+            log = self.query_one("#log", RichLog)
+            log.clear()
+            for line, style in self._styled[-LOG_KEEP:]:
+                log.write(Text(line, style=style))
+            log.scroll_end(animate=False)
 
     async def on_unmount(self) -> None:
         if self.table_watch is not None:
@@ -228,13 +245,15 @@ class PlayApp(App[None]):
     def say(self, line: str, style: str = "") -> None:
         """Write a line to the dealer log."""
         self.log_lines.append(line)
+        self._styled.append((line, style))
         with contextlib.suppress(Exception):  # before the log is mounted / after unmount
             self.query_one("#log", RichLog).write(Text(line, style=style))
 
     def refused(self, what: str, exc: StudError) -> None:
         """Write the server's refusal, with its reason, to the dealer log."""
         reason = exc.reason or exc.code.name.lower()
-        detail = f": {exc.message}" if exc.message else ""
+        message = exc.message.removeprefix(f"{exc.reason}: ") if exc.reason else exc.message
+        detail = f": {message}" if message and message != reason else ""
         self.say(f"✗ {what} refused ({reason}){detail}", style="bold red")
 
     @property
@@ -253,10 +272,10 @@ class PlayApp(App[None]):
             action = t.action_for(key, view)
             button.disabled = action is None
             if action is not None:
-                button.label = f"{t.action_label(action)} [{key}]"
+                button.label = f"{t.action_label(action)} ({key})"
             else:
-                button.label = {"f": "Fold [f]", "c": "Check/call [c]",
-                                "b": "Bet/raise [b]"}[key]
+                button.label = {"f": "Fold (f)", "c": "Check/call (c)",
+                                "b": "Bet/raise (b)"}[key]
         self._tick()
 
     def _title_text(self, view: table_pb2.TableView) -> str:
@@ -438,7 +457,7 @@ class PlayApp(App[None]):
         self.exit()
 
 
-def screen_text(app: App[object]) -> str:
+def screen_text(app: App[Any]) -> str:
     """The text on the app's screen now, line by line (for tests and samples)."""
     width, height = app.size
     console = Console(width=width, height=height, file=io.StringIO(), record=True,

@@ -36,7 +36,7 @@ from rules.events import (
 )
 from rules.hands import best_high, best_low
 from rules.history import render_history
-from stud.v1 import common_pb2, table_pb2
+from stud.v1 import common_pb2, events_pb2, table_pb2
 from studkit.errors import BadRequest
 from studkit.mapping import card_from_proto, event_from_proto
 
@@ -154,9 +154,25 @@ def seat_status(view: table_pb2.TableView, seat: table_pb2.SeatView,
     return ", ".join(words)
 
 
+def awards_of(view: table_pb2.TableView) -> list[PotAwarded]:
+    """The view's awards so far, as rules events."""
+    out: list[PotAwarded] = []
+    for award in view.hand.awards:
+        try:
+            event = event_from_proto(events_pb2.TableEvent(pot_awarded=award))
+        except BadRequest:
+            continue
+        if isinstance(event, PotAwarded):
+            out.append(event)
+    return out
+
+
 def pots_text(view: table_pb2.TableView) -> str:
     """The pots, main first: ``Pot 1,200`` or ``Main pot 800 · Side pot 1: 400 (seats 2,
-    5)``."""
+    5)``; once the hand is over, who won them."""
+    if view.HasField("hand") and view.hand.phase == table_pb2.HAND_PHASE_COMPLETE \
+            and view.hand.awards:
+        return award_summary(awards_of(view))
     if not view.HasField("hand") or not view.hand.pots:
         return "Pot 0"
     pots = list(view.hand.pots)

@@ -7,8 +7,10 @@ and leaving."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -80,10 +82,20 @@ async def station_bot(client: Client, table_id: str) -> int:
     return actions
 
 
+def save_sample(svg: str, text: str) -> None:
+    """With ``STUD_PLAY_SAMPLE=DIR``, keep the screen of the UI's last turn (7th street) as
+    DIR/play.svg and DIR/play.txt: the samples in docs/ are made this way."""
+    folder = os.environ.get("STUD_PLAY_SAMPLE")
+    if folder and svg:
+        Path(folder, "play.svg").write_text(svg)
+        Path(folder, "play.txt").write_text(
+            "\n".join(line.rstrip() for line in text.splitlines()).rstrip() + "\n")
+
+
 async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys) -> None:
     room = stacked_room
-    table_id = await room.client.open_table(
-        settings=fast_settings(next_hand_delay_ms=600_000))
+    table_id = await room.client.open_table(  # a fresh room: the demo table's name is free
+        "demo", settings=fast_settings(next_hand_delay_ms=600_000))
     async with grpc.aio.insecure_channel(f"127.0.0.1:{room.dealer.port}") as channel:
         await dpb_grpc.DealerTestingServiceStub(channel).StackDeck(  # type: ignore[no-untyped-call]
             dpb.StackDeckRequest(table_id=table_id, hand_number=1,
@@ -109,11 +121,12 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
         return text
 
     try:
-        async with app.run_test(size=(150, 45)) as pilot:
+        async with app.run_test(size=(140, 36)) as pilot:
             await wait_until(lambda: app.view is not None and app.view.viewer_seat == 1
                              and app.view.HasField("hand"))
             assert any(line.startswith("Dev deposit") for line in app.log_lines)
             tried_fold = False
+            sample = ("", "")
             async with asyncio.timeout(60):
                 while True:
                     await pilot.pause(0.05)
@@ -134,10 +147,13 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
                                                      for line in app.log_lines))
                         text = capture()
                         assert "✗ Fold refused (fold_not_allowed)" in text
+                    if hand.street == common_pb2.STREET_SEVENTH:
+                        sample = (app.export_screenshot(title="stud play"), capture())
                     await pilot.press("c")
                     await wait_until(lambda v=view: app.view is not None  # type: ignore[misc]
                                      and app.view.version > v.version)
             assert tried_fold
+            save_sample(*sample)
             await pilot.pause(0.2)
             final = capture()
             assert await asyncio.wait_for(bot_task, 10) > 0
@@ -167,9 +183,11 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
             await pilot.press("h")
             await wait_until(lambda: isinstance(app.screen, HistoryScreen))
             await pilot.pause(0.1)
-            history = screen_text(app)
-            assert "Hand #1" in history and "*** Showdown ***" in history
-            assert "Seat 2 shows [Kh Qh Ts]" in history
+            assert isinstance(app.screen, HistoryScreen)
+            assert "Hand #1" in screen_text(app)
+            history = app.screen.body
+            assert "*** Showdown ***" in history and "Seat 2 shows [Kh Qh Ts]" in history
+            assert "Seat 2 wins 90 (high) with Flush, king high" in history  # rules.history
             await pilot.press("escape")
             await wait_until(lambda: not isinstance(app.screen, HistoryScreen))
 
@@ -180,6 +198,7 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
                 text = screen_text(app)
                 assert len(text.splitlines()[0]) <= size[0]
                 assert "Seat" in text and "Dealer" in text and "bob" in text
+                assert "*** Hand #1 is over ***" in text  # the log's latest line in sight
 
             # Leaving: q asks to leave, then quits; the table stands the seat up.
             await pilot.press("q")
