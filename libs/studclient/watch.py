@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -101,11 +101,11 @@ class TableWatch:
         view = await self.client.get_table(self.table_id)
         self.last_sequence = view.version
         await self._publish(view)
-        self._tasks.append(asyncio.create_task(self._follow_table()))
-        self._tasks.append(asyncio.create_task(self._refresher()))
+        self._tasks.append(asyncio.create_task(self._guard(self._follow_table())))
+        self._tasks.append(asyncio.create_task(self._guard(self._refresher())))
         role, _name = await self.client.whoami()
         if self._want_cards and role == "player" and self.client.has_dealer:
-            self._tasks.append(asyncio.create_task(self._follow_cards()))
+            self._tasks.append(asyncio.create_task(self._guard(self._follow_cards())))
 
     async def close(self) -> None:
         """Stop following; ``views()`` ends."""
@@ -170,6 +170,16 @@ class TableWatch:
             self.view = merge_cards(self._raw, self.cards)
             self._generation += 1
             self._changed.notify_all()
+
+    async def _guard(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run one of the watch's tasks; anything unexpected ends the watch with it."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not self._closed:
+                await self._fail(exc)
 
     async def _fail(self, error: BaseException) -> None:
         async with self._changed:
