@@ -407,8 +407,11 @@ class TableActor:
             try:
                 result, envelopes = await unit_of_work(
                     load, decide_, save, conflicts=(StreamConflict,), on_conflict=lost)
-            except NotOwner:
-                self.fenced = True  # another replica took the table over: stop here
+            except NotOwner as exc:
+                # Another replica took the table over: the fence refused this append.
+                log.warning("stale_append_refused", table_id=self.table_id, epoch=self.epoch,
+                            current=exc.current)
+                self.fenced = True
                 self.wake.set()
                 raise
             except (RuleViolation, FailedPrecondition):
@@ -639,7 +642,15 @@ class TableActor:
         self.settled = hand.hand_number
         self._resumed()
         log.info("hand_settled", hand_number=hand.hand_number, rake=settlement.rake)
-        if await self.reconcile():
+        if self.repaired:
+            ok = await self.reconcile()
+        else:
+            # The first settlement since a (re)start: what a crash left (an escrow with no
+            # seat, a top-up paid but not added) is repaired before the reconciliation,
+            # never taken for a mismatch that stops the table.
+            ok = await self._repair()
+            self.repaired = True
+        if ok:
             await self._maybe_snapshot()
 
     async def reconcile(self) -> bool:
@@ -659,7 +670,7 @@ class TableActor:
             return False
         return True
 
-    async def _repair(self) -> None:
+    async def _repair(self) -> bool:
         """After a restart: money moved for a seat the log does not hold (a crash between
         the wallet and the append) completes the sit-down it was for, or else is refunded;
         a top-up paid but not added is added."""
@@ -679,7 +690,7 @@ class TableActor:
                 topup = self.intents.topups.get(held.seat)
                 if topup is not None and topup[0] == held.player_id:
                     await self._add_chips(held.seat, held.balance - seat.stack, topup[2])
-        await self.reconcile()
+        return await self.reconcile()
 
     async def _complete_sit_down(self, seat: int, player: str, escrow: int) -> bool:
         """Record the sit-down whose buy-in the wallet holds (with the client's command id,

@@ -321,14 +321,18 @@ class TableApp:
         if recorded is not None:
             return _outcome(recorded, await actor._recorded_envelopes(recorded))
         s = actor.settings
-        if not s.buy_in_min <= buy_in <= s.buy_in_max:
-            raise FailedPrecondition(f"the buy-in must be {s.buy_in_min}..{s.buy_in_max}",
-                                     reason="buy_in_out_of_range")
         left = actor.departures.get(principal.name)
-        if left is not None and actor.deps.clock() - left[1] < s.rathole_window_s \
-                and buy_in < left[0]:
+        # The rathole rule: within the window a player brings back at least what they left
+        # with, even more than the table's maximum.
+        owed = left[0] if left is not None and (
+            actor.deps.clock() - left[1] < s.rathole_window_s) else 0
+        most = max(s.buy_in_max, owed)
+        if not s.buy_in_min <= buy_in <= most:
+            raise FailedPrecondition(f"the buy-in must be {s.buy_in_min}..{most}",
+                                     reason="buy_in_out_of_range")
+        if buy_in < owed:
             raise FailedPrecondition(
-                f"you left this table with {left[0]} less than "
+                f"you left this table with {owed} less than "
                 f"{round(s.rathole_window_s)}s ago: bring at least that much",
                 reason="rathole")
         command = SitDown(seat=seat, player_id=principal.name, stack=buy_in)

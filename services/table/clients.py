@@ -41,6 +41,10 @@ RETRYABLE: Final = frozenset({
     grpc.StatusCode.ABORTED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 })
+PLAYER_WAIT_S: Final = 3.0
+"""How long a call a player waits on (a buy-in) retries an unreachable service before the
+player is answered UNAVAILABLE (retry with the same command id): well within any caller's
+deadline, so the answer says why rather than the caller's deadline running out."""
 
 
 class Unreachable(Exception):
@@ -177,7 +181,7 @@ class WalletClient:
         return await self._retry.call("wallet", attempt, give_up_after, on_wait)
 
     async def buy_in(self, player_id: str, table_id: str, seat: int, amount: int,
-                     idempotency_key: str, give_up_after: float | None = 10.0
+                     idempotency_key: str, give_up_after: float | None = PLAYER_WAIT_S
                      ) -> wpb.BuyInResponse:
         request = wpb.BuyInRequest(player_id=player_id, table_id=table_id, seat=seat,
                                    amount=amount, idempotency_key=idempotency_key)

@@ -15,6 +15,7 @@ import grpc
 from stud.v1 import wallet_pb2 as pb
 from stud.v1 import wallet_pb2_grpc as pb_grpc
 from studkit.auth import DevKeys, IssuerSource, Principal, Role, TokenBook
+from studkit.grpc_server import GrpcServer
 from wallet.bootstrap import WalletDeps, build_deps
 from wallet.config import Settings
 from wallet.server import create_server
@@ -125,6 +126,8 @@ class RunningWallet:
     deps: WalletDeps
     port: int
     client: WalletClient
+    server: GrpcServer | None = None
+    """The server itself, so a test can stop it (an outage) before the block ends."""
 
 
 @contextlib.asynccontextmanager
@@ -139,7 +142,8 @@ async def running_wallet(settings: Settings,
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.WalletServiceStub(channel)  # type: ignore[no-untyped-call]
             client = WalletClient(stub, keys)
-            yield RunningWallet(settings=settings, deps=deps, port=port, client=client)
+            yield RunningWallet(settings=settings, deps=deps, port=port, client=client,
+                                server=server)
     finally:
         await server.stop(None)
         await deps.close()
