@@ -56,6 +56,19 @@ DEFAULT_TARGETS: Final = {TABLE_TARGET_ENV: "127.0.0.1:50051",
                           WALLET_TARGET_ENV: "127.0.0.1:50053"}
 DEFAULT_ISSUER_KEY_FILE: Final = Path(".run/keys/issuer.pem")
 STRATEGIES: Final = ("random", "tight", "station", "mixed")
+DESCRIPTION: Final = """\
+Bot players that use only the client SDK, against a running room. Opens N tables (or reuses
+existing ones), creates and funds one account per bot, plays until M hands are complete at
+each table, checks that every escrow equals its stack, has the bots leave, closes the tables
+and checks the ledger. Last line: hands=... actions=... errors=... chips_conserved=yes|no;
+exit status 0 only when errors=0 and chips_conserved=yes. See docs/bots.md."""
+EPILOG: Final = """\
+environment:
+  STUD_TABLE_TARGET, STUD_DEALER_TARGET, STUD_WALLET_TARGET
+                   addresses (default 127.0.0.1:50051, :50052, :50053)
+  STUD_ISSUER_KEY  issuer private key (PEM or path; default .run/keys/issuer.pem if present)
+  STUD_OPERATOR_TOKEN, STUD_PLAYER_TOKENS
+                   instead of the key: an operator token and comma-separated player tokens"""
 SETTLE_WAIT_S: Final = 20.0
 
 Strategy = Callable[[table_pb2.TableView, random.Random], common_pb2.LegalAction]
@@ -212,8 +225,7 @@ class Bot:
         try:
             await call
             return True
-        except (Stale, NotYourTurn, InsufficientFunds) as exc:
-            del exc
+        except (Stale, NotYourTurn, InsufficientFunds):
             tally.refused += 1
         except FailedPrecondition as exc:
             if exc.reason in ("topup_pending", "hand_in_progress", "above_buy_in_max"):
@@ -456,7 +468,8 @@ def register(commands: Any) -> None:
     """Add ``stud bots`` to the ``stud`` parser's subcommands."""
     parser = commands.add_parser(
         "bots", help="bot players at N tables of a running room (SDK only)",
-        description=__doc__.split("\n\n")[1] if __doc__ else None)
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=_positive, default=1, help="tables (default 1)")
     parser.add_argument("--hands", type=_positive, default=10,
                         help="hands to complete at each table (default 10)")
