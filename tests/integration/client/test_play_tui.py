@@ -7,8 +7,16 @@ and leaving."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import os
+import pty
 import random
+import struct
+import subprocess
+import sys
+import termios
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -229,3 +237,43 @@ async def test_a_refused_sit_down_is_shown_with_its_reason(stacked_room: Room,
         # An action key without a seat says so rather than calling.
         await pilot.press("c")
         await wait_until(lambda: "You are not seated" in app.log_lines)
+
+
+async def test_stud_play_in_a_pseudo_terminal(stacked_room: Room, dev_keys: DevKeys) -> None:
+    """The real command in a real (pseudo-)terminal: it mints its token from the issuer key,
+    funds and seats the player, draws the table, and ``q`` leaves the seat and quits."""
+    room = stacked_room
+    table_id = await room.client.open_table("demo", settings=fast_settings())
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+    env = {**os.environ, **env_for(room, dev_keys), "TERM": "xterm-256color"}
+    env.pop("STUD_PLAYER_TOKEN", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "studkit.cli", "play", "--player", "dan", "--seat", "4",
+         "--buy-in", "5000"], stdin=slave, stdout=slave, stderr=slave, env=env,
+        start_new_session=True)
+    os.close(slave)
+    output = bytearray()
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(master, 65536):
+                output.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        view = await room.client.wait_for(
+            table_id, lambda v: any(s.player_id == "dan" for s in v.seats), timeout=30)
+        assert [s.seat for s in view.seats if s.player_id == "dan"] == [4]
+        await wait_until(lambda: b"Dealer" in output and b"dan" in output, timeout=20)
+        os.write(master, b"q")
+        status = await asyncio.to_thread(process.wait, 20)
+        assert status == 0, bytes(output[-2000:])
+        await room.client.wait_for(table_id, lambda v: not v.seats)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(master)
+        reader.join(5)
