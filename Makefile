@@ -9,7 +9,7 @@ PROTO_SRC := $(wildcard protos/stud/v1/*.proto)
 PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
-.PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room lint \
+.PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room failover lint \
 	bench bench-rules bench-store bench-room run reset clean
 
 all: test
@@ -52,6 +52,11 @@ test-e2e: $(PROTO_STAMP)
 # the table killed with SIGKILL at random points; money and logs checked at the end.
 test-room: $(PROTO_STAMP)
 	$(PYTEST) tests/e2e/table/test_room_e2e.py -m slow -s
+
+# Three table replicas as processes: kill -9, SIGSTOP/SIGCONT, a rolling restart, while bots
+# play; prints `tables=... takeovers=... max_takeover_s=... lost_events=0 ...` last.
+failover: $(PROTO_STAMP)
+	$(PY) -m table.failover --tables 6 --seconds-between 3
 
 lint: $(PROTO_STAMP)
 	$(VENV)/bin/ruff check .
