@@ -150,7 +150,8 @@ async def owners(client: aredis.Redis, table_ids: list[str]) -> dict[str, tuple[
     for table_id in table_ids:
         replica, epoch = await client.hmget(studkeys.table_owner(table_id),
                                             ["replica", "epoch"])
-        out[table_id] = ((replica or b"").decode(), int(epoch or 0))
+        text = replica.decode() if isinstance(replica, bytes) else (replica or "")
+        out[table_id] = (text, int(epoch or 0))
     return out
 
 
