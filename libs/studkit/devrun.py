@@ -233,28 +233,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logs       {logs_dir}/<service>.log ({', '.join([*services, 'demo'])}; "
               f"JSON lines, e.g. tail -f {logs_dir}/table.log)", flush=True)
         addrs = {name: f"{LOOPBACK}:{service_port(name)}" for name in services}
-        for name in services:
-            addr = addrs[name]
-            metrics_port = free_port()
-            env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
-                   f"{name.upper()}_ADDR": addr, "METRICS_PORT": str(metrics_port),
-                   "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
-                       os.environ.get(f"{name.upper()}_SHUTDOWN_GRACE", SERVICE_SHUTDOWN_GRACE),
-                   "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
-            for other in running:
-                env[f"{other.name.upper()}_ADDR"] = other.addr
-            with log_file(logs_dir, name) as log:
-                process = subprocess.Popen([sys.executable, "-m", name], env=env,
-                                           stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                           start_new_session=True)
-            running.append(Running(name=name, addr=addr, process=process))
-            ok = wait_serving(addr, process=process)
-            print(f"{name:<10} {addr} {'SERVING' if ok else 'NOT SERVING'}"
-                  f"  metrics http://{LOOPBACK}:{metrics_port}/metrics", flush=True)
-            if not ok:
-                print(f"make run: {name} did not start; see {logs_dir}/{name}.log",
-                      file=sys.stderr, flush=True)
-                return 1
+        # The dealer and the wallet start together, then the table, which calls them.
+        for batch in ([n for n in services if n != "table"], [n for n in services
+                                                               if n == "table"]):
+            started: list[tuple[Running, int]] = []
+            for name in batch:
+                metrics_port = free_port()
+                env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
+                       f"{name.upper()}_ADDR": addrs[name], "METRICS_PORT": str(metrics_port),
+                       "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
+                           os.environ.get(f"{name.upper()}_SHUTDOWN_GRACE",
+                                          SERVICE_SHUTDOWN_GRACE),
+                       "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
+                for other in running:
+                    env[f"{other.name.upper()}_ADDR"] = other.addr
+                with log_file(logs_dir, name) as log:
+                    process = subprocess.Popen([sys.executable, "-m", name], env=env,
+                                               stdout=log, stderr=log,
+                                               stdin=subprocess.DEVNULL,
+                                               start_new_session=True)
+                started.append((Running(name=name, addr=addrs[name], process=process),
+                                metrics_port))
+            running.extend(service for service, _ in started)
+            for service, metrics_port in started:
+                ok = wait_serving(service.addr, process=service.process)
+                print(f"{service.name:<10} {service.addr} "
+                      f"{'SERVING' if ok else 'NOT SERVING'}"
+                      f"  metrics http://{LOOPBACK}:{metrics_port}/metrics", flush=True)
+                if not ok:
+                    print(f"make run: {service.name} did not start; see "
+                          f"{logs_dir}/{service.name}.log", file=sys.stderr, flush=True)
+                    return 1
         issuer = keys.issuer()
         print("dev tokens (1 hour):")
         tokens: dict[str, str] = {}
