@@ -339,7 +339,8 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
         print(f"stud bots: {exc}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(2**31)
-    prefix = args.prefix or f"bots-{uuid.uuid4().hex[:8]}"
+    run_id = uuid.uuid4().hex[:8]
+    prefix = args.prefix or f"bots-{run_id}"
 
     def connect(token: str | TokenProvider) -> Client:
         return Client.connect(targets[TABLE_TARGET_ENV], targets[DEALER_TARGET_ENV],
@@ -360,6 +361,8 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                 table_id = f"{prefix}-{t}"
                 opened = await _open(ops, table_id, args)
                 view = await ops.get_table(table_id)
+                if view.status == table_pb2.TABLE_STATUS_CLOSED:
+                    raise RuntimeError(f"table {table_id} is closed: choose another --prefix")
                 table = TableRun(table_id, opened, view.hands_started)
                 tables.append(table)
                 free = [s for s in range(1, view.config.seats + 1)
@@ -367,7 +370,7 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                 buy_in = min(view.settings.buy_in_max,
                              max(view.settings.buy_in_min, 50 * view.config.big_bet))
                 for i, seat in enumerate(free[:args.players]):
-                    name, token = creds.players(index, f"{prefix}-{t}-{seat}")
+                    name, token = creds.players(index, f"bot-{run_id}-{t}-{seat}")
                     index += 1
                     strategy_name, strategy = strategy_for(args.strategy, i)
                     bot = Bot(name, connect(token), table_id, strategy_name, strategy,
@@ -424,7 +427,7 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                   f"{deposits} = {expected}", file=out)
     except TimeoutError:
         tally.errors.append(f"timed out after {args.timeout} s")
-    except StudError as exc:
+    except (StudError, RuntimeError) as exc:
         tally.error("setup", exc)
     finally:
         for table in tables:
