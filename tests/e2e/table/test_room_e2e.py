@@ -39,6 +39,8 @@ from studkit import testing as studkit_testing
 from studkit.auth import DevKeys
 from studkit.mapping import event_from_envelope
 from studkit.store import EventStore
+from table.app import command_key
+from table.clients import key
 from table.processes import Clients, RoomProcesses, room_processes
 from table.testing import act_once, fast_settings, player
 from wallet.testing import AUDITOR
@@ -410,3 +412,37 @@ async def test_room_campaign(redis_server: studkit_testing.TestRedis, redis_url:
     """The full campaign: 300 hands at three tables, the table process killed 15 times."""
     await play_room(redis_server, redis_url, tmp_path, hands=300, kills=15,
                     seed=SEED or 20261201)
+
+
+async def test_sit_down_retried_after_a_crash_between_the_wallet_and_the_table(
+        redis_server: studkit_testing.TestRedis, redis_url: str, tmp_path: Path) -> None:
+    """The table dies after the wallet moved a sit-down's buy-in but before the seat was
+    recorded (the wallet's BuyIn is made here, as the table would have, with the table's
+    key for that command); it restarts (and finds the orphan escrow), and the player's client
+    retries the same SitDown. Whatever the table decides, no chip is stranded or invented:
+    escrows equal stacks, and the player's account plus escrow is the deposit."""
+    def url_for(service: str) -> str:
+        return redis_server.server.url_for(service) if redis_server.server else redis_url
+
+    async with room_processes(url_for, KEYS, tmp_path) as room, room.clients() as clients:
+        table_id = await clients.table.open_table(
+            "crash-sit", settings=fast_settings(buy_in_min=BUY_IN_MIN, buy_in_max=BUY_IN_MAX))
+        await clients.wallet.create_account("ann")
+        await clients.wallet.deposit("ann", DEPOSIT, "dep-ann")
+        request = pb.SitDownRequest(table_id=table_id, seat=4, buy_in=5_000,
+                                    command_id="sit-once")
+        await clients.wallet.buy_in("ann", table_id, 4, 5_000,
+                                    key(table_id, command_key(player("ann"), "sit-once")))
+        await room.crash_table()
+        await asyncio.sleep(1.0)  # the restarted table repairs what it finds
+        try:
+            await retrying(lambda: clients.table.call("SitDown", request, player("ann")))
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() is grpc.StatusCode.FAILED_PRECONDITION, exc
+        await asyncio.sleep(1.0)
+        view = await clients.table.view(table_id)
+        escrows = await clients.wallet.escrows(table_id)
+        stacks = {s.seat: s.stack for s in view.seats}
+        assert escrows == stacks, (escrows, stacks)
+        assert view.status == pb.TABLE_STATUS_OPEN, view.status_reason
+        assert await clients.wallet.player_balance("ann") + sum(escrows.values()) == DEPOSIT
