@@ -34,7 +34,8 @@ class TestManifests:
         for f in files:
             load(f)
 
-    @pytest.mark.parametrize(("name", "port"), [("dealer", 50052), ("wallet", 50053)])
+    @pytest.mark.parametrize(("name", "port"),
+                             [("table", 50051), ("dealer", 50052), ("wallet", 50053)])
     def test_service_deployment(self, name: str, port: int) -> None:
         """Each service runs as a Deployment with gRPC probes and Secrets for keys."""
         deployments = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "Deployment"}
@@ -104,7 +105,8 @@ class TestManifests:
         allowed = rule["podSelector"]["matchExpressions"][0]["values"]
         assert set(allowed) == {"table", "dealer", "wallet"}
 
-    @pytest.mark.parametrize(("name", "port"), [("dealer", 9102), ("wallet", 9103)])
+    @pytest.mark.parametrize(("name", "port"),
+                             [("table", 9101), ("dealer", 9102), ("wallet", 9103)])
     def test_service_exposes_metrics(self, name: str, port: int) -> None:
         """Each service serves /metrics on a container port named ``metrics`` (the port its
         METRICS_PORT names), its pods ask Prometheus to scrape that port, and a NetworkPolicy
