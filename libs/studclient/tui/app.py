@@ -118,7 +118,7 @@ class PlayApp(App[None]):
     #pots, #turn, #you { height: auto; padding: 0 1; }
     #turn { text-style: bold; }
     #actions { height: auto; padding: 0 1; }
-    #actions Button { margin: 0 1 0 0; min-width: 14; }
+    #actions Button { margin: 0 1 0 0; width: auto; min-width: 12; }
     Screen.-narrow #main { layout: vertical; }
     Screen.-narrow #left { width: 1fr; height: auto; }
     Screen.-narrow #log { width: 1fr; height: 1fr; min-height: 6; }
@@ -216,7 +216,7 @@ class PlayApp(App[None]):
                 self.show(view)
         except StudError as exc:
             self.refused("connect", exc)
-        except (OSError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # shown, not raised: the screen stays up to read it
             self.say(f"✗ {type(exc).__name__}: {exc}", style="bold red")
 
     async def _sit(self, client: Client, view: table_pb2.TableView) -> None:
@@ -271,11 +271,11 @@ class PlayApp(App[None]):
             button = self.query_one(f"#act-{key}", Button)
             action = t.action_for(key, view)
             button.disabled = action is None
-            if action is not None:
-                button.label = f"{t.action_label(action)} ({key})"
-            else:
-                button.label = {"f": "Fold (f)", "c": "Check/call (c)",
-                                "b": "Bet/raise (b)"}[key]
+            label = f"{t.action_label(action)} ({key})" if action is not None else \
+                {"f": "Fold (f)", "c": "Check/call (c)", "b": "Bet/raise (b)"}[key]
+            if str(button.label) != label:
+                button.label = label
+                button.refresh(layout=True)  # the button's width follows its label
         self._tick()
 
     def _title_text(self, view: table_pb2.TableView) -> str:
