@@ -511,8 +511,18 @@ class TableApp:
         finally:
             actor.watchers.discard(watcher)
 
-    def dealt_in(self, actor: TableActor, hand_number: int, seat: int | None) -> bool:
-        return seat is not None and seat in actor.seatings.get(hand_number, {})
+    def hand_viewer(self, principal: Principal, actor: TableActor, hand_number: int
+                    ) -> tuple[int | None, bool]:
+        """Who the caller is to an event of hand ``hand_number``: the seat they held in
+        that hand and True when they were dealt in (whoever holds that seat now is not);
+        outside a hand (0) their seat now."""
+        if not hand_number:
+            return self.viewer_seat(principal, actor), False
+        if principal.role is Role.PLAYER:
+            for seat, holder in actor.seatings.get(hand_number, {}).items():
+                if holder == principal.name:
+                    return seat, True
+        return None, False
 
     async def hand_events(self, table_id: str, hand_number: int
                           ) -> tuple[list[EventEnvelope], bool]:

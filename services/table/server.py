@@ -61,11 +61,10 @@ class TableServicer(pb_grpc.TableServiceServicer):
     def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
         principal = current_principal()
         actor = self._app.actor(table_id)
-        viewer = self._app.viewer_seat(principal, actor)
         reply = pb.CommandReply(version=outcome.version, duplicate=outcome.duplicate)
         for envelope in outcome.envelopes:
             reply.events.append(record_for(
-                envelope, viewer, self._app.dealt_in(actor, envelope.hand_number, viewer)))
+                envelope, *self._app.hand_viewer(principal, actor, envelope.hand_number)))
         return reply
 
     # --- lobby ---------------------------------------------------------------------------
@@ -200,9 +199,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
         actor = await self._app.routed(table_id)
         async with self._limiter.hold(principal, context.peer()):
             async for envelope in self._app.watch(principal, table_id, after):
-                viewer = self._app.viewer_seat(principal, actor)
-                yield record_for(envelope, viewer,
-                                 self._app.dealt_in(actor, envelope.hand_number, viewer))
+                yield record_for(
+                    envelope, *self._app.hand_viewer(principal, actor, envelope.hand_number))
 
     async def GetHandHistory(self, request: pb.GetHandHistoryRequest,
                              context: grpc.aio.ServicerContext) -> pb.HandHistory:
@@ -211,13 +209,10 @@ class TableServicer(pb_grpc.TableServiceServicer):
         actor = await self._app.routed(table_id)
         envelopes, complete = await self._app.hand_events(table_id, int(request.hand_number))
         hand = int(request.hand_number)
-        viewer = None
-        for seat, player in actor.seatings.get(hand, {}).items():
-            if principal.role.value == "player" and player == principal.name:
-                viewer = seat
+        viewer, dealt_in = self._app.hand_viewer(principal, actor, hand)
         return pb.HandHistory(
             table_id=table_id, hand_number=hand, complete=complete,
-            events=[record_for(e, viewer, viewer is not None) for e in envelopes])
+            events=[record_for(e, viewer, dealt_in) for e in envelopes])
 
 
 def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]:
