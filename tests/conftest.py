@@ -8,10 +8,10 @@ import os
 from collections.abc import Iterator
 
 import pytest
-import redis
 from hypothesis import HealthCheck, settings
 
 from studkit.auth import DevKeys
+from studkit.redis_client import connect_sync
 from studkit.testing import RedisSource, TestRedis, test_redis
 
 settings.register_profile(
@@ -46,7 +46,7 @@ def redis_url(redis_server: TestRedis) -> Iterator[str]:
     if redis_server.source is RedisSource.ENV and not os.environ.get("STUD_TEST_ALLOW_FLUSH"):
         pytest.fail("REDIS_URL is set: the tests would FLUSHALL that Redis. Set "
                     "STUD_TEST_ALLOW_FLUSH=1 if it is a throwaway instance.")
-    client = redis.Redis.from_url(redis_server.url)
+    client = connect_sync(redis_server.url)
     client.flushall()
     client.close()
     yield redis_server.url

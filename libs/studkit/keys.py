@@ -68,6 +68,23 @@ def dealer_key(table_id: str, suffix: str) -> str:
     return f"{DEALER_PREFIX}{{{check_id(table_id, 'table id')}}}:{suffix}"
 
 
+WALLET_TAG: Final = "{wallet}"
+"""The wallet's Cluster hash tag: every wallet key carries it, so the wallet's one script
+(a transaction touches the ledger, the balances, the idempotency record, seats and each
+posting account's statement) runs in one slot. The wallet is one ledger with one balance
+projection, so its keys share one master by design (see ``docs/redis.md``)."""
+
+
 def wallet_key(suffix: str) -> str:
-    """A wallet key."""
+    """A wallet key: ``stud:wallet:{wallet}:<suffix>``.
+
+    >>> wallet_key("ledger")
+    'stud:wallet:{wallet}:ledger'
+    """
+    return f"{WALLET_PREFIX}{WALLET_TAG}:{suffix}"
+
+
+def legacy_wallet_key(suffix: str) -> str:
+    """The name a wallet key had before the hash tag (``stud:wallet:<suffix>``); the wallet
+    renames such keys at start (``WalletStore.adopt_legacy_keys``)."""
     return f"{WALLET_PREFIX}{suffix}"

@@ -18,11 +18,15 @@ from __future__ import annotations
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
+import redis
+import redis.cluster
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 Client: TypeAlias = Redis | RedisCluster
 """What :func:`connect` returns; annotate with this, not with one of the two."""
+SyncClient: TypeAlias = redis.Redis | redis.cluster.RedisCluster
+"""What :func:`connect_sync` returns."""
 
 CLUSTER_SCHEMES: Final = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 """Cluster URL scheme -> the scheme of the node URL redis-py parses."""
@@ -75,6 +79,14 @@ def connect(url: str, **kwargs: Any) -> Client:
     if is_cluster_url(url):
         return RedisCluster.from_url(node_url(url), **options)
     return Redis.from_url(url, **options)
+
+
+def connect_sync(url: str, **kwargs: Any) -> SyncClient:
+    """The blocking twin of :func:`connect` (scripts, tools and test fixtures)."""
+    options = {k: v for k, v in kwargs.items() if v is not None or k == "socket_timeout"}
+    if is_cluster_url(url):
+        return redis.cluster.RedisCluster.from_url(node_url(url), **options)
+    return redis.Redis.from_url(url, **options)
 
 
 def is_cluster(client: Client) -> bool:

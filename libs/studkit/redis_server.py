@@ -52,6 +52,11 @@ SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
     "auditor": ("resetchannels", "%R~stud:table:*", "%R~stud:wallet:*", "+@read",
                 "+@connection", "-@dangerous", *KEYSPACE_WIDE),
 }
+CLUSTER_ACL: Final = ("+cluster|slots", "+cluster|nodes", "+cluster|info", "+readonly",
+                       "+readwrite", "+asking")
+"""Added last to every service user of a Cluster node: a cluster client learns the slot map
+(``CLUSTER SLOTS``, which ``-@dangerous`` denies with the rest of ``CLUSTER``) and follows
+``ASK`` redirections; nothing that changes the cluster."""
 ADMIN_ACL: Final = ("~*", "&*", "+@all")
 DEFAULT_USER_ACL: Final = ("off", "resetpass", "resetkeys", "resetchannels", "-@all")
 """``default`` is the user of a connection that never authenticates: off, and nothing."""
@@ -120,12 +125,13 @@ def server_version(binary: str) -> tuple[int, ...]:
     return tuple(int(p) for p in token[2:].split("."))
 
 
-def acl_rules(service: str, version: tuple[int, ...]) -> list[str]:
-    """ACL rules for a service user on a server of the given version."""
+def acl_rules(service: str, version: tuple[int, ...], cluster: bool = False) -> list[str]:
+    """ACL rules for a service user on a server of the given version (a Cluster node's users
+    may also read the slot map: :data:`CLUSTER_ACL`)."""
     rules = list(SERVICE_ACL[service])
     if version < (7,):
         rules = [r.replace("%R~", "~") for r in rules]
-    return rules
+    return rules + list(CLUSTER_ACL) if cluster else rules
 
 
 def password_hash(password: str) -> str:
@@ -186,6 +192,10 @@ class RedisServer:
     """Start the server in its own session: a terminal's signals (Ctrl-C, hang-up) reach only
     the launcher, which stops it in order."""
     binary: str = ""
+    cluster: bool = False
+    """Start as a Redis Cluster node (``cluster-enabled``; its cluster bus listens on the port
+    plus 10000); :mod:`studkit.redis_cluster` assigns the slots and joins the nodes."""
+    cluster_node_timeout_ms: int = 2000
     process: subprocess.Popen[bytes] | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = None
 
@@ -231,12 +241,15 @@ class RedisServer:
                 "--logfile", "",
                 "--loglevel", "warning",
             ]
+            if self.cluster:
+                args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-node-timeout", str(self.cluster_node_timeout_ms)]
             args += ["--user", "default", *DEFAULT_USER_ACL]
             args += ["--user", ADMIN_USER, "on", password_hash(self.admin_password),
                      *ADMIN_ACL]
             for service, password in self.passwords.items():
                 args += ["--user", service, "on", password_hash(password), "resetkeys",
-                         *acl_rules(service, version)]
+                         *acl_rules(service, version, self.cluster)]
             self.process = subprocess.Popen(
                 args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(lock,),
                 start_new_session=self.new_session,

@@ -81,6 +81,9 @@ async def serve(name: str, settings: S, build_deps: Callable[[S], D],
     deps = build_deps(settings)
     try:
         await deps.store.ping()
+        prepare = getattr(deps, "prepare", None)
+        if prepare is not None:  # e.g. the wallet adopts keys of an older layout
+            await prepare()
         server, port = create_server(settings, deps)
         with metrics_endpoint(deps.metrics.registry, settings.metrics_port,
                               settings.metrics_addr) as metrics:

@@ -1,7 +1,9 @@
 """Test support: choose where the tests' real Redis comes from.
 
-Order: ``REDIS_URL`` if set; else a testcontainers Redis when a Docker engine answers; else a
-``redis-server`` started locally by :mod:`studkit.redis_server`. Never a fake.
+Order: ``REDIS_URL`` if set; else, with ``STUD_TEST_REDIS=cluster``, a three-master Redis
+Cluster started locally by :mod:`studkit.redis_cluster`; else a testcontainers Redis when a
+Docker engine answers; else a ``redis-server`` started locally by :mod:`studkit.redis_server`.
+Never a fake.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from studkit.redis_client import is_cluster_url
+from studkit.redis_cluster import LocalRedisCluster
 from studkit.redis_server import RedisServer
+
+MODE_ENV = "STUD_TEST_REDIS"
+"""``cluster``: the tests run against a local Redis Cluster (``make test-cluster``)."""
 
 
 class RedisSource(StrEnum):
@@ -20,6 +27,7 @@ class RedisSource(StrEnum):
     ENV = "env"
     CONTAINER = "testcontainers"
     LOCAL = "local-redis-server"
+    CLUSTER = "local-redis-cluster"
 
 
 def docker_engine_answers() -> bool:
@@ -42,6 +50,8 @@ def choose_redis_source(
     """Pick the Redis source for tests; the engine is only probed without ``REDIS_URL``."""
     if env.get("REDIS_URL"):
         return RedisSource.ENV
+    if env.get(MODE_ENV, "").strip().lower() == "cluster":
+        return RedisSource.CLUSTER
     if engine_answers():
         return RedisSource.CONTAINER
     return RedisSource.LOCAL
@@ -55,7 +65,12 @@ class TestRedis:
 
     url: str
     source: RedisSource
-    server: RedisServer | None = None
+    server: RedisServer | LocalRedisCluster | None = None
+
+    @property
+    def cluster(self) -> bool:
+        """Whether this Redis is a Cluster (its URLs have the ``redis+cluster`` scheme)."""
+        return is_cluster_url(self.url)
 
 
 @contextlib.contextmanager
@@ -73,6 +88,10 @@ def test_redis(env: Mapping[str, str], passwords: Mapping[str, str]) -> Iterator
             host = container.get_container_host_ip()
             port = container.get_exposed_port(6379)
             yield TestRedis(url=f"redis://{host}:{port}/0", source=source)
+        return
+    if source is RedisSource.CLUSTER:
+        with LocalRedisCluster(passwords=passwords) as cluster:
+            yield TestRedis(url=cluster.url, source=source, server=cluster)
         return
     server = RedisServer(appendonly=False, passwords=passwords)
     try:

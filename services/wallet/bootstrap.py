@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import structlog
+
 from studkit.auth import TokenVerifier
 from studkit.metrics import Metrics
 from wallet.app import WalletApp
@@ -20,6 +22,12 @@ class WalletDeps:
     store: WalletStore
     verifier: TokenVerifier
     metrics: Metrics = field(default_factory=Metrics)
+
+    async def prepare(self) -> None:
+        """Before serving: adopt the wallet keys of the layout before the hash tag."""
+        moved = await self.store.adopt_legacy_keys()
+        if moved:
+            structlog.get_logger("wallet").info("wallet_legacy_keys_adopted", keys=moved)
 
     async def close(self) -> None:
         """Release the Redis connections."""

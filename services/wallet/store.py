@@ -1,11 +1,14 @@
 """The wallet's Redis store, the only module of the wallet that imports redis.
 
-Keys (all under ``stud:wallet:``, the wallet user's ACL prefix): the ledger stream ``ledger``
+Keys (all under ``stud:wallet:{wallet}:``, the wallet user's ACL prefix and the wallet's one
+Cluster hash tag, so ``apply.lua`` runs in one slot): the ledger stream ``ledger``
 (one entry per transaction, the truth), ``balances`` (a projection: account -> balance),
 ``idempotency`` (scope -> fingerprint and outcome), ``accounts`` (player id -> created ms),
 ``seats:<table>`` (seat -> player it is held for), ``last_hand`` (table -> last settled hand)
 and ``postings:<account>`` (one stream per account: its statement). ``apply.lua`` appends a
-transaction and updates every projection in one script, so they never disagree.
+transaction and updates every projection in one script, so they never disagree. Keys of the
+layout before the hash tag (``stud:wallet:<name>``) are renamed at start by
+:meth:`WalletStore.adopt_legacy_keys`.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from importlib import resources
 from typing import Any, Final, cast
 
 from studkit.errors import AlreadyExists, Conflict, FailedPrecondition, NotFound
-from studkit.keys import wallet_key
-from studkit.redis_client import Client, connect
+from studkit.keys import legacy_wallet_key, wallet_key
+from studkit.redis_client import Client, connect, is_cluster
 from wallet.ledger import (
     InsufficientFunds,
     LedgerEntry,
@@ -51,6 +54,24 @@ StreamRows = list[tuple[str, dict[str, str]]]
 
 _STREAM_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 _SCRIPT: Final = resources.files("wallet").joinpath("apply.lua").read_text()
+
+_ADOPT: Final = """
+-- KEYS: pairs (legacy name, tagged name); the first two pairs are the accounts hash and the
+-- ledger. Renames every legacy key that exists, unless the tagged layout already has data.
+local legacy = redis.call('EXISTS', KEYS[1], KEYS[3])
+if legacy == 0 then return 0 end
+if redis.call('EXISTS', KEYS[2], KEYS[4]) > 0 then return -1 end
+local moved = 0
+for i = 1, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('RENAME', KEYS[i], KEYS[i + 1])
+    moved = moved + 1
+  end
+end
+return moved
+"""
+_FIXED: Final = ("accounts", "ledger", "balances", "idempotency", "last_hand")
+"""The wallet's keys with fixed names, accounts and ledger first (the adopt script's order)."""
 
 
 def seats_key(table_id: str) -> str:
@@ -87,6 +108,10 @@ class BalanceLimit(FailedPrecondition):
     """Raised when a balance would leave the exact integer range (±(2^53 - 1))."""
 
     default_reason = "balance_limit"
+
+
+def _str(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _plan(transaction: Transaction) -> str:
@@ -166,6 +191,28 @@ class WalletStore:
     def from_url(cls, url: str) -> WalletStore:
         """A store on a new connection pool (``decode_responses`` on)."""
         return cls(connect(url, decode_responses=True))
+
+    async def adopt_legacy_keys(self) -> int:
+        """Rename the keys of the layout before the hash tag (``stud:wallet:<name>``, written
+        by earlier versions on a single Redis) to their tagged names, atomically; returns how
+        many were renamed (0 when there are none). Refuses (``RuntimeError``) when both
+        layouts hold data. On a Redis Cluster there is nothing to adopt: the untagged layout
+        could never settle there (its script spans slots)."""
+        if is_cluster(self._redis):
+            return 0
+        balances = [_str(k) for k in await self._redis.hkeys(legacy_wallet_key("balances"))]
+        last_hand = [_str(k) for k in await self._redis.hkeys(legacy_wallet_key("last_hand"))]
+        accounts = [AccountId.parse(key) for key in balances]
+        tables = {a.table_id for a in accounts if a.kind is AccountKind.SEAT} | set(last_hand)
+        suffixes = [*_FIXED, *(f"postings:{a.key}" for a in accounts),
+                    *(f"seats:{table}" for table in sorted(tables))]
+        names = [name for suffix in suffixes
+                 for name in (legacy_wallet_key(suffix), wallet_key(suffix))]
+        moved = int(await self._redis.eval(_ADOPT, len(names), *names))
+        if moved < 0:
+            raise RuntimeError("the wallet's keys exist in both the tagged and the legacy "
+                               "layout; see docs/redis.md")
+        return moved
 
     async def close(self) -> None:
         """Close the connection pool."""

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-import redis.asyncio as aredis
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dealer.audit import verify_hand
@@ -29,6 +28,7 @@ from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit import testing as studkit_testing
 from studkit.auth import DevKeys
 from studkit.mapping import card_from_proto, event_from_envelope
+from studkit.redis_client import connect
 from studkit.redis_server import free_port
 from studkit.store import EventStore
 
@@ -115,7 +115,7 @@ async def client_for(proc: DealerProcess) -> AsyncIterator[DealerClient]:
 @pytest.fixture
 async def table_events(redis_server: studkit_testing.TestRedis,
                        redis_url: str) -> AsyncIterator[EventStore]:
-    client = aredis.Redis.from_url(service_url(redis_server, redis_url, "table"))
+    client = connect(service_url(redis_server, redis_url, "table"))
     yield EventStore(client)
     await client.aclose()
 

@@ -8,12 +8,12 @@ import itertools
 from collections.abc import AsyncIterator, Mapping
 
 import pytest
-import redis.asyncio as aredis
 
 from dealer.config import Settings
 from dealer.testing import MakeTable, RunningDealer, TableRole, running_dealer
 from rules import TableConfig
 from studkit.auth import DevKeys
+from studkit.redis_client import connect
 from studkit.store import EventStore
 from studkit.testing import TestRedis
 
@@ -40,7 +40,7 @@ async def dealer(redis_server: TestRedis, redis_url: str,
 @pytest.fixture
 async def table_events(redis_server: TestRedis, redis_url: str) -> AsyncIterator[EventStore]:
     """The event store as the table service uses it (the table's Redis user)."""
-    client = aredis.Redis.from_url(service_url(redis_server, redis_url, "table"))
+    client = connect(service_url(redis_server, redis_url, "table"))
     yield EventStore(client)
     await client.aclose()
 

@@ -17,6 +17,7 @@ from rules import Phase
 from studkit.auth import Principal, Role
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import card_from_proto
+from studkit.redis_client import connect
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +106,6 @@ class TestDeal:
     ) -> None:
         """Asking again for a street (before or after the table recorded it, or twice at
         once) returns the same cards and draws nothing new."""
-        import redis.asyncio as aredis
 
         table = await make_table(PLAYERS)
         await table.start_hand()
@@ -115,7 +115,7 @@ class TestDeal:
         reply = await table.deal()
         assert reply == replies[0]
         assert await table.dealer.deal(request) == reply
-        admin = aredis.Redis.from_url(redis_url)
+        admin = connect(redis_url)
         try:
             assert await admin.hget(hand_key(table.table_id, 1), "deals") == b"1"
         finally:

@@ -24,6 +24,7 @@ from stud.v1 import dealer_pb2 as pb
 from studkit import testing as studkit_testing
 from studkit.auth import DevKeys, Principal, bearer_metadata
 from studkit.mapping import card_from_proto
+from studkit.redis_client import connect
 from studkit.redis_server import acl_rules
 
 pytestmark = pytest.mark.integration
@@ -181,8 +182,8 @@ async def table_user(redis_server: studkit_testing.TestRedis, admin_url: str) ->
     """A client logged in as the table service's Redis user: the launcher's, or one created
     with the same ACL rules when the session's Redis comes from elsewhere."""
     if redis_server.server is not None:
-        return aredis.Redis.from_url(redis_server.server.url_for("table"))
-    admin = aredis.Redis.from_url(admin_url)
+        return connect(redis_server.server.url_for("table"))
+    admin = connect(admin_url)
     info = await admin.info("server")
     version = tuple(int(p) for p in str(info["redis_version"]).split("."))
     password = "table-acl-test-pw"
@@ -190,7 +191,7 @@ async def table_user(redis_server: studkit_testing.TestRedis, admin_url: str) ->
                                 f">{password}", *acl_rules("table", version))
     await admin.aclose()
     host_port = admin_url.split("://", 1)[1].split("/", 1)[0].split("@")[-1]
-    return aredis.Redis.from_url(f"redis://table-acl-test:{password}@{host_port}/0")
+    return connect(f"redis://table-acl-test:{password}@{host_port}/0")
 
 
 class TestRedisAcl:

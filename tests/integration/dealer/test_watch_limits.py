@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Mapping
 
 import grpc
 import pytest
-import redis.asyncio as aredis
 
 from dealer.config import Settings
 from dealer.tables import PublicTables
@@ -22,6 +21,7 @@ from studkit.auth import DevKeys
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import event_from_envelope
 from studkit.metrics import REQUESTS
+from studkit.redis_client import connect
 from studkit.store import EventStore
 from studkit.testing import TestRedis as Redis
 
@@ -52,7 +52,7 @@ async def limited(redis_server: Redis, redis_url: str,
 @pytest.fixture
 async def events(redis_server: Redis, redis_url: str) -> AsyncIterator[EventStore]:
     """The event store as the table service uses it."""
-    client = aredis.Redis.from_url(service_url(redis_server, redis_url, "table"))
+    client = connect(service_url(redis_server, redis_url, "table"))
     yield EventStore(client)
     await client.aclose()
 

@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
-import redis
 
 from stud.v1 import table_pb2 as pb
+from studkit import keys
 from studkit.auth import DevKeys
 from studkit.cli import main
+from studkit.redis_client import connect_sync
 from studkit.testing import TestRedis
 from table.testing import AUDITOR, Room, play_until, player, running_room
 
@@ -58,7 +59,7 @@ async def run_cli(argv: Sequence[str]) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 async def played(redis_server: TestRedis, dev_keys: DevKeys, tmp_path_factory: pytest.
                  TempPathFactory) -> AsyncIterator[Played]:
-    client = redis.Redis.from_url(redis_server.url)
+    client = connect_sync(redis_server.url)
     client.flushall()
     client.close()
     async with running_room(redis_server, redis_server.url, dev_keys) as room:
@@ -69,11 +70,11 @@ async def played(redis_server: TestRedis, dev_keys: DevKeys, tmp_path_factory: p
                 table_id=table_id, seat=seat, buy_in=5_000), player(name))
         await play_until(room.client, table_id, HANDS, random.Random(7).choice, timeout=120)
         # The last hand is settled once the table moves on; wait for its ledger entry.
-        wallet = redis.Redis.from_url(redis_server.url)
+        wallet = connect_sync(redis_server.url)
         try:
             async with asyncio.timeout(30):
                 while not any(f'"h{HANDS}"'.encode() in fields[b"tx"] for _, fields in
-                              wallet.xrange("stud:wallet:ledger")):
+                              wallet.xrange(keys.wallet_key("ledger"))):
                     await asyncio.sleep(0.05)
         finally:
             wallet.close()

@@ -9,11 +9,11 @@ import re
 from collections.abc import Callable, Iterator
 
 import pytest
-import redis
 
 from stud.v1 import events_pb2 as epb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.redis_client import connect_sync
 
 from .conftest import Played, run_cli
 
@@ -26,7 +26,7 @@ def rewritten(url: str, key: str, change: Callable[[bytes, dict[bytes, bytes]], 
               ) -> Iterator[None]:
     """Rewrite stream ``key`` entry by entry (same ids) with ``change`` applied in place to
     each entry's fields until it returns True once; restore the stream afterwards."""
-    client = redis.Redis.from_url(url)
+    client = connect_sync(url)
     entries = client.xrange(key)
     changed = False
     try:

@@ -22,6 +22,7 @@ from redis.crc import key_slot
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.redis_client import connect
 from studkit.store import (
     AppendResult,
     CommandIdReused,
@@ -407,7 +408,7 @@ class TestRedisEventStore(StoreContract):
             await client.aclose()
 
     def client(self) -> aioredis.Redis:
-        client = aioredis.Redis.from_url(self.url)
+        client = connect(self.url)
         self.clients.append(client)
         return client
 
@@ -462,10 +463,10 @@ class TestRedisEventStore(StoreContract):
         """A blocked XREAD outliving the client's socket timeout would fail; the tailer
         refuses that configuration up front (redis-py's default timeout counts too)."""
         with pytest.raises(ValueError, match="socket_timeout"):
-            StreamTailer(aioredis.Redis.from_url(self.url, socket_timeout=1), block_ms=1_000)
+            StreamTailer(connect(self.url, socket_timeout=1), block_ms=1_000)
         with pytest.raises(ValueError, match="socket_timeout"):
             StreamTailer(self.client(), block_ms=5_000)
-        StreamTailer(aioredis.Redis.from_url(self.url, socket_timeout=None), block_ms=60_000)
+        StreamTailer(connect(self.url, socket_timeout=None), block_ms=60_000)
 
     async def test_subscription_is_an_async_iterator(self) -> None:
         """``subscribe`` returns a Subscription usable with ``async for``."""

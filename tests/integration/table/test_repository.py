@@ -9,11 +9,11 @@ import random
 
 import grpc
 import pytest
-import redis.asyncio as aredis
 
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from studkit.auth import DevKeys
+from studkit.redis_client import connect
 from studkit.repository import TableRepository, snapshot_key
 from studkit.store import EventStore
 from studkit.testing import TestRedis
@@ -36,7 +36,7 @@ async def test_snapshot_plus_tail_equals_the_whole_stream(
             while (view := await room.client.view(table_id)).hands_started < 7:
                 if not await act_once(room.client, table_id, view, rng.choice):
                     await asyncio.sleep(0.01)
-        admin = aredis.Redis.from_url(redis_url)
+        admin = connect(redis_url)
         store = EventStore(admin)
         loaded = await TableRepository(store).load(table_id)
         assert loaded.version > 0, "a snapshot was taken"

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-import redis.asyncio as aredis
 
 from studkit.auth import DevKeys
+from studkit.redis_client import connect
 from studkit.testing import TestRedis
 from wallet.config import Settings
 from wallet.testing import RunningWallet, running_wallet
@@ -36,7 +36,7 @@ async def wallet(redis_server: TestRedis, redis_url: str,
 async def snapshot(redis_url: str) -> AsyncIterator[Callable[[], Awaitable[dict[str, Any]]]]:
     """Every wallet key with its content (a test-only SCAN), to prove a refusal changed
     nothing."""
-    admin = aredis.Redis.from_url(redis_url, decode_responses=True)
+    admin = connect(redis_url, decode_responses=True)
 
     async def take() -> dict[str, Any]:
         state: dict[str, Any] = {}
