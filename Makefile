@@ -10,7 +10,7 @@ PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
 .PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room failover lint \
-	bench bench-rules bench-store bench-room run reset clean
+	test-cluster bench bench-rules bench-store bench-room run reset clean
 
 all: test
 
@@ -47,6 +47,12 @@ test-integration: $(PROTO_STAMP)
 
 test-e2e: $(PROTO_STAMP)
 	$(PYTEST) tests/e2e
+
+# The integration and end-to-end suites on a local three-master Redis Cluster (same
+# redis-server binary, started by studkit.redis_cluster); `make test` runs the short version
+# (tests/integration/cluster, on a cluster of its own).
+test-cluster: $(PROTO_STAMP)
+	STUD_TEST_REDIS=cluster $(PYTEST) tests/integration tests/e2e -m "not slow" -p no:cacheprovider
 
 # The full room campaign (slow): dealer, wallet and table as processes, bots at three tables,
 # the table killed with SIGKILL at random points; money and logs checked at the end.

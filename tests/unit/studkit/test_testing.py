@@ -1,5 +1,5 @@
-"""Where the tests' Redis comes from: ``REDIS_URL``, else a Docker engine, else a local
-redis-server; never a fake."""
+"""Where the tests' Redis comes from: ``REDIS_URL``, else a local Redis Cluster when asked,
+else a Docker engine, else a local redis-server; never a fake."""
 
 from __future__ import annotations
 
@@ -46,3 +46,13 @@ class TestChooseRedisSource:
         _calls, probe = engine(False)
         env = {"REDIS_URL": ""}
         assert choose_redis_source(env, probe) is RedisSource.LOCAL
+
+    @pytest.mark.parametrize("value", ["cluster", "Cluster "])
+    def test_asking_for_a_cluster_gives_a_local_cluster(self, value: str) -> None:
+        """STUD_TEST_REDIS=cluster (make test-cluster) starts a local Redis Cluster, without
+        probing the engine; REDIS_URL still wins."""
+        calls, probe = engine(True)
+        assert choose_redis_source({"STUD_TEST_REDIS": value}, probe) is RedisSource.CLUSTER
+        assert calls == []
+        env = {"STUD_TEST_REDIS": value, "REDIS_URL": "redis://example:6379/0"}
+        assert choose_redis_source(env, probe) is RedisSource.ENV
