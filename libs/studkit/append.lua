@@ -4,6 +4,8 @@
 -- KEYS[2] commands  stud:table:{id}:commands  hash: command id -> "<version> <id> <id> ..."
 -- KEYS[3] version   stud:table:{id}:version   string: number of events in the stream
 -- KEYS[4] owner     stud:table:{id}:owner     hash: replica, epoch, expires (the fence)
+-- KEYS[5] trimmed   stud:table:{id}:trimmed   string: events archived and removed from the
+--                                             head of the stream (absent: 0; stud archive)
 -- ARGV[1] expected version, ARGV[2] command id, ARGV[3] table id,
 -- ARGV[4] the command's fingerprint (a hash of what was asked; "" = not checked),
 -- ARGV[5] the writer's fencing epoch ("" = a writer outside the ownership scheme, allowed
@@ -44,11 +46,14 @@ if current ~= expected then
   return {'conflict', current}
 end
 
--- The stream is never trimmed, so its length is the version; a mismatch means something
--- wrote to the stream behind the store's back, and appending would break the 0-<seq> ids.
+-- The stream holds every event not yet archived: its length plus the events trimmed from
+-- its head is the version. A mismatch means something wrote to (or trimmed) the stream behind
+-- the store's back, and appending would break the 0-<seq> ids.
 local length = redis.call('XLEN', stream)
-if length ~= current then
-  return redis.error_reply('STORECORRUPT stream length ' .. length .. ' != version ' .. current)
+local trimmed = tonumber(redis.call('GET', KEYS[5]) or '0')
+if length + trimmed ~= current then
+  return redis.error_reply('STORECORRUPT stream length ' .. length .. ' + trimmed ' .. trimmed
+                           .. ' != version ' .. current)
 end
 
 local ids = {}

@@ -117,9 +117,15 @@ class TableRepository:
         self._store = store
 
     async def load(self, table_id: str) -> Loaded:
-        """The latest usable snapshot and the events after it."""
+        """The latest usable snapshot and the events after it.
+
+        A table whose oldest events were archived (``stud archive`` trims only up to the
+        snapshot's version) needs its snapshot: without a usable one the load raises
+        :class:`studkit.store.TrimmedRange` rather than fold a stream with its head missing.
+        """
         loaded = await self._snapshot(table_id)
-        loaded.after = await self._store.read(table_id, from_version=loaded.version)
+        loaded.after = await self._store.read(table_id, from_version=loaded.version,
+                                              strict=True)
         return loaded
 
     async def _snapshot(self, table_id: str) -> Loaded:

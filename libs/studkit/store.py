@@ -36,6 +36,7 @@ from studkit.redis_client import Client
 ENVELOPE_FIELD: Final = b"envelope"
 _APPEND_LUA: Final = resources.files("studkit").joinpath("append.lua").read_text("utf-8")
 _APPEND_SHA: Final = hashlib.sha1(_APPEND_LUA.encode("utf-8")).hexdigest()
+_TRIM_LUA: Final = resources.files("studkit").joinpath("trim.lua").read_text("utf-8")
 
 StreamId: TypeAlias = tuple[int, int]
 
@@ -94,6 +95,39 @@ class NotOwner(Exception):
 class StoreCorrupted(RuntimeError):
     """Raised when a table's keys contradict each other (e.g. the stream was written to
     outside the store); the store refuses to append rather than make it worse."""
+
+
+class TrimmedRange(LookupError):
+    """Raised by a strict read that asks for events the archive has removed from Redis
+    (``stud archive``, :mod:`studkit.archive`): they are in the archive, not in the stream."""
+
+    reason = "archived"
+
+    def __init__(self, table_id: str, from_version: int, trimmed: int) -> None:
+        super().__init__(f"table {table_id}: events 1..{trimmed} are archived (asked for the "
+                         f"events after {from_version}); read them with "
+                         "studkit.archive.read_archived")
+        self.table_id = table_id
+        self.from_version = from_version
+        self.trimmed = trimmed
+
+
+class TrimRefused(RuntimeError):
+    """Raised when a trim is refused: ``conflict`` (trimmed meanwhile: value = the count),
+    ``no_snapshot`` (the snapshot is older than the trim point: value = its version, -1 for
+    none) or ``beyond`` (past the stream's end: value = the version). Nothing was removed."""
+
+    def __init__(self, table_id: str, reason: str, value: int) -> None:
+        super().__init__(f"table {table_id}: trim refused ({reason}, {value})")
+        self.table_id = table_id
+        self.reason = reason
+        self.value = value
+
+
+def trimmed_key(table_id: str) -> str:
+    """String beside the stream: how many events were archived and trimmed from its head
+    (absent: none). The stream holds events ``trimmed+1 .. version``."""
+    return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:trimmed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +269,7 @@ class EventStore:
             keys.table_commands(table_id),
             keys.table_version(table_id),
             keys.table_owner(table_id),
+            trimmed_key(table_id),
         )
         if payloads and expected_version == 0:
             # Only a table's first append can create it. Indexed outside the script (the index
@@ -276,10 +311,18 @@ class EventStore:
             raise RuntimeError(f"append.lua replied {reply!r}")
         return reply
 
-    async def read(self, table_id: str, from_version: int = 0) -> list[StoredEvent]:
-        """The table's events after ``from_version`` (0: all), in order."""
+    async def read(self, table_id: str, from_version: int = 0, *,
+                   strict: bool = False) -> list[StoredEvent]:
+        """The table's events after ``from_version`` (0: all), in order.
+
+        Events archived and trimmed from Redis (``stud archive``) are not in the stream: a
+        read that starts before the first kept event returns from that event (its sequence,
+        ``trimmed + 1``, shows the gap), or with ``strict`` raises :class:`TrimmedRange`.
+        """
         if from_version < 0:
             raise ValueError("from_version must be >= 0")
+        if strict and from_version < (trimmed := await self.trimmed(table_id)):
+            raise TrimmedRange(table_id, from_version, trimmed)
         return [
             event
             async for event in _xrange(
@@ -303,8 +346,40 @@ class EventStore:
         return result
 
     async def version(self, table_id: str) -> int:
-        """The table's current version: the number of events in its stream (0 if none)."""
+        """The table's current version: the number of events ever appended (0 if none),
+        those archived and trimmed from the stream included."""
         raw = await self._client.get(keys.table_version(table_id))
+        return int(raw) if raw is not None else 0
+
+    async def trim_head(self, table_id: str, upto: int, expected_trimmed: int) -> int:
+        """Remove events ``expected_trimmed+1 .. upto`` from the head of the stream (they
+        must be archived and verified first: :mod:`studkit.archive`) and record ``upto`` as
+        the trimmed count, atomically, only if the count is still ``expected_trimmed`` and the
+        table's snapshot is at ``upto`` or later (the table loads from it). Returns the
+        trimmed count; raises :class:`TrimRefused` otherwise (nothing removed)."""
+        from studkit.repository import snapshot_key  # the repository imports this module
+
+        keys_ = (keys.table_stream(table_id), keys.table_version(table_id),
+                 trimmed_key(table_id), snapshot_key(table_id))
+        try:
+            reply = await self._client.eval(_TRIM_LUA, len(keys_), *keys_,
+                                            expected_trimmed, upto)
+        except ResponseError as exc:
+            if "STORECORRUPT" in str(exc):
+                raise StoreCorrupted(str(exc)) from exc
+            raise
+        match reply:
+            case [b"trimmed", int(count)]:
+                return count
+            case [bytes(refusal), int(value)]:
+                raise TrimRefused(table_id, refusal.decode(), value)
+            case _:  # pragma: no cover - the script has no other reply
+                raise RuntimeError(f"trim.lua replied {reply!r}")
+
+    async def trimmed(self, table_id: str) -> int:
+        """How many events were archived and trimmed from the head of the table's stream
+        (0: none); the stream holds the events after it."""
+        raw = await self._client.get(trimmed_key(table_id))
         return int(raw) if raw is not None else 0
 
     async def table_ids(self) -> list[str]:
