@@ -126,3 +126,31 @@ def test_down_cards_show_only_where_the_view_has_them() -> None:
     player.down.add()
     player.down.add().card.CopyFrom(A.Card(rank=A.RANK_TEN, suit=A.SUIT_SPADES))
     assert t.down_text(player.down) == [t.HIDDEN, "Ts"]
+
+
+def test_the_turn_line_counts_down_to_the_deadline() -> None:
+    from studclient.tui.app import PlayApp, PlayOptions
+
+    now = [1_000.0]
+    app = PlayApp(lambda: None, PlayOptions(), clock=lambda: now[0])  # type: ignore[arg-type,return-value]
+    view = pb.TableView(viewer_seat=1)
+    view.seats.add(seat=1, player_id="ann")
+    view.seats.add(seat=2, player_id="bob")
+    view.hand.phase = pb.HAND_PHASE_BETTING
+    view.hand.to_act = 2
+    view.hand.turn_deadline.seconds = 1_045
+    view.hand.time_bank_ms = 30_000
+    assert app.turn_text(view) == "Seat 2 (bob) to act · ⏱ 0:45 left (time bank 0:30)"
+    now[0] = 1_044.2
+    assert app.turn_text(view) == "Seat 2 (bob) to act · ⏱ 0:01 left (time bank 0:30)"
+    now[0] = 1_050
+    assert "⏱ 0:00 left" in app.turn_text(view)
+    view.hand.to_act = 1
+    view.hand.legal_actions.seat = 1
+    view.hand.legal_actions.actions.add(kind=A.ACTION_KIND_CHECK)
+    view.hand.legal_actions.actions.add(kind=A.ACTION_KIND_BET, amount=400, to=400)
+    now[0] = 1_000
+    assert app.turn_text(view) == ("Your turn · ⏱ 0:45 left (time bank 0:30) · c=Check, "
+                                   "b=Bet 400")
+    view.hand.phase = pb.HAND_PHASE_COMPLETE
+    assert app.turn_text(view) == "Hand over: waiting for the next hand"
