@@ -627,7 +627,7 @@ class TableActor:
         config = state.config
         assert config is not None
         request = wpb.SettleHandRequest(
-            table_id=self.table_id, hand_id=f"h{hand.hand_number}", rake=settlement.rake,
+            table_id=self.table_id, hand_number=hand.hand_number, rake=settlement.rake,
             ended_on_street=wpb.SettleHandRequest.Street.Value(
                 f"STREET_{(settlement.ended_on or Street.THIRD).name}"),
             seats=[wpb.SettlementSeat(seat=s.seat, player_id=s.player_id,

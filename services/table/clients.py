@@ -184,7 +184,7 @@ class WalletClient:
                      idempotency_key: str, give_up_after: float | None = PLAYER_WAIT_S
                      ) -> wpb.BuyInResponse:
         request = wpb.BuyInRequest(player_id=player_id, table_id=table_id, seat=seat,
-                                   amount=amount, idempotency_key=idempotency_key)
+                                   amount=amount, command_id=idempotency_key)
         reply = await self._call("BuyIn", request, give_up_after)
         assert isinstance(reply, wpb.BuyInResponse)
         return reply
@@ -193,7 +193,7 @@ class WalletClient:
                        give_up_after: float | None = None,
                        on_wait: Callable[[str], None] | None = None) -> wpb.CashOutResponse:
         request = wpb.CashOutRequest(player_id=player_id, table_id=table_id, seat=seat,
-                                     idempotency_key=idempotency_key)
+                                     command_id=idempotency_key)
         reply = await self._call("CashOut", request, give_up_after, on_wait)
         assert isinstance(reply, wpb.CashOutResponse)
         return reply

@@ -4,7 +4,7 @@ the field for malformed input (ids, missing oneofs, unspecified enums); amount r
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Protocol
 
 from rules.streets import Street
 from stud.v1 import wallet_pb2 as pb
@@ -59,6 +59,44 @@ def ident(value: str, field: str) -> str:
 # --- requests -> domain ---------------------------------------------------------------------
 
 
+class _Keyed(Protocol):
+    command_id: str
+    idempotency_key: str
+
+
+def command_key(request: _Keyed) -> str:
+    """The request's idempotency key: ``command_id``, or its former name
+    ``idempotency_key``; both set and different is refused."""
+    if request.command_id and request.idempotency_key \
+            and request.command_id != request.idempotency_key:
+        raise BadRequest("command_id", "differs from idempotency_key (its former name): "
+                         "send one", reason="conflicting_keys")
+    if request.command_id:
+        return ident(request.command_id, "command_id")
+    return ident(request.idempotency_key, "idempotency_key")
+
+
+def settlement_hand(request: pb.SettleHandRequest) -> str:
+    """The settled hand as the ledger keys it ("h<N>"): from ``hand_number``, or the former
+    ``hand_id``; both set and different is refused."""
+    if request.hand_number:
+        hand_id = f"h{request.hand_number}"
+        if request.hand_id and request.hand_id != hand_id:
+            raise BadRequest("hand_number", f"differs from hand_id {request.hand_id!r}",
+                             reason="conflicting_keys")
+        return hand_id
+    return ident(request.hand_id, "hand_id")
+
+
+def hand_number_of(hand_id: str) -> int:
+    """``"h12"`` -> 12; 0 for anything else (a hand id of another form, or none).
+
+    >>> hand_number_of("h12"), hand_number_of(""), hand_number_of("x")
+    (12, 0, 0)
+    """
+    return int(hand_id[1:]) if hand_id[:1] == "h" and hand_id[1:].isdigit() else 0
+
+
 def account_from_proto(ref: pb.AccountRef, field: str = "account") -> AccountId:
     """The account a request names."""
     match ref.WhichOneof("account"):
@@ -95,7 +133,7 @@ def deposit_from_proto(request: pb.DepositRequest) -> Deposit:
     return Deposit(
         player_id=ident(request.player_id, "player_id"),
         amount=request.amount,
-        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+        idempotency_key=command_key(request),
     )
 
 
@@ -104,7 +142,7 @@ def withdraw_from_proto(request: pb.WithdrawRequest) -> Withdraw:
     return Withdraw(
         player_id=ident(request.player_id, "player_id"),
         amount=request.amount,
-        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+        idempotency_key=command_key(request),
     )
 
 
@@ -115,7 +153,7 @@ def buy_in_from_proto(request: pb.BuyInRequest) -> BuyIn:
         table_id=ident(request.table_id, "table_id"),
         seat=request.seat,
         amount=request.amount,
-        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+        idempotency_key=command_key(request),
     )
 
 
@@ -130,7 +168,7 @@ def settle_hand_from_proto(request: pb.SettleHandRequest) -> SettleHand:
         raise BadRequest("ended_on_street", "name the street the hand ended on")
     return SettleHand(
         table_id=ident(request.table_id, "table_id"),
-        hand_id=ident(request.hand_id, "hand_id"),
+        hand_id=settlement_hand(request),
         results=tuple(
             SeatResult(
                 seat=s.seat,
@@ -154,7 +192,7 @@ def cash_out_from_proto(request: pb.CashOutRequest) -> CashOut:
         table_id=ident(request.table_id, "table_id"),
         seat=request.seat,
         player_id=ident(request.player_id, "player_id"),
-        idempotency_key=ident(request.idempotency_key, "idempotency_key"),
+        idempotency_key=command_key(request),
     )
 
 
@@ -230,6 +268,7 @@ def statement_to_proto(page: StatementPage) -> pb.GetStatementResponse:
                 recorded_at_unix_ms=line.recorded_at_ms,
                 table_id=line.table_id,
                 hand_id=line.hand_id,
+                hand_number=hand_number_of(line.hand_id),
             )
             for line in page.lines
         ],
@@ -247,4 +286,5 @@ def reconciliation_to_proto(reconciliation: Reconciliation) -> pb.ReconcileRespo
         ],
         total=reconciliation.total,
         last_hand_id=reconciliation.last_hand_id,
+        last_hand_number=hand_number_of(reconciliation.last_hand_id),
     )

@@ -296,3 +296,26 @@ class TestStatements:
             metadata=client.metadata(TABLE),
         )
         assert [(line.amount, line.hand_id) for line in reply.lines] == [(1000, ""), (300, "h1")]
+
+
+async def test_one_name_for_the_key_and_the_hand(wallet: RunningWallet) -> None:
+    """``command_id`` and ``hand_number`` are the names every API uses; the former
+    ``idempotency_key`` and ``hand_id`` are still read; both set and different is refused."""
+    from stud.v1 import wallet_pb2 as wpb
+    from studkit.grpc_server import rpc_error_reason
+    from wallet.testing import OPERATOR as OPS
+    client = wallet.client
+    await client.create_account("kim")
+    md = client.metadata(OPS)
+    first = await client.stub.Deposit(wpb.DepositRequest(player_id="kim", amount=100,
+                                                         command_id="dep-1"), metadata=md)
+    again = await client.stub.Deposit(wpb.DepositRequest(player_id="kim", amount=100,
+                                                         idempotency_key="dep-1"), metadata=md)
+    assert again.replayed and again.transaction_id == first.transaction_id
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.stub.Deposit(wpb.DepositRequest(
+            player_id="kim", amount=100, command_id="dep-2", idempotency_key="dep-3"),
+            metadata=md)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert rpc_error_reason(caught.value) == "conflicting_keys"
+    assert await client.player_balance("kim") == 100
