@@ -233,10 +233,16 @@ async def test_no_down_card_leaks_before_its_reveal(room: Room) -> None:
         async with asyncio.timeout(60):
             while hand <= 8 and not (hand > 4 and folded_hands and showdowns):
                 view = await room.client.view(table_id)
-                for who, seen in viewers.values():
+                for name, (who, seen) in viewers.items():
                     polled = await room.client.view(table_id, who)
                     seen.add(polled.hand.hand_number, polled.version, cards_in(polled),
                              "GetTable")
+                    if name in ("zed", "bob") and polled.hand.hand_number:
+                        # The hand's history so far, read while it is played.
+                        for record in (await history(room, table_id, polled.hand.hand_number,
+                                                     who)).events:
+                            seen.add(record.hand_number, record.sequence, cards_in(record),
+                                     "history (live)")
                 if view.hands_started > hand or (
                         view.hands_started == hand and view.hand.phase
                         == pb.HAND_PHASE_COMPLETE):
