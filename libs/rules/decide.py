@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
+from rules._mutable import MutableHand
 from rules.betting import ActionKind, LegalAction, judge_action, legal_actions_for
 from rules.cards import Card
 from rules.commands import (
@@ -64,7 +65,7 @@ from rules.events import (
     UncalledBetReturned,
     UpCardDealt,
 )
-from rules.evolve import evolve
+from rules.evolve import HAND_EVENTS, evolve, fold, with_hand
 from rules.queries import seats_to_deal, start_refusal
 from rules.showdown import award_events, evaluate, raked_pots, showdown_events
 from rules.state import HandState, Phase, TableState
@@ -378,9 +379,32 @@ def _exposed_showdown(hand: HandState, config: TableConfig) -> list[Event]:
 
 def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], TableState]:
     """Append what the command's events set off, evolving as we go; returns the events and
-    the state after them."""
+    the state after them.
+
+    The same as ``state = evolve(state, event)`` for each event in turn (as :func:`fold`
+    does, a run of hand events is applied in place to one mutable twin of the hand, frozen
+    once at the end of the run or before anything reads the frozen state)."""
     out: list[Event] = []
+    twin: MutableHand | None = None
+    config = state.config
     for event in events:
+        handler = HAND_EVENTS.get(type(event))
+        if handler is not None:
+            if twin is None:
+                assert state.hand is not None and state.config is not None
+                twin, config = MutableHand.thaw(state.hand), state.config
+            assert config is not None
+            before: Phase | None = twin.phase
+            handler(twin, config, event)
+            out.append(event)
+            if before != Phase.BETTING or twin.phase == Phase.BETTING or twin.voided:
+                continue
+            for returned in _uncalled(twin.view()):
+                HAND_EVENTS[UncalledBetReturned](twin, config, returned)
+                out.append(returned)
+            continue
+        if twin is not None:
+            state, twin = with_hand(state, twin.freeze()), None
         before = state.hand.phase if state.hand is not None else None
         state = evolve(state, event)
         out.append(event)
@@ -391,6 +415,8 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
         for returned in _uncalled(hand):
             state = evolve(state, returned)
             out.append(returned)
+    if twin is not None:
+        state = with_hand(state, twin.freeze())
     hand = state.hand
     if hand is not None and not hand.is_over:
         config = _config(state)
@@ -405,8 +431,7 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
             ends = True
         if ends:
             settle.append(HandEnded(hand_number=hand.hand_number))
-            for event in settle:
-                state = evolve(state, event)
+            state = fold(settle, state)
             out.extend(settle)
     return tuple(out), state
 

@@ -74,8 +74,12 @@ def _derive(obj: _D, **changes: Any) -> _D:
     return new
 
 
-def _with_hand(state: TableState, hand: HandState) -> TableState:
+def with_hand(state: TableState, hand: HandState) -> TableState:
+    """``state`` with ``hand`` (private to the rules package)."""
     return _derive(state, hand=hand)
+
+
+_with_hand = with_hand
 
 
 def _set_seat(state: TableState, number: int, seat: Seat | None) -> TableState:
@@ -294,7 +298,7 @@ def _voided(hand: MutableHand, config: TableConfig, event: HandVoided) -> None:
     hand.voided, hand.to_act, hand.phase = True, None, Phase.SETTLING
 
 
-_HAND_EVENTS: dict[type[Event], Callable[[MutableHand, TableConfig, Any], None]] = {
+HAND_EVENTS: dict[type[Event], Callable[[MutableHand, TableConfig, Any], None]] = {
     AntePosted: _ante, CardBurned: _burned, BurnsReshuffled: _reshuffled,
     DownCardDealt: _down_card, UpCardDealt: _up_card, CommunityCardDealt: _community,
     BringInPosted: _bring_in, Completed: _wagered, BetMade: _wagered, Raised: _wagered,
@@ -302,7 +306,9 @@ _HAND_EVENTS: dict[type[Event], Callable[[MutableHand, TableConfig, Any], None]]
     UncalledBetReturned: _returned, HandExposed: _exposed, HandShown: _shown,
     HandMucked: _mucked, PotAwarded: _awarded, RakeTaken: _raked, HandVoided: _voided,
 }
-"""What each hand event does to the hand (the only place a hand changes)."""
+"""What each hand event does to the hand (the only place a hand changes). Private to the
+rules package (``decide`` applies its own events through it too)."""
+_HAND_EVENTS = HAND_EVENTS
 
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)

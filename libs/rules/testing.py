@@ -31,9 +31,8 @@ from rules.commands import (
 )
 from rules.config import TableConfig
 from rules.dealing import DealPlan, deal_plan
-from rules.decide import decide
+from rules.decide import decide_and_fold
 from rules.events import Event
-from rules.evolve import evolve
 from rules.state import HandState, Phase, TableState, initial_state
 
 ACTION_COMMANDS: Final[Mapping[ActionKind, type[PlayerCommand]]] = {
@@ -99,9 +98,7 @@ class TableDriver:
 
     def apply(self, command: Command) -> tuple[Event, ...]:
         """Decide and apply one command; returns its events."""
-        events = decide(self.state, command)
-        for event in events:
-            self.state = evolve(self.state, event)
+        events, self.state = decide_and_fold(self.state, command)
         self.events.extend(events)
         return events
 

@@ -1,0 +1,344 @@
+"""Benchmark of the replay tooling (issue: replay tooling from the live logs).
+
+Plays random hands at tables with :class:`rules.testing.TableDriver` (seeded; 2-6 players,
+default stakes so that PHH is faithful, short stacks topped up between hands), then measures:
+
+1. ``fold``: whole hands folded from memory (each hand from the table's state before it).
+2. ``stud replay check`` against PokerKit on the same hands: each hand exported as PHH, then
+   parsed and replayed by us (:func:`studkit.replay_check.check_path` minus the file read)
+   and loaded by PokerKit (``HandHistory.loads`` to its last state). Per hand, and the ratio.
+3. ``stud replay verify --all`` from Redis: the tables written to a real ``redis-server`` as
+   the table service writes them (public envelopes, one command id per command) with the
+   wallet's settlement of every hand in its ledger, then :func:`studkit.replay_cli.verify`
+   over every table (every command re-decided, chips, ledger; no dealer). Also its parts:
+   reading and decoding alone, and the pure verification alone.
+4. A table with ``--big`` played hands (default 10,000): reading and resuming it through
+   :class:`studkit.repository.TableRepository` with a snapshot at its last hand boundary
+   (load + fold of the events after it), and without one (every event read and folded).
+
+Prints figures; asserts nothing about speed. Run: ``make bench-replay`` or
+``.venv/bin/python bench/bench_replay.py [--hands 2000] [--tables 8] [--big 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from rules import DECK, Event, TableConfig, fold, public_event
+from rules.betting import WAGERS, ActionKind, LegalActions
+from rules.commands import AddChips, Command, Fold, TimeOut
+from rules.events import HandEnded, HandStarted
+from rules.phh import export_phh, parse_phh, replay_phh
+from rules.state import TableState
+from rules.testing import StackedDeck, TableDriver, action_command
+from studkit import keys
+from studkit.mapping import event_from_envelope
+from studkit.mapping.envelope import envelope_for
+from studkit.redis_server import RedisServer
+from studkit.replay_cli import verify
+from studkit.replay_hands import expected_postings, split_hands, verify_hand_log
+from studkit.replay_source import RedisSource, Settings
+from studkit.repository import TableRepository, fold_stored
+from studkit.store import EventStore
+
+SEED = 20261201
+WHEN = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _action(rng: random.Random, legal: LegalActions) -> Command:
+    """Mostly check or call, sometimes a wager, a fold or a time-out."""
+    seat = legal.seat
+    roll = rng.random()
+    wager = next((a for a in legal.actions if a.kind in WAGERS), None)
+    if roll < 0.02:
+        return TimeOut(seat=seat)
+    if roll < 0.25 and wager is not None:
+        return action_command(seat, wager.kind)
+    if roll < 0.35 and legal.get(ActionKind.FOLD) is not None:
+        return Fold(seat=seat)
+    passive = next(a for a in legal.actions
+                   if a.kind in (ActionKind.CHECK, ActionKind.CALL, ActionKind.BRING_IN))
+    return action_command(seat, passive.kind)
+
+
+class RecordingDriver(TableDriver):
+    """A driver that keeps each command's events as one group (one command id)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.groups: list[tuple[Event, ...]] = []
+        super().__init__(*args, **kwargs)
+
+    def apply(self, command: Command) -> tuple[Event, ...]:
+        events = super().apply(command)
+        self.groups.append(events)
+        return events
+
+
+@dataclass
+class PlayedTable:
+    """One table's recording: its id, its commands' events, and each hand's state before."""
+
+    table_id: str
+    groups: list[tuple[Event, ...]]
+    hands: list[tuple[TableState, tuple[Event, ...]]] = field(default_factory=list)
+
+
+def play_table(rng: random.Random, table_id: str, hands: int) -> PlayedTable:
+    """``hands`` random hands at one table (2-6 players, default stakes)."""
+    config = TableConfig()
+    big = config.big_bet
+    seats = rng.sample(range(1, 9), rng.randint(2, 6))
+    table = RecordingDriver(config, stacks={s: rng.randint(10 * big, 40 * big) for s in seats},
+                            table_id=table_id)
+    played = PlayedTable(table_id, table.groups)
+    for _ in range(hands):
+        for seat in seats:
+            if table.state.stack(seat) < 5 * big:
+                table.apply(AddChips(seat=seat, amount=30 * big))
+        before, start = table.state, len(table.events)
+        deck = list(DECK)
+        rng.shuffle(deck)
+        table.play_hand(StackedDeck(deck), act=lambda legal: _action(rng, legal),
+                        mucks=lambda hands: [h.seat for h in hands if rng.random() < 0.5])
+        played.hands.append((before, tuple(table.events[start:])))
+    return played
+
+
+def _best(repeats: int, run: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+# --- 1 and 2: from memory ------------------------------------------------------------------
+
+def bench_fold(tables: list[PlayedTable]) -> str:
+    hands = [h for t in tables for h in t.hands]
+    events = sum(len(e) for _, e in hands)
+
+    def run() -> None:
+        for before, hand_events in hands:
+            fold(hand_events, before)
+
+    seconds = _best(5, run)
+    return (f"  fold whole hand (memory)     {len(hands) / seconds:>10,.0f} hands/s  "
+            f"{1e3 * seconds / len(hands):.3f} ms/hand  {1e6 * seconds / events:.2f} us/event"
+            f"  (target >= 20,000 hands/s)")
+
+
+def bench_check(tables: list[PlayedTable], limit: int) -> str:
+    """Our PHH check against PokerKit on the same files."""
+    from pokerkit.notation import HandHistory
+
+    texts = []
+    for table in tables:
+        for before, events in table.hands:
+            seats = next(e.seats for e in events if isinstance(e, HandStarted))
+            assert before.config is not None
+            texts.append(export_phh(events, before.config,
+                                    starting_stacks={s: before.stack(s) for s in seats}))
+    texts = texts[:limit]
+    agreeing = []
+    for text in texts:
+        try:
+            with _quiet():
+                pk = list(HandHistory.loads(text))[-1]
+        except Exception:
+            continue
+        if list(pk.stacks) == list(parse_phh(text).finishing_stacks or ()):
+            agreeing.append(text)
+
+    def ours() -> None:
+        for text in agreeing:
+            replay_phh(parse_phh(text))
+
+    def pokerkit() -> None:
+        with _quiet():
+            for text in agreeing:
+                list(HandHistory.loads(text))
+
+    ours_s = _best(3, ours)
+    pk_s = _best(1, pokerkit)
+    n = len(agreeing)
+    return "\n".join([
+        f"  stud replay check (parse+replay) {1e3 * ours_s / n:>6.3f} ms/hand  "
+        f"({n} hands both read to the same stacks)",
+        f"  PokerKit HandHistory.loads       {1e3 * pk_s / n:>6.3f} ms/hand",
+        f"  ratio PokerKit / ours            {pk_s / ours_s:>6.1f}x  (target >= 10x)",
+    ])
+
+
+class _quiet:
+    def __enter__(self) -> None:
+        import warnings
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc: object) -> None:
+        self._w.__exit__(*exc)
+
+
+# --- 3 and 4: from Redis ---------------------------------------------------------------------
+
+async def write_table(client: aioredis.Redis, table: PlayedTable) -> int:
+    """Write the table's stream as the table service does (public envelopes, sequence ids
+    0-n, version key, index) and the wallet's settlement of each hand; returns events."""
+    stream = keys.table_stream(table.table_id)
+    sequence = 0
+    hand = 0
+    pipe = client.pipeline(transaction=False)
+    for number, group in enumerate(table.groups):
+        command_id = f"c{number}"
+        for event in group:
+            if isinstance(event, HandStarted):
+                hand = event.hand_number
+            sequence += 1
+            envelope = envelope_for(public_event(event), table_id=table.table_id,
+                                    hand_number=hand, command_id=command_id, occurred_at=WHEN)
+            envelope.sequence = sequence
+            pipe.xadd(stream, {b"envelope": envelope.SerializeToString()}, id=f"0-{sequence}")
+        if len(pipe) > 2000:
+            await pipe.execute()
+    pipe.set(keys.table_version(table.table_id), sequence)
+    pipe.sadd(keys.table_index(), table.table_id)
+    for before, events in table.hands:
+        after = fold(events, before)
+        number = next(e.hand_number for e in events if isinstance(e, HandEnded))
+        record = {"kind": "settlement", "table_id": table.table_id, "hand_id": f"h{number}",
+                  "postings": [[k, v] for k, v in
+                               expected_postings(table.table_id, after).items()]}
+        pipe.xadd(keys.wallet_key("ledger"), {"tx": json.dumps(record)})
+    await pipe.execute()
+    return sequence
+
+
+async def bench_verify(url: str, tables: list[PlayedTable]) -> str:
+    client = aioredis.Redis.from_url(url)
+    try:
+        events = 0
+        for table in tables:
+            events += await write_table(client, table)
+    finally:
+        await client.aclose()
+    hands = sum(len(t.hands) for t in tables)
+    settings = Settings(redis_url=url)
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        verdicts, _notes = await verify(None, None, settings)
+        best = min(best, time.perf_counter() - started)
+        assert len(verdicts) == hands and all(v.ok for v in verdicts), [
+            v.problems for v in verdicts if not v.ok][:3]
+    source = RedisSource.from_url(url)
+    try:
+        started = time.perf_counter()
+        raw = [await source.raw_log(t.table_id) for t in tables]
+        read_s = time.perf_counter() - started
+        started = time.perf_counter()
+        logs = [await source.log(t.table_id) for t in tables]
+        read_decode_s = time.perf_counter() - started
+    finally:
+        await source.aclose()
+    assert sum(len(r) for r in raw) == events
+    started = time.perf_counter()
+    for table, log in zip(tables, logs, strict=True):
+        for hand in split_hands(table.table_id, log)[0]:
+            verify_hand_log(hand)
+    pure_s = time.perf_counter() - started
+    return "\n".join([
+        f"  verify --all (Redis, no dealer)  {hands / best:>10,.0f} hands/s  "
+        f"({hands} hands, {events} events, {len(tables)} tables; target >= 2,000)",
+        f"    XRANGE alone                   {events / read_s:>10,.0f} events/s",
+        f"    XRANGE + decode                {events / read_decode_s:>10,.0f} events/s  "
+        f"= {hands / read_decode_s:,.0f} hands/s",
+        f"    re-decide + chips (memory)     {hands / pure_s:>10,.0f} hands/s",
+    ])
+
+
+async def bench_big_table(url: str, table: PlayedTable) -> str:
+    client = aioredis.Redis.from_url(url)
+    try:
+        events = await write_table(client, table)
+        store = EventStore(client)
+        repo = TableRepository(store)
+        before, last = table.hands[-1]
+        state = fold(last, before)
+        await repo.save_snapshot(table.table_id, events, state)
+
+        async def resume() -> TableState:
+            loaded = await repo.load(table.table_id)
+            return fold_stored(loaded.state, loaded.after, event_from_envelope)
+
+        best_snap = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            resumed = await resume()
+            best_snap = min(best_snap, time.perf_counter() - started)
+        assert resumed.hands_started == len(table.hands)
+        await repo.delete_snapshot(table.table_id)
+        started = time.perf_counter()
+        full = await resume()
+        full_s = time.perf_counter() - started
+        assert full.hands_started == resumed.hands_started
+        started = time.perf_counter()
+        stored = await store.read(table.table_id)
+        read_s = time.perf_counter() - started
+    finally:
+        await client.aclose()
+    return "\n".join([
+        f"  table of {len(table.hands):,} hands ({events:,} events): resume with snapshot "
+        f"{1e3 * best_snap:>7.1f} ms  (target < 1 s)",
+        f"    without snapshot (read + decode + fold all) {full_s:>7.2f} s "
+        f"(EventStore.read alone {read_s:.2f} s, {len(stored) / read_s:,.0f} events/s)",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hands", type=int, default=2000, help="hands for 1-3")
+    parser.add_argument("--tables", type=int, default=8)
+    parser.add_argument("--big", type=int, default=10_000, help="hands at the big table")
+    parser.add_argument("--check-hands", type=int, default=300,
+                        help="hands for the PokerKit comparison")
+    args = parser.parse_args(argv)
+    rng = random.Random(SEED)
+    started = time.perf_counter()
+    per = max(1, args.hands // args.tables)
+    tables = [play_table(rng, f"bench-{i}", per) for i in range(args.tables)]
+    print(f"replay: {per * args.tables} random hands at {args.tables} tables (seed {SEED}), "
+          f"played in {time.perf_counter() - started:.1f} s", flush=True)
+    gc.collect()
+    gc.freeze()  # the recordings are long-lived: keep the collector off them
+    print(bench_fold(tables), flush=True)
+    print(bench_check(tables, args.check_hands), flush=True)
+    with RedisServer(appendonly=False) as server:
+        print(asyncio.run(bench_verify(server.url, tables)), flush=True)
+        if args.big:
+            started = time.perf_counter()
+            big = play_table(random.Random(SEED + 1), "bench-big", args.big)
+            print(f"  (the big table played in {time.perf_counter() - started:.0f} s)",
+                  flush=True)
+            print(asyncio.run(bench_big_table(server.url, big)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())
