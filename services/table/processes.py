@@ -182,9 +182,11 @@ class RoomProcesses:
 
 @contextlib.asynccontextmanager
 async def room_processes(redis_url_for: Callable[[str], str], keys: DevKeys, log_dir: Path,
-                         **kwargs: Mapping[str, str] | None) -> AsyncIterator[RoomProcesses]:
+                         extra_env: Mapping[str, str] | None = None,
+                         table_env: Mapping[str, str] | None = None
+                         ) -> AsyncIterator[RoomProcesses]:
     """The room started, and stopped on exit (whatever happened)."""
-    room = RoomProcesses(redis_url_for, keys, log_dir, **kwargs)
+    room = RoomProcesses(redis_url_for, keys, log_dir, extra_env, table_env)
     try:
         await room.start()
         yield room
