@@ -281,9 +281,9 @@ async def statement(clients: Clients, account: wpb.AccountRef) -> list[wpb.State
 
 
 async def check_ledger(clients: Clients, views: dict[str, pb.TableView],
-                       players: list[str]) -> None:
+                       players: list[str]) -> int:
     """The ledger sums to zero; players, escrows and the house hold exactly the deposits;
-    every escrow equals its seat's stack."""
+    every escrow equals its seat's stack. Returns the house's rake."""
     balance = clients.wallet.balance
     player_total = sum([await balance(wpb.AccountRef(player_id=p), AUDITOR) for p in players])
     escrow_total = 0
@@ -307,6 +307,7 @@ async def check_ledger(clients: Clients, views: dict[str, pb.TableView],
     assert external == -deposits
     assert player_total + escrow_total + house + external == 0, "the ledger does not sum to 0"
     assert player_total + escrow_total + house == deposits
+    return house
 
 
 async def check_hands(clients: Clients, events_store: EventStore, table_id: str,
@@ -380,7 +381,8 @@ async def play_room(redis_server: studkit_testing.TestRedis, redis_url: str, tmp
         began = time.monotonic()
         views, players, stats = await run_campaign(room, clients, hands, kills, seed)
         assert room.table.starts == kills + 1
-        await check_ledger(clients, views, players)
+        house = await check_ledger(clients, views, players)
+        assert house > 0, "the raked table took no rake: the rake checks checked nothing"
         reader = aredis.Redis.from_url(url_for("auditor"))
         try:
             store = EventStore(reader)
@@ -390,7 +392,8 @@ async def play_room(redis_server: studkit_testing.TestRedis, redis_url: str, tmp
         played = sum(n for n, _ in totals)
         assert played >= hands
         print(f"\nroom e2e (seed {seed}): {played} hands at {len(views)} tables "
-              f"({sum(v for _, v in totals)} voided) in {time.monotonic() - began:.1f} s; "
+              f"({sum(v for _, v in totals)} voided, {house} raked) in "
+              f"{time.monotonic() - began:.1f} s; "
               f"{stats.actions} actions ({stats.idle} idle or stale looks), "
               f"{stats.sit_outs} sit-outs, {stats.sit_ins} sit-ins, {stats.top_ups} top-ups, "
               f"{stats.leaves} leaves, {stats.sit_downs} returns; "
