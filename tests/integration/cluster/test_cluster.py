@@ -30,7 +30,8 @@ from studkit.auth import DevKeys
 from studkit.ownership import Ownership, Replica
 from studkit.redis_client import connect, is_cluster
 from studkit.redis_cluster import LocalRedisCluster, slot_ranges
-from studkit.store import EventStore, NotOwner, StreamConflict
+from studkit.repository import snapshot_key
+from studkit.store import EventStore, NotOwner, StreamConflict, TrimRefused, trimmed_key
 from studkit.testing import RedisSource, TestRedis
 from table.testing import OPERATOR, Room, act_once, play_until, player, running_room
 
@@ -52,13 +53,17 @@ def _lua(package: str, name: str) -> str:
 
 SCRIPTS = {
     _sha(_lua("studkit", "append.lua")): "append.lua",
+    _sha(_lua("studkit", "trim.lua")): "trim.lua",
     _sha(ownership._LEASE_LUA): "ownership lease",
     _sha(ownership._HEARTBEAT_LUA): "ownership heartbeat",
     _sha(_lua("dealer", "create_hand.lua")): "create_hand.lua",
     _sha(_lua("dealer", "record_deal.lua")): "record_deal.lua",
     _sha(_lua("wallet", "apply.lua")): "apply.lua",
 }
-"""Every script the services run on a cluster, by SHA-1 (what EVALSHA names)."""
+"""Every script the project runs on a cluster, by SHA-1 (what EVALSHA names)."""
+ROOM_SCRIPTS = set(SCRIPTS.values()) - {"trim.lua"}
+"""The scripts a playing room runs (trim.lua runs only in ``stud archive``)."""
+Calls = list[tuple[str, tuple[bytes, ...]]]
 PLAIN_REDIS_ONLY = {"services/wallet/store.py"}
 """Modules with a script that never runs on a cluster: the wallet's adoption of its keys from
 the layout before the hash tag (a single-Redis migration; skipped on a cluster)."""
@@ -84,9 +89,9 @@ def redis_server(redis_server: TestRedis) -> Iterator[TestRedis]:
 
 
 @pytest.fixture(scope="module")
-def script_calls() -> Iterator[list[tuple[str, tuple[bytes, ...]]]]:
+def script_calls() -> Iterator[Calls]:
     """Every EVAL/EVALSHA a cluster client sends in this module: (sha, keys)."""
-    calls: list[tuple[str, tuple[bytes, ...]]] = []
+    calls: Calls = []
     original = RedisCluster.execute_command
 
     async def recording(self: RedisCluster, *args: Any, **kwargs: Any) -> Any:
@@ -106,7 +111,7 @@ def script_calls() -> Iterator[list[tuple[str, tuple[bytes, ...]]]]:
 
 
 @pytest.fixture
-async def room(script_calls: list[tuple[str, tuple[bytes, ...]]], redis_server: TestRedis,
+async def room(script_calls: Calls, redis_server: TestRedis,
                redis_url: str, dev_keys: DevKeys) -> AsyncIterator[Room]:
     """A room on the cluster, its script calls recorded from the start."""
     async with running_room(redis_server, redis_url, dev_keys) as running:
@@ -118,14 +123,14 @@ async def room(script_calls: list[tuple[str, tuple[bytes, ...]]], redis_server: 
 
 @pytest.mark.parametrize("table_id", TABLE_IDS)
 def test_every_key_of_a_table_shares_the_table_slot(table_id: str) -> None:
-    """append.lua's four keys, the lease's owner key, the dealer's hand keys and the table
-    service's side keys (intents, settings, summary, snapshots) of one table: one slot."""
+    """append.lua's five keys, trim.lua's four, the lease's owner key, the dealer's hand keys
+    and the table service's side keys (intents, settings, summary) of one table: one slot."""
     tag = f"{{{table_id}}}"
     names = [keys.table_stream(table_id), keys.table_commands(table_id),
              keys.table_version(table_id), keys.table_owner(table_id),
+             trimmed_key(table_id), snapshot_key(table_id),
              *(keys.dealer_key(table_id, f"hand:{n}") for n in (1, 2, 1000)),
-             *(f"{keys.TABLE_PREFIX}{tag}:{s}" for s in ("intents", "settings", "summary",
-                                                          "snapshot"))]
+             *(f"{keys.TABLE_PREFIX}{tag}:{s}" for s in ("intents", "settings", "summary"))]
     assert all(tag in name for name in names)
     assert {slot(name) for name in names} == {key_slot(table_id.encode())}
 
@@ -148,7 +153,8 @@ def test_every_script_of_the_project_is_covered() -> None:
     a new script cannot escape the one-slot proof."""
     files = {str(p.relative_to(ROOT)) for base in ("libs", "services")
              for p in (ROOT / base).rglob("*.lua")}
-    assert files == {"libs/studkit/append.lua", "services/dealer/create_hand.lua",
+    assert files == {"libs/studkit/append.lua", "libs/studkit/trim.lua",
+                     "services/dealer/create_hand.lua",
                      "services/dealer/record_deal.lua", "services/wallet/apply.lua"}
     inline = {str(p.relative_to(ROOT)) for base in ("libs", "services")
               for p in (ROOT / base).rglob("*.py") if "redis.call(" in p.read_text("utf-8")}
@@ -158,10 +164,19 @@ def test_every_script_of_the_project_is_covered() -> None:
 # --- on the cluster ------------------------------------------------------------------------------
 
 
-async def test_the_store_contract_holds_on_the_cluster(redis_server: TestRedis,
-                                                       redis_url: str) -> None:
-    """Appends to tables spread over the three masters: conditional, idempotent, fenced; the
-    index (a global key) lists them all."""
+def assert_one_slot_each(calls: Calls, expected: set[str]) -> None:
+    """Each recorded call's keys hash to one slot, and the ``expected`` scripts all ran."""
+    assert calls, "no script call was recorded"
+    for sha, names in calls:
+        assert len({slot(k) for k in names}) <= 1, (SCRIPTS.get(sha, sha), names)
+    assert {SCRIPTS.get(sha, sha) for sha, _ in calls} >= expected
+
+
+async def test_the_store_contract_holds_on_the_cluster(
+        redis_server: TestRedis, redis_url: str, script_calls: Calls) -> None:
+    """Appends to tables spread over the three masters: conditional, idempotent, fenced,
+    trimmed after a snapshot; the index (a global key) lists them all."""
+    start = len(script_calls)
     assert redis_server.server is not None
     client = connect(redis_server.server.url_for("table"))
     assert is_cluster(client)
@@ -186,13 +201,22 @@ async def test_the_store_contract_holds_on_the_cluster(redis_server: TestRedis,
                                        epoch=lease.epoch)
             assert done.version == 3
             assert [e.envelope.sequence for e in await events.read(table_id)] == [1, 2, 3]
+            with pytest.raises(TrimRefused):  # no snapshot yet: nothing removed
+                await events.trim_head(table_id, 2, 0)
+            await client.hset(snapshot_key(table_id), "version", "3")
+            assert await events.trim_head(table_id, 2, 0) == 2
+            assert [e.envelope.sequence for e in await events.read(table_id)] == [3]
+            assert (await events.append(table_id, [envelope], 3, "c4", epoch=lease.epoch)
+                    ).version == 4
         assert await events.table_ids() == sorted(TABLE_IDS)
+        assert_one_slot_each(script_calls[start:],
+                             {"append.lua", "trim.lua", "ownership lease"})
     finally:
         await client.aclose()
 
 
 async def test_a_room_plays_and_settles_and_every_script_stays_in_one_slot(
-        room: Room, script_calls: list[tuple[str, tuple[bytes, ...]]]) -> None:
+        room: Room, script_calls: Calls) -> None:
     """Dealer, wallet and table over the cluster: hands are dealt, played and settled, the
     money adds up; every script call the services sent hashed to one slot and succeeded,
     and every script of the project ran."""
@@ -214,7 +238,4 @@ async def test_a_room_plays_and_settles_and_every_script_stays_in_one_slot(
     balances = [await room.wallet.client.player_balance(n) for n in names.values()]
     assert sum(balances) == DEPOSIT * len(names)
 
-    assert script_calls, "no script call was recorded"
-    for sha, names_ in script_calls:
-        assert len({slot(k) for k in names_}) <= 1, (SCRIPTS.get(sha, sha), names_)
-    assert {SCRIPTS.get(sha, sha) for sha, _ in script_calls} >= set(SCRIPTS.values())
+    assert_one_slot_each(script_calls, ROOM_SCRIPTS)
