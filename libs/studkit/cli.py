@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO, cast
 
 from studclient import bots, tui
-from studkit import replay_check, replay_cli
+from studkit import archive, replay_check, replay_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_check.register(replay_commands)
     replay_cli.register(replay_commands)
     bots.register(commands)
+    archive.register(commands)
     tui.register(commands)
     return parser
 

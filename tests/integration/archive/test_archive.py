@@ -1,0 +1,214 @@
+"""``stud archive``: completed hands leave Redis for files, verified, never lost.
+
+The room plays hands; the archive exports the oldest ones (every public event, the dealer's
+record for auditors), verifies them against the stream and the rules, and trims them; the
+table service restarts from its snapshot and plays on (appends still pass the store's
+version check); every event is then either in Redis or in the archive, exactly once, and the
+archived hands replay from the files."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+from pathlib import Path
+
+import pytest
+
+from stud.v1 import table_pb2 as pb
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit import archive, keys
+from studkit.auth import DevKeys, Principal, Role
+from studkit.cli import build_parser
+from studkit.redis_client import Client, connect
+from studkit.repository import TableRepository, snapshot_key
+from studkit.store import EventStore, StoreCorrupted, TrimmedRange, TrimRefused, trimmed_key
+from studkit.testing import TestRedis
+from table.testing import TableClient, act_once, player, running_room
+
+pytestmark = pytest.mark.integration
+
+NAMES = {1: "ann", 2: "bob", 3: "cat"}
+
+
+async def play(client: TableClient, table_id: str, hands: int, rng: random.Random) -> None:
+    async with asyncio.timeout(90):
+        while (view := await client.view(table_id)).hands_started < hands:
+            if not await act_once(client, table_id, view, rng.choice):
+                await asyncio.sleep(0.01)
+
+
+async def stream_bytes(admin: Client, table_id: str) -> dict[int, bytes]:
+    entries = await admin.xrange(keys.table_stream(table_id))
+    return {int(i.decode().split("-")[1]): f[b"envelope"] for i, f in entries}
+
+
+async def run_archive(redis_url: str, out: Path, table_id: str, env: dict[str, str],
+                      *extra: str) -> str:
+    args = build_parser().parse_args(["archive", "--older-than", "0", "--table", table_id,
+                                      "--out", str(out), "--redis-url", redis_url, *extra])
+    text = io.StringIO()
+    status = await archive.run(args, text, env=env)
+    assert status == 0, text.getvalue()
+    return text.getvalue()
+
+
+def archive_bytes(out: Path, table_id: str) -> dict[int, bytes]:
+    found: dict[int, bytes] = {}
+    for env in archive.archived_events(out, table_id):
+        assert env.sequence not in found
+        found[env.sequence] = env.SerializeToString(deterministic=True)
+    return found
+
+
+def parse(raw: bytes) -> EventEnvelope:
+    envelope = EventEnvelope()
+    envelope.ParseFromString(raw)
+    return envelope
+
+
+async def test_archive_trim_restart_and_nothing_lost(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path) -> None:
+    out = tmp_path / "archive"
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    rng = random.Random(12)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room.client.open_table()
+        for seat, name in NAMES.items():
+            await room.fund(name)
+            await room.client.call("SitDown", pb.SitDownRequest(
+                table_id=table_id, seat=seat, buy_in=10_000), player(name))
+        await play(room.client, table_id, 6, rng)
+        auditor = dev_keys.issuer().issue(Principal(role=Role.AUDITOR, name="aud"),
+                                          ttl_seconds=600)
+        env = {"STUD_AUDITOR_TOKEN": auditor}
+        dealer = ("--dealer", f"127.0.0.1:{room.dealer.port}")
+
+        # A dry run says what it would do and changes nothing.
+        before = await stream_bytes(admin, table_id)
+        said = await run_archive(redis_url, out, table_id, env, "--dry-run", *dealer)
+        assert "would archive" in said and not out.exists()
+        assert await store.trimmed(table_id) == 0
+
+        # Archive: exported, verified, trimmed.
+        said = await run_archive(redis_url, out, table_id, env, *dealer)
+        assert "verified, trimmed" in said and "skipped" not in said, said
+        trimmed = await store.trimmed(table_id)
+        version = await store.version(table_id)
+        assert trimmed > 0
+        assert await admin.xlen(keys.table_stream(table_id)) + trimmed == version
+        hands = archive.archived_hands(out, table_id)
+        assert hands[0] == 1 and len(hands) >= 2
+        assert archive.verify_archive(out, table_id) == trimmed
+
+        # Each archived hand is every event the stream had for it, byte for byte, and the
+        # dealer's record is beside it for auditors.
+        hand1 = archive.read_archived(out, table_id, 1)
+        assert hand1[0].event_type == "HandStarted" and hand1[-1].event_type == "HandEnded"
+        assert [e.SerializeToString(deterministic=True) for e in hand1] == [
+            raw for raw in before.values() if parse(raw).hand_number == 1]
+        record = archive.archived_dealer_record(out, table_id, 1)
+        assert record is not None and record.hand_number == 1 and record.streets
+        with pytest.raises(LookupError):
+            archive.read_archived(out, table_id, 10_000)
+
+        # Reads of the trimmed range say so when asked strictly; lenient reads start at the
+        # first kept event.
+        with pytest.raises(TrimmedRange):
+            await store.read(table_id, strict=True)
+        kept = await store.read(table_id)
+        assert kept[0].envelope.sequence == trimmed + 1
+
+        view_before = await room.client.view(table_id, player("ann"))
+        await room.table_deps.app.stop()
+
+    # The table service restarts from its snapshot and plays on: appends pass the check.
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        view = await room.client.view(table_id, player("ann"))
+        assert (view.version, view.hands_started) == (view_before.version,
+                                                      view_before.hands_started)
+        assert [(s.seat, s.player_id, s.stack) for s in view.seats] == [
+            (s.seat, s.player_id, s.stack) for s in view_before.seats]
+        await play(room.client, table_id, view.hands_started + 3, rng)
+        version = await store.version(table_id)
+        assert version > view_before.version
+        assert await admin.xlen(keys.table_stream(table_id)) + trimmed == version
+
+        # A second run archives the next hands after the first (one archive, two segments).
+        await run_archive(redis_url, out, table_id, {})
+        assert await store.trimmed(table_id) > trimmed
+        assert archive.verify_archive(out, table_id) == await store.trimmed(table_id)
+        assert "skipped: no auditor credentials" in archive.segments(out, table_id)[-1][
+            "dealer_note"]
+        await room.table_deps.app.stop()
+
+    # Nothing lost: every event ever appended is in Redis or in the archive, exactly once,
+    # with the bytes it was appended with.
+    version = await store.version(table_id)
+    in_redis = await stream_bytes(admin, table_id)
+    in_archive = archive_bytes(out, table_id)
+    assert not set(in_redis) & set(in_archive)
+    assert set(in_redis) | set(in_archive) == set(range(1, version + 1))
+    for sequence, raw in before.items():
+        assert in_archive.get(sequence, in_redis.get(sequence)) == raw
+    await admin.aclose()
+
+
+async def test_restart_without_snapshot_refuses_rather_than_fold_a_headless_stream(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path) -> None:
+    """A trimmed table whose snapshot is gone cannot be folded from its stream: the load
+    says the head is archived (TrimmedRange) instead of building a wrong state."""
+    out = tmp_path / "archive"
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=1) as room:
+        table_id = await room.client.open_table()
+        for seat, name in NAMES.items():
+            await room.fund(name)
+            await room.client.call("SitDown", pb.SitDownRequest(
+                table_id=table_id, seat=seat, buy_in=10_000), player(name))
+        await play(room.client, table_id, 3, random.Random(5))
+        await run_archive(redis_url, out, table_id, {})
+        assert await store.trimmed(table_id) > 0
+        await room.table_deps.app.stop()
+        await admin.delete(snapshot_key(table_id))
+        with pytest.raises(TrimmedRange):
+            await TableRepository(store).load(table_id)
+    await admin.aclose()
+
+
+async def test_trim_guards(redis_url: str) -> None:
+    """The trim is a compare-and-set on the trimmed count, refused past the snapshot or the
+    stream's end; afterwards appends continue and a stream written behind the store's back
+    is still caught."""
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    for i in range(10):
+        await store.append("t1", [EventEnvelope(event_type="Probe", payload=b"%d" % i)],
+                           expected_version=i, command_id=f"c{i}")
+    with pytest.raises(TrimRefused, match="no_snapshot"):
+        await store.trim_head("t1", 4, 0)
+    await admin.hset(snapshot_key("t1"), mapping={"format": 1, "version": 6, "state": "{}"})
+    with pytest.raises(TrimRefused, match="no_snapshot"):
+        await store.trim_head("t1", 7, 0)
+    with pytest.raises(TrimRefused, match="conflict"):
+        await store.trim_head("t1", 4, 2)
+    assert await store.trim_head("t1", 4, 0) == 4
+    assert await store.trim_head("t1", 4, 4) == 4  # idempotent
+    assert await admin.xlen(keys.table_stream("t1")) == 6
+    assert [e.envelope.sequence for e in await store.read("t1", from_version=2)] == list(
+        range(5, 11))
+    assert [e.envelope.sequence for e in await store.read("t1", 5, strict=True)] == list(
+        range(6, 11))
+    result = await store.append("t1", [EventEnvelope(event_type="Probe")], 10, "c10")
+    assert result.version == 11 and result.stream_ids == ("0-11",)
+    assert (await store.append("t1", [EventEnvelope(event_type="Probe")], 10, "c10")).duplicate
+    stray = await admin.xadd(keys.table_stream("t1"), {"envelope": b""})
+    with pytest.raises(StoreCorrupted):
+        await store.append("t1", [EventEnvelope(event_type="Probe")], 11, "c11")
+    await admin.xdel(keys.table_stream("t1"), stray)
+    await admin.set(trimmed_key("t1"), 3)  # a trimmed count that lies is caught too
+    with pytest.raises(StoreCorrupted):
+        await store.append("t1", [EventEnvelope(event_type="Probe")], 11, "c11")
+    await admin.aclose()
