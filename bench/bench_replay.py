@@ -44,7 +44,7 @@ from rules.events import HandEnded, HandStarted
 from rules.phh import export_phh, parse_phh, replay_phh
 from rules.state import TableState
 from rules.testing import StackedDeck, TableDriver, action_command
-from studkit import keys
+from studkit import keys, replay_cli
 from studkit.mapping import event_from_envelope
 from studkit.mapping.envelope import envelope_for
 from studkit.redis_server import RedisServer
@@ -246,6 +246,11 @@ async def bench_verify(url: str, tables: list[PlayedTable]) -> str:
         best = min(best, time.perf_counter() - started)
         assert len(verdicts) == hands and all(v.ok for v in verdicts), [
             v.problems for v in verdicts if not v.ok][:3]
+    replay_cli.PARALLEL_MIN_EVENTS = 0  # two processes even for a small history
+    started = time.perf_counter()
+    verdicts, _notes = await verify(None, None, settings, workers=2)
+    two_s = time.perf_counter() - started
+    assert len(verdicts) == hands and all(v.ok for v in verdicts)
     source = RedisSource.from_url(url)
     try:
         started = time.perf_counter()
@@ -265,6 +270,8 @@ async def bench_verify(url: str, tables: list[PlayedTable]) -> str:
     return "\n".join([
         f"  verify --all (Redis, no dealer)  {hands / best:>10,.0f} hands/s  "
         f"({hands} hands, {events} events, {len(tables)} tables; target >= 2,000)",
+        f"    the same, 2 worker processes   {hands / two_s:>10,.0f} hands/s  "
+        "(process start-up included)",
         f"    XRANGE alone                   {events / read_s:>10,.0f} events/s",
         f"    XRANGE + decode                {events / read_decode_s:>10,.0f} events/s  "
         f"= {hands / read_decode_s:,.0f} hands/s",

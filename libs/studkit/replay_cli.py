@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
+from multiprocessing import get_context
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -224,81 +228,133 @@ def _progress(enabled: bool) -> Progress:
 
 
 async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
-                 settings: Settings, show_progress: bool = False
+                 settings: Settings, show_progress: bool = False, workers: int = 1
                  ) -> tuple[list[HandVerdict], list[str]]:
-    """Verify the hands of the tables (None: every table); returns the verdicts and notes
-    about checks that could not be made."""
+    """Verify the hands of the tables (None: every table); returns the verdicts (by table,
+    then hand) and notes about checks that could not be made. With ``workers`` > 1 and a big
+    enough history, tables are verified in that many processes."""
     notes: list[str] = []
-    source = RedisSource.from_url(settings.redis_url)
-    dealer = None
-    if settings.dealer_target and settings.auditor_token:
-        dealer = DealerSource(settings.dealer_target)
-    else:
+    cards = bool(settings.dealer_target and settings.auditor_token)
+    if not cards:
         notes.append("dealt cards not checked against the decks: needs the dealer "
                      f"({DEALER_ENV}) and auditor credentials ({AUDITOR_TOKEN_ENV})")
-    verdicts: list[HandVerdict] = []
-    progress = _progress(show_progress)
+    source = RedisSource.from_url(settings.redis_url)
     try:
         tables = list(table_ids) if table_ids else await source.table_ids()
-        ledger = await source.settlements(tables)
-        if ledger is None:
-            notes.append("wallet settlements not checked: this Redis user may not read "
-                         "the ledger")
-        with progress:
-            reading = progress.add_task("reading", total=len(tables), rate="")
-            logs = []
-            for table_id in tables:
-                logs.append((table_id, await source.log(table_id)))
-                progress.advance(reading)
-            split = [(t, split_hands(t, log)[0]) for t, log in logs]
-            todo = [(t, h) for t, hands in split for h in hands
-                    if hand_number is None or h.number == hand_number]
-            if hand_number is not None and not todo:
-                raise SourceError(f"no hand {hand_number}")
-            task = progress.add_task("verifying", total=len(todo), rate="")
-            started = time.perf_counter()
-            for count, (table_id, hand) in enumerate(todo, start=1):
-                verdict = verify_hand_log(hand)
-                if verdict.ok and hand.complete and ledger is not None and verdict.after:
-                    verdict.problems.extend(check_money(
-                        hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))
-                    verdict.checks.append("wallet")
-                verdicts.append(verdict)
-                if count % 200 == 0 or count == len(todo):
-                    rate = count / max(time.perf_counter() - started, 1e-9)
-                    progress.update(task, completed=count, rate=f"{rate:,.0f} hands/s")
-            if dealer is not None:
-                await _check_cards(dealer, settings.auditor_token, todo, verdicts, progress)
+        sizes = await source.sizes(tables)
+        wallet = await source.ledger_readable()
     finally:
         await source.aclose()
-        if dealer is not None:
-            await dealer.aclose()
+    if not wallet:
+        notes.append("wallet settlements not checked: this Redis user may not read the ledger")
+    verdicts: list[HandVerdict] = []
+    with _progress(show_progress) as progress:
+        task = progress.add_task("verifying", total=sum(sizes.values()), rate="")
+        started = time.perf_counter()
+
+        def done(table_id: str, found: list[HandVerdict]) -> None:
+            verdicts.extend(found)
+            progress.advance(task, sizes.get(table_id, 0))
+            rate = len(verdicts) / max(time.perf_counter() - started, 1e-9)
+            progress.update(task, rate=f"{len(verdicts):,} hands, {rate:,.0f} hands/s")
+
+        if workers > 1 and len(tables) > 1 and sum(sizes.values()) >= PARALLEL_MIN_EVENTS:
+            loop = asyncio.get_running_loop()
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+                futures = [loop.run_in_executor(pool, _verify_chunk, settings, chunk,
+                                                hand_number, wallet)
+                           for chunk in _chunks(tables, sizes, 4 * workers)]
+                for future in asyncio.as_completed(futures):
+                    for table_id, found in await future:
+                        done(table_id, found)
+        else:
+            for table_id in tables:
+                done(table_id, await verify_table(settings, table_id, hand_number, wallet))
+    if hand_number is not None and not verdicts:
+        raise SourceError(f"no hand {hand_number}")
+    verdicts.sort(key=lambda v: (v.table_id, v.hand))
     return verdicts, notes
 
 
-async def _check_cards(dealer: DealerSource, token: str, todo: Sequence[tuple[str, HandLog]],
-                       verdicts: Sequence[HandVerdict], progress: Progress) -> None:
+PARALLEL_MIN_EVENTS = 200_000
+"""Below this many events a second process costs more (its start-up) than it saves."""
+
+
+def _chunks(tables: Sequence[str], sizes: dict[str, int], count: int) -> list[list[str]]:
+    """Tables in ``count`` chunks of about equal events (biggest first, greedy)."""
+    chunks: list[list[str]] = [[] for _ in range(min(count, len(tables)))]
+    loads = [0] * len(chunks)
+    for table_id in sorted(tables, key=lambda t: -sizes.get(t, 0)):
+        i = loads.index(min(loads))
+        chunks[i].append(table_id)
+        loads[i] += sizes.get(table_id, 0)
+    return [c for c in chunks if c]
+
+
+def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,
+                  wallet: bool) -> list[tuple[str, list[HandVerdict]]]:
+    """A worker process: verify some tables (states dropped from the verdicts)."""
+    async def run() -> list[tuple[str, list[HandVerdict]]]:
+        out = []
+        for table_id in tables:
+            found = await verify_table(settings, table_id, hand_number, wallet)
+            for verdict in found:
+                verdict.after = None
+            out.append((table_id, found))
+        return out
+    return asyncio.run(run())
+
+
+async def verify_table(settings: Settings, table_id: str, hand_number: int | None,
+                       wallet: bool) -> list[HandVerdict]:
+    """Verify one table's hands (all, or ``hand_number``): commands re-decided, chips, the
+    wallet's settlements (``wallet``: readable) and, with the dealer and auditor
+    credentials, the cards."""
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        log = await source.log(table_id)
+        ledger = await source.settlements([table_id]) if wallet else None
+    finally:
+        await source.aclose()
+    gc.disable()  # the log is long-lived and acyclic: no collection passes over it meanwhile
+    try:
+        todo = [h for h in split_hands(table_id, log)[0]
+                if hand_number is None or h.number == hand_number]
+        verdicts = []
+        for hand in todo:
+            verdict = verify_hand_log(hand)
+            if verdict.ok and hand.complete and ledger is not None and verdict.after:
+                verdict.problems.extend(check_money(
+                    hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))
+                verdict.checks.append("wallet")
+            verdicts.append(verdict)
+    finally:
+        gc.enable()
+    if settings.dealer_target and settings.auditor_token:
+        dealer = DealerSource(settings.dealer_target)
+        try:
+            await _check_cards(dealer, settings.auditor_token, table_id, todo, verdicts)
+        finally:
+            await dealer.aclose()
+    return verdicts
+
+
+async def _check_cards(dealer: DealerSource, token: str, table_id: str,
+                       hands: Sequence[HandLog], verdicts: Sequence[HandVerdict]) -> None:
     """Every dealt card of each complete hand against its committed deck."""
-    by_table: dict[str, list[tuple[HandLog, HandVerdict]]] = {}
-    for (table_id, hand), verdict in zip(todo, verdicts, strict=True):
-        if hand.complete:
-            by_table.setdefault(table_id, []).append((hand, verdict))
-    task = progress.add_task("decks", total=sum(len(v) for v in by_table.values()), rate="")
-    for table_id, pairs in by_table.items():
-        records = await dealer.audits(token, table_id, [h.number for h, _ in pairs])
-        for hand, verdict in pairs:
-            record = records[hand.number]
-            progress.advance(task)
-            if isinstance(record, SourceError):
-                verdict.problems.append(Problem(hand.number, None, f"no deck: {record}"))
-                continue
-            checked = verify_hand(audit_from_proto(record.message),
-                                  [item.event for item in hand.events])
-            verdict.checks.append("cards")
-            if not checked.ok:
-                first = _first_card_event(hand)
-                verdict.problems.append(Problem(
-                    hand.number, first, "cards: " + "; ".join(checked.problems)))
+    pairs = [(h, v) for h, v in zip(hands, verdicts, strict=True) if h.complete]
+    records = await dealer.audits(token, table_id, [h.number for h, _ in pairs])
+    for hand, verdict in pairs:
+        record = records[hand.number]
+        if isinstance(record, SourceError):
+            verdict.problems.append(Problem(hand.number, None, f"no deck: {record}"))
+            continue
+        checked = verify_hand(audit_from_proto(record.message),
+                              [item.event for item in hand.events])
+        verdict.checks.append("cards")
+        if not checked.ok:
+            verdict.problems.append(Problem(
+                hand.number, _first_card_event(hand), "cards: " + "; ".join(checked.problems)))
 
 
 def _first_card_event(hand: HandLog) -> int | None:
@@ -315,7 +371,7 @@ async def _verify(args: argparse.Namespace, out: TextIO) -> int:
     show = not args.json and not args.no_progress and sys.stderr.isatty()
     started = time.perf_counter()
     verdicts, notes = await verify([args.table] if args.table else None, args.hand, settings,
-                                   show_progress=show)
+                                   show_progress=show, workers=args.workers)
     elapsed = time.perf_counter() - started
     failed = [v for v in verdicts if not v.ok]
     line = f"hands={len(verdicts)} verified={len(verdicts) - len(failed)} failed={len(failed)}"
@@ -459,6 +515,8 @@ def register(replay_commands: argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--all", action="store_true", help="every hand of every table "
                    "(the default without --table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="processes for a big history (default: one per CPU)")
     p.add_argument("-v", "--verbose", action="store_true", help="also print notes")
     p.set_defaults(handler=_handler(_verify))
 

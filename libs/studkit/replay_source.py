@@ -30,7 +30,7 @@ import grpc
 import jwt
 from redis.exceptions import NoPermissionError, ResponseError
 
-from rules import Card, card_from_index
+from rules import Card, Event, card_from_index
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import dealer_pb2_grpc as dpb_grpc
 from stud.v1.envelope_pb2 import EventEnvelope
@@ -132,6 +132,13 @@ def token_role(token: str) -> str:
 
 # --- Redis -----------------------------------------------------------------------------------
 
+_DECODED: dict[tuple[str, int, bytes], Event] = {}
+"""Events decoded so far, by (event type, schema version, payload): rules events are frozen
+values, and most payloads recur (an ante, a check, a card dealt to a seat on a street), so
+a replay decodes each distinct payload once."""
+_DECODED_MAX: Final = 500_000
+
+
 def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged:
     """One stream entry as a :class:`Logged` event."""
     envelope = EventEnvelope.FromString(payload)
@@ -140,8 +147,14 @@ def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged:
     if not sequence:
         text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         sequence = int(text.partition("-")[2] or 0)
-    return Logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9,
-                  event_from_envelope(envelope))
+    key = (envelope.event_type, envelope.schema_version, envelope.payload)
+    event = _DECODED.get(key)
+    if event is None:
+        event = event_from_envelope(envelope)
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[key] = event
+    return Logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9, event)
 
 
 class RedisSource:
@@ -165,6 +178,26 @@ class RedisSource:
         """Every table of the index, sorted."""
         members = await self.client.smembers(keys.table_index())
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    async def sizes(self, table_ids: Sequence[str]) -> dict[str, int]:
+        """Each table's number of events (XLEN), for progress and sharing work."""
+        pipe = self.client.pipeline(transaction=False)
+        for table_id in table_ids:
+            pipe.xlen(keys.table_stream(table_id))
+        lengths = await pipe.execute()
+        return {t: int(n) for t, n in zip(table_ids, lengths, strict=True)}
+
+    async def ledger_readable(self) -> bool:
+        """Whether this Redis user may read the wallet's ledger."""
+        try:
+            await self.client.xlen(LEDGER_KEY)
+        except NoPermissionError:
+            return False
+        except ResponseError as exc:
+            if "NOPERM" in str(exc):
+                return False
+            raise
+        return True
 
     async def raw_log(self, table_id: str, after: int = 0) -> list[tuple[bytes, bytes]]:
         """The table's stream entries after sequence ``after``: (id, envelope bytes)."""
