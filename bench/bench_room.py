@@ -102,11 +102,10 @@ class Figure:
 async def serve_ceiling(port: int, redis_url: str) -> None:
     """The ceiling's server process: ``/bench.Ceiling/Append`` appends one event to the
     stream named in the request (raw bytes) at its next version."""
-    import redis.asyncio as aioredis
-
+    from studkit.redis_client import connect
     from studkit.store import EventStore
 
-    client = aioredis.Redis.from_url(redis_url)
+    client = connect(redis_url)
     store = EventStore(client)
     versions: dict[str, int] = {}
 

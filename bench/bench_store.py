@@ -14,10 +14,9 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-import redis.asyncio as aioredis
-
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.redis_client import connect
 from studkit.redis_server import RedisServer, server_version
 from studkit.store import EventStore
 
@@ -53,7 +52,7 @@ async def rate(
 
 
 async def bench_variant(url: str, budget: float) -> list[tuple[str, float, str]]:
-    client = aioredis.Redis.from_url(url)
+    client = connect(url)
     store = EventStore(client)
     rows: list[tuple[str, float, str]] = []
     try:
