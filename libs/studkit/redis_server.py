@@ -58,8 +58,14 @@ CLUSTER_ACL: Final = ("+cluster|slots", "+cluster|nodes", "+cluster|info", "+rea
 (``CLUSTER SLOTS``, which ``-@dangerous`` denies with the rest of ``CLUSTER``) and follows
 ``ASK`` redirections; nothing that changes the cluster."""
 ADMIN_ACL: Final = ("~*", "&*", "+@all")
-DEFAULT_USER_ACL: Final = ("off", "resetpass", "resetkeys", "resetchannels", "-@all")
-"""``default`` is the user of a connection that never authenticates: off, and nothing."""
+DEFAULT_USER_ACL: Final = ("off", "resetpass", "resetkeys", "resetchannels", "~*", "&*",
+                           "+@all")
+"""``default`` is the user of a connection that never authenticates: off, so no connection
+can be it (an unauthenticated one gets ``NOAUTH`` for everything and ``AUTH default`` fails).
+Its permissions are still every key and command because Redis 7 loads an AOF as ``default``
+and checks each transaction's commands against its rules at ``EXEC``: with ``-@all`` every
+``MULTI``/``EXEC`` of the AOF (each Lua append is logged as one) is refused with ``NOPERM`` at
+load, and a restarted server comes back without the tables' events, the ledger, ... ."""
 
 
 class RedisNotFound(RuntimeError):

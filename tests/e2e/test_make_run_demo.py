@@ -270,3 +270,33 @@ class TestDemoRoom:
         assert not (tmp_path / ".run" / "redis").exists()
         assert not (tmp_path / ".run" / "logs").exists()
         assert (tmp_path / ".run" / "keys" / "issuer.pem").exists()
+
+
+class TestRedisRestart:
+    def test_a_restarted_server_loads_every_transaction_of_its_aof(self, tmp_path: Path
+                                                                    ) -> None:
+        """``make run``'s Redis (``default`` user off) restarted on its data directory has
+        what was written in transactions (as every Lua append is logged): Redis 7 loads an
+        AOF as ``default`` and refused them all while that user had no permissions."""
+        import redis
+
+        from studkit.redis_server import RedisServer
+
+        passwords = {"table": "pw-table"}
+        with RedisServer(data_dir=tmp_path / "redis", passwords=passwords) as server:
+            client = redis.Redis.from_url(server.url_for("table"))
+            with client.pipeline(transaction=True) as pipe:
+                pipe.xadd("stud:table:{t}:events", {"e": "1"}, id="0-1")
+                pipe.set("stud:table:{t}:version", 1)
+                pipe.execute()
+            client.eval("return redis.call('SET', KEYS[1], ARGV[1])", 1,
+                        "stud:table:{t}:lua", "x")
+            client.close()
+        with RedisServer(data_dir=tmp_path / "redis", passwords=passwords) as server:
+            admin = redis.Redis.from_url(server.url)
+            try:
+                assert admin.xlen("stud:table:{t}:events") == 1
+                assert admin.get("stud:table:{t}:version") == b"1"
+                assert admin.get("stud:table:{t}:lua") == b"x"
+            finally:
+                admin.close()
