@@ -20,6 +20,7 @@ from typing import Final
 from rules import Event, TableState, evolve, initial_state
 from rules.events import HandStarted
 from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.repository import TableRepository
 from studkit.store import EventStore
 
 Decoder = Callable[[EventEnvelope], Event]
@@ -97,6 +98,8 @@ class PublicTables:
             view = self._views.get(table_id) or TableView(table_id)
             if view.version and await self._events.version(table_id) < view.version:
                 view = TableView(table_id)
+            if view.version < await self._events.trimmed(table_id):
+                view = await self._from_snapshot(table_id)
             stored = await self._events.read(table_id, from_version=view.version)
             if stored:
                 # Fold into a copy so a failure leaves the cached view untouched.
@@ -106,6 +109,16 @@ class PublicTables:
                 view = fresh
             self._remember(view)
             return view
+
+    async def _from_snapshot(self, table_id: str) -> TableView:
+        """The view at the table's snapshot, for a table whose oldest events were archived
+        (``stud archive`` trims only up to the snapshot): its state and the seatings of the
+        recent hands the table keeps beside it. Raises ``TrimmedRange`` without one."""
+        loaded = await TableRepository(self._events).load(table_id)
+        seatings: dict[int, Mapping[int, str]] = {
+            int(hand): {int(seat): str(player) for seat, player in seats.items()}
+            for hand, seats in loaded.extra.get("seatings", {}).items()}
+        return TableView(table_id, loaded.version, loaded.state, seatings)
 
     def _remember(self, view: TableView) -> None:
         if not view.version:  # no events: nothing worth keeping (and ids are free to invent)
