@@ -131,14 +131,13 @@ def write_private(path: Path, text: str) -> Path:
     return path
 
 
-def env_file_text(addrs: Mapping[str, str], issuer_key: Path, player_token: str) -> str:
-    """``.run/env``: the addresses and dev credentials, for ``source .run/env``."""
+def env_file_text(addrs: Mapping[str, str], issuer_key: Path) -> str:
+    """``.run/env``: the addresses and the dev issuer key (clients mint their tokens from
+    it, so nothing in it expires), for ``source .run/env``."""
     lines = ["# make run (development only): source .run/env in another terminal",
              *(f"export {TARGET_ENV[name]}={addr}" for name, addr in addrs.items()
                if name in TARGET_ENV),
-             f"export {ISSUER_KEY_ENV}={issuer_key}",
-             "# player:alice, valid for an hour (mint more: python -m studkit.auth player NAME)",
-             f"export STUD_PLAYER_TOKEN={player_token}"]
+             f"export {ISSUER_KEY_ENV}={issuer_key}"]
     return "\n".join(lines)
 
 
@@ -266,16 +265,14 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
         issuer = keys.issuer()
         print("dev tokens (1 hour):")
-        tokens: dict[str, str] = {}
         for role, name in ((Role.PLAYER, "alice"), (Role.PLAYER, "bob"),
                            (Role.OPERATOR, "ops"), (Role.AUDITOR, "audit")):
             token = issuer.issue(Principal(role=role, name=name), ttl_seconds=3600)
-            tokens[name] = token
             print(f"  {role.value}:{name}  {token}")
         env_file.parent.mkdir(parents=True, exist_ok=True)
-        write_private(env_file, env_file_text(addrs, issuer_key, tokens["alice"]))
+        write_private(env_file, env_file_text(addrs, issuer_key))
         usual = all(addrs[n] == f"{LOOPBACK}:{p}" for n, p in PORTS.items() if n in addrs)
-        print(f"env        {env_file} (addresses, {ISSUER_KEY_ENV}, a player token: "
+        print(f"env        {env_file} (the addresses and {ISSUER_KEY_ENV}, for "
               f"`source {env_file}` in another terminal)", flush=True)
         if args.once:
             return 0
@@ -286,10 +283,11 @@ def main(argv: list[str] | None = None) -> int:
             running.insert(0, Running("demo", "", start_demo(client_env, logs_dir)))
             print(f"demo       table {DEMO_TABLE} ($2/$4), bots playing; the feed follows "
                   f"(bots' log: {logs_dir}/demo.log)", flush=True)
-            play = "stud play --table demo" if usual else (
-                f"source {env_file} && stud play --table demo")
-            print(f"play       {play}   (in a second terminal, with .venv/bin on PATH)",
-                  flush=True)
+            print("play       stud play --table demo   (in a second terminal, in this "
+                  "directory; .venv/bin/stud when the venv is not on PATH)", flush=True)
+        if not usual:
+            print(f"note       the usual ports {', '.join(map(str, PORTS.values()))} were not "
+                  f"all free: clients here read {env_file}; elsewhere `source` it", flush=True)
         print("running; Ctrl-C (or closing the terminal) stops everything", flush=True)
         assert redis.process is not None
         pause, restart_at = DEMO_RESTART_S[0], 0.0
