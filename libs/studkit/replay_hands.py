@@ -345,9 +345,11 @@ def redecide(state: TableState, group: Sequence[Logged], hand: int
         extra = group[len(decided)]
         return fold(events, state), Problem(
             hand, extra.sequence, f"{describe(extra.event)} follows from no command"), None
+    # The command's own events end early: the first wrong event is the one after them
+    # (the caller names it; None here).
     return fold(events, state), Problem(
-        hand, group[-1].sequence,
-        f"the command stops short: the rules also decide {describe(decided[len(events)])}"
+        hand, None, f"the command of event #{group[0].sequence} stops short at event "
+        f"#{group[-1].sequence}: the rules also decide {describe(decided[len(events)])}"
     ), None
 
 
@@ -367,8 +369,12 @@ def verify_hand_log(hand: HandLog) -> HandVerdict:
             _record(verdict, problem, note)
         before = state
     state = before
-    for group in command_groups(hand.events):
+    groups = command_groups(hand.events)
+    for index, group in enumerate(groups):
         state, problem, note = redecide(state, group, hand.number)
+        if problem is not None and problem.sequence is None:
+            following = groups[index + 1][0].sequence if index + 1 < len(groups) else None
+            problem = Problem(problem.hand, following, problem.what)
         _record(verdict, problem, note)
         if problem is not None:
             break
