@@ -196,7 +196,7 @@ class Bot:
         no hand is in progress and every bot of the table sits out."""
         acted_at = -1
         sat_out = False
-        topped_up_for = -1
+        topped_up_for = sat_in_for = -1
         async with self.client.watch(self.table_id) as watch:
             async for view in watch.views():
                 mine = [s for s in view.seats if s.player_id in ours]
@@ -208,12 +208,17 @@ class Bot:
                     continue
                 me = next((s for s in view.seats if s.seat == view.viewer_seat), None)
                 big_bet = view.config.big_bet
-                if (me is not None and not sat_out and hand_over(view)
-                        and me.stack < 5 * big_bet and topped_up_for < view.hands_started
-                        and me.stack < self.buy_in):
+                if (me is not None and not sat_out and me.stack < 5 * big_bet
+                        and topped_up_for < view.hands_started and me.stack < self.buy_in):
+                    # Short: top up (during a hand the table adds it when the hand ends).
                     topped_up_for = view.hands_started
                     await self._command(tally, "top_up", self.client.top_up(
                         self.table_id, self.buy_in - me.stack))
+                if (me is not None and not sat_out and me.sitting_out and me.stack > 0
+                        and sat_in_for < view.hands_started):
+                    # Sat out by the table (time-outs, a bust): come back.
+                    sat_in_for = view.hands_started
+                    await self._command(tally, "sit_in", self.client.sit_in(self.table_id))
                 if view.version > acted_at and my_turn(view):
                     acted_at = view.version
                     action = self.strategy(view, self.rng)
@@ -323,6 +328,8 @@ async def _open(ops: Client, table_id: str, args: argparse.Namespace) -> bool:
         config = replace(config, rake=Rake(args.rake_bps, config.big_bet))
     settings = table_pb2.TableSettings(next_hand_delay_ms=args.hand_delay_ms,
                                        next_hand_delay_set=True)
+    if args.buy_in:  # the table lets the bots bring that little
+        settings.buy_in_min = min(args.buy_in, 20 * config.big_bet)
     try:
         await ops.open_table(table_id, config, settings)
         return True
@@ -367,8 +374,8 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                 tables.append(table)
                 free = [s for s in range(1, view.config.seats + 1)
                         if s not in {seat.seat for seat in view.seats}]
-                buy_in = min(view.settings.buy_in_max,
-                             max(view.settings.buy_in_min, 50 * view.config.big_bet))
+                buy_in = min(view.settings.buy_in_max, max(
+                    view.settings.buy_in_min, args.buy_in or 50 * view.config.big_bet))
                 for i, seat in enumerate(free[:args.players]):
                     name, token = creds.players(index, f"bot-{run_id}-{t}-{seat}")
                     index += 1
@@ -486,6 +493,9 @@ def register(commands: Any) -> None:
                              "table is reused")
     parser.add_argument("--stakes", type=_positive, default=200,
                         help="small bet of the tables opened (default 200: $2/$4)")
+    parser.add_argument("--buy-in", type=_positive, default=None,
+                        help="chips each bot brings (default 50 big bets, within the "
+                             "table's limits); bots under 5 big bets top up")
     parser.add_argument("--rake-bps", type=int, default=0,
                         help="rake of the tables opened, basis points (cap: one big bet)")
     parser.add_argument("--hand-delay-ms", type=int, default=0,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stud.v1 import wallet_pb2
 from studclient import Client
 from studkit import cli
 from studkit.auth import DevKeys
@@ -50,7 +51,8 @@ async def test_stud_bots_plays_and_conserves_chips(
 async def test_stud_bots_with_given_tokens(
         room: Room, dev_keys: DevKeys, monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
-    """Without the issuer key: an operator token and one player token per bot."""
+    """Without the issuer key: an operator token and one player token per bot; short
+    stacks (six big bets) that top up when under five."""
     issuer = dev_keys.issuer()
     for name, value in env_for(room, dev_keys).items():
         monkeypatch.setenv(name, value)
@@ -61,14 +63,17 @@ async def test_stud_bots_with_given_tokens(
         issuer.issue(player(n)) for n in ("tok-ann", "tok-bob")))
     out = io.StringIO()
     status = await asyncio.to_thread(cli.main, [
-        "bots", "--hands", "2", "--players", "2", "--strategy", "station", "--seed", "1",
-        "--timeout", "60"], out)
+        "bots", "--hands", "6", "--players", "2", "--strategy", "random", "--seed", "1",
+        "--buy-in", "2400", "--timeout", "90"], out)
     assert status == 0, out.getvalue()
     assert out.getvalue().strip().splitlines()[-1].endswith("errors=0 chips_conserved=yes")
     async with Client.connect(f"127.0.0.1:{room.table_port}",
                               wallet_addr=f"127.0.0.1:{room.wallet.port}",
                               token=issuer.issue(OPERATOR)) as ops:
-        assert await ops.balance("tok-ann") + await ops.balance("tok-bob") > 0
+        buy_ins = [line for name in ("tok-ann", "tok-bob") for line in
+                   await ops.statement(name) if line.kind == wallet_pb2.TRANSACTION_KIND_BUY_IN]
+        print(f"{len(buy_ins)} buy-ins and top-ups")
+        assert len(buy_ins) >= 2
 
 
 def test_stud_bots_without_credentials_exits_2(monkeypatch: pytest.MonkeyPatch,
