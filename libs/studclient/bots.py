@@ -374,6 +374,9 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                 tables.append(table)
                 free = [s for s in range(1, view.config.seats + 1)
                         if s not in {seat.seat for seat in view.seats}]
+                if len(free[:args.players]) < max(2, view.config.min_players):
+                    raise RuntimeError(f"table {table_id} has {len(free)} free seats: "
+                                       f"too few to play")
                 buy_in = min(view.settings.buy_in_max, max(
                     view.settings.buy_in_min, args.buy_in or 50 * view.config.big_bet))
                 for i, seat in enumerate(free[:args.players]):
