@@ -261,10 +261,10 @@ async def bench_verify(url: str, tables: list[PlayedTable]) -> str:
         read_decode_s = time.perf_counter() - started
     finally:
         await source.aclose()
-    assert sum(len(r) for r in raw) == events
+    assert sum(len(r) for r in raw) == sum(len(log.events) for log in logs) == events
     started = time.perf_counter()
     for table, log in zip(tables, logs, strict=True):
-        for hand in split_hands(table.table_id, log)[0]:
+        for hand in split_hands(table.table_id, log.events, log.start)[0]:
             verify_hand_log(hand)
     pure_s = time.perf_counter() - started
     return "\n".join([

@@ -28,6 +28,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -81,9 +82,12 @@ def _redis_errors() -> tuple[type[Exception], ...]:
     return (RedisConnectionError, RedisTimeoutError)
 
 
-async def _table_hands(source: RedisSource, table_id: str) -> list[HandLog]:
-    log = await source.log(table_id)
-    return split_hands(table_id, log)[0]
+async def _table_hands(source: RedisSource, table_id: str, archive: Path | None = None,
+                       err: TextIO | None = None) -> list[HandLog]:
+    log = await source.log(table_id, archive)
+    if log.note:
+        print(f"note: {log.note}", file=err or sys.stderr)
+    return split_hands(table_id, log.events, log.start)[0]
 
 
 def _pick(hands: Sequence[HandLog], number: int) -> HandLog:
@@ -117,7 +121,7 @@ def _event_json(table_id: str, hand: int, item: Logged) -> dict[str, Any]:
 async def _list(args: argparse.Namespace, out: TextIO) -> int:
     source = RedisSource.from_url(Settings.from_env().redis_url)
     try:
-        hands = await _table_hands(source, args.table)
+        hands = await _table_hands(source, args.table, args.archive)
     finally:
         await source.aclose()
     rows = [summary(hand) for hand in hands]
@@ -145,7 +149,7 @@ async def _show(args: argparse.Namespace, out: TextIO) -> int:
     settings = Settings.from_env()
     source = RedisSource.from_url(settings.redis_url)
     try:
-        hand = _pick(await _table_hands(source, args.table), args.hand)
+        hand = _pick(await _table_hands(source, args.table, args.archive), args.hand)
     finally:
         await source.aclose()
     events = hand.events
@@ -228,8 +232,8 @@ def _progress(enabled: bool) -> Progress:
 
 
 async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
-                 settings: Settings, show_progress: bool = False, workers: int = 1
-                 ) -> tuple[list[HandVerdict], list[str]]:
+                 settings: Settings, show_progress: bool = False, workers: int = 1,
+                 archive: Path | None = None) -> tuple[list[HandVerdict], list[str]]:
     """Verify the hands of the tables (None: every table); returns the verdicts (by table,
     then hand) and notes about checks that could not be made. With ``workers`` > 1 and a big
     enough history, tables are verified in that many processes."""
@@ -254,6 +258,7 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
 
         def done(table_id: str, found: list[HandVerdict]) -> None:
             verdicts.extend(found)
+            notes.extend(n for v in found[:1] for n in v.notes if " are archived" in n)
             progress.advance(task, sizes.get(table_id, 0))
             rate = len(verdicts) / max(time.perf_counter() - started, 1e-9)
             progress.update(task, rate=f"{len(verdicts):,} hands, {rate:,.0f} hands/s")
@@ -262,14 +267,15 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
             loop = asyncio.get_running_loop()
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
                 futures = [loop.run_in_executor(pool, _verify_chunk, settings, chunk,
-                                                hand_number, wallet)
+                                                hand_number, wallet, archive)
                            for chunk in _chunks(tables, sizes, 4 * workers)]
                 for future in asyncio.as_completed(futures):
                     for table_id, found in await future:
                         done(table_id, found)
         else:
             for table_id in tables:
-                done(table_id, await verify_table(settings, table_id, hand_number, wallet))
+                done(table_id, await verify_table(settings, table_id, hand_number, wallet,
+                                                  archive))
     if hand_number is not None and not verdicts:
         raise SourceError(f"no hand {hand_number}")
     verdicts.sort(key=lambda v: (v.table_id, v.hand))
@@ -292,12 +298,12 @@ def _chunks(tables: Sequence[str], sizes: dict[str, int], count: int) -> list[li
 
 
 def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,
-                  wallet: bool) -> list[tuple[str, list[HandVerdict]]]:
+                  wallet: bool, archive: Path | None) -> list[tuple[str, list[HandVerdict]]]:
     """A worker process: verify some tables (states dropped from the verdicts)."""
     async def run() -> list[tuple[str, list[HandVerdict]]]:
         out = []
         for table_id in tables:
-            found = await verify_table(settings, table_id, hand_number, wallet)
+            found = await verify_table(settings, table_id, hand_number, wallet, archive)
             for verdict in found:
                 verdict.after = None
             out.append((table_id, found))
@@ -306,19 +312,19 @@ def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | 
 
 
 async def verify_table(settings: Settings, table_id: str, hand_number: int | None,
-                       wallet: bool) -> list[HandVerdict]:
+                       wallet: bool, archive: Path | None = None) -> list[HandVerdict]:
     """Verify one table's hands (all, or ``hand_number``): commands re-decided, chips, the
     wallet's settlements (``wallet``: readable) and, with the dealer and auditor
     credentials, the cards."""
     source = RedisSource.from_url(settings.redis_url)
     try:
-        log = await source.log(table_id)
+        log = await source.log(table_id, archive)
         ledger = await source.settlements([table_id]) if wallet else None
     finally:
         await source.aclose()
     gc.disable()  # the log is long-lived and acyclic: no collection passes over it meanwhile
     try:
-        todo = [h for h in split_hands(table_id, log)[0]
+        todo = [h for h in split_hands(table_id, log.events, log.start)[0]
                 if hand_number is None or h.number == hand_number]
         verdicts = []
         for hand in todo:
@@ -330,6 +336,8 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
             verdicts.append(verdict)
     finally:
         gc.enable()
+    if log.note and verdicts:
+        verdicts[0].notes.append(log.note)
     if settings.dealer_target and settings.auditor_token:
         dealer = DealerSource(settings.dealer_target)
         try:
@@ -371,7 +379,8 @@ async def _verify(args: argparse.Namespace, out: TextIO) -> int:
     show = not args.json and not args.no_progress and sys.stderr.isatty()
     started = time.perf_counter()
     verdicts, notes = await verify([args.table] if args.table else None, args.hand, settings,
-                                   show_progress=show, workers=args.workers)
+                                   show_progress=show, workers=args.workers,
+                                   archive=args.archive)
     elapsed = time.perf_counter() - started
     failed = [v for v in verdicts if not v.ok]
     line = f"hands={len(verdicts)} verified={len(verdicts) - len(failed)} failed={len(failed)}"
@@ -403,7 +412,7 @@ async def _export(args: argparse.Namespace, out: TextIO) -> int:
     settings = Settings.from_env()
     source = RedisSource.from_url(settings.redis_url)
     try:
-        hands = await _table_hands(source, args.table)
+        hands = await _table_hands(source, args.table, args.archive)
     finally:
         await source.aclose()
     if args.hand is not None:
@@ -483,6 +492,8 @@ def register(replay_commands: argparse._SubParsersAction[argparse.ArgumentParser
     """Add ``list``, ``show``, ``verify`` and ``export`` under ``stud replay``."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument("--archive", type=Path, metavar="DIR",
+                        help="the `stud archive` directory: hands whose events left Redis")
 
     p = replay_commands.add_parser(
         "list", parents=[common], help="a table's hands from the live log",

@@ -110,11 +110,14 @@ class HandLog:
         return fold(self.rules_events(), self.before)
 
 
-def split_hands(table_id: str, log: Sequence[Logged]) -> tuple[list[HandLog], TableState]:
+def split_hands(table_id: str, log: Sequence[Logged], start: TableState | None = None
+                ) -> tuple[list[HandLog], TableState]:
     """Cut a table's log into hands; also returns the state after the whole log. Events
-    outside any hand (seating, top-ups, leaving) go into the next hand's ``lead``."""
+    outside any hand (seating, top-ups, leaving) go into the next hand's ``lead``. ``start``
+    is the state before the log's first event (default: no table yet; a snapshot's state
+    when the log's head was archived)."""
     hands: list[HandLog] = []
-    state = TableState()
+    state = TableState() if start is None else start
     lead: list[Logged] = []
     current: HandLog | None = None
     pending: list[Event] = []

@@ -30,15 +30,17 @@ import grpc
 import jwt
 from redis.exceptions import NoPermissionError, ResponseError
 
-from rules import Card, Event, card_from_index
+from rules import Card, Event, TableState, card_from_index
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import dealer_pb2_grpc as dpb_grpc
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.archive import archived_events
 from studkit.auth import Principal, Role, SigningKey, TokenIssuer, bearer_metadata
 from studkit.mapping import card_from_proto, event_from_envelope
 from studkit.redis_client import Client, connect
 from studkit.replay_hands import LedgerTx, Logged
+from studkit.repository import snapshot_key, state_from_json
 
 REDIS_ENV: Final = "STUD_REPLAY_REDIS_URL"
 DEALER_ENV: Final = "STUD_DEALER_TARGET"
@@ -157,6 +159,23 @@ def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged:
     return Logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9, event)
 
 
+@dataclass(frozen=True, slots=True)
+class TableLog:
+    """A table's log as read: the state before its first event, the events, and a note when
+    the hands before that state were left out."""
+
+    start: TableState
+    events: list[Logged]
+    note: str = ""
+
+
+def decode_envelope(envelope: EventEnvelope) -> Logged:
+    """An archived (or any) envelope as a :class:`Logged` event."""
+    ts = envelope.occurred_at
+    return Logged(envelope.sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9,
+                  event_from_envelope(envelope))
+
+
 class RedisSource:
     """Reads tables' logs and the wallet's ledger."""
 
@@ -214,12 +233,35 @@ class RedisSource:
             last = entries[-1][0]
             start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
 
-    async def log(self, table_id: str) -> list[Logged]:
-        """The table's whole log, decoded; :class:`SourceError` for an unknown table."""
+    async def log(self, table_id: str, archive: Path | None = None) -> TableLog:
+        """The table's log, decoded; :class:`SourceError` for an unknown table. When the
+        stream's head was archived (``stud archive``), the archived events come first if
+        ``archive`` (the archive's directory) has them; otherwise the log starts from the
+        table's snapshot, and the hands before it are left out with a note."""
         raw = await self.raw_log(table_id)
         if not raw and not await self.client.sismember(keys.table_index(), table_id):
             raise SourceError(f"no table {table_id!r}")
-        return [decode_entry(entry_id, payload) for entry_id, payload in raw]
+        events = [decode_entry(entry_id, payload) for entry_id, payload in raw]
+        if not events or events[0].sequence <= 1:
+            return TableLog(TableState(), events)
+        trimmed = events[0].sequence - 1
+        if archive is not None:
+            older = [decode_envelope(e) for e in archived_events(archive, table_id)]
+            if [e.sequence for e in older] == list(range(1, trimmed + 1)):
+                return TableLog(TableState(), older + events)
+            raise SourceError(f"table {table_id}: the archive in {archive} does not hold "
+                              f"events 1..{trimmed}")
+        snapshot = await self.client.hgetall(snapshot_key(table_id))
+        try:
+            version = int(snapshot[b"version"])
+            state = state_from_json(snapshot[b"state"])
+        except (KeyError, ValueError, TypeError):
+            raise SourceError(f"table {table_id}: events 1..{trimmed} are archived and there "
+                              "is no snapshot to start from: give --archive DIR") from None
+        kept = [e for e in events if e.sequence > version]
+        return TableLog(state, kept, note=(
+            f"table {table_id}: events 1..{version} (hands 1..{state.hands_started}) are "
+            "archived: give --archive DIR to replay them"))
 
     async def settlements(self, table_ids: Sequence[str] | None = None
                           ) -> dict[tuple[str, str], list[LedgerTx]] | None:
