@@ -10,7 +10,7 @@ PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
 .PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room failover lint \
-	test-cluster bench bench-rules bench-store bench-room run reset clean
+	test-cluster bench bench-rules bench-store bench-room bench-replay run reset clean
 
 all: test
 
@@ -68,13 +68,16 @@ lint: $(PROTO_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy libs services
 
-bench: bench-rules bench-store bench-room
+bench: bench-rules bench-store bench-room bench-replay
 
 bench-rules: $(PROTO_STAMP)
 	$(PY) bench/bench_rules.py
 
 bench-store: $(PROTO_STAMP)
 	$(PY) bench/bench_store.py
+
+bench-replay: $(PROTO_STAMP)
+	$(PY) bench/bench_replay.py
 
 bench-room: $(PROTO_STAMP)
 	$(PY) bench/bench_room.py
