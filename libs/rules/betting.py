@@ -123,7 +123,11 @@ def lifts_cap(hand: HandState, config: TableConfig, round_start: bool) -> bool:
 
 def _able_count(hand: HandState) -> int:
     """How many players are able to act."""
-    return sum(1 for p in hand.players if p.able)
+    count = 0
+    for p in hand.players:
+        if not p.folded and p.stack > 0:  # p.able, inlined
+            count += 1
+    return count
 
 
 def street_bet(hand: HandState, config: TableConfig) -> int:
@@ -240,16 +244,27 @@ def round_over(hand: HandState) -> bool:
     for p in hand.players:
         if not p.folded:
             in_hand += 1
-            if p.able and not (p.acted and p.street_total >= target):
+            # p.able, inlined: not folded (checked above) and chips behind
+            if p.stack > 0 and not (p.acted and p.street_total >= target):
                 waiting = True
     return in_hand <= 1 or not waiting
 
 
 def next_to_act(hand: HandState, after: int) -> int | None:
     """The next player clockwise after ``after`` who still has to act this round."""
-    return clockwise_after(
-        hand, after, lambda p: p.able and (not p.acted or p.street_total < hand.target)
-    )
+    # clockwise_after(hand, after, lambda p: p.able and (not p.acted or p.street_total < T)),
+    # inlined: this runs after every action.
+    target = hand.target
+    players = hand.players
+    for p in players:
+        if (p.seat > after and not p.folded and p.stack > 0
+                and (not p.acted or p.street_total < target)):
+            return p.seat
+    for p in players:
+        if (p.seat <= after and not p.folded and p.stack > 0
+                and (not p.acted or p.street_total < target)):
+            return p.seat
+    return None
 
 
 def runout_pending(hand: HandState) -> bool:

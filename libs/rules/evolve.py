@@ -88,10 +88,15 @@ def _set_seat(state: TableState, number: int, seat: Seat | None) -> TableState:
     return replace(state, seats=tuple(seats))
 
 
-def _street_dealt(hand: MutableHand) -> bool:
-    """Whether every player still in has this street's cards."""
+def _street_dealt(hand: MutableHand, seat: int = 0) -> bool:
+    """Whether every player still in has this street's cards (``seat``, if given, is the
+    player who just got a card: checked first, as the one most likely still short)."""
     assert hand.street is not None
     want = int(hand.street) - (1 if hand.community is not None else 0)
+    if seat:
+        q = hand.twins.get(seat) or hand.player(seat)
+        if not q.folded and len(q.down) + len(q.up) != want:
+            return False
     for p in hand.players:  # noqa: SIM110 (a loop: no generator on the hot path)
         if not p.folded and len(p.down) + len(p.up) != want:
             return False
@@ -182,9 +187,10 @@ def _wager(hand: MutableHand, config: TableConfig, seat: int, amount: int, to: i
     _after_action(hand, config, seat)
 
 
-def _card_dealt(hand: MutableHand, config: TableConfig) -> None:
-    """``hand`` has just received a card: start the round once the street is dealt."""
-    if _street_dealt(hand):
+def _card_dealt(hand: MutableHand, config: TableConfig, seat: int = 0) -> None:
+    """``hand`` has just received a card (at ``seat``; 0: the community card): start the
+    round once the street is dealt."""
+    if _street_dealt(hand, seat):
         _start_round(hand, config)
 
 
@@ -195,7 +201,7 @@ def _up_card(hand: MutableHand, config: TableConfig, event: UpCardDealt) -> None
     p.up = (*p.up, event.card)
     hand.street = event.street
     hand.dealt += 1
-    _card_dealt(hand, config)
+    _card_dealt(hand, config, event.seat)
 
 
 def _down_card(hand: MutableHand, config: TableConfig, event: DownCardDealt) -> None:
@@ -203,7 +209,7 @@ def _down_card(hand: MutableHand, config: TableConfig, event: DownCardDealt) -> 
     p.down = (*p.down, event.card)
     hand.street = event.street
     hand.dealt += 1
-    _card_dealt(hand, config)
+    _card_dealt(hand, config, event.seat)
 
 
 def _called(hand: MutableHand, config: TableConfig, event: Called) -> None:
