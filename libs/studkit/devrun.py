@@ -24,6 +24,7 @@ a second ``make run`` on it refuses to start (the server holds ``<data-dir>/redi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shutil
@@ -310,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make run: {exc}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
+        with contextlib.suppress(OSError):  # the terminal may be gone
+            print(f"stopping everything (at most {STOP_SECONDS:.0f} s)", flush=True)
         return 0
     finally:
         stop_all(running, redis)
