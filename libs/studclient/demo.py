@@ -166,7 +166,8 @@ class Feed:
                 if wins and int(wins.group(1)) in self.names:
                     seat = int(wins.group(1))
                     line = f"Seat {seat} ({self.names[seat]}) wins " + line[wins.end():]
-                self.write(f"Hand #{event.hand_number}: {line}")
+                self.write(line if line.startswith("Hand #")
+                           else f"Hand #{event.hand_number}: {line}")
             return
         if self.holding:
             return
