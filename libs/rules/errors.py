@@ -43,6 +43,8 @@ class RuleViolation(Exception):
     """
 
     def __init__(self, reason: Reason, detail: str) -> None:
-        super().__init__(f"{reason.value}: {detail}")
+        # ``_value_`` is ``.value`` without the enum property's cost (refusals are built
+        # on hot paths: every kind ``legal_actions_for`` rules out is one).
+        super().__init__(f"{reason._value_}: {detail}")
         self.reason = reason
         self.detail = detail

@@ -65,6 +65,10 @@ class _Replay:
         self.stand_ins: set[int] = set()
         self.mucks: set[int] = set()
         self.index = 0
+        self.plan_of: HandState | None = None
+        """The hand whose deal plan ``plan`` and ``expected`` (cards by seat) hold."""
+        self.plan: DealPlan | None = None
+        self.expected: dict[int, int] = {}
 
     # setup ----------------------------------------------------------------------------
 
@@ -192,10 +196,14 @@ class _Replay:
         if hand.phase == Phase.SHOWDOWN:
             raise self.reject(number, action.text, "showdown_pending",
                               "our rules go to the showdown now; no more cards")
-        plan = self.t.plan()
-        expected: dict[int, int] = defaultdict(int)
-        for slot in plan.slots:
-            expected[slot.seat] += 1
+        if self.plan_of is not hand:  # the hand is a frozen value: same object, same plan
+            plan = self.t.plan()
+            counts: dict[int, int] = defaultdict(int)
+            for slot in plan.slots:
+                counts[slot.seat] += 1
+            self.plan_of, self.plan, self.expected = hand, plan, counts
+        assert self.plan is not None
+        plan, expected = self.plan, self.expected
         label = plan.street.label
         if action.verb == "db":
             if not plan.community:

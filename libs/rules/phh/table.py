@@ -3,12 +3,12 @@ each of its betting actions stands for."""
 
 from __future__ import annotations
 
-from rules.betting import WAGERS, ActionKind, legal_actions_for, wager_kind
+from rules.betting import ACTION_ORDER, WAGERS, ActionKind, LegalAction, judge_action, wager_kind
 from rules.commands import Bet, Call, Check, Command, Complete, Fold, PostBringIn, Raise
 from rules.config import TableConfig
 from rules.errors import RuleViolation
 from rules.phh.format import PhhAction, PhhError, PhhHand
-from rules.state import HandState
+from rules.state import HandState, Phase
 
 
 def replay_config(hand: PhhHand) -> TableConfig:
@@ -59,15 +59,18 @@ def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConf
         return PostBringIn(seat=seat)
     if action.verb == "f":
         return Fold(seat=seat)
-    legal = legal_actions_for(hand, config)
+    # What legal_actions_for(hand, config) would list, judged only for the kinds asked about
+    # (it is None unless a player is to act in a betting round).
+    betting = hand.phase == Phase.BETTING and hand.to_act is not None
     if action.verb == "cc":
-        can_check = (legal is not None and legal.seat == seat
-                     and legal.get(ActionKind.CHECK) is not None)
+        can_check = (betting and hand.to_act == seat
+                     and isinstance(judge_action(hand, config, ActionKind.CHECK), LegalAction))
         return Check(seat=seat) if can_check else Call(seat=seat)
     kind = ActionKind.BET
-    if legal is not None:
-        wager = next((a for a in legal.actions if a.kind in WAGERS), None)
-        kind = wager.kind if wager is not None else wager_kind(hand)
+    if betting:
+        wager = next((k for k in ACTION_ORDER if k in WAGERS
+                      and isinstance(judge_action(hand, config, k), LegalAction)), None)
+        kind = wager if wager is not None else wager_kind(hand)
         if hand.bring_in_pending:
             kind = ActionKind.COMPLETE
     if kind == ActionKind.COMPLETE:
