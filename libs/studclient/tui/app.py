@@ -148,6 +148,8 @@ class PlayApp(App[None]):
         """Every line written to the dealer log (plain text)."""
         self.player_id = ""
         self._left = False
+        self.seat = 0
+        """The seat taken (0: none), as soon as the table said yes (before any view)."""
         self._styled: list[tuple[str, str]] = []
 
     # --- layout ----------------------------------------------------------------------------
@@ -207,6 +209,7 @@ class PlayApp(App[None]):
             if not view.viewer_seat:
                 await self._sit(client, view)
             else:
+                self.seat = view.viewer_seat
                 self.say(f"You are already at seat {view.viewer_seat}")
             self.table_watch = TableWatch(client, table_id, on_event=self._on_event)
             await self.table_watch.start()
@@ -232,6 +235,7 @@ class PlayApp(App[None]):
                     self.say(line)
             self.say(f"Sitting down at seat {seat} with {t.chips(buy_in)}")
             await client.sit(self.options.table_id, seat, buy_in)
+            self.seat = seat
         except StudError as exc:
             self.refused("sit down", exc)
             self.say("Not seated: watching")
@@ -256,13 +260,10 @@ class PlayApp(App[None]):
         detail = f": {message}" if message and message != reason else ""
         self.say(f"✗ {what} refused ({reason}){detail}", style="bold red")
 
-    @property
-    def my_seat(self) -> int:
-        return self.view.viewer_seat if self.view is not None else 0
-
     def show(self, view: table_pb2.TableView) -> None:
         """Redraw for ``view``."""
         self.view = view
+        self.seat = view.viewer_seat  # every view follows the sit-down (the watch does)
         self.query_one("#title", Static).update(self._title_text(view))
         self.query_one("#table", Static).update(self._table(view))
         self.query_one("#pots", Static).update(t.pots_text(view))
@@ -438,11 +439,11 @@ class PlayApp(App[None]):
 
     async def action_leave(self) -> bool:
         """Leave the seat (when the hand in progress ends); True when asked or not seated."""
-        client, view = self.client, self.view
-        if client is None or view is None or not view.viewer_seat or self._left:
+        client, seat = self.client, self.seat
+        if client is None or not seat or self._left:
             return True
         try:
-            await client.leave(self.options.table_id, seat=view.viewer_seat)
+            await client.leave(self.options.table_id, seat=seat)
         except StudError as exc:
             self.refused("leave", exc)
             return False

@@ -266,7 +266,8 @@ async def test_stud_play_in_a_pseudo_terminal(stacked_room: Room, dev_keys: DevK
         view = await room.client.wait_for(
             table_id, lambda v: any(s.player_id == "dan" for s in v.seats), timeout=30)
         assert [s.seat for s in view.seats if s.player_id == "dan"] == [4]
-        await wait_until(lambda: b"Dealer" in output and b"dan" in output, timeout=20)
+        await wait_until(lambda: b"Dealer" in output and b"seat 4 (dan)" in output,
+                         timeout=30)
         os.write(master, b"q")
         status = await asyncio.to_thread(process.wait, 20)
         assert status == 0, bytes(output[-2000:])
