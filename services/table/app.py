@@ -320,6 +320,8 @@ class TableApp:
         recorded = await self._store.recorded(table_id, cid, fp)
         if recorded is not None:
             return _outcome(recorded, await actor._recorded_envelopes(recorded))
+        if actor.closed:  # before any money moves
+            raise FailedPrecondition("the table is closed", reason="table_closed")
         s = actor.settings
         left = actor.departures.get(principal.name)
         # The rathole rule: within the window a player brings back at least what they left
@@ -345,30 +347,31 @@ class TableApp:
         # Written before any money moves: a crash between the wallet and the record leaves
         # the restarted table what it needs to complete this sit-down, not refund it under a
         # retry that the wallet would answer as a replay.
-        await actor.set_intent(reserve)
-        try:
-            bought = await actor.deps.wallet.buy_in(principal.name, table_id, seat, buy_in,
-                                                    wallet_key)
-        except Refused as exc:
+        async with actor.saga(seat):
+            await actor.set_intent(reserve)
+            try:
+                bought = await actor.deps.wallet.buy_in(principal.name, table_id, seat, buy_in,
+                                                        wallet_key)
+            except Refused as exc:
+                await actor.drop_sit_down(seat, cid)
+                raise FailedPrecondition(f"the wallet refused the buy-in: {exc.reason}",
+                                         reason=exc.reason or "buy_in_refused") from None
+            if bought.replayed and not await _escrow_holds(actor, seat, principal.name, buy_in):
+                # A retry whose chips went back to the player's account meanwhile (a refund):
+                # the wallet's replay moved nothing, so nothing may be seated on it.
+                await actor.drop_sit_down(seat, cid)
+                raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again with "
+                                         "a new command id", reason="buy_in_refunded")
+            try:
+                result, written = await actor.commit(command, cid, fp, expected)
+            except (RuleViolation, FailedPrecondition):
+                # The seat went to someone else meanwhile: give the chips back.
+                await actor.deps.wallet.cash_out(principal.name, table_id, seat,
+                                                 key(table_id, cid, "refund"))
+                await actor.drop_sit_down(seat, cid)
+                raise
             await actor.drop_sit_down(seat, cid)
-            raise FailedPrecondition(f"the wallet refused the buy-in: {exc.reason}",
-                                     reason=exc.reason or "buy_in_refused") from None
-        if bought.replayed and not await _escrow_holds(actor, seat, principal.name, buy_in):
-            # A retry whose chips went back to the player's account meanwhile (a refund):
-            # the wallet's replay moved nothing, so nothing may be seated on it.
-            await actor.drop_sit_down(seat, cid)
-            raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again with "
-                                     "a new command id", reason="buy_in_refunded")
-        try:
-            result, written = await actor.commit(command, cid, fp, expected)
-        except (RuleViolation, FailedPrecondition):
-            # The seat went to someone else meanwhile: give the chips back.
-            await actor.deps.wallet.cash_out(principal.name, table_id, seat,
-                                             key(table_id, cid, "refund"))
-            await actor.drop_sit_down(seat, cid)
-            raise
-        await actor.drop_sit_down(seat, cid)
-        return _outcome(result, written)
+            return _outcome(result, written)
 
     async def leave_seat(self, principal: Principal, table_id: str, command_id: str,
                          seat: int, fp: str, expected: int | None) -> Outcome:
@@ -388,7 +391,8 @@ class TableApp:
 
             await actor.set_intent(leave_later)
             return Outcome(actor.version, [], False)
-        written = await actor.leave(seat, cid)
+        async with actor.saga(seat):
+            written = await actor.leave(seat, cid)
         return Outcome(actor.version, written, False)
 
     async def sit_out(self, principal: Principal, table_id: str, command_id: str, seat: int,

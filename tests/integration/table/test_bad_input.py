@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from stud.v1 import table_pb2 as pb
+from stud.v1 import wallet_pb2 as wpb
 from studkit.auth import Principal, Role
 from studkit.grpc_server import rpc_error_reason
 from table.testing import AUDITOR, OPERATOR, Room, player
@@ -165,3 +166,17 @@ async def test_floods_of_watches_are_limited(room: Room, table: tuple[str, pb.Ta
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await missing.read()
     assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+async def test_no_one_sits_down_at_a_closed_table(room: Room) -> None:
+    """After CloseTable a SitDown is refused before any money moves."""
+    table_id = await room.client.open_table()
+    await room.client.call("CloseTable", pb.CloseTableRequest(table_id=table_id), OPERATOR)
+    await room.fund("zoe")
+    code, reason = await refused(room, "SitDown", pb.SitDownRequest(
+        table_id=table_id, seat=1, buy_in=10_000, command_id="s1"), player("zoe"))
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "table_closed")
+    statement = await room.wallet.client.stub.GetStatement(
+        wpb.GetStatementRequest(account=wpb.AccountRef(player_id="zoe")),
+        metadata=room.wallet.client.metadata(OPERATOR))
+    assert [line.kind for line in statement.lines] == [wpb.TRANSACTION_KIND_DEPOSIT]
