@@ -135,7 +135,7 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
             assert any(line.startswith("Dev deposit") for line in app.log_lines)
             tried_fold = False
             sample = ("", "")
-            async with asyncio.timeout(60):
+            async with asyncio.timeout(120):
                 while True:
                     await pilot.pause(0.05)
                     capture()
