@@ -1,0 +1,77 @@
+"""A table whose stream head was archived (``stud archive``): ``stud replay`` starts from the
+table's snapshot and says which hands it left out, or replays them from ``--archive DIR``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from stud.v1 import table_pb2 as pb
+from studkit.archive import archive_table
+from studkit.auth import DevKeys
+from studkit.store import EventStore
+from studkit.testing import TestRedis
+from table.testing import AUDITOR, play_until, player, running_room
+
+from .conftest import NAMES, Played, run_cli
+
+pytestmark = pytest.mark.integration
+HANDS = 5
+
+
+@pytest.fixture(scope="module")
+async def archived(redis_server: TestRedis, dev_keys: DevKeys,
+                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Played]:
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    async with running_room(redis_server, redis_server.url, dev_keys,
+                            snapshot_every=2) as room:
+        table_id = await room.client.open_table()
+        for seat, name in NAMES.items():
+            await room.fund(name)
+            await room.client.call("SitDown", pb.SitDownRequest(
+                table_id=table_id, seat=seat, buy_in=5_000), player(name))
+        await play_until(room.client, table_id, HANDS, random.Random(3).choice, timeout=120)
+        url = (redis_server.server.url_for("auditor") if redis_server.server is not None
+               else redis_server.url)
+        run = tmp_path_factory.mktemp("run")
+        env = {"STUD_REPLAY_REDIS_URL": url, "STUD_DEALER_TARGET": "",
+               "STUD_AUDITOR_TOKEN": room.client.tokens.token(AUDITOR),
+               "STUD_RUN_DIR": str(run)}
+        yield Played(room, table_id, env, redis_server.url)
+
+
+async def test_archived_hands_replay_from_the_archive(
+        archived: Played, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name, value in archived.env.items():
+        monkeypatch.setenv(name, value)
+    table = archived.table_id
+    status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
+    assert status == 0, out
+    before = int(out.strip().splitlines()[-1].split()[0].split("=")[1])
+    client = aioredis.Redis.from_url(archived.admin_url)
+    try:
+        outcome = await archive_table(EventStore(client), table, tmp_path,
+                                      cutoff=datetime.now(UTC) + timedelta(days=1))
+    finally:
+        await client.aclose()
+    assert outcome.plan.upto > 0, "nothing was archived"
+    status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
+    assert status == 0, out
+    assert "are archived: give --archive DIR" in out
+    after = int(out.strip().splitlines()[-1].split()[0].split("=")[1])
+    assert after < before
+    status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress",
+                                 "--archive", str(tmp_path)])
+    assert status == 0, out
+    assert out.strip().splitlines()[-1] == f"hands={before} verified={before} failed=0"
+    status, text = await run_cli(["replay", "show", "--table", table, "--hand", "1",
+                                  "--archive", str(tmp_path)])
+    assert status == 0 and text.splitlines()[1].startswith("Hand #1")
