@@ -1,6 +1,7 @@
 """The figures of docs/scaling.md, measured on the in-process room (dealer, wallet and table
 in one process over a real local redis-server, ``table.testing.running_room``). Prints
-figures; asserts nothing. Run: ``.venv/bin/python bench/bench_scaling.py`` (about a minute).
+figures; asserts nothing. Run: ``.venv/bin/python bench/bench_scaling.py`` (several minutes:
+tracemalloc slows phase 2).
 
 1. **Redis per hand**: one table, ``--players`` random-legal bots, ``--hands`` hands; then
    ``XLEN`` and ``MEMORY USAGE`` (exact: ``SAMPLES 0``) of the table's keys (stream, command
