@@ -21,7 +21,7 @@ import contextvars
 import hashlib
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -151,6 +151,10 @@ class Intents:
     sitdowns: dict[int, tuple[str, int, str, str]] = field(default_factory=dict)
     """seat -> (player, buy-in, command id, fingerprint): a sit-down whose buy-in may have
     moved at the wallet before its seat is recorded (written before the wallet is called)."""
+    cashouts: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """seat -> (player, wallet key): a seat stood up whose escrow is still to go back to its
+    player (written before the wallet is called; paid between hands if the wallet was
+    unreachable then)."""
 
 
 @dataclass
@@ -190,6 +194,10 @@ class TableActor:
         self.hand_started_at: deque[float] = deque(maxlen=500)
         self.last_hand_ended_at = 0.0
         self.intents = Intents()
+        self.sagas: dict[int, int] = {}
+        """seat -> money moves the room's calls have in flight for it (a sit-down, a
+        top-up, a leave: the wallet moves first, then the log records): a reconciliation
+        meanwhile passes over the seat (see :meth:`saga`)."""
         self.settled = 0
         self.status = STATUS_OPEN
         self.status_reason = ""
@@ -219,6 +227,8 @@ class TableActor:
             mapping[f"muck:{seat}"] = "1"
         for seat, (player, amount, cid, fp) in self.intents.sitdowns.items():
             mapping[f"sit:{seat}"] = f"{player} {amount} {cid} {fp}"
+        for seat, (player, wkey) in self.intents.cashouts.items():
+            mapping[f"cashout:{seat}"] = f"{player} {wkey}"
         pipe = self.deps.redis.pipeline(transaction=True)
         pipe.delete(self._key("intents"))
         if mapping:
@@ -240,6 +250,9 @@ class TableActor:
             elif kind == "sit":
                 player, amount, cid, fp = value.split(" ")
                 self.intents.sitdowns[int(seat)] = (player, int(amount), cid, fp)
+            elif kind == "cashout":
+                player, wkey = value.split(" ")
+                self.intents.cashouts[int(seat)] = (player, wkey)
         settled = await self.deps.redis.get(self._key("settled"))
         self.settled = int(settled) if settled else 0
         self.closed = bool(await self.deps.redis.get(self._key("closed")))
@@ -662,6 +675,14 @@ class TableActor:
             seat = self.state.seat(number)
             held = escrows.get(number)
             want = None if seat is None else (seat.player_id, seat.stack)
+            if number in self.sagas:
+                continue  # a sit-down, top-up or leave is between the wallet and the log
+            if held is not None and self.intents.cashouts.get(number, ("",))[0] == held[0]:
+                continue  # stood up, to be paid out before the next hand
+            topup = self.intents.topups.get(number)
+            if want is not None and topup is not None and topup[0] == want[0] \
+                    and held == (want[0], want[1] + topup[1]):
+                continue  # a top-up paid while a hand was on: added before the next one
             if held != want and not (held is None and want is not None and want[1] == 0):
                 wrong.append(f"seat {number}: escrow {held} vs table {want}")
         if wrong:
@@ -676,6 +697,8 @@ class TableActor:
         a top-up paid but not added is added."""
         reply = await self.deps.wallet.reconcile(self.table_id, on_wait=self._waiting)
         for held in reply.seats:
+            if held.seat in self.intents.cashouts:
+                continue  # a seat stood up: paid out between hands
             seat = self.state.seat(held.seat) if held.seat <= len(self.state.seats) else None
             if seat is None and await self._complete_sit_down(held.seat, held.player_id,
                                                               held.balance):
@@ -691,6 +714,17 @@ class TableActor:
                 if topup is not None and topup[0] == held.player_id:
                     await self._add_chips(held.seat, held.balance - seat.stack, topup[2])
         return await self.reconcile()
+
+    @contextlib.asynccontextmanager
+    async def saga(self, seat: int) -> AsyncIterator[None]:
+        """Mark a money move of ``seat`` in flight (wallet, then log) for its duration."""
+        self.sagas[seat] = self.sagas.get(seat, 0) + 1
+        try:
+            yield
+        finally:
+            self.sagas[seat] -= 1
+            if not self.sagas[seat]:
+                del self.sagas[seat]
 
     async def _complete_sit_down(self, seat: int, player: str, escrow: int) -> bool:
         """Record the sit-down whose buy-in the wallet holds (with the client's command id,
@@ -725,22 +759,47 @@ class TableActor:
             await self._save_intents()
         return done
 
-    async def leave(self, seat: int, command_id: str) -> list[EventEnvelope]:
-        """Stand ``seat`` up and cash it out (between hands, or not dealt in)."""
+    async def leave(self, seat: int, command_id: str, wait_s: float | None = None
+                    ) -> list[EventEnvelope]:
+        """Stand ``seat`` up and cash it out (between hands, or not dealt in). With
+        ``wait_s`` an unreachable wallet is waited for that long at most: the cash-out
+        stays an intent, paid by the driver between hands."""
         player = self.state.seat(seat)
         _result, written = await self.commit(LeaveSeat(seat=seat), command_id)
         left = [e for e in written if e.event_type == "PlayerLeft"]
+        self.intents.leaving.pop(seat, None)
+        self.intents.muck.discard(seat)
         if player is not None and left:
-            await self.deps.wallet.cash_out(
-                player.player_id, self.table_id, seat,
-                key(self.table_id, "leave", seat, left[0].sequence), on_wait=self._waiting)
-        if self.intents.leaving.pop(seat, None) is not None or seat in self.intents.muck:
-            self.intents.muck.discard(seat)
-            await self._save_intents()
+            self.intents.cashouts[seat] = (
+                player.player_id, key(self.table_id, "leave", seat, left[0].sequence))
+        await self._save_intents()
+        if seat in self.intents.cashouts:
+            await self._cash_out(seat, wait_s)
         return written
+
+    async def _cash_out(self, seat: int, wait_s: float | None = None) -> None:
+        """Pay the escrow of a seat stood up back to its player (with the intent's key: a
+        repeat is a replay) and drop the intent; an unreachable wallet leaves it."""
+        player, wallet_key = self.intents.cashouts[seat]
+        try:
+            await self.deps.wallet.cash_out(player, self.table_id, seat, wallet_key,
+                                            give_up_after=wait_s, on_wait=self._waiting)
+        except Unreachable as exc:
+            log.warning("cash_out_pending", seat=seat, detail=str(exc))
+            self.wake.set()
+            return
+        except Refused as exc:  # the seat is no longer the player's at the wallet: paid
+            log.warning("cash_out_refused", seat=seat, reason=exc.reason)
+        self._resumed()
+        if self.intents.cashouts.get(seat) == (player, wallet_key):
+            del self.intents.cashouts[seat]
+            await self._save_intents()
 
     async def _between_hands(self, state: TableState) -> bool:
         """Leaves, top-ups, sit-outs due between hands; True if something was done."""
+        for seat in sorted(self.intents.cashouts):
+            await self._cash_out(seat)
+            return True
         for seat in sorted(self.intents.leaving):
             await self.leave(seat, f"s:leave:{seat}:{self.version}")
             return True

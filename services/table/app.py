@@ -29,7 +29,7 @@ from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFou
 from studkit.ownership import Ownership, Replica, rendezvous
 from studkit.store import AppendResult, EventStore, NotOwner
 from table.actor import ActorDeps, Intents, TableActor, Watcher, WatcherTooSlow
-from table.clients import Refused, key
+from table.clients import PLAYER_WAIT_S, Refused, key
 from table.model import TableSettings, settings_from_proto, settings_to_proto
 from table.views import summary
 
@@ -392,7 +392,7 @@ class TableApp:
             await actor.set_intent(leave_later)
             return Outcome(actor.version, [], False)
         async with actor.saga(seat):
-            written = await actor.leave(seat, cid)
+            written = await actor.leave(seat, cid, wait_s=PLAYER_WAIT_S)
         return Outcome(actor.version, written, False)
 
     async def sit_out(self, principal: Principal, table_id: str, command_id: str, seat: int,

@@ -106,6 +106,16 @@ async def ledger_total(room: Room, table_id: str, names: list[str]) -> int:
     return total
 
 
+async def balance_when_up(room: Room, name: str) -> int | None:
+    """``name``'s balance, None while this client cannot reach the wallet yet."""
+    try:
+        return await room.wallet.client.player_balance(name)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+            raise
+        return None
+
+
 def stacks(view: pb.TableView) -> dict[int, int]:
     return {s.seat: s.stack for s in view.seats if s.stack}
 
@@ -280,12 +290,42 @@ async def test_a_hand_waits_for_the_wallet_and_is_settled_once(room: Room) -> No
             for line in await statement(room, wpb.AccountRef(
                     seat=wpb.SeatAccount(table_id=table_id, seat=seat))):
                 if line.kind == wpb.TRANSACTION_KIND_SETTLEMENT:
-                    assert line.hand_id == "h1"
+                    assert line.hand_number == 1
                     settlements.add(line.transaction_id)
         assert len(settlements) == 1
         # Nothing moved for cat's SitDown while the wallet was down.
         assert await wallet.client.player_balance("cat") == DEPOSIT
         assert set(await wallet.client.escrows(table_id)) == {1, 2}
+        assert await ledger_total(room, table_id, ["ann", "bob", "cat"]) == 3 * DEPOSIT
+    finally:
+        await server.stop(None)
+
+
+async def test_leaving_while_the_wallet_is_down_pays_out_when_it_is_back(room: Room) -> None:
+    """Ann leaves while the wallet is down: her seat is free at once (the answer does not
+    wait for the wallet), her chips go back to her account once the wallet is back, without
+    a restart, and the table keeps dealing (no escrow is left without its seat)."""
+    table_id = await room.client.open_table()
+    await sit(room, table_id, 1, "ann")
+    wallet = room.wallet
+    assert wallet.server is not None
+    await wallet.server.stop(None)
+    await room.client.stub.LeaveSeat(
+        pb.LeaveSeatRequest(table_id=table_id, seat=1, command_id=uuid.uuid4().hex),
+        metadata=room.client.md(player("ann")), timeout=8)
+    assert not (await room.client.view(table_id)).seats
+    server, _port = create_wallet_server(
+        replace(wallet.settings, addr=f"127.0.0.1:{wallet.port}"), wallet.deps)
+    await server.start()
+    try:
+        async with asyncio.timeout(20):
+            while await balance_when_up(room, "ann") != DEPOSIT:
+                await asyncio.sleep(0.05)
+        assert await wallet.client.escrows(table_id) == {}
+        await sit(room, table_id, 2, "bob")
+        await sit(room, table_id, 3, "cat")
+        view = await play(room.client, table_id, lambda v: v.hands_started >= 2, passive)
+        assert view.status != pb.TABLE_STATUS_STOPPED, view.status_reason
         assert await ledger_total(room, table_id, ["ann", "bob", "cat"]) == 3 * DEPOSIT
     finally:
         await server.stop(None)
@@ -374,3 +414,12 @@ async def test_a_stale_preselected_action_is_refused(room: Room) -> None:
     reply = await room.client.call("Check", pb.CheckRequest(
         table_id=table_id, seat=seat, expected_sequence=again.version), player(name))
     assert [r.event.WhichOneof("event") for r in reply.events][:1] == ["checked"]
+    # A fold pre-selected in this hand reaches the next one: stale too.
+    view = await play(room.client, table_id,
+                      lambda v: v.hands_started == 2 and v.hand.to_act != 0, passive)
+    seat = view.hand.to_act
+    name = next(s.player_id for s in view.seats if s.seat == seat)
+    code, reason = await refusal(room.client.call("Fold", pb.FoldRequest(
+        table_id=table_id, seat=seat, expected_sequence=again.version), player(name)))
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "stale")
+    assert (await room.client.view(table_id)).version == view.version
