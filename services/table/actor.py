@@ -844,7 +844,13 @@ class TableActor:
         try:
             decide(state, StartHand(hand_number=n))
         except RuleViolation:
-            return 5.0  # not enough eligible players; a command wakes the driver
+            # Not enough eligible players: a command wakes the driver, or a seat sitting
+            # out reaches the table's limit (it is stood up then, not at the next look).
+            now = self.deps.clock()
+            return max(0.0, min([5.0, *(
+                since + self.settings.sit_out_limit_s - now
+                for number, since in self.sat_out_since.items()
+                if (seat := state.seat(number)) is not None and seat.sitting_out)]))
         wait = self.last_hand_ended_at + self.settings.next_hand_delay_ms / 1000 - (
             self.deps.clock())
         if wait > 0:
