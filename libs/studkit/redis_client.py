@@ -22,6 +22,8 @@ import redis
 import redis.cluster
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
 
 Client: TypeAlias = Redis | RedisCluster
 """What :func:`connect` returns; annotate with this, not with one of the two."""
@@ -78,7 +80,19 @@ def connect(url: str, **kwargs: Any) -> Client:
     options = {k: v for k, v in kwargs.items() if v is not None or k == "socket_timeout"}
     if is_cluster_url(url):
         return RedisCluster.from_url(node_url(url), **options)
+    options.setdefault("retry", reconnecting())
+    options.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError])
     return Redis.from_url(url, **options)
+
+
+def reconnecting() -> AsyncRetry:
+    """How a plain client rides out a Redis restart: a command that meets a dropped
+    connection is sent again on a fresh one, a few times with backoff (about 1.5 s in all).
+    Safe here because every write of the project is idempotent (command ids, idempotency
+    keys, versions checked by the scripts): a write that was applied before the connection
+    dropped is answered as a replay the second time. Past that, callers see UNAVAILABLE
+    (``store_unavailable``) and retry with the same key."""
+    return AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), retries=6)
 
 
 def connect_sync(url: str, **kwargs: Any) -> SyncClient:

@@ -145,6 +145,42 @@ async def bot(router: Router, table_id: str, report: Report, stop: asyncio.Event
         report.actions += 1
 
 
+async def seat_players(router: Router, wallet: Any, tokens: TokenBook, table_ids: list[str],
+                       deposit: int) -> list[str]:
+    """Open each table, fund three players and seat them; the players."""
+    players: list[str] = []
+    for table_id in table_ids:
+        await router.call(table_id, "OpenTable", pb.OpenTableRequest(
+            table_id=table_id, command_id=f"open-{table_id}",
+            config=config_to_proto(TableConfig()),
+            settings=fast_settings(action_time_s=5, time_bank_s=5, outage_limit_s=10)),
+            OPERATOR)
+        for seat in (1, 2, 3):
+            name = f"{table_id}-p{seat}"
+            players.append(name)
+            md = tokens.metadata(OPERATOR)
+            await retry_unavailable(lambda n=name, m=md: wallet.CreateAccount(
+                wpb.CreateAccountRequest(player_id=n), metadata=m, timeout=10))
+            await retry_unavailable(lambda n=name, m=md: wallet.Deposit(wpb.DepositRequest(
+                player_id=n, amount=deposit, command_id=f"dep-{n}"), metadata=m, timeout=10))
+            await router.call(table_id, "SitDown", pb.SitDownRequest(
+                table_id=table_id, seat=seat, buy_in=20_000, command_id=f"sit-{name}"),
+                Principal(Role.PLAYER, name))
+    return players
+
+
+async def retry_unavailable(call: Any, limit_s: float = 60.0) -> Any:
+    """``call()`` again while the callee is restarting."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return await call()
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is not grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
 async def owners(client: aredis.Redis, table_ids: list[str]) -> dict[str, tuple[str, int]]:
     out = {}
     for table_id in table_ids:
@@ -211,23 +247,7 @@ async def campaign(n_tables: int, seconds_between: float, seed: int, work: Path)
         from stud.v1 import wallet_pb2_grpc
         wallet = wallet_pb2_grpc.WalletServiceStub(wallet_channel)  # type: ignore[no-untyped-call]
         table_ids = [f"fo-{i}" for i in range(n_tables)]
-        players: list[str] = []
-        for table_id in table_ids:
-            await router.call(table_id, "OpenTable", pb.OpenTableRequest(
-                table_id=table_id, command_id=f"open-{table_id}",
-                config=config_to_proto(TableConfig()),
-                settings=fast_settings(action_time_s=5, time_bank_s=5)), OPERATOR)
-            for seat in (1, 2, 3):
-                name = f"{table_id}-p{seat}"
-                players.append(name)
-                await wallet.CreateAccount(wpb.CreateAccountRequest(player_id=name),
-                                           metadata=tokens.metadata(OPERATOR), timeout=10)
-                await wallet.Deposit(wpb.DepositRequest(player_id=name, amount=DEPOSIT,
-                                                        idempotency_key=f"dep-{name}"),
-                                     metadata=tokens.metadata(OPERATOR), timeout=10)
-                await router.call(table_id, "SitDown", pb.SitDownRequest(
-                    table_id=table_id, seat=seat, buy_in=20_000, command_id=f"sit-{name}"),
-                    Principal(Role.PLAYER, name))
+        players = await seat_players(router, wallet, tokens, table_ids, DEPOSIT)
         stop = asyncio.Event()
         bots = [asyncio.create_task(bot(router, t, report, stop, random.Random(rng.random())))
                 for t in table_ids]
