@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import sys
@@ -57,6 +56,7 @@ from studkit.replay_source import (
     RedisSource,
     Settings,
     SourceError,
+    no_gc,
     token_role,
 )
 from studkit.repository import encode
@@ -322,8 +322,7 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
         ledger = await source.settlements([table_id]) if wallet else None
     finally:
         await source.aclose()
-    gc.disable()  # the log is long-lived and acyclic: no collection passes over it meanwhile
-    try:
+    with no_gc():  # the log is long-lived and acyclic: no collection passes over it
         todo = [h for h in split_hands(table_id, log.events, log.start)[0]
                 if hand_number is None or h.number == hand_number]
         verdicts = []
@@ -334,8 +333,6 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
                     hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))
                 verdict.checks.append("wallet")
             verdicts.append(verdict)
-    finally:
-        gc.enable()
     if log.note and verdicts:
         verdicts[0].notes.append(log.note)
     if settings.dealer_target and settings.auditor_token:

@@ -19,9 +19,11 @@ connection and credentials taken from environment variables (docs/replay.md):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeAlias, cast
@@ -159,6 +161,19 @@ def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged:
     return Logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9, event)
 
 
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off meanwhile (as it was, afterwards): building a big
+    log triggers collections that walk every object made so far, for nothing."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 @dataclass(frozen=True, slots=True)
 class TableLog:
     """A table's log as read: the state before its first event, the events, and a note when
@@ -238,10 +253,11 @@ class RedisSource:
         stream's head was archived (``stud archive``), the archived events come first if
         ``archive`` (the archive's directory) has them; otherwise the log starts from the
         table's snapshot, and the hands before it are left out with a note."""
-        raw = await self.raw_log(table_id)
-        if not raw and not await self.client.sismember(keys.table_index(), table_id):
-            raise SourceError(f"no table {table_id!r}")
-        events = [decode_entry(entry_id, payload) for entry_id, payload in raw]
+        with no_gc():  # a long list of long-lived, acyclic objects: nothing to collect
+            raw = await self.raw_log(table_id)
+            if not raw and not await self.client.sismember(keys.table_index(), table_id):
+                raise SourceError(f"no table {table_id!r}")
+            events = [decode_entry(entry_id, payload) for entry_id, payload in raw]
         if not events or events[0].sequence <= 1:
             return TableLog(TableState(), events)
         trimmed = events[0].sequence - 1
