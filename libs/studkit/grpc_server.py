@@ -328,8 +328,11 @@ async def run_until_signalled(
     server: GrpcServer,
     grace: float,
     signals: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+    before_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Wait for SIGTERM/SIGINT (or the server stopping), then stop gracefully."""
+    """Wait for SIGTERM/SIGINT (or the server stopping), then stop gracefully:
+    ``before_stop`` first (the table service hands its tables over at once, so their clocks
+    never wait for this replica's drain), then in-flight calls get ``grace`` seconds."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
@@ -343,6 +346,8 @@ async def run_until_signalled(
         stopping.cancel()
         if not terminated.done():
             log.info("shutdown_started", grace_s=grace)
+            if before_stop is not None:
+                await before_stop()
             await server.stop(grace)
         terminated.cancel()
         log.info("shutdown_finished")

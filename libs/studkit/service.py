@@ -87,14 +87,15 @@ async def serve(name: str, settings: S, build_deps: Callable[[S], D],
         server, port = create_server(settings, deps)
         with metrics_endpoint(deps.metrics.registry, settings.metrics_port,
                               settings.metrics_addr) as metrics:
-            await server.start()
             start = getattr(deps, "start", None)
-            if start is not None:  # e.g. the table service rebuilds and drives its tables
-                await start()
+            if start is not None:  # e.g. the table service rebuilds and drives its tables:
+                await start()      # done before the health check may answer SERVING
+            await server.start()
             log.info(f"{name}_started", addr=settings.addr, port=port,
                      metrics_port=metrics.port if metrics else None,
                      redis=redact_url(settings.redis_url), **started)
-            await run_until_signalled(server, settings.shutdown_grace_s)
+            await run_until_signalled(server, settings.shutdown_grace_s,
+                                      before_stop=getattr(deps, "draining", None))
     finally:
         await deps.close()
     log.info(f"{name}_stopped")

@@ -69,7 +69,7 @@ from studkit.errors import FailedPrecondition
 from studkit.mapping import envelope_for, event_from_envelope
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
-from studkit.store import AppendResult, EventStore, NotOwner, StreamConflict
+from studkit.store import AppendResult, EventStore, NotOwner, StreamConflict, TrimmedRange
 from studkit.uow import unit_of_work
 from table.clients import DealerClient, Refused, Unreachable, WalletClient, key
 from table.model import TableSettings
@@ -458,7 +458,11 @@ class TableActor:
         if not count:
             return []
         first = result.version - count
-        stored = await self.deps.store.read(self.table_id, from_version=first)
+        try:
+            stored = await self.deps.store.read(self.table_id, from_version=first, strict=True)
+        except TrimmedRange:
+            return []  # the command's events were archived: the outcome is its version
+
         return [s.envelope for s in stored[:count]]
 
     async def system(self, command: Command, command_id: str) -> bool:
@@ -679,6 +683,9 @@ class TableActor:
                 continue  # a sit-down, top-up or leave is between the wallet and the log
             if held is not None and self.intents.cashouts.get(number, ("",))[0] == held[0]:
                 continue  # stood up, to be paid out before the next hand
+            if want is None and held is not None and self.intents.sitdowns.get(
+                    number, ("", 0))[:2] == held:
+                continue  # a buy-in that landed after its call gave up: seated next
             topup = self.intents.topups.get(number)
             if want is not None and topup is not None and topup[0] == want[0] \
                     and held == (want[0], want[1] + topup[1]):
@@ -741,6 +748,21 @@ class TableActor:
         await self.drop_sit_down(seat, cid)
         return True
 
+    async def _resolve_sit_down(self, seat: int) -> None:
+        """A sit-down whose call gave up on the wallet (no call is on it now): seated if
+        its buy-in reached the wallet after all, refunded if it cannot be seated, else
+        forgotten."""
+        player, amount, cid, _fp = self.intents.sitdowns[seat]
+        reply = await self.deps.wallet.reconcile(self.table_id, on_wait=self._waiting)
+        held = {s.seat: (s.player_id, s.balance) for s in reply.seats}.get(seat)
+        if held == (player, amount) and not await self._complete_sit_down(seat, player,
+                                                                           amount):
+            log.warning("sit_down_refunded", seat=seat, amount=amount)
+            await self.deps.wallet.cash_out(player, self.table_id, seat,
+                                            key(self.table_id, cid, "refund"),
+                                            on_wait=self._waiting)
+        await self.drop_sit_down(seat, cid)
+
     async def drop_sit_down(self, seat: int, command_id: str) -> None:
         """Forget the sit-down intent of ``command_id`` (a newer one of the seat stays)."""
         pending = self.intents.sitdowns.get(seat)
@@ -799,6 +821,9 @@ class TableActor:
         """Leaves, top-ups, sit-outs due between hands; True if something was done."""
         for seat in sorted(self.intents.cashouts):
             await self._cash_out(seat)
+            return True
+        for seat in sorted(set(self.intents.sitdowns) - set(self.sagas)):
+            await self._resolve_sit_down(seat)
             return True
         for seat in sorted(self.intents.leaving):
             await self.leave(seat, f"s:leave:{seat}:{self.version}")

@@ -27,7 +27,7 @@ from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound, Unavailable
 from studkit.ownership import Ownership, Replica, rendezvous
-from studkit.store import AppendResult, EventStore, NotOwner
+from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
 from table.actor import ActorDeps, Intents, TableActor, Watcher, WatcherTooSlow
 from table.clients import PLAYER_WAIT_S, Refused, key
 from table.model import TableSettings, settings_from_proto, settings_to_proto
@@ -499,7 +499,15 @@ class TableApp:
         try:
             last = after
             if after < upto:
-                for stored in await self._store.read(table_id, from_version=after):
+                try:
+                    stored_events = await self._store.read(table_id, from_version=after,
+                                                           strict=True)
+                except TrimmedRange:
+                    raise FailedPrecondition(
+                        f"the events after {after} were archived; watch from "
+                        f"{await self._store.trimmed(table_id)} (stud replay reads archives)",
+                        reason="archived") from None
+                for stored in stored_events:
                     if stored.envelope.sequence > upto:
                         break
                     yield stored.envelope
@@ -547,6 +555,9 @@ class TableApp:
                     out.append(env)
                 if env.event_type == "HandEnded" and env.hand_number == hand_number:
                     return out, True
+        if not started:  # played, but no longer in Redis
+            raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
+                           reason="archived")
         return out, False
 
 

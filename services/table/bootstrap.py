@@ -42,6 +42,10 @@ class TableDeps:
         """Rebuild every table from its log and drive it."""
         await self.app.start()
 
+    async def draining(self) -> None:
+        """On SIGTERM, before the drain: hand every table over (leases released)."""
+        await self.app.stop()
+
     async def close(self) -> None:
         """Stop the tables' drivers, close the channels and the Redis connections."""
         await self.app.stop()
