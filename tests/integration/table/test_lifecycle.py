@@ -331,6 +331,43 @@ async def test_leaving_while_the_wallet_is_down_pays_out_when_it_is_back(room: R
         await server.stop(None)
 
 
+async def test_a_buy_in_that_landed_after_the_table_gave_up_is_seated(room: Room) -> None:
+    """Cat's SitDown is answered UNAVAILABLE (the wallet is down), but its last try did
+    reach the wallet (simulated: the same BuyIn, same key, once the wallet is back). The
+    live table must not stop on that escrow: it seats Cat with it, once, and his retry with
+    the same command id gets that outcome."""
+    table_id = await room.client.open_table(settings=fast_settings(next_hand_delay_ms=200))
+    await sit(room, table_id, 1, "ann")
+    await sit(room, table_id, 2, "bob")
+    await room.fund("cat", DEPOSIT)
+    wallet = room.wallet
+    assert wallet.server is not None
+    await wallet.server.stop(None)
+    command_id = uuid.uuid4().hex
+    code, _reason = await refusal(room.client.call("SitDown", pb.SitDownRequest(
+        table_id=table_id, seat=3, buy_in=7_000, command_id=command_id), player("cat")))
+    assert code is grpc.StatusCode.UNAVAILABLE
+    server, _port = create_wallet_server(
+        replace(wallet.settings, addr=f"127.0.0.1:{wallet.port}"), wallet.deps)
+    await server.start()
+    try:
+        async with asyncio.timeout(20):
+            while await balance_when_up(room, "cat") is None:
+                await asyncio.sleep(0.05)
+        await wallet.client.buy_in("cat", table_id, 3, 7_000,
+                                   key(table_id, command_key(player("cat"), command_id)))
+        view = await play(room.client, table_id, lambda v: v.hands_started >= 3 or (
+            v.status == pb.TABLE_STATUS_STOPPED), passive, timeout=30)
+        assert view.status != pb.TABLE_STATUS_STOPPED, view.status_reason
+        assert {s.seat: s.player_id for s in view.seats}[3] == "cat"
+        again = await room.client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=3, buy_in=7_000, command_id=command_id), player("cat"))
+        assert again.duplicate
+        assert await wallet.client.player_balance("cat") == DEPOSIT - 7_000
+    finally:
+        await server.stop(None)
+
+
 # --- the money saga after a crash ----------------------------------------------------------
 
 
