@@ -13,7 +13,8 @@ from dealer.tables import PublicTables
 from studkit.auth import TokenVerifier
 from studkit.mapping import event_from_envelope
 from studkit.metrics import Metrics
-from studkit.store import EventStore, StreamTailer
+from studkit.store import EventStore
+from studkit.tailer import StreamTailer
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,8 @@ from studkit.grpc_server import (
 )
 from studkit.limits import StreamLimiter
 from studkit.mapping.common import cards_from_proto
-from studkit.store import EventStore, StreamTailer
+from studkit.store import EventStore
+from studkit.tailer import StreamTailer
 
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerService"].full_name
 TESTING_SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerTestingService"].full_name

@@ -21,7 +21,8 @@ from redis.exceptions import NoPermissionError, ResponseError
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.redis_server import RedisServer, all_redis_servers, server_version
-from studkit.store import EventStore, StreamTailer
+from studkit.store import EventStore
+from studkit.tailer import StreamTailer
 
 PASSWORDS = {
     "table": "table-acl-pw",

@@ -30,9 +30,8 @@ from studkit.store import (
     StoreCorrupted,
     StoredEvent,
     StreamConflict,
-    StreamTailer,
-    Subscription,
 )
+from studkit.tailer import StreamTailer, Subscription
 
 DEADLINE = 10.0  # seconds; a generous bound for anything that should take milliseconds
 
