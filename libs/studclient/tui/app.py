@@ -129,6 +129,8 @@ class PlayApp(App[None]):
         Binding("b", "act('b')", "Bet/raise"),
         Binding("h", "history", "Last hand"),
         Binding("s", "sit_out", "Sit out/in"),
+        Binding("t", "top_up", "Top up"),
+        Binding("m", "muck", "Muck/show"),
         Binding("l", "leave", "Leave seat"),
         Binding("q", "quit_table", "Leave and quit"),
     ]
@@ -149,6 +151,8 @@ class PlayApp(App[None]):
         self.player_id = ""
         self._left = False
         self.seat = 0
+        self.buy_in = 0
+        """What the player sat down with: ``t`` tops the stack up to it."""
         """The seat taken (0: none), as soon as the table said yes (before any view)."""
         self._styled: list[tuple[str, str]] = []
 
@@ -235,7 +239,7 @@ class PlayApp(App[None]):
                     self.say(line)
             self.say(f"Sitting down at seat {seat} with {t.chips(buy_in)}")
             await client.sit(self.options.table_id, seat, buy_in)
-            self.seat = seat
+            self.seat, self.buy_in = seat, buy_in
         except StudError as exc:
             self.refused("sit down", exc)
             self.say("Not seated: watching")
@@ -436,6 +440,38 @@ class PlayApp(App[None]):
                 self.say("You sit out from the next hand")
         except StudError as exc:
             self.refused("sit out/in", exc)
+
+    async def action_top_up(self) -> None:
+        """Top the stack up to the buy-in (between hands; asked during one, when it ends)."""
+        client, view = self.client, self.view
+        if client is None or view is None or not view.viewer_seat:
+            return
+        me = next((s for s in view.seats if s.seat == view.viewer_seat), None)
+        target = self.buy_in or default_buy_in(view)
+        if me is None or me.stack >= target:
+            self.say(f"Your stack is at {t.chips(target)} or more already")
+            return
+        try:
+            await client.top_up(self.options.table_id, target - me.stack,
+                                seat=view.viewer_seat)
+        except StudError as exc:
+            self.refused("top-up", exc)
+            return
+        self.say(f"Top-up of {t.chips(target - me.stack)} asked")
+
+    async def action_muck(self) -> None:
+        """Toggle mucking losing hands at the showdown where the rules allow it."""
+        client, view = self.client, self.view
+        if client is None or view is None or not view.viewer_seat:
+            return
+        muck = not view.muck_preference
+        try:
+            await client.set_muck(self.options.table_id, muck, seat=view.viewer_seat)
+        except StudError as exc:
+            self.refused("muck preference", exc)
+            return
+        self.say("You muck losing hands when the rules allow it" if muck
+                 else "You show your hand at the showdown")
 
     async def action_leave(self) -> bool:
         """Leave the seat (when the hand in progress ends); True when asked or not seated."""

@@ -199,6 +199,20 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
             await pilot.press("escape")
             await wait_until(lambda: not isinstance(app.screen, HistoryScreen))
 
+            # Between hands: mucking losing hands, and a top-up to the buy-in.
+            await pilot.press("m")
+            await room.client.wait_for(table_id, lambda v: v.muck_preference,
+                                       who=player("ann"))
+            assert "You muck losing hands when the rules allow it" in app.log_lines
+            await pilot.press("t")  # the split gave ann her 90 back: nothing to add
+            await wait_until(lambda: "Your stack is at 10,000 or more already"
+                             in app.log_lines)
+            app.buy_in = 10_400  # as if she had sat down with 10,400
+            await pilot.press("t")
+            await wait_until(lambda: "Seat 1 adds 400" in app.log_lines)
+            await wait_until(lambda: app.view is not None
+                             and app.view.seats[0].stack == 10_400)
+
             # Resizing: the layout follows (narrow: the log goes under the table).
             for size in ((80, 30), (200, 50)):
                 await pilot.resize_terminal(*size)
