@@ -410,21 +410,26 @@ class TableApp:
         player = self._own_seat(principal, actor, seat)
         if amount <= 0:
             raise BadRequest("amount", "must be > 0")
+        cid = command_key(principal, command_id)
+        wallet_key = key(table_id, cid)
+        # A retry (same command id) answers the recorded outcome, or carries on with its
+        # pending top-up: never refused for the stack it made or for being pending.
+        recorded = await self._store.recorded(table_id, f"s:topup:{wallet_key}")
+        if recorded is not None:
+            return _outcome(recorded, await actor._recorded_envelopes(recorded))
         stack = actor.state.stack(seat)
         holder = actor.state.seat(seat)
         base = holder.stack if holder is not None else stack
         pending = actor.intents.topups.get(seat)
-        if pending is not None:
+        if pending is not None and pending[2] != wallet_key:
             raise FailedPrecondition("a top-up is already pending", reason="topup_pending")
+        if pending is not None and pending[1] != amount:
+            raise BadRequest("command_id", "already used for another top-up",
+                             reason="command_id_reused")
         if base + amount > actor.settings.buy_in_max:
             raise FailedPrecondition(
                 f"a stack may be topped up to {actor.settings.buy_in_max}",
                 reason="above_buy_in_max")
-        cid = command_key(principal, command_id)
-        wallet_key = key(table_id, cid)
-        recorded = await self._store.recorded(table_id, f"s:topup:{wallet_key}")
-        if recorded is not None:
-            return _outcome(recorded, await actor._recorded_envelopes(recorded))
         # The top-up is an intent before any money moves: a hand that starts meanwhile, or a
         # crash between the wallet and the table's record, leaves it to the driver to
         # complete between hands (the wallet's key makes its repeat a replay); never

@@ -368,6 +368,41 @@ async def test_a_buy_in_that_landed_after_the_table_gave_up_is_seated(room: Room
         await server.stop(None)
 
 
+async def test_a_top_up_retried_with_its_command_id_applies_once(room: Room) -> None:
+    """A client retries AddChips with the same command id, as the SDK does on UNAVAILABLE:
+    while the wallet is down the retry is UNAVAILABLE again (not "a top-up is pending"); once
+    it is back the retry succeeds, and a retry after that answers the recorded outcome (not
+    "above the maximum" for the stack it already made). The chips move once."""
+    table_id = await room.client.open_table(settings=fast_settings(buy_in_max=15_000))
+    await sit(room, table_id, 1, "ann")
+    wallet = room.wallet
+    assert wallet.server is not None
+    await wallet.server.stop(None)
+    request = pb.AddChipsRequest(table_id=table_id, seat=1, amount=5_000,
+                                 command_id=uuid.uuid4().hex)
+    for _ in range(2):
+        code, _reason = await refusal(room.client.call("AddChips", request, player("ann")))
+        assert code is grpc.StatusCode.UNAVAILABLE
+    server, _port = create_wallet_server(
+        replace(wallet.settings, addr=f"127.0.0.1:{wallet.port}"), wallet.deps)
+    await server.start()
+    try:
+        async with asyncio.timeout(20):
+            while True:
+                try:
+                    await room.client.call("AddChips", request, player("ann"))
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc
+        again = await room.client.call("AddChips", request, player("ann"))
+        assert again.duplicate
+        assert stacks(await room.client.view(table_id)) == {1: 15_000}
+        assert await wallet.client.escrows(table_id) == {1: 15_000}
+        assert await wallet.client.player_balance("ann") == DEPOSIT - 15_000
+    finally:
+        await server.stop(None)
+
+
 # --- the money saga after a crash ----------------------------------------------------------
 
 
