@@ -76,18 +76,20 @@ class Setup:
         given = env.get(PLAYER_TOKEN_ENV, "")
         self.operator: str | TokenProvider | None = None
         self.token: str | TokenProvider
+        minting = bool(env.get(ISSUER_KEY_ENV) or env.get(OPERATOR_TOKEN_ENV)
+                       or Path(".run/keys/issuer.pem").exists())
+        creds = credentials(env) if minting else None
+        if creds is not None and creds.minted:
+            self.operator = creds.operator  # dev rooms: funds a short wallet
         if given and not player:
             self.token = given
             self.player = token_subject(given)[1]
             return
-        name = player or env.get(PLAYER_ENV) or DEFAULT_PLAYER
-        if not (env.get(ISSUER_KEY_ENV) or env.get(OPERATOR_TOKEN_ENV)
-                or Path(".run/keys/issuer.pem").exists()):
+        if creds is None:
             raise RuntimeError(f"set {ISSUER_KEY_ENV} (make run writes .run/keys/issuer.pem) "
                                f"or {PLAYER_TOKEN_ENV}")
-        creds = credentials(env)
+        name = player or env.get(PLAYER_ENV) or DEFAULT_PLAYER
         self.player, self.token = creds.players(0, name)
-        self.operator = creds.operator if creds.minted else None
 
     def connect(self, token: str | TokenProvider | None = None) -> Client:
         """A client of the room (the player's, unless another token is given)."""
