@@ -156,5 +156,6 @@ def register(commands: Any) -> None:
                         help="chips to bring (default: the table's minimum)")
     parser.add_argument("--player", default=None,
                         help=f"player name whose token is minted from the dev issuer key "
-                             f"(default ${PLAYER_ENV} or {DEFAULT_PLAYER})")
+                             f"(default: the player of ${PLAYER_TOKEN_ENV}, else ${PLAYER_ENV}, "
+                             f"else {DEFAULT_PLAYER})")
     parser.set_defaults(handler=lambda args, out: run(args, out, os.environ))
