@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
+from redis.typing import EncodableT
 
 Client: TypeAlias = Redis | RedisCluster
 """What :func:`connect` returns; annotate with this, not with one of the two."""
@@ -72,6 +73,24 @@ def cluster_url(url: str) -> str:
     return urlunsplit(parts._replace(scheme=f"{scheme}+cluster"))
 
 
+class ClusterClient(RedisCluster):
+    """redis-py's asyncio :class:`RedisCluster`, initialized (slot map read, nodes created)
+    before its first command runs.
+
+    redis-py 8.1 initializes lazily inside ``execute_command``, after it has resolved the
+    command's routing on the not yet initialized client; concurrent first commands on a new
+    client then sporadically fail (``AttributeError: 'NoneType' object has no attribute
+    'writelines'``: a connection closed under another task's handshake). A burst of watches
+    or lookups right after a service starts is exactly that, so every command first waits for
+    the (locked, once-only) initialization.
+    """
+
+    async def execute_command(self, *args: EncodableT, **kwargs: Any) -> Any:
+        if self._initialize:
+            await self.initialize()
+        return await super().execute_command(*args, **kwargs)
+
+
 def connect(url: str, **kwargs: Any) -> Client:
     """A new asyncio client for ``url``: a :class:`RedisCluster` for a ``redis+cluster://``
     or ``rediss+cluster://`` URL, else a :class:`Redis`. ``kwargs`` are the client's options
@@ -79,7 +98,7 @@ def connect(url: str, **kwargs: Any) -> Client:
     left to the client's default (for a cluster, ``max_connections`` is per node)."""
     options = {k: v for k, v in kwargs.items() if v is not None or k == "socket_timeout"}
     if is_cluster_url(url):
-        return RedisCluster.from_url(node_url(url), **options)
+        return ClusterClient.from_url(node_url(url), **options)
     options.setdefault("retry", reconnecting())
     options.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError])
     return Redis.from_url(url, **options)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 
 import grpc
 import pytest
+from redis.crc import key_slot
 
 from dealer.config import Settings
 from dealer.tables import PublicTables
@@ -22,6 +24,7 @@ from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import event_from_envelope
 from studkit.metrics import REQUESTS
 from studkit.redis_client import connect
+from studkit.redis_cluster import slot_ranges
 from studkit.store import EventStore
 from studkit.testing import TestRedis as Redis
 
@@ -208,11 +211,11 @@ class TestStreamLimits:
 
 class TestWatchersHaveTheirOwnPool:
     async def test_a_full_watchers_pool_leaves_dealing_alone(
-        self, limited: RunningDealer, events: EventStore
+        self, limited: RunningDealer, events: EventStore, redis_server: Redis
     ) -> None:
         """Watches on more tables than the watchers' pool has connections: those past it are
         UNAVAILABLE (store_unavailable: retry later), while StartHand on every table still
-        succeeds, as it uses the other pool."""
+        succeeds, as it uses the other pool. On a Redis Cluster the pool is per master."""
         tables = [await open_table(events, limited, {1: f"p{i}"})
                   for i in range(WATCH_CONNECTIONS + 3)]
         target = f"127.0.0.1:{limited.port}"
@@ -225,8 +228,15 @@ class TestWatchersHaveTheirOwnPool:
         await asyncio.sleep(0.3)
         held = [call for call in calls_ if not call.done()]
         refused = [await refusal(call) for call in calls_ if call.done()]
-        assert len(held) <= WATCH_CONNECTIONS
-        assert len(refused) >= len(tables) - WATCH_CONNECTIONS
+        # The tables' masters (one "master" on a single Redis).
+        ranges = slot_ranges(3) if redis_server.cluster else [range(16384)]
+        master = [next(i for i, r in enumerate(ranges) if key_slot(t.table_id.encode()) in r)
+                  for t in tables]
+        held_on = Counter(m for m, call in zip(master, calls_, strict=True) if not call.done())
+        assert max(held_on.values(), default=0) <= WATCH_CONNECTIONS
+        assert len(refused) >= sum(max(0, n - WATCH_CONNECTIONS)
+                                   for n in Counter(master).values())
+        assert len(held) <= WATCH_CONNECTIONS * len(ranges)
         commitments = await asyncio.gather(
             *(t.dealer.start_hand(t.table_id, 1, TABLE) for t in tables))
         assert all(commitments)
