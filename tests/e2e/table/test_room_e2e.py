@@ -28,7 +28,6 @@ from typing import Any, TypeVar
 
 import grpc
 import pytest
-import redis.asyncio as aredis
 
 import rules
 from rules import Rake, TableConfig
@@ -38,6 +37,7 @@ from stud.v1 import wallet_pb2 as wpb
 from studkit import testing as studkit_testing
 from studkit.auth import DevKeys
 from studkit.mapping import event_from_envelope
+from studkit.redis_client import connect
 from studkit.store import EventStore
 from table.app import command_key
 from table.clients import key
@@ -383,7 +383,7 @@ async def play_room(redis_server: studkit_testing.TestRedis, redis_url: str, tmp
         assert room.table.starts == kills + 1
         house = await check_ledger(clients, views, players)
         assert house > 0, "the raked table took no rake: the rake checks checked nothing"
-        reader = aredis.Redis.from_url(url_for("auditor"))
+        reader = connect(url_for("auditor"))
         try:
             store = EventStore(reader)
             totals = [await check_hands(clients, store, t, v) for t, v in views.items()]

@@ -9,12 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import redis
-import redis.asyncio as aioredis
 
 from stud.v1 import table_pb2 as pb
 from studkit.archive import archive_table
 from studkit.auth import DevKeys
+from studkit.redis_client import connect, connect_sync
 from studkit.store import EventStore
 from studkit.testing import TestRedis
 from table.testing import AUDITOR, play_until, player, running_room
@@ -28,7 +27,7 @@ HANDS = 5
 @pytest.fixture(scope="module")
 async def archived(redis_server: TestRedis, dev_keys: DevKeys,
                    tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Played]:
-    client = redis.Redis.from_url(redis_server.url)
+    client = connect_sync(redis_server.url)
     client.flushall()
     client.close()
     async with running_room(redis_server, redis_server.url, dev_keys,
@@ -56,7 +55,7 @@ async def test_archived_hands_replay_from_the_archive(
     status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
     assert status == 0, out
     before = int(out.strip().splitlines()[-1].split()[0].split("=")[1])
-    client = aioredis.Redis.from_url(archived.admin_url)
+    client = connect(archived.admin_url)
     try:
         outcome = await archive_table(EventStore(client), table, tmp_path,
                                       cutoff=datetime.now(UTC) + timedelta(days=1))
