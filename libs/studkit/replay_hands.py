@@ -163,6 +163,13 @@ def command_for(events: Sequence[Event], state: TableState) -> Command | None:
     """The command that wrote ``events`` (one command's events, in order), rebuilt from them;
     None when no command starts with such an event (e.g. a ``PotAwarded`` on its own)."""
     first = events[0]
+    # The commonest commands first, by exact type (a match tries each case in turn).
+    if isinstance(first, Checked):
+        return Check(seat=first.seat)
+    if isinstance(first, Called):
+        return Call(seat=first.seat)
+    if isinstance(first, Folded):
+        return Fold(seat=first.seat)
     match first:
         case TableOpened(table_id=table_id, config=config):
             return OpenTable(table_id=table_id, config=config)
@@ -337,10 +344,10 @@ def redecide(state: TableState, group: Sequence[Logged], hand: int
         return fold(events, state), Problem(
             hand, group[0].sequence,
             f"{describe(events[0])} is illegal: {exc.reason.value}: {exc.detail}"), None
-    if len(decided) == len(events) and all(map(_same, decided, events)):
+    if decided == tuple(events):
         return after, None, None
     for index, (want, got) in enumerate(zip(decided, events, strict=False)):
-        if not _same(want, got):
+        if want != got:
             return fold(events, state), Problem(
                 hand, group[index].sequence,
                 f"the log has {describe(got)}, the rules decide {describe(want)}"), None
@@ -354,10 +361,6 @@ def redecide(state: TableState, group: Sequence[Logged], hand: int
         hand, None, f"the command of event #{group[0].sequence} stops short at event "
         f"#{group[-1].sequence}: the rules also decide {describe(decided[len(events)])}"
     ), None
-
-
-def _same(want: Event, got: Event) -> bool:
-    return want == got
 
 
 def verify_hand_log(hand: HandLog) -> HandVerdict:
