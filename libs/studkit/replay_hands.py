@@ -220,19 +220,16 @@ def _deal(events: Sequence[Event]) -> DealStreet:
     burned = 0
     reshuffled = False
     for event in events:
-        match event:
-            case DownCardDealt(seat=seat, card=card):
-                cards.append(DealtCard(seat=seat, up=False, card=card))
-            case UpCardDealt(seat=seat, card=card):
-                cards.append(DealtCard(seat=seat, up=True, card=card))
-            case CommunityCardDealt(card=card):
-                cards.append(DealtCard(seat=0, up=True, card=card))
-            case CardBurned():
-                burned += 1
-            case BurnsReshuffled():
-                reshuffled = True
-            case _:
-                pass
+        if isinstance(event, DownCardDealt):
+            cards.append(DealtCard(seat=event.seat, up=False, card=event.card))
+        elif isinstance(event, UpCardDealt):
+            cards.append(DealtCard(seat=event.seat, up=True, card=event.card))
+        elif isinstance(event, CommunityCardDealt):
+            cards.append(DealtCard(seat=0, up=True, card=event.card))
+        elif isinstance(event, CardBurned):
+            burned += 1
+        elif isinstance(event, BurnsReshuffled):
+            reshuffled = True
     return DealStreet(cards=tuple(cards), burned=burned, reshuffled_burns=reshuffled)
 
 
