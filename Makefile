@@ -9,7 +9,7 @@ PROTO_SRC := $(wildcard protos/stud/v1/*.proto)
 PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
-.PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room failover chaos fuzz audit lint \
+.PHONY: all venv protos test test-unit test-property test-integration test-e2e test-room failover chaos fuzz audit load lint \
 	test-cluster bench bench-rules bench-store bench-room bench-replay run reset clean
 
 all: test
@@ -63,6 +63,11 @@ test-room: $(PROTO_STAMP)
 # play; prints `tables=... takeovers=... max_takeover_s=... lost_events=0 ...` last.
 failover: $(PROTO_STAMP)
 	$(PY) -m table.failover --tables 6 --seconds-between 3
+
+# Load: throughput beside the bare ceiling, then tables at human pace until p99 > 100 ms;
+# prints `ratio=... p99_ms=... tables_at_human_pace=...` last.
+load: $(PROTO_STAMP)
+	$(PY) bench/load.py
 
 # Faults: kill -9 table replicas, the dealer, the wallet and Redis at random points across
 # 300 hands; prints `hands=... kills=... chips_lost=0 duplicate_settlements=0 unverified=0`.

@@ -66,6 +66,7 @@ class TableApp:
         self.ownership: Ownership | None = None
         self.live: dict[str, Replica] = {}
         self._keeper: asyncio.Task[None] | None = None
+        self.failed_loads = 0
         """Set once :meth:`start` has rebuilt every table; until then calls are answered
         UNAVAILABLE (reason ``starting``), never NOT_FOUND for a table not yet loaded, and
         no call loads a table the start is about to load too."""
@@ -147,7 +148,13 @@ class TableApp:
             desired = rendezvous(table_id, live)
             if desired is None or desired.id != me.id:
                 continue
-            await self._take(table_id)
+            try:
+                await self._take(table_id)
+            except Exception:
+                # One table whose log cannot be loaded (corrupt, or not a table's) must not
+                # keep this replica from serving the others: logged, counted, tried again.
+                log.exception("table_load_failed", table_id=table_id)
+                self.failed_loads += 1
 
     @staticmethod
     def _summary_key(table_id: str) -> str:
@@ -189,7 +196,11 @@ class TableApp:
         if not lease.ok:
             return None
         started = time.monotonic()
-        actor = await self._load(table_id, epoch=lease.epoch)
+        try:
+            actor = await self._load(table_id, epoch=lease.epoch)
+        except Exception:
+            await self.ownership.release(table_id, lease.epoch)
+            raise
         log.info("table_taken", table_id=table_id, epoch=lease.epoch,
                  load_ms=round((time.monotonic() - started) * 1000, 1))
         return actor
