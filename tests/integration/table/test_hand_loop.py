@@ -260,6 +260,10 @@ async def test_a_restarted_table_service_carries_on_mid_hand(
             await play_until(client, table_id, mid.hand.hand_number + 1, rng.choice)
             await client.call("CloseTable", pb.CloseTableRequest(table_id=table_id), OPERATOR)
             await play_while(room, table_id, lambda v: bool(v.seats), client=client)
+            # A seat leaves the view when it is stood up; its cash-out follows.
+            async with asyncio.timeout(10):
+                while await room.wallet.client.escrows(table_id):
+                    await asyncio.sleep(0.02)
         balances = [await room.wallet.client.player_balance(n) for n in ("ann", "bob", "dan")]
         assert sum(balances) == 3 * DEPOSIT
 
