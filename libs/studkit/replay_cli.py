@@ -33,11 +33,10 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dealer.audit import verify_hand
-from dealer.mapping import audit_from_proto
 from rules.config import TableConfig
 from rules.history import render_history
 from rules.phh import export_phh
+from studkit.deckproof import audit_from_proto, verify_hand
 from studkit.replay_hands import (
     HandLog,
     HandVerdict,

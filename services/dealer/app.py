@@ -17,9 +17,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from dealer.audit import HandAudit
-from dealer.commitment import commit
-from dealer.deck import HandDeck, StreetDeal, deal_street, seat_draws
+from dealer.deck import deal_street, seat_draws
 from dealer.shuffle import new_salt, shuffled
 from dealer.stacking import StackedDecks
 from dealer.store import DealerStore, Recorded, StoredHand
@@ -27,6 +25,7 @@ from dealer.tables import PublicTables, TableView
 from rules import DealPlan, HandState, pending_deal
 from rules.views import revealable_seats
 from studkit.auth import Forbidden, Principal, Role, require_role
+from studkit.deckproof import HandAudit, HandDeck, StreetDeal, commit
 from studkit.errors import Conflict, FailedPrecondition, NotFound
 from studkit.metrics import ClosedCounter, Metrics
 

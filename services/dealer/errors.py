@@ -9,7 +9,7 @@ from typing import Final
 
 import grpc
 
-from dealer.deck import DeckInconsistent
+from studkit.deckproof import DeckInconsistent
 from studkit.grpc_server import BASE_ERRORS, ErrorTable
 
 DEALER_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(

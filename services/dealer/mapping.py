@@ -1,6 +1,7 @@
 """Dealer protos <-> dealer values, pure. Requests are validated here (ids, hand numbers,
 seats, streets) and refused with :class:`~studkit.errors.BadRequest` naming the field; cards
-go through ``studkit.mapping`` so there is one card encoding on the wire."""
+go through ``studkit.mapping`` so there is one card encoding on the wire. The auditor's side,
+a HandAudit message back to values, is :func:`studkit.deckproof.audit_from_proto`."""
 
 from __future__ import annotations
 
@@ -8,15 +9,14 @@ from collections.abc import Iterable
 from typing import Final
 
 from dealer.app import OwnCards
-from dealer.audit import HandAudit
-from dealer.deck import Draw, HandDeck, StreetDeal
 from rules import DealPlan, DealSlot, card_from_index
 from stud.v1 import commands_pb2 as cpb
 from stud.v1 import common_pb2 as pb
 from stud.v1 import dealer_pb2 as dpb
+from studkit.deckproof import Draw, HandAudit, StreetDeal
 from studkit.errors import BadRequest
 from studkit.keys import check_id
-from studkit.mapping import card_from_proto, card_to_proto, street_from_proto, street_to_proto
+from studkit.mapping import card_to_proto, street_from_proto, street_to_proto
 
 MAX_SEAT: Final = 8
 SCHEME: Final = ("sha256(stud-hilo-deck-v1|table_id|hand_number|salt|deck|reshuffle_key), "
@@ -113,35 +113,3 @@ def audit_to_proto(audit: HandAudit) -> dpb.HandAudit:
         deck=[card(c) for c in deck.order], salt=deck.salt, scheme=SCHEME, cards_used=used,
         reshuffle_key=[card(c) for c in deck.reshuffle_key], streets=streets,
     )
-
-
-def _index(msg: pb.Card, field: str) -> int:
-    return card_from_proto(msg, field).index
-
-
-def audit_from_proto(msg: dpb.HandAudit) -> HandAudit:
-    """The auditor's side: a HandAudit message as values :func:`dealer.audit.verify_hand`
-    checks."""
-    try:
-        deck = HandDeck(
-            table_id=table_id(msg.table_id), hand_number=hand_number(msg.hand_number),
-            order=tuple(_index(c, f"deck[{i}]") for i, c in enumerate(msg.deck)),
-            reshuffle_key=tuple(_index(c, f"reshuffle_key[{i}]")
-                                for i, c in enumerate(msg.reshuffle_key)),
-            salt=bytes(msg.salt),
-        )
-    except ValueError as exc:
-        raise BadRequest("deck", str(exc)) from None
-    deals = []
-    for i, street in enumerate(msg.streets):
-        field = f"streets[{i}]"
-        burn = street.burn if street.HasField("burn") else None
-        deals.append(StreetDeal(
-            street=street_from_proto(street.street, f"{field}.street"),
-            reshuffled=street.reshuffled,
-            burn=None if burn is None else _index(burn.card, f"{field}.burn.card"),
-            burn_index=None if burn is None else burn.index,
-            cards=tuple(Draw(index=d.index, card=_index(d.card, f"{field}.cards[{j}].card"),
-                             seat=d.seat, up=d.up) for j, d in enumerate(street.cards)),
-        ))
-    return HandAudit(deck=deck, commitment=msg.commitment, deals=tuple(deals))

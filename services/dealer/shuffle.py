@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from typing import Final
 
-DECK_SIZE: Final = 52
-SALT_BYTES: Final = 32
+from studkit.deckproof import DECK_SIZE, SALT_BYTES
 
 
 def fisher_yates_draws(size: int) -> tuple[int, ...]:

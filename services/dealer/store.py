@@ -16,8 +16,8 @@ from enum import Enum
 from importlib import resources
 from typing import Any, Final, cast
 
-from dealer.deck import Draw, HandDeck, StreetDeal
 from rules import Street
+from studkit.deckproof import Draw, HandDeck, StreetDeal
 from studkit.keys import dealer_key
 from studkit.redis_client import Client, connect
 

@@ -1,7 +1,7 @@
 """``python -m dealer.verify``: an auditor checks finished hands of a table. It fetches each
 hand's audit record from the dealer (``GetAudit``, with an auditor token), reads the table's
 public stream from Redis (any user that may read ``stud:table:*``, e.g. the auditor's), and
-runs :func:`dealer.audit.verify_hand`. Prints one line per hand, no card values; exits 1 if any
+runs :func:`studkit.deckproof.verify_hand`. Prints one line per hand, no card values; exits 1 if any
 hand fails.
 
     STUD_TOKEN=<auditor jwt> python -m dealer.verify --dealer 127.0.0.1:50052 \\
@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 import grpc
 
-from dealer.audit import Verification, verify_hand
-from dealer.mapping import audit_from_proto
 from rules import Event
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit.auth import bearer_metadata
+from studkit.deckproof import Verification, audit_from_proto, verify_hand
 from studkit.mapping import event_from_envelope
 from studkit.redis_client import connect
 from studkit.store import EventStore

@@ -20,13 +20,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from dealer.audit import verify_hand
-from dealer.mapping import audit_from_proto
 from dealer.testing import DealerClient, TableRole, deal_request, player
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit import testing as studkit_testing
 from studkit.auth import DevKeys
+from studkit.deckproof import audit_from_proto, verify_hand
 from studkit.mapping import card_from_proto, event_from_envelope
 from studkit.redis_client import connect
 from studkit.redis_server import free_port

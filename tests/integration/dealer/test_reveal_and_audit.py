@@ -10,11 +10,10 @@ import dataclasses
 import grpc
 import pytest
 
-from dealer.audit import verify_hand
-from dealer.mapping import audit_from_proto
 from dealer.testing import AUDITOR, TABLE, MakeTable, TableRole
 from rules import Phase, TableConfig
 from rules.events import HandExposed, HandMucked, HandShown
+from studkit.deckproof import audit_from_proto, verify_hand
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import event_from_envelope
 

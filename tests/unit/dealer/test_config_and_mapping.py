@@ -6,14 +6,13 @@ from __future__ import annotations
 import pytest
 
 from dealer import mapping
-from dealer.audit import HandAudit
-from dealer.commitment import commit
 from dealer.config import Settings
-from dealer.deck import HandDeck, deal_street
+from dealer.deck import deal_street
 from dealer.shuffle import new_salt, shuffled
 from rules import DealPlan, DealSlot, Street
 from stud.v1 import dealer_pb2 as pb
 from studkit.auth import DevKeys
+from studkit.deckproof import HandAudit, HandDeck, audit_from_proto, commit
 from studkit.errors import BadRequest
 
 
@@ -93,7 +92,7 @@ class TestAuditWire:
         audit = HandAudit(deck=deck, commitment=commit(deck), deals=(third, fourth))
         wire = mapping.audit_to_proto(audit)
         assert wire.cards_used == 6 + 1 + 2 and len(wire.deck) == 52
-        back = mapping.audit_from_proto(pb.HandAudit.FromString(wire.SerializeToString()))
+        back = audit_from_proto(pb.HandAudit.FromString(wire.SerializeToString()))
         assert back == audit
 
     def test_a_deck_that_is_not_a_permutation_is_refused(self) -> None:
@@ -103,4 +102,4 @@ class TestAuditWire:
         wire = mapping.audit_to_proto(HandAudit(deck=deck, commitment=commit(deck)))
         wire.deck[1].CopyFrom(wire.deck[0])
         with pytest.raises(BadRequest):
-            mapping.audit_from_proto(wire)
+            audit_from_proto(wire)

@@ -9,17 +9,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from dealer.audit import HandAudit, verify_hand
-from dealer.commitment import commit, encode, verify_commitment
-from dealer.deck import (
-    DeckInconsistent,
-    HandDeck,
-    StreetDeal,
-    deal_street,
-    down_cards,
-    replay,
-    seat_draws,
-)
+from dealer.deck import deal_street, down_cards, seat_draws
 from dealer.shuffle import new_salt, shuffled
 from rules import Card, Event, TableConfig, card_from_index, parse_cards
 from rules.betting import ActionKind
@@ -37,6 +27,17 @@ from rules.commands import (
 from rules.driver import TableDriver
 from rules.events import HandShown, UpCardDealt
 from rules.state import Phase
+from studkit.deckproof import (
+    DeckInconsistent,
+    HandAudit,
+    HandDeck,
+    StreetDeal,
+    commit,
+    encode,
+    replay,
+    verify_commitment,
+    verify_hand,
+)
 
 TABLE = "t-audit"
 

@@ -15,14 +15,8 @@ from statistics import NormalDist
 
 import pytest
 
-from dealer.shuffle import (
-    DECK_SIZE,
-    SALT_BYTES,
-    fisher_yates_draws,
-    new_salt,
-    permutation_from_draws,
-    shuffled,
-)
+from dealer.shuffle import fisher_yates_draws, new_salt, permutation_from_draws, shuffled
+from studkit.deckproof import DECK_SIZE, SALT_BYTES
 
 SHUFFLES = 40_000
 ALPHA = 1e-6
