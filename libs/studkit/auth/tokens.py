@@ -11,6 +11,7 @@ the token's subject (see :mod:`studkit.auth.signing`). Tokens are never logged.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
@@ -80,12 +81,17 @@ class TokenVerifier:
     subject, the issuer, the audience (when the token names one, it must be ours) and expiry
     against an injectable clock."""
 
+    CACHE_SIZE = 4096
+    """Tokens whose signature was checked, kept until they expire (least recently used go
+    first): a caller's repeated token costs a dictionary lookup, not a signature check."""
+
     def __init__(self, keys: KeySet, clock: Clock = time.time, leeway_seconds: int = 5,
                  audience: str | None = None) -> None:
         self._keys = keys
         self._clock = clock
         self._leeway = leeway_seconds
         self._audience = audience
+        self._verified: OrderedDict[str, Principal] = OrderedDict()
 
     @property
     def keys(self) -> KeySet:
@@ -93,7 +99,23 @@ class TokenVerifier:
 
     def verify(self, token: str) -> Principal:
         """The principal of a valid token; raises :class:`Unauthorized` otherwise. The
-        message never includes the token."""
+        message never includes the token. A token verified before is looked up (the same
+        bytes carry the same signature), its expiry checked again against the clock."""
+        known = self._verified.get(token)
+        if known is not None:
+            assert known.expires_at is not None
+            if known.expires_at + self._leeway <= self._clock():
+                del self._verified[token]
+                raise Unauthorized("token expired", reason="token_expired")
+            self._verified.move_to_end(token)
+            return known
+        principal = self._verify(token)
+        self._verified[token] = principal
+        if len(self._verified) > self.CACHE_SIZE:
+            self._verified.popitem(last=False)
+        return principal
+
+    def _verify(self, token: str) -> Principal:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError as exc:

@@ -366,3 +366,27 @@ class TestTool:
         """``dev-keys DIR`` writes a loadable set for the named services."""
         assert main(["dev-keys", str(tmp_path), "--services", "table"]) == 0
         assert set(DevKeys.load(tmp_path).service_keys) == {"table"}
+
+
+def test_a_cached_token_still_expires() -> None:
+    """The verifier remembers checked tokens, but a remembered token past its expiry is
+    refused as expired, and a forged one is never taken from the cache."""
+    from studkit.auth import DevKeys as _DevKeys
+    from studkit.auth import Principal as _Principal
+    from studkit.auth import Role as _Role
+    from studkit.auth import TokenVerifier as _TokenVerifier
+    from studkit.auth import Unauthorized as _Unauthorized
+
+    now = [1_000_000.0]
+    keys = _DevKeys.generate()
+    token = keys.issuer(clock=lambda: now[0]).issue(_Principal(_Role.PLAYER, "ann"), 60)
+    verifier = _TokenVerifier(keys.key_set(), clock=lambda: now[0])
+    assert verifier.verify(token).name == "ann"
+    assert verifier.verify(token).name == "ann"  # from the cache
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    with pytest.raises(_Unauthorized):
+        verifier.verify(forged)
+    now[0] += 120
+    with pytest.raises(_Unauthorized) as caught:
+        verifier.verify(token)
+    assert caught.value.reason == "token_expired"
