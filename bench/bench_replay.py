@@ -173,8 +173,10 @@ def bench_check(tables: list[PlayedTable], limit: int) -> str:
             for text in agreeing:
                 list(HandHistory.loads(text))
 
-    ours_s = _best(3, ours)
-    pk_s = _best(1, pokerkit)
+    ours_s = pk_s = float("inf")
+    for _ in range(3):  # alternated, so that a busy moment hurts both alike
+        ours_s = min(ours_s, _best(1, ours))
+        pk_s = min(pk_s, _best(1, pokerkit))
     n = len(agreeing)
     return "\n".join([
         f"  stud replay check (parse+replay) {1e3 * ours_s / n:>6.3f} ms/hand  "
