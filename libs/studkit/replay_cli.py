@@ -252,7 +252,7 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
         notes.append("wallet settlements not checked: this Redis user may not read the ledger")
     verdicts: list[HandVerdict] = []
     with _progress(show_progress) as progress:
-        task = progress.add_task("verifying", total=sum(sizes.values()), rate="")
+        task = progress.add_task("verifying events", total=sum(sizes.values()), rate="")
         started = time.perf_counter()
 
         def done(table_id: str, found: list[HandVerdict]) -> None:
