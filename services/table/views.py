@@ -4,6 +4,9 @@ table never holds a down card before showdown anyway."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from typing import Final
+
 from rules import Phase, TableState, legal_actions, pots
 from rules.views import event_for, table_for
 from stud.v1 import table_pb2 as pb
@@ -36,9 +39,30 @@ STATUSES = {
 }
 
 
+_RECORDS: OrderedDict[tuple[object, ...], pb.TableEventRecord] = OrderedDict()
+RECORDS_CACHED: Final = 4096
+
+
 def record_for(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
                ) -> pb.TableEventRecord:
-    """One stored event as ``viewer`` may see it."""
+    """One stored event as ``viewer`` may see it. Every watcher of a table gets the same
+    event: the record is built once and shared (read-only), keyed by everything it is made
+    of — only a mucked hand differs between viewers (RULES 11.7)."""
+    private = envelope.event_type == "HandMucked" and (dealt_in or viewer is not None)
+    key = (envelope.payload, envelope.event_type, envelope.sequence, envelope.hand_number,
+           envelope.occurred_at.seconds, envelope.occurred_at.nanos,
+           (viewer, dealt_in) if private else None)
+    record = _RECORDS.get(key)
+    if record is None:
+        record = _build_record(envelope, viewer, dealt_in)
+        _RECORDS[key] = record
+        if len(_RECORDS) > RECORDS_CACHED:
+            _RECORDS.popitem(last=False)
+    return record
+
+
+def _build_record(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
+                  ) -> pb.TableEventRecord:
     event = event_for(event_from_envelope(envelope), viewer, dealt_in)
     record = pb.TableEventRecord(event_id=f"0-{envelope.sequence}",
                                  sequence=envelope.sequence,
