@@ -60,11 +60,14 @@ class TableServicer(pb_grpc.TableServiceServicer):
 
     def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
         principal = current_principal()
-        actor = self._app.actor(table_id)
+        # The command is applied: answer it even if the table changed hands since (then
+        # the events are shown as to an observer).
+        actor = self._app.actors.get(table_id)
         reply = pb.CommandReply(version=outcome.version, duplicate=outcome.duplicate)
         for envelope in outcome.envelopes:
-            reply.events.append(record_for(
-                envelope, *self._app.hand_viewer(principal, actor, envelope.hand_number)))
+            viewer = (self._app.hand_viewer(principal, actor, envelope.hand_number)
+                      if actor is not None else (None, False))
+            reply.events.append(record_for(envelope, *viewer))
         return reply
 
     # --- lobby ---------------------------------------------------------------------------
