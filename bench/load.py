@@ -60,6 +60,9 @@ async def human_table(clients: Clients, table_id: str, latencies: list[float],
     """Watch ``table_id`` and act for whoever is to act after 2.5-3.5 s of thought."""
     state = rules.initial_state()
     acted_at = -1
+    # Fold the table's history, acting only on what is current (a re-opened watch replays).
+    view = await clients.table.view(table_id)
+    current = view.version
     watch = clients.table.stub.WatchTable(
         pb.WatchTableRequest(table_id=table_id), metadata=clients.table.md(player("watcher")))
     try:
@@ -69,7 +72,7 @@ async def human_table(clients: Clients, table_id: str, latencies: list[float],
             if stop.is_set():
                 return
             if hand is None or hand.phase != Phase.BETTING or not hand.to_act \
-                    or acted_at == record.sequence:
+                    or acted_at == record.sequence or record.sequence < current:
                 continue
             legal = rules.legal_actions(state)
             if legal is None or not legal.actions:
