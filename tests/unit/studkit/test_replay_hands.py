@@ -221,3 +221,35 @@ def test_settings_default_to_the_make_run_stack(tmp_path: Path) -> None:
     assert (explicit.redis_url, explicit.dealer_target, explicit.auditor_token,
             explicit.token) == ("redis://x", "h:1", "tok", "mine")
     assert token_role("not a token") == ""
+
+
+def test_time_outs_voids_and_table_events_between_hands_verify() -> None:
+    from rules.commands import LeaveSeat, SitDown, SitIn, SitOut, TimeOut, VoidHand
+
+    table = Recording(TableConfig(), stacks={1: 3000, 4: 3000, 6: 3000}, table_id="t1")
+    rng = random.Random(5)
+    deck = list(DECK)
+    rng.shuffle(deck)
+
+    def act(legal: LegalActions) -> Command:
+        return TimeOut(seat=legal.seat) if rng.random() < 0.3 else _act(rng, legal)
+
+    table.play_hand(StackedDeck(deck), act=act, mucks=lambda shown: [])
+    table.apply(SitOut(seat=6))
+    table.apply(SitIn(seat=6))
+    table.apply(LeaveSeat(seat=4))
+    table.apply(SitDown(seat=2, player_id="p2", stack=2000))
+    table.start()
+    table.apply(VoidHand(reason="the dealer is gone"))
+    log: list[Logged] = []
+    for number, group in enumerate(table.groups):
+        for event in group:
+            log.append(Logged(len(log) + 1, f"c{number}", 1.0, public_event(event)))
+    verdicts = verify_log("t1", log)
+    assert [v.hand for v in verdicts] == [1, 2]
+    assert all(v.ok for v in verdicts), [v.problems for v in verdicts]
+    assert any(type(i.event).__name__ == "ActionTimedOut" for i in log)
+    hands = split_hands("t1", log)[0]
+    assert [type(i.event).__name__ for i in hands[1].lead] == [
+        "PlayerSatOut", "PlayerSatIn", "PlayerLeft", "PlayerSeated"]
+    assert hands[1].after().hand.voided  # type: ignore[union-attr]
