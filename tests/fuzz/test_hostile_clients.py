@@ -25,12 +25,12 @@ from typing import Any
 
 import grpc
 import pytest
-import redis.asyncio as aredis
 from google.protobuf import descriptor as gdesc
 from google.protobuf.message import Message
 
 from stud.v1 import dealer_pb2, table_pb2, wallet_pb2
 from studkit.auth import DevKeys, Principal, Role, TokenBook
+from studkit.redis_client import Client, connect
 from studkit.testing import TestRedis
 from table.testing import Room, fast_settings, player, running_room
 
@@ -118,7 +118,7 @@ def scalar(field: gdesc.FieldDescriptor, rng: random.Random) -> Any:
     return None
 
 
-async def digest(admin: aredis.Redis) -> str:
+async def digest(admin: Client) -> str:
     """A hash of every key's content, the self-changing keys aside."""
     keys = sorted([k async for k in admin.scan_iter(count=1000)
                    if not any(part in k for part in IGNORED_KEYS)])
@@ -163,7 +163,7 @@ async def test_hostile_requests(room: Room, redis_url: str, dev_keys: DevKeys) -
              "stud.v1.DealerTestingService": room.dealer.port,
              "stud.v1.WalletService": room.wallet.port}
     channels = {p: grpc.aio.insecure_channel(f"127.0.0.1:{p}") for p in set(ports.values())}
-    admin = aredis.Redis.from_url(redis_url)
+    admin = connect(redis_url)
     expired_tokens = {}
     for who in principals:
         if who is not None:
