@@ -455,6 +455,11 @@ def decide_and_fold(state: TableState, command: Command) -> tuple[tuple[Event, .
     """:func:`decide` and the state after its events (``fold(events, state)``), which
     deciding computes anyway: a replay that checks each command saves the second fold.
     """
+    kind = _KIND.get(type(command))
+    if kind is not None:  # a betting action, the commonest command: the match's case below
+        action = command
+        return _follow(state, _act(state, action.seat,  # type: ignore[union-attr]
+                                   kind, getattr(action, "to", None)))
     match command:
         case OpenTable():
             events = _open(state, command)

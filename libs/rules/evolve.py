@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
 from operator import attrgetter
-from typing import Any, TypeVar, assert_never
+from typing import Any, TypeVar, assert_never, cast
 
 from rules._mutable import MutableHand, MutablePlayer
 from rules.betting import (
@@ -74,9 +74,24 @@ def _derive(obj: _D, **changes: Any) -> _D:
     return new
 
 
+def _with_hand_copier() -> Callable[[TableState, HandState], TableState]:
+    """``_derive(state, hand=hand)`` as straight-line code, generated once (as
+    :func:`rules._mutable._copier` does): it runs once per command and per run of events."""
+    lines = [f"    _set(new, {name!r}, {'hand' if name == 'hand' else 'state.' + name})"
+             for name in _FIELDS[TableState][0]]
+    source = ("def with_hand(state, hand):\n    new = _new(TableState)\n" + "\n".join(lines)
+              + "\n    return new\n")
+    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "TableState": TableState}
+    exec(source, namespace)  # the source holds only dataclass field names
+    return cast(Callable[[TableState, HandState], TableState], namespace["with_hand"])
+
+
+_with_hand_fast = _with_hand_copier()
+
+
 def with_hand(state: TableState, hand: HandState) -> TableState:
     """``state`` with ``hand`` (private to the rules package)."""
-    return _derive(state, hand=hand)
+    return _with_hand_fast(state, hand)
 
 
 _with_hand = with_hand
