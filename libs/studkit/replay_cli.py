@@ -332,6 +332,7 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
                     hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))
                 verdict.checks.append("wallet")
             verdicts.append(verdict)
+    await _recheck_last_settlement(settings, table_id, todo, verdicts)
     if log.note and verdicts:
         verdicts[0].notes.append(log.note)
     if settings.dealer_target and settings.auditor_token:
@@ -341,6 +342,33 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
         finally:
             await dealer.aclose()
     return verdicts
+
+
+SETTLE_GRACE_S = 2.0
+"""How long a hand that has just ended may wait for its settlement in the ledger."""
+
+
+async def _recheck_last_settlement(settings: Settings, table_id: str, hands: Sequence[HandLog],
+                                   verdicts: Sequence[HandVerdict]) -> None:
+    """The table's last complete hand may have ended just before the log was read, its
+    settlement not yet written (the table settles right after ``HandEnded``): if the wallet
+    has none, look again once after a grace period before calling it a failure."""
+    done = [(h, v) for h, v in zip(hands, verdicts, strict=True) if h.complete]
+    if not done:
+        return
+    hand, verdict = done[-1]
+    missing = [p for p in verdict.problems if p.what.startswith("the wallet has no settlement")]
+    if not missing or verdict.after is None:
+        return
+    await asyncio.sleep(SETTLE_GRACE_S)
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        ledger = await source.settlements([table_id]) or {}
+    finally:
+        await source.aclose()
+    verdict.problems = [p for p in verdict.problems if p not in missing]
+    verdict.problems.extend(check_money(hand, verdict.after,
+                                        ledger.get((table_id, f"h{hand.number}"), [])))
 
 
 async def _check_cards(dealer: DealerSource, token: str, table_id: str,
