@@ -64,7 +64,8 @@ async def human_table(clients: Clients, table_id: str, latencies: list[float],
     view = await clients.table.view(table_id)
     current = view.version
     watch = clients.table.stub.WatchTable(
-        pb.WatchTableRequest(table_id=table_id), metadata=clients.table.md(player("watcher")))
+        pb.WatchTableRequest(table_id=table_id),
+        metadata=clients.table.md(player(f"watcher-{table_id}")))
     try:
         async for record in watch:
             state = rules.evolve(state, event_from_proto(record.event))
@@ -108,8 +109,11 @@ async def human_pace(url_for: object, log_dir: Path, start: int, most: int, seco
     keys = DevKeys.generate()
     rows: list[tuple[int, float, int, float]] = []
     carried = 0
+    # One client connection carries every table's watch here, where real players each have
+    # their own: the per-connection watch limit is lifted for the run.
     async with room_processes(url_for, keys, log_dir,  # type: ignore[arg-type]
-                              extra_env={"LOG_LEVEL": log_level}) as room, \
+                              extra_env={"LOG_LEVEL": log_level,
+                                         "TABLE_WATCHES_PER_CONNECTION": "100000"}) as room, \
             room.clients() as clients:
         assert room.table.proc is not None
         base_rss = rss_kib(room.table.proc.pid)
@@ -147,8 +151,8 @@ async def human_pace(url_for: object, log_dir: Path, start: int, most: int, seco
             print(f"  human pace: {tables:>4} tables  {len(ordered):>5} actions  "
                   f"p99 {p99:7.2f} ms  table RSS {per_table:6.1f} KiB per open table",
                   flush=True)
-            if p99 > P99_LIMIT_MS:
-                break
+            if p99 > P99_LIMIT_MS or len(ordered) < tables:
+                break  # too slow, or the tables are not all playing (a harness limit)
             carried = tables
             tables *= 2
         stop.set()
@@ -194,7 +198,7 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--bots", type=int, default=4)
     parser.add_argument("--human-start", type=int, default=16)
-    parser.add_argument("--max-tables", type=int, default=256)
+    parser.add_argument("--max-tables", type=int, default=1024)
     parser.add_argument("--human-seconds", type=float, default=15.0)
     args = parser.parse_args()
     print(asyncio.run(main_async(args)))
