@@ -80,6 +80,14 @@ _KIND = {
     Fold: ActionKind.FOLD,
 }
 
+# Enum members as module constants for the hot paths: ``Phase.BETTING`` is looked up through
+# the enum's metaclass, about ten times the cost of a global.
+_DEALING, _BETTING, _REVEAL = Phase.DEALING, Phase.BETTING, Phase.REVEAL
+_SHOWDOWN, _SETTLING = Phase.SHOWDOWN, Phase.SETTLING
+_BRING_IN, _CHECK, _FOLD, _CALL = (ActionKind.BRING_IN, ActionKind.CHECK, ActionKind.FOLD,
+                                   ActionKind.CALL)
+_COMPLETE_KIND, _BET, _RAISE = ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE
+
 def _fail(reason: Reason, detail: str) -> RuleViolation:
     return RuleViolation(reason, detail)
 
@@ -95,7 +103,7 @@ def _hand(state: TableState, phase: Phase) -> HandState:
     if hand is None or hand.is_over:
         raise _fail(Reason.NO_HAND_IN_PROGRESS, "no hand is in progress")
     if hand.phase != phase:
-        reason = Reason.NOT_BETTING if phase == Phase.BETTING else Reason.INVALID_COMMAND
+        reason = Reason.NOT_BETTING if phase == _BETTING else Reason.INVALID_COMMAND
         raise _fail(reason, f"the hand is in phase {hand.phase.value}, not {phase.value}")
     return hand
 
@@ -210,7 +218,7 @@ def _check_unique(cards: list[Card]) -> None:
 
 def _deal(state: TableState, command: DealStreet) -> list[Event]:
     config = _config(state)
-    hand = _hand(state, Phase.DEALING)
+    hand = _hand(state, _DEALING)
     plan = deal_plan(hand, config)
     assert plan is not None
     if len(command.cards) != len(plan.slots):
@@ -271,14 +279,14 @@ def _reveal_map(hand: HandState, hands: tuple[RevealedHand, ...]) -> dict[int, t
 
 
 def _reveal(state: TableState, command: RevealHands) -> list[Event]:
-    hand = _hand(state, Phase.REVEAL)
+    hand = _hand(state, _REVEAL)
     given = _reveal_map(hand, command.hands)
     return [HandExposed(seat=seat, down=given[seat]) for seat in sorted(given)]
 
 
 def _showdown(state: TableState, command: Showdown) -> list[Event]:
     config = _config(state)
-    hand = _hand(state, Phase.SHOWDOWN)
+    hand = _hand(state, _SHOWDOWN)
     given = _reveal_map(hand, command.hands)
     return showdown_events(hand, config, given, command.muck_requests,
                            all_show=_all_show(hand))
@@ -295,28 +303,27 @@ def _all_show(hand: HandState) -> bool:
 def _action_event(hand: HandState, action: LegalAction) -> Event:
     seat = hand.to_act
     assert seat is not None
-    match action.kind:
-        case ActionKind.BRING_IN:
-            return BringInPosted(seat=seat, amount=action.amount)
-        case ActionKind.COMPLETE:
-            return Completed(seat=seat, amount=action.amount, to=action.to)
-        case ActionKind.BET:
-            return BetMade(seat=seat, amount=action.amount, to=action.to)
-        case ActionKind.RAISE:
-            return Raised(seat=seat, amount=action.amount, to=action.to)
-        case ActionKind.CALL:
-            return Called(seat=seat, amount=action.amount)
-        case ActionKind.CHECK:
-            return Checked(seat=seat)
-        case ActionKind.FOLD:
-            return Folded(seat=seat)
-        case _:
-            assert_never(action.kind)
+    kind = action.kind
+    if kind == _CALL:
+        return Called(seat=seat, amount=action.amount)
+    if kind == _CHECK:
+        return Checked(seat=seat)
+    if kind == _FOLD:
+        return Folded(seat=seat)
+    if kind == _BRING_IN:
+        return BringInPosted(seat=seat, amount=action.amount)
+    if kind == _COMPLETE_KIND:
+        return Completed(seat=seat, amount=action.amount, to=action.to)
+    if kind == _BET:
+        return BetMade(seat=seat, amount=action.amount, to=action.to)
+    if kind == _RAISE:
+        return Raised(seat=seat, amount=action.amount, to=action.to)
+    assert_never(kind)  # type: ignore[arg-type]
 
 
 def _act(state: TableState, seat: int, kind: ActionKind, to: int | None) -> list[Event]:
     config = _config(state)
-    hand = _hand(state, Phase.BETTING)
+    hand = _hand(state, _BETTING)
     if seat != hand.to_act:
         raise _fail(Reason.NOT_YOUR_TURN, f"seat {hand.to_act} is to act, not seat {seat}")
     action = judge_action(hand, config, kind)
@@ -332,10 +339,10 @@ def _act(state: TableState, seat: int, kind: ActionKind, to: int | None) -> list
 
 def _time_out(state: TableState, command: TimeOut) -> list[Event]:
     config = _config(state)
-    hand = _hand(state, Phase.BETTING)
+    hand = _hand(state, _BETTING)
     if command.seat != hand.to_act:
         raise _fail(Reason.NOT_YOUR_TURN, f"seat {hand.to_act} is to act, not {command.seat}")
-    for kind in (ActionKind.BRING_IN, ActionKind.CHECK, ActionKind.FOLD):
+    for kind in (_BRING_IN, _CHECK, _FOLD):
         action = judge_action(hand, config, kind)
         if isinstance(action, LegalAction):
             return [ActionTimedOut(seat=command.seat), _action_event(hand, action)]
@@ -397,7 +404,7 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
             before: Phase | None = twin.phase
             handler(twin, config, event)
             out.append(event)
-            if before != Phase.BETTING or twin.phase == Phase.BETTING or twin.voided:
+            if before != _BETTING or twin.phase == _BETTING or twin.voided:
                 continue
             for returned in _uncalled(twin.view()):
                 HAND_EVENTS[UncalledBetReturned](twin, config, returned)
@@ -409,7 +416,7 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
         state = evolve(state, event)
         out.append(event)
         hand = state.hand
-        if (hand is None or before != Phase.BETTING or hand.phase == Phase.BETTING
+        if (hand is None or before != _BETTING or hand.phase == _BETTING
                 or hand.voided):
             continue
         for returned in _uncalled(hand):
@@ -423,10 +430,10 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
         settle: list[Event] = []
         # A hand in SETTLING ends now, even when no pot holds a chip (ante 0, everyone
         # folds to the bring-in: RULES 7.6, 9.6).
-        ends = hand.phase == Phase.SETTLING
+        ends = hand.phase == _SETTLING
         if ends and not (hand.awards or hand.rake_pots or hand.voided):
             settle = _uncontested(hand, config)
-        elif hand.phase == Phase.SHOWDOWN and hand.exposed:
+        elif hand.phase == _SHOWDOWN and hand.exposed:
             settle = _exposed_showdown(hand, config)
             ends = True
         if ends:
