@@ -108,6 +108,19 @@ def fingerprint(*parts: object) -> str:
     return digest.hexdigest()[:32]
 
 
+async def cancel_until_done(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` again until it has finished (a cancel can be swallowed by
+    ``asyncio.wait_for`` on Python 3.11), then collect its outcome quietly."""
+    if task is None:
+        return
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.1)
+    if not task.cancelled():
+        with contextlib.suppress(Exception):
+            task.result()
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -211,6 +224,8 @@ class TableActor:
         """The fencing epoch of this replica's lease on the table (None: no ownership)."""
         self.fenced = False
         """Set when an append was refused as not the owner's: this actor must stop."""
+        self.stopping = False
+        """Set by :meth:`stop`: the driver loop ends."""
 
     # --- keys beside the stream ----------------------------------------------------------
 
@@ -504,34 +519,40 @@ class TableActor:
                                         context=contextvars.Context())
 
     async def stop(self) -> None:
-        """Stop the driver."""
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+        """Stop the driver. Cancelled until it is done: on Python 3.11 ``asyncio.wait_for``
+        (inside redis-py) can swallow a cancel that lands as a command completes, so one
+        cancel is not enough; the ``stopping`` flag ends the loop in that case too."""
+        self.stopping = True
+        await cancel_until_done(self.task)
 
     async def _run(self) -> None:
         structlog.contextvars.bind_contextvars(table_id=self.table_id)
-        while True:
-            try:
-                delay = await self.step()
-            except asyncio.CancelledError:
-                raise
-            except NotOwner:
-                self.fenced = True
-                log.warning("table_fenced", epoch=self.epoch)
-                return
-            except Unreachable as exc:
-                log.warning("table_waiting", detail=str(exc))
-                delay = 0.5
-            except Exception:
-                log.exception("table_step_failed")
-                delay = 1.0
-            if delay is None:
-                continue
-            self.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=max(0.0, delay))
+        while not self.stopping:
+            await self._run_once()
+
+    async def _run_once(self) -> None:
+        """One turn of the driver loop: a step, then wait as long as it says (or until a
+        change wakes the driver)."""
+        try:
+            delay = await self.step()
+        except asyncio.CancelledError:
+            raise
+        except NotOwner:
+            self.fenced = True
+            self.stopping = True
+            log.warning("table_fenced", epoch=self.epoch)
+            return
+        except Unreachable as exc:
+            log.warning("table_waiting", detail=str(exc))
+            delay = 0.5
+        except Exception:
+            log.exception("table_step_failed")
+            delay = 1.0
+        if delay is None:
+            return
+        self.wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), timeout=max(0.0, delay))
 
     def _give_up_after(self) -> float:
         now = time.monotonic()

@@ -28,7 +28,14 @@ from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound, Unavailable
 from studkit.ownership import Ownership, Replica, rendezvous
 from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
-from table.actor import ActorDeps, Intents, TableActor, Watcher, WatcherTooSlow
+from table.actor import (
+    ActorDeps,
+    Intents,
+    TableActor,
+    Watcher,
+    WatcherTooSlow,
+    cancel_until_done,
+)
 from table.clients import PLAYER_WAIT_S, Refused, key
 from table.model import TableSettings, settings_from_proto, settings_to_proto
 from table.views import summary
@@ -66,6 +73,7 @@ class TableApp:
         self.ownership: Ownership | None = None
         self.live: dict[str, Replica] = {}
         self._keeper: asyncio.Task[None] | None = None
+        self._stopping = False
         self.failed_loads = 0
         """Set once :meth:`start` has rebuilt every table; until then calls are answered
         UNAVAILABLE (reason ``starting``), never NOT_FOUND for a table not yet loaded, and
@@ -99,10 +107,8 @@ class TableApp:
     async def stop(self) -> None:
         """Stop driving every table and hand its lease back at once (a graceful stop: another
         replica takes the tables over without waiting for the leases to expire)."""
-        if self._keeper is not None:
-            self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
+        self._stopping = True
+        await cancel_until_done(self._keeper)
         for table_id in list(self.actors):
             await self._drop(table_id, release=True)
         if self.ownership is not None:
@@ -112,7 +118,7 @@ class TableApp:
     async def _keep(self) -> None:
         assert self.ownership is not None
         period = self.ownership.lease_ms / 3000
-        while True:
+        while not self._stopping:
             await asyncio.sleep(period)
             try:
                 await self.rebalance()

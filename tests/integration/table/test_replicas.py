@@ -27,7 +27,7 @@ from table.testing import OPERATOR, Room, fast_settings, player, running_room, r
 from table.testing import table_settings as make_settings
 
 pytestmark = pytest.mark.integration
-LEASE_MS = 600
+LEASE_MS = 1500
 
 
 class Routed:
