@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -63,6 +64,7 @@ from studkit.grpc_handlers import (
     with_stream_behavior,
     wrap_handler,
 )
+from studkit.limits import CallRateLimiter
 from studkit.metrics import Metrics
 
 __all__ = [  # the error table and the handler wrapping live apart; importable from here too
@@ -214,10 +216,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         verifier: TokenVerifier,
         public_services: Sequence[str] = PUBLIC_SERVICES,
         clock: Clock = time.time,
+        rates: CallRateLimiter | None = None,
     ) -> None:
         self._verifier = verifier
         self._public = tuple(public_services)
         self._clock = clock
+        self._rates = rates
 
     async def intercept_service(
         self,
@@ -231,9 +235,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         metadata = handler_call_details.invocation_metadata
 
         @contextlib.asynccontextmanager
-        async def scope(_method: str, _context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        async def scope(_method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
             principal = self._verifier.verify_metadata(metadata)
             structlog.contextvars.bind_contextvars(principal=principal.subject)
+            if self._rates is not None:  # a flooding player is refused before any work
+                self._rates.check(principal, context.peer())
             token = _principal.set(principal)
             try:
                 yield
@@ -294,17 +300,21 @@ def create_grpc_server(
     options: Sequence[tuple[str, Any]] = DEFAULT_OPTIONS,
     metrics: Metrics | None = None,
     clock: Clock = time.time,
+    rates: CallRateLimiter | None = None,
 ) -> GrpcServer:
     """A server with the auth and error interceptors, health, reflection and ``services``,
     bound to ``address`` (``127.0.0.1:0`` picks a free port). Calls are counted in
     ``metrics`` (a fresh registry when None; serve it with
     :func:`studkit.metrics.metrics_endpoint`); streams end when their token expires by
-    ``clock``. Call within a running loop; call :meth:`GrpcServer.start` to serve."""
+    ``clock``; players' call rates are limited by ``rates`` (default: from the environment,
+    ``STUD_RATE_PER_PLAYER`` / ``STUD_RATE_PER_CONNECTION``). Call within a running loop;
+    call :meth:`GrpcServer.start` to serve."""
     metrics = metrics if metrics is not None else Metrics()
+    rates = rates if rates is not None else CallRateLimiter.from_env(os.environ)
     server = grpc.aio.server(
         interceptors=[
             ErrorMappingInterceptor(errors, metrics=metrics),
-            AuthInterceptor(verifier, clock=clock),
+            AuthInterceptor(verifier, clock=clock, rates=rates),
         ],
         options=list(options),
     )

@@ -10,10 +10,12 @@ cancelled stream.
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
-from collections.abc import AsyncIterator
+import time
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 
-from studkit.auth import Principal
+from studkit.auth import Principal, Role
 from studkit.errors import ResourceExhausted
 
 
@@ -86,3 +88,81 @@ def _release(counts: Counter[str], key: str) -> None:
     counts[key] -= 1
     if counts[key] <= 0:
         del counts[key]
+
+
+# --- call rates ------------------------------------------------------------------------------
+
+class RateLimited(ResourceExhausted):
+    """Raised when a player, or one client connection of players, calls faster than allowed;
+    back off and retry."""
+
+    default_reason = "rate_limited"
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    stamp: float
+
+
+class CallRateLimiter:
+    """Token buckets: a player may make ``per_player`` calls a second (bursts up to
+    ``burst_s`` seconds' worth), and one connection carrying players ``per_peer``. Services,
+    operators and auditors are not limited here (they are few and trusted; a service such as
+    the table must never be slowed by its players' floods).
+
+    >>> now = [0.0]
+    >>> limiter = CallRateLimiter(per_player=2, per_peer=100, burst_s=1, clock=lambda: now[0])
+    >>> ann = Principal(Role.PLAYER, "ann")
+    >>> limiter.check(ann, "p1"); limiter.check(ann, "p1")
+    >>> limiter.check(ann, "p1")
+    Traceback (most recent call last):
+    ...
+    studkit.limits.RateLimited: more than 2 calls a second from player:ann
+    >>> now[0] = 1.0; limiter.check(ann, "p1")  # refilled
+    """
+
+    def __init__(self, per_player: float, per_peer: float, burst_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic, tracked: int = 100_000) -> None:
+        self._rates = (per_player, per_peer)
+        self._burst = burst_s
+        self._clock = clock
+        self._tracked = tracked
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> CallRateLimiter:
+        """``STUD_RATE_PER_PLAYER`` (calls/s, default 100) and ``STUD_RATE_PER_CONNECTION``
+        (default 400)."""
+        return cls(float(env.get("STUD_RATE_PER_PLAYER", "100")),
+                   float(env.get("STUD_RATE_PER_CONNECTION", "400")))
+
+    def _take(self, key: str, rate: float) -> bool:
+        now = self._clock()
+        capacity = max(1.0, rate * self._burst)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = _Bucket(capacity, now)
+            self._buckets[key] = bucket
+            if len(self._buckets) > self._tracked:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+            bucket.tokens = min(capacity, bucket.tokens + (now - bucket.stamp) * rate)
+            bucket.stamp = now
+        if bucket.tokens < 1.0:
+            return False
+        bucket.tokens -= 1.0
+        return True
+
+    def check(self, principal: Principal, peer: str) -> None:
+        """Count one call; raise :class:`RateLimited` past a limit (the call is not made)."""
+        if principal.role is not Role.PLAYER:
+            return
+        per_player, per_peer = self._rates
+        if not self._take(f"p|{principal.subject}", per_player):
+            raise RateLimited(f"more than {per_player:g} calls a second from "
+                              f"{principal.subject}")
+        if not self._take(f"c|{peer}", per_peer):
+            raise RateLimited(f"more than {per_peer:g} player calls a second on one "
+                              "connection")

@@ -180,3 +180,30 @@ async def test_no_one_sits_down_at_a_closed_table(room: Room) -> None:
         wpb.GetStatementRequest(account=wpb.AccountRef(player_id="zoe")),
         metadata=room.wallet.client.metadata(OPERATOR))
     assert [line.kind for line in statement.lines] == [wpb.TRANSACTION_KIND_DEPOSIT]
+
+
+async def test_a_flooding_player_is_rate_limited_and_others_are_not(
+        room: Room, table: tuple[str, pb.TableView]) -> None:
+    """A player firing calls as fast as possible is refused past the per-player rate
+    (RESOURCE_EXHAUSTED rate_limited, nothing done); another player and the table's own
+    service calls go on."""
+    table_id, view = table
+    import asyncio
+
+    async def one(who: Principal) -> grpc.StatusCode:
+        try:
+            await room.client.stub.GetTable(pb.GetTableRequest(table_id=table_id),
+                                            metadata=room.client.md(who), timeout=10)
+            return grpc.StatusCode.OK
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED or \
+                rpc_error_reason(exc) == "rate_limited"
+            return exc.code()
+
+    codes = await asyncio.gather(*(one(player("flood")) for _ in range(600)))
+    assert codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) > 0
+    assert codes.count(grpc.StatusCode.OK) > 0
+    assert await one(player("amy")) is grpc.StatusCode.OK
+    # The table kept dealing meanwhile: the hand goes on to the next action.
+    after = await room.client.view(table_id)
+    assert after.version == view.version and after.hand.to_act == view.hand.to_act
