@@ -26,7 +26,7 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.errors import AlreadyExists, BadRequest, FailedPrecondition, NotFound, Unavailable
-from studkit.ownership import Ownership, Replica, rendezvous
+from studkit.ownership import Lease, Ownership, Replica, rendezvous
 from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
 from table.actor import (
     ActorDeps,
@@ -74,6 +74,8 @@ class TableApp:
         self.live: dict[str, Replica] = {}
         self._keeper: asyncio.Task[None] | None = None
         self._stopping = False
+        self._published: dict[str, bytes] = {}
+        """The lobby line last written for each owned table."""
         self.failed_loads = 0
         """Set once :meth:`start` has rebuilt every table; until then calls are answered
         UNAVAILABLE (reason ``starting``), never NOT_FOUND for a table not yet loaded, and
@@ -136,9 +138,13 @@ class TableApp:
         me = self.ownership.replica
         live = await self.ownership.heartbeat()
         self.live = {r.id: r for r in live}
-        for table_id, actor in list(self.actors.items()):
-            lease = None if actor.fenced else await self.ownership.renew(
-                table_id, actor.epoch or 0)
+        held = list(self.actors.items())
+        # Every lease renewed at once (concurrent round trips, not one after another).
+        leases = await asyncio.gather(*(
+            self._renew(table_id, actor) for table_id, actor in held))
+        for (table_id, actor), lease in zip(held, leases, strict=True):
+            if self.actors.get(table_id) is not actor:
+                continue  # dropped meanwhile
             if lease is None or not lease.ok:
                 log.warning("table_lost", table_id=table_id, epoch=actor.epoch)
                 await self._drop(table_id, release=False)
@@ -162,6 +168,12 @@ class TableApp:
                 log.exception("table_load_failed", table_id=table_id)
                 self.failed_loads += 1
 
+    async def _renew(self, table_id: str, actor: TableActor) -> Lease | None:
+        assert self.ownership is not None
+        if actor.fenced:
+            return None
+        return await self.ownership.renew(table_id, actor.epoch or 0)
+
     @staticmethod
     def _summary_key(table_id: str) -> str:
         return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:summary"
@@ -169,14 +181,17 @@ class TableApp:
     async def publish_summaries(self) -> None:
         """Write each owned table's lobby line beside its stream, for every replica's
         ListTables (a second or so stale at most)."""
-        if not self.actors:
-            return
         pipe = self._store.client.pipeline(transaction=False)
+        changed = {}
         for table_id, actor in self.actors.items():
             if actor.state.opened:
-                pipe.set(self._summary_key(table_id),
-                         summary(actor).SerializeToString(deterministic=True))
-        await pipe.execute()
+                line = summary(actor).SerializeToString(deterministic=True)
+                if self._published.get(table_id) != line:  # only what changed is written
+                    pipe.set(self._summary_key(table_id), line)
+                    changed[table_id] = line
+        if changed:
+            await pipe.execute()
+            self._published.update(changed)
 
     async def list_tables(self) -> list[pb.TableSummary]:
         """Every open table: this replica's own live, the others' from their summaries."""
@@ -212,6 +227,7 @@ class TableApp:
         return actor
 
     async def _drop(self, table_id: str, *, release: bool) -> None:
+        self._published.pop(table_id, None)  # its next owner writes its lobby line
         actor = self.actors.pop(table_id, None)
         if actor is None:
             return
