@@ -179,8 +179,7 @@ async def plan(store: EventStore, table_id: str, cutoff: datetime) -> Plan:
     trimmed = await store.trimmed(table_id)
     version = await store.version(table_id)
     snapshot_version, _ = await _snapshot(store, table_id)
-    tag = keys.check_id(table_id, "table id")
-    settled_raw = await store.client.get(f"{keys.TABLE_PREFIX}{{{tag}}}:settled")
+    settled_raw = await store.client.get(keys.table_key(table_id, "settled"))
     settled = int(settled_raw) if settled_raw else 0
     result = Plan(table_id, trimmed, version, snapshot_version)
     if snapshot_version <= trimmed:

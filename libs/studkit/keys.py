@@ -32,24 +32,40 @@ def check_id(value: str, what: str = "id") -> str:
     return value
 
 
+TABLE_KEYS: Final = ("events", "commands", "version", "owner", "trimmed", "snapshot",
+                      "settings", "intents", "settled", "closed", "summary")
+"""Every key one table has beside its stream (all in the table's Cluster slot)."""
+
+
+def table_key(table_id: str, name: str) -> str:
+    """The table's key ``name`` (one of :data:`TABLE_KEYS`): ``stud:table:{<id>}:<name>``.
+
+    >>> table_key("t1", "settled")
+    'stud:table:{t1}:settled'
+    """
+    if name not in TABLE_KEYS:
+        raise ValueError(f"not a table key: {name!r}")
+    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:{name}"
+
+
 def table_stream(table_id: str) -> str:
     """The stream of a table's public events."""
-    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:events"
+    return table_key(table_id, "events")
 
 
 def table_commands(table_id: str) -> str:
     """Hash: command id -> recorded outcome of that command (idempotency)."""
-    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:commands"
+    return table_key(table_id, "commands")
 
 
 def table_version(table_id: str) -> str:
     """String: the table's version, i.e. the number of events in its stream."""
-    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:version"
+    return table_key(table_id, "version")
 
 
 def table_owner(table_id: str) -> str:
     """Hash: the table's owner replica, its fencing epoch and when its lease expires."""
-    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:owner"
+    return table_key(table_id, "owner")
 
 
 def table_replicas() -> str:

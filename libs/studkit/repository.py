@@ -107,7 +107,7 @@ class Loaded:
 
 def snapshot_key(table_id: str) -> str:
     """Hash beside the table's stream: ``version``, ``format``, ``state``, ``extra``."""
-    return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:snapshot"
+    return keys.table_key(table_id, "snapshot")
 
 
 class TableRepository:

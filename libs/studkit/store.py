@@ -123,7 +123,7 @@ class TrimRefused(RuntimeError):
 def trimmed_key(table_id: str) -> str:
     """String beside the stream: how many events were archived and trimmed from its head
     (absent: none). The stream holds events ``trimmed+1 .. version``."""
-    return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:trimmed"
+    return keys.table_key(table_id, "trimmed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -230,7 +230,7 @@ class TableActor:
     # --- keys beside the stream ----------------------------------------------------------
 
     def _key(self, suffix: str) -> str:
-        return f"{keys.TABLE_PREFIX}{{{keys.check_id(self.table_id, 'table id')}}}:{suffix}"
+        return keys.table_key(self.table_id, suffix)
 
     async def _save_intents(self) -> None:
         mapping: dict[FieldT, EncodableT] = {}

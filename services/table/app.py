@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import structlog
 
 from rules import TableConfig, decide
-from rules.commands import OpenTable, SitDown, SitIn, SitOut
+from rules.commands import LeaveSeat, OpenTable, SitDown, SitIn, SitOut
 from rules.errors import Reason, RuleViolation
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
@@ -31,6 +31,7 @@ from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
 from table.actor import (
     ActorDeps,
     Intents,
+    Stale,
     TableActor,
     Watcher,
     WatcherTooSlow,
@@ -176,7 +177,7 @@ class TableApp:
 
     @staticmethod
     def _summary_key(table_id: str) -> str:
-        return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:summary"
+        return keys.table_key(table_id, "summary")
 
     async def publish_summaries(self) -> None:
         """Write each owned table's lobby line beside its stream, for every replica's
@@ -265,7 +266,7 @@ class TableApp:
 
     @staticmethod
     def _settings_key(table_id: str) -> str:
-        return f"{keys.TABLE_PREFIX}{{{keys.check_id(table_id, 'table id')}}}:settings"
+        return keys.table_key(table_id, "settings")
 
     def actor(self, table_id: str) -> TableActor:
         """The table's actor in this replica; NOT_FOUND for an unknown table (raise
@@ -411,14 +412,16 @@ class TableApp:
         actor = await self.routed(table_id)
         player = self._own_seat(principal, actor, seat)
         cid = command_key(principal, command_id)
-        state = actor.state
-        in_hand = (state.hand_in_progress and state.hand is not None
-                   and state.hand.has_player(seat) and not state.hand.player(seat).folded)
         if expected is not None and expected != actor.version:
-            raise FailedPrecondition(f"the table is at sequence {actor.version}",
-                                     reason="stale")
-        if in_hand or (state.hand_in_progress and state.hand is not None
-                       and state.hand.has_player(seat)):
+            raise Stale(f"the table is at sequence {actor.version}, not {expected}")
+        try:
+            decide(actor.state, LeaveSeat(seat=seat))  # the rules say whether it may go now
+            still_in_hand = False
+        except RuleViolation as exc:
+            if exc.reason is not Reason.HAND_IN_PROGRESS:
+                raise
+            still_in_hand = True
+        if still_in_hand:  # folded or checked at its turn, stood up when the hand ends
             def leave_later(intents: Intents) -> None:
                 intents.leaving[seat] = player
 

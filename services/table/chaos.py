@@ -34,15 +34,23 @@ import grpc
 import redis.asyncio as aredis
 
 from stud.v1 import table_pb2 as pb
-from stud.v1 import wallet_pb2 as wpb
 from stud.v1 import wallet_pb2_grpc
-from studkit.auth import DevKeys, Principal, Role, TokenBook
+from studkit.auth import DevKeys, TokenBook
 from studkit.redis_server import RedisServer
-from table.failover import OPERATOR, Report, Router, bot, room, seat_players
+from table.failover import (
+    DEPOSIT,
+    OPERATOR,
+    Report,
+    Router,
+    bot,
+    chips_lost,
+    finish,
+    room,
+    seat_players,
+    settled,
+)
 from table.processes import RoomProcesses, ServiceProcess
 from wallet.store import LEDGER
-
-DEPOSIT = 1_000_000
 
 
 async def campaign(hands: int, kills: int, n_tables: int, seed: int, work: Path
@@ -86,8 +94,8 @@ async def campaign(hands: int, kills: int, n_tables: int, seed: int, work: Path
             await asyncio.sleep(0.2)
         stop.set()
         await asyncio.gather(*bots)
-        await finish(router, table_ids, tokens)
-        await asyncio.sleep(3)  # the last settlements land
+        await finish(router, table_ids, Report())
+        await settled(router, wallet, tokens, table_ids)
         out["hands"] = await hands_started()
         out["chips_lost"] = await chips_lost(wallet, tokens, players, table_ids)
         out["duplicate_settlements"] = await duplicate_settlements(redis)
@@ -110,51 +118,6 @@ async def kill_and_restart(target: str, rng: random.Random, procs: RoomProcesses
     await asyncio.sleep(0.3)
     proc.start()
     await proc.wait_serving()
-
-
-async def finish(router: Router, table_ids: list[str], tokens: TokenBook) -> None:
-    """Sit everyone out and play the hands in progress to their end."""
-    for table_id in table_ids:
-        view = await router.call(table_id, "GetTable", pb.GetTableRequest(table_id=table_id),
-                                 OPERATOR)
-        for seat in view.seats:
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                await router.call(table_id, "SitOut", pb.SitOutRequest(
-                    table_id=table_id, seat=seat.seat, command_id=f"end-{seat.player_id}"),
-                    Principal(Role.PLAYER, seat.player_id))
-    stop = asyncio.Event()
-    report = Report()
-    finishers = [asyncio.create_task(bot(router, t, report, stop, random.Random(1)))
-                 for t in table_ids]
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        views = [await router.call(t, "GetTable", pb.GetTableRequest(table_id=t), OPERATOR)
-                 for t in table_ids]
-        if all(not v.HasField("hand") or v.hand.phase == pb.HAND_PHASE_COMPLETE
-               for v in views):
-            break
-        await asyncio.sleep(0.2)
-    stop.set()
-    await asyncio.gather(*finishers)
-
-
-async def chips_lost(wallet: Any, tokens: TokenBook, players: list[str],
-                     table_ids: list[str]) -> int:
-    md = tokens.metadata(OPERATOR)
-    balances = 0
-    for name in players:
-        reply = await wallet.GetBalance(wpb.GetBalanceRequest(
-            account=wpb.AccountRef(player_id=name)), metadata=md, timeout=10)
-        balances += reply.balance
-    escrows = 0
-    for table_id in table_ids:
-        reply = await wallet.Reconcile(wpb.ReconcileRequest(
-            table_id=table_id), metadata=md, timeout=10)
-        escrows += reply.total
-    house = (await wallet.GetBalance(wpb.GetBalanceRequest(
-        account=wpb.AccountRef(system=wpb.SYSTEM_ACCOUNT_HOUSE)), metadata=md,
-        timeout=10)).balance
-    return int(DEPOSIT * len(players) - (balances + escrows + house))
 
 
 async def duplicate_settlements(redis: RedisServer) -> int:

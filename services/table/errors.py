@@ -7,23 +7,14 @@ from typing import Final
 
 import grpc
 
-from studkit.errors import ServiceError
 from studkit.grpc_server import BASE_ERRORS, ErrorTable
 from studkit.store import CommandIdReused, NotOwner
 from table.actor import WatcherTooSlow
 from table.clients import Unreachable
 
-
-class CommandIdReusedError(ServiceError):
-    """The same command id with a different command (``INVALID_ARGUMENT``)."""
-
-    default_reason = "command_id_reused"
-
-
 TABLE_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(
     {
         CommandIdReused: grpc.StatusCode.INVALID_ARGUMENT,
-        CommandIdReusedError: grpc.StatusCode.INVALID_ARGUMENT,
         WatcherTooSlow: grpc.StatusCode.RESOURCE_EXHAUSTED,
         # Another replica owns the table: ErrorInfo metadata `owner` says where to go.
         NotOwner: grpc.StatusCode.FAILED_PRECONDITION,

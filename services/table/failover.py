@@ -181,6 +181,79 @@ async def retry_unavailable(call: Any, limit_s: float = 60.0) -> Any:
         await asyncio.sleep(0.2)
 
 
+async def settled(router: Router, wallet: Any, tokens: TokenBook, table_ids: list[str],
+                  limit_s: float = 60.0) -> None:
+    """Wait until no hand is in progress and every seat's escrow equals its stack at every
+    table (the last settlements have landed); fail past ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        pending = []
+        for table_id in table_ids:
+            view = await router.call(table_id, "GetTable",
+                                     pb.GetTableRequest(table_id=table_id), OPERATOR)
+            escrows = await retry_unavailable(lambda t=table_id: wallet.Reconcile(
+                wpb.ReconcileRequest(table_id=t), metadata=tokens.metadata(OPERATOR),
+                timeout=10))
+            held = {s.seat: s.balance for s in escrows.seats if s.balance}
+            in_hand = view.HasField("hand") and view.hand.phase != pb.HAND_PHASE_COMPLETE
+            if in_hand or held != {s.seat: s.stack for s in view.seats if s.stack}:
+                pending.append(table_id)
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"tables not settled within {limit_s}s: {pending}")
+        await asyncio.sleep(0.2)
+
+
+async def finish(router: Router, table_ids: list[str], report: Report,
+                 limit_s: float = 90.0) -> dict[str, pb.TableView]:
+    """Sit everyone out and let the bots play the hands in progress to their end; the final
+    views."""
+    for table_id in table_ids:
+        view = await router.call(table_id, "GetTable", pb.GetTableRequest(table_id=table_id),
+                                 OPERATOR)
+        for seat in view.seats:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await router.call(table_id, "SitOut", pb.SitOutRequest(
+                    table_id=table_id, seat=seat.seat, command_id=f"end-{seat.player_id}"),
+                    Principal(Role.PLAYER, seat.player_id))
+    stop = asyncio.Event()
+    finishers = [asyncio.create_task(bot(router, t, report, stop, random.Random(1)))
+                 for t in table_ids]
+    deadline = time.monotonic() + limit_s
+    views: dict[str, pb.TableView] = {}
+    while time.monotonic() < deadline:
+        views = {t: await router.call(t, "GetTable", pb.GetTableRequest(table_id=t),
+                                      OPERATOR) for t in table_ids}
+        if all(not v.HasField("hand") or v.hand.phase == pb.HAND_PHASE_COMPLETE
+               for v in views.values()):
+            break
+        await asyncio.sleep(0.2)
+    stop.set()
+    await asyncio.gather(*finishers)
+    return views
+
+
+async def chips_lost(wallet: Any, tokens: TokenBook, players: list[str],
+                     table_ids: list[str], deposit: int = DEPOSIT) -> int:
+    """Deposits minus what the players, the seats and the house hold (0: nothing lost)."""
+    md = tokens.metadata(OPERATOR)
+    balances = 0
+    for name in players:
+        reply = await wallet.GetBalance(wpb.GetBalanceRequest(
+            account=wpb.AccountRef(player_id=name)), metadata=md, timeout=10)
+        balances += reply.balance
+    escrows = 0
+    for table_id in table_ids:
+        reply = await wallet.Reconcile(wpb.ReconcileRequest(
+            table_id=table_id), metadata=md, timeout=10)
+        escrows += reply.total
+    house = (await wallet.GetBalance(wpb.GetBalanceRequest(
+        account=wpb.AccountRef(system=wpb.SYSTEM_ACCOUNT_HOUSE)), metadata=md,
+        timeout=10)).balance
+    return int(deposit * len(players) - (balances + escrows + house))
+
+
 async def owners(client: aredis.Redis, table_ids: list[str]) -> dict[str, tuple[str, int]]:
     out = {}
     for table_id in table_ids:
@@ -283,30 +356,9 @@ async def campaign(n_tables: int, seconds_between: float, seed: int, work: Path)
         stop.set()
         await asyncio.gather(*bots)
 
-        # Let every table finish its hand: no new hands (sit everyone out), bots finish.
-        for table_id in table_ids:
-            for seat in (1, 2, 3):
-                name = f"{table_id}-p{seat}"
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    await router.call(table_id, "SitOut", pb.SitOutRequest(
-                        table_id=table_id, seat=seat, command_id=f"out-{name}"),
-                        Principal(Role.PLAYER, name))
-        stop2 = asyncio.Event()
-        finishers = [asyncio.create_task(bot(router, t, report, stop2, random.Random(1)))
-                     for t in table_ids]
-        deadline = time.monotonic() + 60
+        views = await finish(router, table_ids, report)
         store = EventStore(admin)
-        views: dict[str, pb.TableView] = {}
-        while time.monotonic() < deadline:
-            views = {t: await router.call(t, "GetTable", pb.GetTableRequest(table_id=t),
-                                          OPERATOR) for t in table_ids}
-            if all(not v.HasField("hand") or v.hand.phase == pb.HAND_PHASE_COMPLETE
-                   for v in views.values()):
-                break
-            await asyncio.sleep(0.2)
-        stop2.set()
-        await asyncio.gather(*finishers)
-        await asyncio.sleep(2 * LEASE_MS / 1000)  # settlements land
+        await settled(router, wallet, tokens, table_ids)
 
         # The checks.
         for table_id in table_ids:
@@ -328,21 +380,7 @@ async def campaign(n_tables: int, seconds_between: float, seed: int, work: Path)
                 s.seat: s.stack for s in view.seats}, table_id
         end = await owners(admin, table_ids)
         report.takeovers = sum(epoch - 1 for _owner, epoch in end.values())
-        balances = 0
-        for name in players:
-            reply = await wallet.GetBalance(wpb.GetBalanceRequest(
-                account=wpb.AccountRef(player_id=name)), metadata=tokens.metadata(OPERATOR),
-                timeout=10)
-            balances += reply.balance
-        escrows = 0
-        for table_id in table_ids:
-            reply = await wallet.Reconcile(wpb.ReconcileRequest(table_id=table_id),
-                                           metadata=tokens.metadata(OPERATOR), timeout=10)
-            escrows += reply.total
-        house = (await wallet.GetBalance(wpb.GetBalanceRequest(
-            account=wpb.AccountRef(system=wpb.SYSTEM_ACCOUNT_HOUSE)),
-            metadata=tokens.metadata(OPERATOR), timeout=10)).balance
-        report.chips_lost = DEPOSIT * len(players) - (balances + escrows + house)
+        report.chips_lost = await chips_lost(wallet, tokens, players, table_ids)
         report.stale_appends_refused = sum(p.logs().count('"stale_append_refused"')
                                            for p in tables)
         await router.close()

@@ -19,7 +19,6 @@ from studkit.mapping import (
     legal_actions_to_proto,
     street_to_proto,
 )
-from studkit.mapping.events import event_to_proto as _event_to_proto
 from table.actor import TableActor
 from table.model import settings_to_proto
 
@@ -67,7 +66,7 @@ def _build_record(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
     record = pb.TableEventRecord(event_id=f"0-{envelope.sequence}",
                                  sequence=envelope.sequence,
                                  hand_number=envelope.hand_number,
-                                 event=_event_to_proto(event))
+                                 event=event_to_proto(event))
     record.occurred_at.CopyFrom(envelope.occurred_at)
     return record
 

@@ -35,13 +35,6 @@ async def seat_players(room: Room, table_id: str, names: dict[int, str],
             table_id=table_id, seat=seat, buy_in=buy_in), player(name))
 
 
-async def between_hands(room: Room, table_id: str) -> pb.TableView:
-    """Wait until the last hand is over and settled (no hand in progress)."""
-    await asyncio.sleep(0.05)
-    return await room.client.wait_for(
-        table_id, lambda v: not v.HasField("hand") or v.hand.phase == pb.HAND_PHASE_COMPLETE)
-
-
 async def play_while(room: Room, table_id: str, condition, seed: int = 0,
                      client=None) -> pb.TableView:
     """Bots act while ``condition(view)`` holds."""
