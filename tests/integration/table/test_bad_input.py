@@ -3,6 +3,7 @@ changes nothing (the table's version and the wallet's escrows stay as they were)
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -207,3 +208,27 @@ async def test_a_flooding_player_is_rate_limited_and_others_are_not(
     # The table kept dealing meanwhile: the hand goes on to the next action.
     after = await room.client.view(table_id)
     assert after.version == view.version and after.hand.to_act == view.hand.to_act
+
+
+async def test_a_watch_ends_when_its_token_expires(room: Room,
+                                                   table: tuple[str, pb.TableView]) -> None:
+    """WatchTable delivers while the token is valid and ends UNAUTHENTICATED token_expired
+    once it expires, mid-stream; a fresh token resumes it."""
+    from studkit.auth import TokenBook
+    table_id, view = table
+    short = TokenBook(room.keys, ttl_seconds=2)
+    call = room.client.stub.WatchTable(pb.WatchTableRequest(table_id=table_id),
+                                       metadata=tuple(short.metadata(player("eve"))))
+    first = await call.read()
+    assert first.sequence == 1
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async with asyncio.timeout(30):
+            while True:
+                await call.read()
+    assert caught.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    assert rpc_error_reason(caught.value) == "token_expired"
+    resumed = room.client.stub.WatchTable(
+        pb.WatchTableRequest(table_id=table_id, after_sequence=view.version - 1),
+        metadata=room.client.md(player("eve")))
+    assert (await resumed.read()).sequence == view.version
+    resumed.cancel()
