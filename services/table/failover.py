@@ -43,7 +43,7 @@ from studkit.grpc_server import rpc_error_info, rpc_error_reason
 from studkit.mapping import config_to_proto, event_from_envelope
 from studkit.redis_server import RedisServer
 from studkit.store import EventStore
-from table.processes import CHANNEL_OPTIONS, RoomProcesses, ServiceProcess
+from table.processes import CHANNEL_OPTIONS, RoomProcesses, ServiceProcess, restartable_port
 from table.testing import _RPC, fast_settings
 
 OPERATOR = Principal(Role.OPERATOR, "ops")
@@ -282,7 +282,7 @@ async def room(work: Path, replicas: int) -> AsyncIterator[tuple[RoomProcesses, 
         ServiceProcess], RedisServer, DevKeys]]:
     keys = DevKeys.generate()
     passwords = {n: uuid.uuid4().hex for n in ("table", "dealer", "wallet", "auditor")}
-    redis = RedisServer(data_dir=work / "redis", passwords=passwords)
+    redis = RedisServer(data_dir=work / "redis", passwords=passwords, port=restartable_port())
     redis.start()
     procs = RoomProcesses(redis.url_for, keys, work / "logs",
                           table_env={"TABLE_LEASE_MS": str(LEASE_MS)})

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,6 +44,26 @@ INHERITED: Final = ("STUD_ENV", "STUD_AUTH_SECRET", "STUD_SERVICE_KEY", "STUD_IS
 ADDR_ENV: Final = {"dealer": "DEALER_ADDR", "wallet": "WALLET_ADDR", "table": "TABLE_ADDR"}
 
 
+def restartable_port() -> int:
+    """A free local port outside the kernel's ephemeral range (Linux's is 32768-60999 by
+    default), for a process that is killed and started again on the same port: a port from
+    that range can be taken, while the process is down, as the source port of any outgoing
+    connection, and the restart would then fail to bind."""
+    low, high = 20_000, 32_000
+    with contextlib.suppress(OSError, ValueError):
+        first, _last = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+                           .split())
+        high = min(high, first - 1)
+    for port in random.sample(range(low, high), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return free_port()
+
+
 @dataclass
 class ServiceProcess:
     """One ``python -m <name>`` child on a fixed local port, with its log file."""
@@ -49,7 +71,7 @@ class ServiceProcess:
     name: str
     env: dict[str, str]
     log_path: Path
-    port: int = field(default_factory=free_port)
+    port: int = field(default_factory=restartable_port)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
