@@ -5,18 +5,20 @@ default stakes so that PHH is faithful, short stacks topped up between hands), t
 
 1. ``fold``: whole hands folded from memory (each hand from the table's state before it).
 2. ``stud replay check`` against PokerKit on the same hands: each hand exported as PHH, then
-   parsed and replayed by us (:func:`studkit.replay_check.check_path` minus the file read)
+   parsed and replayed by us (:func:`studtools.replay_check.check_path` minus the file read)
    and loaded by PokerKit (``HandHistory.loads`` to its last state). Per hand, and the ratio.
 3. ``stud replay verify --all`` from Redis: the tables written to a real ``redis-server`` as
    the table service writes them (public envelopes, one command id per command) with the
-   wallet's settlement of every hand in its ledger, then :func:`studkit.replay_cli.verify`
+   wallet's settlement of every hand in its ledger, then :func:`studtools.replay_cli.verify`
    over every table (every command re-decided, chips, ledger; no dealer). Also its parts:
    reading and decoding alone, and the pure verification alone.
 4. A table with ``--big`` played hands (default 10,000): reading and resuming it through
    :class:`studkit.repository.TableRepository` with a snapshot at its last hand boundary
    (load + fold of the events after it), and without one (every event read and folded).
 
-Prints figures; asserts nothing about speed. Run: ``make bench-replay`` or
+Prints figures, the last line ``fold_hands_s=... check_vs_pokerkit=... verify_hands_s=...``
+(1, the ratio of 2, and 3; issue 18's targets 20,000, 10 and 2,000); asserts nothing about
+speed. Run: ``make bench-replay`` or
 ``.venv/bin/python bench/bench_replay.py [--hands 2000] [--tables 8] [--big 10000]``.
 """
 
@@ -44,15 +46,16 @@ from rules.events import HandEnded, HandStarted
 from rules.phh import export_phh, parse_phh, replay_phh
 from rules.state import TableState
 from rules.testing import StackedDeck, TableDriver, action_command
-from studkit import keys, replay_cli
+from studkit import keys
 from studkit.mapping import event_from_envelope
 from studkit.mapping.envelope import envelope_for
-from studkit.redis_server import RedisServer
-from studkit.replay_cli import verify
-from studkit.replay_hands import expected_postings, split_hands, verify_hand_log
-from studkit.replay_source import RedisSource, Settings
 from studkit.repository import TableRepository, fold_stored
 from studkit.store import EventStore
+from studtools import replay_cli
+from studtools.redis_server import RedisServer
+from studtools.replay_cli import verify
+from studtools.replay_hands import expected_postings, split_hands, verify_hand_log
+from studtools.replay_source import RedisSource, Settings
 
 SEED = 20261201
 WHEN = datetime(2026, 12, 1, tzinfo=UTC)
@@ -128,7 +131,7 @@ def _best(repeats: int, run: Callable[[], object]) -> float:
 
 # --- 1 and 2: from memory ------------------------------------------------------------------
 
-def bench_fold(tables: list[PlayedTable]) -> str:
+def bench_fold(tables: list[PlayedTable]) -> tuple[str, float]:
     hands = [h for t in tables for h in t.hands]
     events = sum(len(e) for _, e in hands)
 
@@ -139,11 +142,11 @@ def bench_fold(tables: list[PlayedTable]) -> str:
     seconds = _best(5, run)
     return (f"  fold whole hand (memory)     {len(hands) / seconds:>10,.0f} hands/s  "
             f"{1e3 * seconds / len(hands):.3f} ms/hand  {1e6 * seconds / events:.2f} us/event"
-            f"  (target >= 20,000 hands/s)")
+            f"  (target >= 20,000 hands/s)"), len(hands) / seconds
 
 
-def bench_check(tables: list[PlayedTable], limit: int) -> str:
-    """Our PHH check against PokerKit on the same files."""
+def agreeing_texts(tables: list[PlayedTable], limit: int) -> list[str]:
+    """The first ``limit`` hands as PHH, those PokerKit reads to the same finishing stacks."""
     from pokerkit.notation import HandHistory
 
     texts = []
@@ -163,6 +166,14 @@ def bench_check(tables: list[PlayedTable], limit: int) -> str:
             continue
         if list(pk.stacks) == list(parse_phh(text).finishing_stacks or ()):
             agreeing.append(text)
+    return agreeing
+
+
+def bench_check(tables: list[PlayedTable], limit: int) -> tuple[str, float]:
+    """Our PHH check against PokerKit on the same files."""
+    from pokerkit.notation import HandHistory
+
+    agreeing = agreeing_texts(tables, limit)
 
     def ours() -> None:
         for text in agreeing:
@@ -183,7 +194,7 @@ def bench_check(tables: list[PlayedTable], limit: int) -> str:
         f"({n} hands both read to the same stacks)",
         f"  PokerKit HandHistory.loads       {1e3 * pk_s / n:>6.3f} ms/hand",
         f"  ratio PokerKit / ours            {pk_s / ours_s:>6.1f}x  (target >= 10x)",
-    ])
+    ]), pk_s / ours_s
 
 
 class _quiet:
@@ -231,7 +242,7 @@ async def write_table(client: aioredis.Redis, table: PlayedTable) -> int:
     return sequence
 
 
-async def bench_verify(url: str, tables: list[PlayedTable]) -> str:
+async def bench_verify(url: str, tables: list[PlayedTable]) -> tuple[str, float]:
     client = aioredis.Redis.from_url(url)
     try:
         events = 0
@@ -278,7 +289,7 @@ async def bench_verify(url: str, tables: list[PlayedTable]) -> str:
         f"    XRANGE + decode                {events / read_decode_s:>10,.0f} events/s  "
         f"= {hands / read_decode_s:,.0f} hands/s",
         f"    re-decide + chips (memory)     {hands / pure_s:>10,.0f} hands/s",
-    ])
+    ]), hands / best
 
 
 async def bench_big_table(url: str, table: PlayedTable) -> str:
@@ -335,16 +346,25 @@ def main(argv: list[str] | None = None) -> int:
           f"played in {time.perf_counter() - started:.1f} s", flush=True)
     gc.collect()
     gc.freeze()  # the recordings are long-lived: keep the collector off them
-    print(bench_fold(tables), flush=True)
-    print(bench_check(tables, args.check_hands), flush=True)
+    import rules.hands
+
+    build = "pure" if str(rules.hands.__file__).endswith(".py") else "compiled (mypyc)"
+    print(f"  core: {build}", flush=True)
+    text, fold_rate = bench_fold(tables)
+    print(text, flush=True)
+    text, check_ratio = bench_check(tables, args.check_hands)
+    print(text, flush=True)
     with RedisServer(appendonly=False) as server:
-        print(asyncio.run(bench_verify(server.url, tables)), flush=True)
+        text, verify_rate = asyncio.run(bench_verify(server.url, tables))
+        print(text, flush=True)
         if args.big:
             started = time.perf_counter()
             big = play_table(random.Random(SEED + 1), "bench-big", args.big)
             print(f"  (the big table played in {time.perf_counter() - started:.0f} s)",
                   flush=True)
             print(asyncio.run(bench_big_table(server.url, big)), flush=True)
+    print(f"fold_hands_s={fold_rate:.0f} check_vs_pokerkit={check_ratio:.1f} "
+          f"verify_hands_s={verify_rate:.0f}")
     return 0
 
 

@@ -4,7 +4,9 @@ Records N random hands (seeded; 2-8 players at random seats, mostly deep stacks 
 short ones, random legal play through :class:`rules.testing.TableDriver`), then measures
 ``rules.fold`` over each hand's events starting from the table state before the hand, and
 ``rules.decide`` over every command of the recording. Prints the figures (target: a whole
-hand folded in under 0.2 ms) and then the hand-evaluator benchmark of ``bench_hands.py``.
+hand folded in under 0.2 ms) and then the hand-evaluator benchmark of ``bench_hands.py``;
+the last line is ``best_high_s=... phevaluator_s=... ratio=...`` (issue 18: best_high against
+phevaluator's C evaluator called from Python with integer ids, target ratio >= 0.75).
 Asserts nothing about speed. Run: ``.venv/bin/python bench/bench_rules.py [N]`` (default
 2000 hands).
 """
@@ -130,6 +132,13 @@ def run_rules_bench(n: int, repeats: int = 5) -> dict[str, float]:
     }
 
 
+def core_build() -> str:
+    """Which build of the rules this process runs: compiled (mypyc) or pure."""
+    import rules.hands
+
+    return "compiled (mypyc)" if not str(rules.hands.__file__).endswith(".py") else "pure"
+
+
 def report(n: int, figures: dict[str, float]) -> str:
     """The figures as text."""
     verdict = "ok" if figures["ms_per_hand"] < TARGET_MS else "SLOWER than target"
@@ -150,4 +159,11 @@ if __name__ == "__main__":
     print(report(count, run_rules_bench(count)))
     print()
     hands_count = 20_000
-    print(hands_report(hands_count, run_hands_bench(hands_count)))
+    hand_figures = run_hands_bench(hands_count)
+    print(hands_report(hands_count, hand_figures))
+    print(f"core: {core_build()}")
+    if "phevaluator" not in hand_figures:
+        sys.exit("phevaluator is not installed: run `make bench-rules` (the bench extra)")
+    print(f"best_high_s={hand_figures['best_high']:.0f} "
+          f"phevaluator_s={hand_figures['phevaluator']:.0f} "
+          f"ratio={hand_figures['high_vs_phevaluator']:.2f}")

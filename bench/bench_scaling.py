@@ -1,5 +1,5 @@
 """The figures of docs/scaling.md, measured on the in-process room (dealer, wallet and table
-in one process over a real local redis-server, ``table.testing.running_room``). Prints
+in one process over a real local redis-server, ``studtest.table.running_room``). Prints
 figures; asserts nothing. Run: ``.venv/bin/python bench/bench_scaling.py`` (several minutes:
 tracemalloc slows phase 2).
 
@@ -38,12 +38,12 @@ import structlog
 
 from stud.v1 import table_pb2 as pb
 from studkit import keys
-from studkit.auth import DevKeys
 from studkit.redis_client import connect
-from studkit.redis_server import RedisServer
 from studkit.repository import snapshot_key
-from studkit.testing import RedisSource, TestRedis
-from table.testing import Room, act_once, player, running_room
+from studtest.redis import RedisSource, TestRedis
+from studtest.table import Room, act_once, player, running_room
+from studtools.devkeys import DevKeys
+from studtools.redis_server import RedisServer
 
 TABLE_SUFFIXES = ("events", "commands", "version", "owner", "snapshot", "summary",
                   "settings", "intents", "settled", "closed", "trimmed")

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.redis_client import connect
-from studkit.redis_server import RedisServer, server_version
 from studkit.store import EventStore
+from studtools.redis_server import RedisServer, server_version
 
 PAYLOAD = b"p" * 48  # about the size of a typical serialized event
 VARIANTS: dict[str, dict[str, object]] = {

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from studkit.auth import DevKeys
 from studkit.redis_client import connect_sync
-from studkit.testing import RedisSource, TestRedis, test_redis
+from studtest.redis import RedisSource, TestRedis, test_redis
+from studtools.devkeys import DevKeys
 
 settings.register_profile(
     "ci",
@@ -29,13 +29,14 @@ SERVICE_PASSWORDS = {
     "table": "table-test-pw",
     "dealer": "dealer-test-pw",
     "wallet": "wallet-test-pw",
+    "tournament": "tournament-test-pw",
     "auditor": "auditor-test-pw",
 }
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[TestRedis]:
-    """A real Redis for the whole session (see ``studkit.testing``)."""
+    """A real Redis for the whole session (see ``studtest.redis``)."""
     with test_redis(os.environ, SERVICE_PASSWORDS) as server:
         yield server
 

@@ -5,7 +5,16 @@ randomness). ``decide(state, command) -> events``, ``evolve(state, event) -> sta
 A table service needs only ``import rules``: the values, ``decide``/``evolve``/``fold``, one
 query per question about a state (``can_start_hand``, ``seats_to_deal``, ``legal_actions``,
 ``pending_deal``, ``pots``, ``showdown_order``, ``settlement``) and what each viewer may see
-(``event_for``, ``public_event``, ``table_for``, ``hand_for``, ``revealable_seats``)."""
+(``event_for``, ``public_event``, ``table_for``, ``hand_for``, ``seat_in_hand``,
+``revealable_seats``)."""
+
+# The compiled build (tools/compile_core.py, ``make compiled``) holds extension modules of
+# this package in a directory ahead of libs/ on sys.path (unless STUD_PURE=1): those come
+# first, and a module the build leaves pure is found here.
+import pkgutil as _pkgutil
+
+_everywhere: list[str] = _pkgutil.extend_path([], __name__)
+__path__ = [p for p in _everywhere if p not in __path__] + __path__
 
 from rules.betting import ActionKind, LegalAction, LegalActions
 from rules.cards import DECK, Card, Suit, card_from_index, format_cards, parse_cards
@@ -29,7 +38,16 @@ from rules.settlement import Settlement, SettlementSeat, settlement
 from rules.side_pots import Pot
 from rules.state import HandState, Phase, TableState, initial_state
 from rules.streets import Street
-from rules.views import Viewer, event_for, hand_for, public_event, revealable_seats, table_for
+from rules.views import (
+    PlayerId,
+    Viewer,
+    event_for,
+    hand_for,
+    public_event,
+    revealable_seats,
+    seat_in_hand,
+    table_for,
+)
 
 __all__ = [
     "DECK",
@@ -47,6 +65,7 @@ __all__ = [
     "LegalActions",
     "LowValue",
     "Phase",
+    "PlayerId",
     "Pot",
     "Rake",
     "Reason",
@@ -78,6 +97,7 @@ __all__ = [
     "pots",
     "public_event",
     "revealable_seats",
+    "seat_in_hand",
     "seats_to_deal",
     "settlement",
     "showdown_order",

@@ -123,6 +123,7 @@ class MutableHand:
     burned: int
     community: Card | None
     deck_commitment: str
+    card_commitment: str
     awards: tuple[PotAwarded, ...]
     rake: int
     rake_pots: tuple[int, ...]

@@ -55,11 +55,25 @@ class AddChips:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeStakes:
+    """New stakes from the next hand on (RULES 2.5): only between hands, and the config they
+    make must pass RULES 2.3."""
+
+    small_bet: int
+    big_bet: int
+    ante: int
+    bring_in: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StartHand:
-    """Start the next hand; ``deck_commitment`` is the dealer's published hash of the deck."""
+    """Start the next hand; ``deck_commitment`` is the dealer's published hash of the deck,
+    ``card_commitment`` its per-card commitment (the Merkle root and the seeds' commitments,
+    docs/fairness.md)."""
 
     hand_number: int
     deck_commitment: str = ""
+    card_commitment: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +191,6 @@ class VoidHand:
 Command = (
     OpenTable | SitDown | LeaveSeat | SitOut | SitIn | AddChips | StartHand | DealStreet
     | PostBringIn | Complete | Bet | Raise | Call | Check | Fold | TimeOut | RevealHands
-    | Showdown | VoidHand
+    | Showdown | VoidHand | ChangeStakes
 )
 PlayerCommand = PostBringIn | Complete | Bet | Raise | Call | Check | Fold

@@ -52,28 +52,48 @@ def deal_plan(hand: HandState, config: TableConfig) -> DealPlan | None:
         return None
     street = Street.THIRD if hand.street is None else hand.street.next()
     assert street is not None
+    return street_plan(street, tuple(p.seat for p in hand.players),
+                       tuple(p.seat for p in hand.players if not p.folded),
+                       exposed=hand.exposed, stub=stub_size(hand), burned=hand.burned,
+                       burn_cards=config.burn_cards)
+
+
+def street_plan(street: Street, dealt_in: tuple[int, ...], still_in: tuple[int, ...], *,
+                exposed: bool, stub: int, burned: int, burn_cards: bool) -> DealPlan:
+    """The public deal rule for one street (RULES 4.2-4.4, 10): on 3rd street three passes
+    over the seats dealt in, in seat order (down, down, up); on each later street one card to
+    each seat still in, in seat order (folded seats are skipped), up on 4th to 6th and down
+    on 7th (up for all in an all-in runout), after a burn when the table burns; on 7th street
+    one community card when the stub cannot give every seat its card, after shuffling the
+    burned cards back in if that is enough (RULES 10.4). ``stub`` is the number of cards left
+    in the deck and ``burned`` the burned cards that could be shuffled back.
+
+    >>> street_plan(Street.FOURTH, (1, 2, 3), (1, 3), exposed=False, stub=43, burned=0,
+    ...             burn_cards=False).slots
+    (DealSlot(seat=1, up=True), DealSlot(seat=3, up=True))
+    >>> street_plan(Street.SEVENTH, (1,), (1,), exposed=False, stub=0, burned=0,
+    ...             burn_cards=False).community
+    True
+    """
     if street == Street.THIRD:
-        seats = [p.seat for p in hand.players]
         slots = tuple(
             DealSlot(seat=s, up=card_is_up(street, pass_number))
             for pass_number in range(3)
-            for s in seats
+            for s in dealt_in
         )
         return DealPlan(street=street, slots=slots)
-    seats = [p.seat for p in hand.players if not p.folded]
-    up = card_is_up(street) or hand.exposed
-    burn = config.burn_cards
+    up = card_is_up(street) or exposed
+    burn = burn_cards
     if street != Street.SEVENTH:
-        return DealPlan(street=street, slots=tuple(DealSlot(seat=s, up=up) for s in seats),
+        return DealPlan(street=street, slots=tuple(DealSlot(seat=s, up=up) for s in still_in),
                         burn=burn)
-    need = len(seats) + (1 if burn else 0)
-    stub = stub_size(hand)
+    need = len(still_in) + (1 if burn else 0)
     reshuffle = False
     if stub < need and burn:
         reshuffle = True
-        stub += hand.burned
+        stub += burned
     if stub >= need:
-        return DealPlan(street=street, slots=tuple(DealSlot(seat=s, up=up) for s in seats),
+        return DealPlan(street=street, slots=tuple(DealSlot(seat=s, up=up) for s in still_in),
                         burn=burn, reshuffle_burns=reshuffle)
     return DealPlan(street=street, slots=(DealSlot(seat=0, up=True),), burn=burn,
                     reshuffle_burns=reshuffle)

@@ -13,6 +13,7 @@ from rules.commands import (
     AddChips,
     Bet,
     Call,
+    ChangeStakes,
     Check,
     Command,
     Complete,
@@ -68,6 +69,7 @@ from rules.events import (
 from rules.evolve import HAND_EVENTS, evolve, fold, with_hand
 from rules.queries import seats_to_deal, start_refusal
 from rules.showdown import award_events, evaluate, raked_pots, showdown_events
+from rules.stakes import change_stakes
 from rules.state import HandState, Phase, TableState
 
 _KIND = {
@@ -189,7 +191,8 @@ def _start(state: TableState, command: StartHand) -> list[Event]:
                     f"the next hand number is {state.hands_started + 1}")
     seats = seats_to_deal(state)
     events: list[Event] = [HandStarted(hand_number=command.hand_number, seats=seats,
-                                       deck_commitment=command.deck_commitment)]
+                                       deck_commitment=command.deck_commitment,
+                                       card_commitment=command.card_commitment)]
     if config.ante > 0:
         for n in seats:
             stack = state.seats[n - 1].stack  # type: ignore[union-attr]
@@ -493,6 +496,8 @@ def decide_and_fold(state: TableState, command: Command) -> tuple[tuple[Event, .
             events = _showdown(state, command)
         case VoidHand():
             events = _void(state, command)
+        case ChangeStakes():
+            events = change_stakes(state, command)
         case _:
             assert_never(command)
     return _follow(state, events)

@@ -75,6 +75,9 @@ class HandStarted:
     hand_number: int
     seats: tuple[int, ...]
     deck_commitment: str = ""
+    card_commitment: str = ""
+    """The dealer's per-card commitment (docs/fairness.md); empty for hands dealt before it
+    existed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,6 +253,17 @@ class PotAwarded:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StakesChanged:
+    """The table's stakes changed between hands (RULES 2.5): every hand started after this
+    is dealt with these amounts; the rest of the config stays as it was."""
+
+    small_bet: int
+    big_bet: int
+    ante: int
+    bring_in: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HandEnded:
     """The hand is over; every chip is back in a stack."""
 
@@ -261,7 +275,7 @@ Event = (
     | HandStarted | AntePosted | CardBurned | BurnsReshuffled | DownCardDealt | UpCardDealt
     | CommunityCardDealt | BringInPosted | Completed | BetMade | Raised | Called | Checked
     | Folded | ActionTimedOut | UncalledBetReturned | HandExposed | HandShown | HandMucked
-    | PotAwarded | HandEnded | RakeTaken | HandVoided
+    | PotAwarded | HandEnded | RakeTaken | HandVoided | StakesChanged
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -269,5 +283,5 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     HandStarted, AntePosted, CardBurned, BurnsReshuffled, DownCardDealt, UpCardDealt,
     CommunityCardDealt, BringInPosted, Completed, BetMade, Raised, Called, Checked,
     Folded, ActionTimedOut, UncalledBetReturned, HandExposed, HandShown, HandMucked,
-    PotAwarded, HandEnded, RakeTaken, HandVoided,
+    PotAwarded, HandEnded, RakeTaken, HandVoided, StakesChanged,
 )

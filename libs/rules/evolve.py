@@ -47,6 +47,7 @@ from rules.events import (
     PotAwarded,
     Raised,
     RakeTaken,
+    StakesChanged,
     TableOpened,
     UncalledBetReturned,
     UpCardDealt,
@@ -381,7 +382,8 @@ def evolve(state: TableState, event: Event) -> TableState:
             current = state.seats[seat - 1]
             assert current is not None
             return _set_seat(state, seat, replace(current, stack=current.stack + amount))
-        case HandStarted(hand_number=number, seats=seats, deck_commitment=commitment):
+        case HandStarted(hand_number=number, seats=seats, deck_commitment=commitment,
+                         card_commitment=cards):
             players = []
             for n in seats:
                 seat_state = state.seats[n - 1]
@@ -389,8 +391,12 @@ def evolve(state: TableState, event: Event) -> TableState:
                 players.append(Player(seat=n, stack=seat_state.stack,
                                       player_id=seat_state.player_id))
             hand = HandState(hand_number=number, players=tuple(players),
-                             deck_commitment=commitment)
+                             deck_commitment=commitment, card_commitment=cards)
             return _derive(state, hand=hand, hands_started=state.hands_started + 1)
+        case StakesChanged(small_bet=small, big_bet=big, ante=ante, bring_in=bring_in):
+            assert state.config is not None
+            return _derive(state, config=replace(state.config, small_bet=small, big_bet=big,
+                                                 ante=ante, bring_in=bring_in))
         case HandEnded():
             assert state.hand is not None
             table_seats = list(state.seats)

@@ -1,9 +1,10 @@
 """Hand values: the best high hand, the eight-or-better low and the ranking of boards.
 
 RULES.md 12 (high), 13 (low) and 8.1 (boards). Evaluation is table driven so that a
-showdown or a simulation can afford millions of calls: each card maps to one precomputed
-integer, the integers of a hand are summed, and the sum holds per-rank counts, per-suit counts
-and a per-suit rank mask at once. The result is a value object holding one integer sort key;
+showdown or a simulation can afford millions of calls: each card maps to one bit, a hand is
+the OR of its cards' bits (four 13-bit rank masks, one per suit), and a few bit operations on
+those masks plus lookups in tables indexed by a rank mask give its value, all on integers
+under 2**52. The result is a value object holding one integer sort key;
 the five cards and the description are worked out only when asked for.
 """
 
@@ -17,35 +18,19 @@ from typing import Final, Self
 from rules.cards import DECK, Card, card_from_index, format_cards
 from rules.errors import Reason, RuleViolation
 
-# --- Layout of the per-card integer -------------------------------------------------------
-# bits  0..38  one 3-bit counter per rank (rank r at 3 * (r - 2)); at most 7 cards, so no carry
-# bits 39..50  one 3-bit counter per suit (clubs first)
-# bits 51..102 one bit per card, 13 per suit: the rank mask of each suit, and a duplicate
-#              check (a sum of n distinct powers of two has exactly n bits set)
-_SUIT_SHIFT: Final = 39
-_CARD_SHIFT: Final = 51
-_RANK_FIELD: Final = (1 << _SUIT_SHIFT) - 1
-_LOW_BITS: Final = sum(1 << 3 * i for i in range(13))  # the low bit of every rank counter
-_FLUSH_BITS: Final = 0b001_001_001_001  # the low bit of every suit counter
-_BIT: Final = tuple(0 if r < 2 else 1 << 3 * (r - 2) for r in range(15))
-"""The counter bit of rank ``r`` (indexed by rank, 2..14)."""
-
-
-def _card_value(card: Card) -> int:
-    suit = card.suit.order
-    rank = card.rank - 2
-    return (1 << 3 * rank) | (1 << _SUIT_SHIFT + 3 * suit) | (1 << _CARD_SHIFT + 13 * suit + rank)
-
-
-# Keyed by id(): cards are interned and DECK keeps them alive, so an id never changes owner,
-# and id() is much cheaper than the dataclass hash. Other Card objects take the slow path.
-_VALUE_BY_ID: Final = {id(card): _card_value(card) for card in DECK}
-_value_of: Final = _VALUE_BY_ID.__getitem__
-
-
-# --- Tables over rank masks ----------------------------------------------------------------
-# A "spread" mask has the counter bit of each rank present (the layout of the rank field);
-# a "compact" mask has bit r - 2 for rank r (the layout of the per-suit masks).
+# --- Layout: one bit per card ------------------------------------------------------------
+# A hand is the OR of its cards' bits: 13 per suit (clubs first), bit r - 2 of a suit's 13 for
+# rank r. The four suits' 13-bit rank masks give everything else with a few bit operations on
+# small integers (under 2**52, so machine words once compiled): the ranks present (OR), those
+# held twice or more, three times or more, four times; and a flush is a suit mask of 5 bits or
+# more. Tables indexed by a 13-bit rank mask give the packed ranks a key is built from.
+_SUIT_MASK: Final = 0x1FFF
+_CARD_BIT_BY_ID: Final[dict[int, int]] = {
+    id(card): 1 << 13 * card.suit.order + card.rank - 2 for card in DECK}
+"""Keyed by id(): cards are interned and DECK keeps them alive, so an id never changes owner,
+and id() is much cheaper than the dataclass hash. Other Card objects take the slow path."""
+_RANK_BIT: Final = tuple(0 if r < 2 else 1 << r - 2 for r in range(15))
+"""The bit of rank ``r`` in a 13-bit rank mask (indexed by rank, 2..14)."""
 
 
 def _nibbles(ranks: Sequence[int]) -> int:
@@ -57,7 +42,7 @@ def _nibbles(ranks: Sequence[int]) -> int:
 
 
 def _straight_top(compact: int) -> int:
-    """Top rank of the best straight in a compact mask (5 for the wheel), or 0."""
+    """Top rank of the best straight in a rank mask (5 for the wheel), or 0."""
     for top in range(14, 5, -1):
         window = 0x1F << top - 6
         if compact & window == window:
@@ -70,30 +55,28 @@ def _straight_nibbles(top: int) -> int:
     return _nibbles([5, 4, 3, 2, 14] if top == 5 else [top - i for i in range(5)])
 
 
-_SPREAD: Final[list[int]] = []
-"""Compact mask -> spread mask."""
-_TOP: Final[dict[int, int]] = {}
-"""Spread mask -> its (up to) five highest ranks, packed by :func:`_nibbles`."""
-_STRAIGHT: Final[dict[int, int]] = {}
-"""Spread mask -> the packed ranks of its best straight, or 0."""
-for _compact in range(1 << 13):
-    _ranks = [r for r in range(14, 1, -1) if _compact >> (r - 2) & 1]
-    _spread = sum(_BIT[r] for r in _ranks)
-    _SPREAD.append(_spread)
-    _TOP[_spread] = _nibbles(_ranks)
-    _top = _straight_top(_compact)
-    _STRAIGHT[_spread] = _straight_nibbles(_top) if _top else 0
+def _tables() -> tuple[list[int], list[int], list[int], list[int]]:
+    top: list[int] = []
+    straight: list[int] = []
+    count: list[int] = []
+    low: list[int] = []
+    for compact in range(1 << 13):
+        ranks = [r for r in range(14, 1, -1) if compact >> (r - 2) & 1]
+        top.append(_nibbles(ranks))
+        high = _straight_top(compact)
+        straight.append(_straight_nibbles(high) if high else 0)
+        count.append(len(ranks))
+        lows = [r for r in range(1, 9) if compact & _RANK_BIT[14 if r == 1 else r]]  # ace = 1
+        # The five lowest ranks, written highest first; a smaller list is a better low.
+        low.append(_LOW_FLIP - _nibbles(lows[4::-1]) if len(lows) >= 5 else 0)
+    return top, straight, count, low
 
-_LOW_FIELD: Final = sum(_BIT[r] for r in (14, 2, 3, 4, 5, 6, 7, 8))
+
 _LOW_FLIP: Final = 0xFFFFF
-_LOW: Final[dict[int, int]] = {}
-"""Spread mask of the ranks A, 2..8 present -> low sort key (greater is better), or 0."""
-for _compact in range(1 << 8):
-    _lows = [r for r in range(1, 9) if _compact >> (r - 1) & 1]  # ace = 1
-    _spread = sum(_BIT[14 if r == 1 else r] for r in _lows)
-    # The five lowest ranks, written highest first; a smaller list is a better low.
-    _LOW[_spread] = _LOW_FLIP - _nibbles(_lows[4::-1]) if len(_lows) >= 5 else 0
-del _compact, _ranks, _spread, _top, _lows
+_TOP, _STRAIGHT, _COUNT, _LOW = _tables()
+"""By 13-bit rank mask: its (up to) five highest ranks packed by :func:`_nibbles`; the packed
+ranks of its best straight, or 0; its number of ranks; the low sort key of its ranks A, 2..8
+(greater is better), or 0 if fewer than five of them."""
 
 
 # --- Values --------------------------------------------------------------------------------
@@ -306,20 +289,28 @@ def _interned(cards: Sequence[Card]) -> tuple[Card, ...]:
         raise RuleViolation(Reason.MALFORMED_CARD, f"not cards: {cards!r}") from None
 
 
-def _summed(cards: Sequence[Card], low: int, high: int) -> tuple[int, tuple[Card, ...]]:
-    """The sum of the card integers, after checking the number of cards and duplicates."""
+def _masked(cards: Sequence[Card], low: int, high: int) -> tuple[int, tuple[Card, ...]]:
+    """The OR of the cards' bits, after checking the number of cards and duplicates."""
     count = len(cards)
     if not low <= count <= high:
         raise RuleViolation(Reason.INVALID_COMMAND, f"need {low} to {high} cards, got {count}")
     source = tuple(cards)
+    items: tuple[object, ...] = source  # anything: a card that is not one is refused below
+    bits = _CARD_BIT_BY_ID
+    mask = 0
     try:
-        total = sum(map(_value_of, map(id, source)))
+        for item in items:
+            mask |= bits[id(item)]
     except KeyError:
         source = _interned(source)
-        total = sum(map(_value_of, map(id, source)))
-    if (total >> _CARD_SHIFT).bit_count() != count:
+        mask = 0
+        for card in source:
+            mask |= bits[id(card)]
+    held = _COUNT  # bits set per 13-bit mask: a card given twice sets its bit once
+    if (held[mask & _SUIT_MASK] + held[mask >> 13 & _SUIT_MASK] + held[mask >> 26 & _SUIT_MASK]
+            + held[mask >> 39]) != count:
         raise RuleViolation(Reason.DUPLICATE_CARD, f"a card repeats: {format_cards(source)}")
-    return total, source
+    return mask, source
 
 
 def best_high(cards: Sequence[Card]) -> HighValue:
@@ -335,51 +326,55 @@ def best_high(cards: Sequence[Card]) -> HighValue:
     ...
     rules.errors.RuleViolation: invalid_command: need 5 to 7 cards, got 4
     """
-    total, source = _summed(cards, 5, 7)
-    suits = total >> _SUIT_SHIFT
-    flush = suits >> 2 & (suits | suits >> 1) & _FLUSH_BITS  # a suit counter >= 5
+    mask, source = _masked(cards, 5, 7)
+    clubs, diamonds = mask & _SUIT_MASK, mask >> 13 & _SUIT_MASK
+    hearts, spades = mask >> 26 & _SUIT_MASK, mask >> 39
+    count = _COUNT
+    # With at most seven cards one suit at most has five, and a flush rules out quads and
+    # full houses.
+    flush = (clubs if count[clubs] >= 5 else diamonds if count[diamonds] >= 5
+             else hearts if count[hearts] >= 5 else spades if count[spades] >= 5 else 0)
     if flush:
-        # With at most seven cards a flush rules out quads and full houses.
-        suit = flush.bit_length() // 3
-        mask = _SPREAD[total >> _CARD_SHIFT + 13 * suit & 0x1FFF]
-        straight = _STRAIGHT[mask]
+        straight = _STRAIGHT[flush]
         if straight:
             return HighValue(_STRAIGHT_FLUSH << 20 | straight, source)
-        return HighValue(_FLUSH << 20 | _TOP[mask], source)
-    counts = total & _RANK_FIELD
-    present = (counts | counts >> 1 | counts >> 2) & _LOW_BITS
+        return HighValue(_FLUSH << 20 | _TOP[flush], source)
+    top = _TOP
+    low_both, high_both = clubs & diamonds, hearts & spades
+    low_any, high_any = clubs | diamonds, hearts | spades
+    present = low_any | high_any
     straight = _STRAIGHT[present]
-    paired = (counts >> 1 | counts >> 2) & _LOW_BITS
+    paired = low_both | high_both | low_any & high_any  # held twice or more
     if not paired:
         if straight:
             return HighValue(_STRAIGHT_CAT << 20 | straight, source)
-        return HighValue(_TOP[present], source)
-    tripled = (counts >> 2 | counts & counts >> 1) & _LOW_BITS
+        return HighValue(top[present], source)
+    tripled = low_both & high_any | high_both & low_any  # three times or more
     if not tripled:
         if straight:
             return HighValue(_STRAIGHT_CAT << 20 | straight, source)
-        pairs = _TOP[paired]
+        pairs = top[paired]
         high = pairs >> 16
         if paired & (paired - 1):  # two pairs or more: the best two and a kicker
             second = pairs >> 12 & 15
-            kicker = _TOP[present ^ _BIT[high] ^ _BIT[second]] >> 16
+            kicker = top[present ^ _RANK_BIT[high] ^ _RANK_BIT[second]] >> 16
             key = _TWO_PAIR << 20 | high * 0x11000 | second * 0x110 | kicker
         else:
-            key = _PAIR << 20 | high * 0x11000 | _TOP[present ^ paired] >> 8
+            key = _PAIR << 20 | high * 0x11000 | top[present ^ paired] >> 8
         return HighValue(key, source)
-    quads = counts >> 2 & _LOW_BITS
+    quads = low_both & high_both
     if quads:
-        rank = _TOP[quads] >> 16
-        kicker = _TOP[present ^ _BIT[rank]] >> 16
+        rank = top[quads] >> 16
+        kicker = top[present ^ _RANK_BIT[rank]] >> 16
         return HighValue(_QUADS << 20 | rank * 0x11110 | kicker, source)
-    trips = _TOP[tripled] >> 16
-    others = paired ^ _BIT[trips]
+    trips = top[tripled] >> 16
+    others = paired ^ _RANK_BIT[trips]
     if others:
-        pair = _TOP[others] >> 16
+        pair = top[others] >> 16
         return HighValue(_FULL << 20 | trips * 0x11100 | pair * 0x11, source)
     if straight:
         return HighValue(_STRAIGHT_CAT << 20 | straight, source)
-    key = _TRIPS << 20 | trips * 0x11100 | _TOP[present ^ _BIT[trips]] >> 12
+    key = _TRIPS << 20 | trips * 0x11100 | top[present ^ _RANK_BIT[trips]] >> 12
     return HighValue(key, source)
 
 
@@ -396,9 +391,8 @@ def best_low(cards: Sequence[Card]) -> LowValue | None:
     ...
     rules.errors.RuleViolation: invalid_command: need 5 to 7 cards, got 8
     """
-    total, source = _summed(cards, 5, 7)
-    counts = total & _RANK_FIELD
-    key = _LOW[(counts | counts >> 1 | counts >> 2) & _LOW_FIELD]
+    mask, source = _masked(cards, 5, 7)
+    key = _LOW[(mask | mask >> 13 | mask >> 26 | mask >> 39) & _SUIT_MASK]
     return LowValue(key, source) if key else None
 
 
@@ -418,8 +412,14 @@ def board_value(cards: Sequence[Card]) -> tuple[int, ...]:
     ...
     rules.errors.RuleViolation: invalid_command: need 0 to 4 cards, got 5
     """
-    total, source = _summed(cards, 0, 4)
-    ranks = total & _RANK_FIELD  # the value depends on the ranks held alone
+    mask, source = _masked(cards, 0, 4)
+    clubs, diamonds = mask & _SUIT_MASK, mask >> 13 & _SUIT_MASK
+    hearts, spades = mask >> 26 & _SUIT_MASK, mask >> 39
+    low_both, high_both = clubs & diamonds, hearts & spades
+    low_any, high_any = clubs | diamonds, hearts | spades
+    # the value depends on how many times each rank is held alone
+    ranks = (low_any | high_any | (low_both | high_both | low_any & high_any) << 13
+             | (low_both & high_any | high_both & low_any) << 26 | (low_both & high_both) << 39)
     value = _BOARD_BY_RANKS.get(ranks)
     if value is None:
         value = _BOARD_BY_RANKS[ranks] = _board_value(source)
@@ -427,7 +427,8 @@ def board_value(cards: Sequence[Card]) -> tuple[int, ...]:
 
 
 _BOARD_BY_RANKS: Final[dict[int, tuple[int, ...]]] = {}
-""":func:`board_value` by the rank counters of the cards (at most a few thousand boards)."""
+""":func:`board_value` by the ranks held once or more, twice or more, three and four times
+(at most a few thousand boards)."""
 
 
 def _board_value(source: tuple[Card, ...]) -> tuple[int, ...]:

@@ -39,6 +39,7 @@ from rules.events import (
     Raised,
     RakeTaken,
     Share,
+    StakesChanged,
     TableOpened,
     UncalledBetReturned,
     UpCardDealt,
@@ -154,6 +155,9 @@ def _event_line(event: Event, pots: int) -> str | None:
             return f"Hand #{n} is void: {reason}; every chip goes back"
         case HandEnded(hand_number=n):
             return f"*** Hand #{n} is over ***"
+        case StakesChanged(small_bet=small, big_bet=big, ante=ante, bring_in=bring_in):
+            return (f"Stakes from the next hand: {_chips(small)}/{_chips(big)}, "
+                    f"ante {_chips(ante)}, bring-in {_chips(bring_in)}")
         case _:
             return None
 

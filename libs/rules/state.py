@@ -123,6 +123,8 @@ class HandState:
     burned: int = 0
     community: Card | None = None
     deck_commitment: str = ""
+    card_commitment: str = ""
+    """The per-card commitment published with the hand (docs/fairness.md), if any."""
     awards: tuple[PotAwarded, ...] = ()
     rake: int = 0
     """Chips the house took from the pots (RULES 2.4)."""

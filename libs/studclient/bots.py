@@ -15,14 +15,15 @@ Addresses: ``STUD_TABLE_TARGET``, ``STUD_DEALER_TARGET``, ``STUD_WALLET_TARGET``
 ``127.0.0.1:50051``, ``:50052``, ``:50053``). Credentials: ``STUD_ISSUER_KEY`` (an Ed25519
 private key, PEM inline or a path; default ``.run/keys/issuer.pem`` when that file exists, as
 ``make run`` writes it) from which operator and player tokens are minted; or
-``STUD_OPERATOR_TOKEN`` plus ``STUD_PLAYER_TOKENS`` (comma-separated, one per bot).
+``STUD_OPERATOR_TOKEN`` plus ``STUD_PLAYER_TOKENS`` (comma-separated, one per bot). ``stud``
+reads each of them from make run's ``.run/env`` too when it is not set (``studtools.runenv``),
+so ``stud bots`` finds the stack ``make run`` started in this directory without ``source``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import sys
 import time
@@ -68,7 +69,8 @@ environment:
                    addresses (default 127.0.0.1:50051, :50052, :50053)
   STUD_ISSUER_KEY  issuer private key (PEM or path; default .run/keys/issuer.pem if present)
   STUD_OPERATOR_TOKEN, STUD_PLAYER_TOKENS
-                   instead of the key: an operator token and comma-separated player tokens"""
+                   instead of the key: an operator token and comma-separated player tokens
+each is also read from make run's .run/env ($STUD_RUN_DIR/env) when it is not set"""
 SETTLE_WAIT_S: Final = 20.0
 
 Strategy = Callable[[table_pb2.TableView, random.Random], common_pb2.LegalAction]
@@ -244,6 +246,11 @@ class Bot:
 
 # --- credentials -----------------------------------------------------------------------------
 
+def targets(env: Mapping[str, str]) -> dict[str, str]:
+    """The room's addresses by variable name: ``env``'s, else make run's usual ports."""
+    return {name: env.get(name) or default for name, default in DEFAULT_TARGETS.items()}
+
+
 @dataclass
 class Credentials:
     """Where the bots' tokens come from."""
@@ -338,8 +345,12 @@ async def _open(ops: Client, table_id: str, args: argparse.Namespace) -> bool:
 
 
 async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
-    """The whole run; the exit status."""
-    targets = {k: env.get(k) or v for k, v in DEFAULT_TARGETS.items()}
+    """The whole run; the exit status. ``env``: ``stud``'s environment (the process's over
+    make run's ``.run/env``)."""
+    if args.tournament:
+        from studclient import tourney_bots
+        return await tourney_bots.run(args, out, env)
+    where = targets(env)
     try:
         creds = credentials(env)
     except RuntimeError as exc:
@@ -350,8 +361,8 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
     prefix = args.prefix or f"bots-{run_id}"
 
     def connect(token: str | TokenProvider) -> Client:
-        return Client.connect(targets[TABLE_TARGET_ENV], targets[DEALER_TARGET_ENV],
-                              targets[WALLET_TARGET_ENV], token)
+        return Client.connect(where[TABLE_TARGET_ENV], where[DEALER_TARGET_ENV],
+                              where[WALLET_TARGET_ENV], token)
 
     tally = Tally()
     ops = connect(creds.operator)
@@ -503,6 +514,9 @@ def register(commands: Any) -> None:
                         help="rake of the tables opened, basis points (cap: one big bet)")
     parser.add_argument("--hand-delay-ms", type=int, default=0,
                         help="pause between hands at the tables opened (default 0)")
+    parser.add_argument("--tournament", default=None, metavar="ID",
+                        help="instead of tables: enter tournament ID (or play the entries "
+                             "the --prefix bots hold) and play it out, following moves")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="give up after this many seconds (default 600)")
-    parser.set_defaults(handler=lambda args, out: asyncio.run(run(args, out, os.environ)))
+    parser.set_defaults(handler=lambda args, out, env: asyncio.run(run(args, out, env)))

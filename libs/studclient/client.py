@@ -4,7 +4,9 @@ dealer and the wallet over ``grpc.aio``.
 Commands get a fresh command id (a UUID) unless the caller passes one; a command that fails
 with UNAVAILABLE, DEADLINE_EXCEEDED or ABORTED is sent again, *the same request with the same
 command id*, after a backoff (the server answers a repeat with the original outcome, so
-nothing happens twice). An expired token (UNAUTHENTICATED, ``token_expired``) is replaced
+nothing happens twice), until the attempts are spent *and* the policy's patience has passed
+since the first (long enough by default for another table replica to take over a table whose
+replica died). An expired token (UNAUTHENTICATED, ``token_expired``) is replaced
 once from the token provider and the call repeated. Every other refusal raises a typed
 :class:`~studclient.errors.StudError` carrying the server's reason.
 """
@@ -17,6 +19,7 @@ import enum
 import inspect
 import json
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -38,7 +41,9 @@ from studclient.errors import (
     TokenExpired,
     from_rpc_error,
 )
+from studclient.tournament import TournamentClient
 from studclient.watch import TableWatch
+from studkit.cardcheck import Verdict
 
 TokenProvider = Callable[[], str | Awaitable[str]]
 """Returns a valid bearer token (called before calls and again after ``token_expired``)."""
@@ -81,6 +86,12 @@ class RetryPolicy:
     multiplier: float = 2.0
     timeout_s: float = 10.0
     """Deadline of each attempt."""
+    patience_s: float = 8.0
+    """A retried call is repeated (every ``max_backoff_s``) past its attempts until this
+    long after the first: a table whose replica died is refused ``UNAVAILABLE`` until
+    another replica takes it over, which takes up to a lease (3 s by default,
+    ``TABLE_LEASE_MS``) and the survivors' next ownership round (a third of one), plus the
+    new owner rebuilding the table. 0: the attempts alone."""
 
     def delays(self) -> list[float]:
         """The pauses between attempts (before jitter)."""
@@ -89,6 +100,16 @@ class RetryPolicy:
             out.append(delay)
             delay = min(delay * self.multiplier, self.max_backoff_s)
         return out
+
+    def pause(self, delays: list[float], started: float, now: float) -> float | None:
+        """The pause before the next attempt of a call first sent at ``started`` (a
+        ``time.monotonic()`` reading), taken from ``delays`` (:meth:`delays`, consumed);
+        once they are spent, ``max_backoff_s`` while the patience lasts; None: give up."""
+        if delays:
+            return delays.pop(0)
+        if now - started < self.patience_s:
+            return self.max_backoff_s
+        return None
 
 
 def token_subject(token: str) -> tuple[str, str]:
@@ -137,8 +158,11 @@ class Client:
     def __init__(self, table: grpc.aio.Channel, dealer: grpc.aio.Channel | None,
                  wallet: grpc.aio.Channel | None, token: str | TokenProvider, *,
                  retry: RetryPolicy | None = None,
-                 interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None) -> None:
-        self._channels = [c for c in (table, dealer, wallet) if c is not None]
+                 interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
+                 tournament: grpc.aio.Channel | None = None) -> None:
+        self._channels = [c for c in (table, dealer, wallet, tournament) if c is not None]
+        self._tournaments = (TournamentClient(self, tournament) if tournament is not None
+                             else None)
         self._table = table_pb2_grpc.TableServiceStub(table)  # type: ignore[no-untyped-call]
         self._owners: dict[str, Any] = {}
         """Replicas' table stubs by address (tables owned by another table replica)."""
@@ -160,14 +184,16 @@ class Client:
     def connect(cls, table_addr: str, dealer_addr: str | None = None,
                 wallet_addr: str | None = None, token: str | TokenProvider = "", *,
                 retry: RetryPolicy | None = None,
-                interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None) -> Client:
+                interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
+                tournament_addr: str | None = None) -> Client:
         """A client for the services at these addresses (``host:port``, plaintext)."""
         def channel(addr: str) -> grpc.aio.Channel:
             return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS,
                                              interceptors=interceptors)
         return cls(channel(table_addr), channel(dealer_addr) if dealer_addr else None,
                    channel(wallet_addr) if wallet_addr else None, token, retry=retry,
-                   interceptors=interceptors)
+                   interceptors=interceptors,
+                   tournament=channel(tournament_addr) if tournament_addr else None)
 
     async def __aenter__(self) -> Client:
         return self
@@ -190,6 +216,13 @@ class Client:
         if not self._token:
             raise ValueError("no token: pass one (or a provider) to Client.connect")
         return self._token
+
+    @property
+    def tournaments(self) -> TournamentClient:
+        """The tournament service (connect with ``tournament_addr=``)."""
+        if self._tournaments is None:
+            raise ValueError("no tournament address: pass tournament_addr= to Client.connect")
+        return self._tournaments
 
     @property
     def has_dealer(self) -> bool:
@@ -251,6 +284,7 @@ class Client:
         and replacing an expired token once. A table method given by name is sent to the
         replica that owns the request's table, following ``not_owner`` redirects."""
         delays = self.retry.delays()
+        started = time.monotonic()
         refreshed = fresh = False
         redirects = 0
         while True:
@@ -274,15 +308,16 @@ class Client:
                 if isinstance(rpc, str) and exc.code() is grpc.StatusCode.UNAVAILABLE:
                     # The replica it was routed to may be gone: ask the first address again.
                     self.forget_route(table_id)
-                if error.reason == "not_owner" and delays:
+                retried = error.reason == "not_owner" or exc.code() in retry_on
+                pause = (self.retry.pause(delays, started, time.monotonic()) if retried
+                         else None)
+                if pause is None:
+                    raise error from None
+                if error.reason == "not_owner":
                     # The table is changing hands between replicas: wait and ask again.
-                    await asyncio.sleep(delays.pop(0))
-                    continue
-                if exc.code() in retry_on and delays:
-                    delay = delays.pop(0)
-                    await asyncio.sleep(delay * (0.5 + self._rng.random()))
-                    continue
-                raise error from None
+                    await asyncio.sleep(pause)
+                else:
+                    await asyncio.sleep(pause * (0.5 + self._rng.random()))
 
     def _saw(self, table_id: str, version: int) -> None:
         if version > self._versions.get(table_id, -1):
@@ -327,10 +362,17 @@ class Client:
     # --- lobby -----------------------------------------------------------------------------
 
     async def list_tables(self) -> list[table_pb2.TableSummary]:
-        """The open tables."""
-        reply: table_pb2.ListTablesResponse = await self._call(
-            "ListTables", table_pb2.ListTablesRequest(), retry_on=READ_RETRIED_CODES)
-        return list(reply.tables)
+        """The open tables (every page of the lobby)."""
+        tables: list[table_pb2.TableSummary] = []
+        token = ""
+        while True:
+            reply: table_pb2.ListTablesResponse = await self._call(
+                "ListTables", table_pb2.ListTablesRequest(page_token=token),
+                retry_on=READ_RETRIED_CODES)
+            tables.extend(reply.tables)
+            token = reply.next_page_token
+            if not token:
+                return tables
 
     async def open_table(self, table_id: str | None = None,
                          config: common_pb2.TableConfig | Any = None,
@@ -373,12 +415,16 @@ class Client:
         return reply
 
     def watch(self, table_id: str, *, cards: bool = True,
-              on_event: Callable[[table_pb2.TableEventRecord], None] | None = None
-              ) -> TableWatch:
+              on_event: Callable[[table_pb2.TableEventRecord], None] | None = None,
+              verify: bool = True, seeds: bool = True,
+              on_verdict: Callable[[Verdict], None] | None = None) -> TableWatch:
         """A live view of the table (``async with client.watch(t) as watch:``); with
         ``cards`` a player's own down cards come from the dealer and are merged in;
-        ``on_event`` gets every event record, once, in order."""
-        return TableWatch(self, table_id, cards=cards, on_event=on_event)
+        ``on_event`` gets every event record, once, in order. For a player with ``cards``,
+        ``verify`` checks every hand alone (``watch.verdicts``, ``on_verdict``) and ``seeds``
+        gives the dealer a seed for each (docs/fairness.md)."""
+        return TableWatch(self, table_id, cards=cards, on_event=on_event, verify=verify,
+                          seeds=seeds, on_verdict=on_verdict)
 
     # --- seats -----------------------------------------------------------------------------
 
@@ -510,6 +556,27 @@ class Client:
             dealer_pb2.GetMyCardsRequest(table_id=table_id, hand_number=hand_number),
             retry_on=READ_RETRIED_CODES)
         return cards
+
+    async def commit_seed(self, table_id: str, hand_number: int, commitment: str) -> None:
+        """Commit to a seed for a coming hand (docs/fairness.md; ``studclient.fairness``
+        does it for every hand)."""
+        await self._call(self._dealer_stub().CommitSeed, dealer_pb2.CommitSeedRequest(
+            table_id=table_id, hand_number=hand_number, commitment=commitment),
+            retry_on=READ_RETRIED_CODES)
+
+    async def open_seed(self, table_id: str, hand_number: int, seed: bytes) -> None:
+        """Open the seed committed for a hand, once its card commitment is public."""
+        await self._call(self._dealer_stub().OpenSeed, dealer_pb2.OpenSeedRequest(
+            table_id=table_id, hand_number=hand_number, seed=seed),
+            retry_on=READ_RETRIED_CODES)
+
+    async def hand_proof(self, table_id: str, hand_number: int) -> dealer_pb2.HandProof:
+        """The dealer's public proof of a hand (openings of the shown cards, the seeds)."""
+        proof: dealer_pb2.HandProof = await self._call(
+            self._dealer_stub().GetHandProof,
+            dealer_pb2.GetHandProofRequest(table_id=table_id, hand_number=hand_number),
+            retry_on=READ_RETRIED_CODES)
+        return proof
 
     def watch_my_cards_call(self, table_id: str, metadata: tuple[tuple[str, str], ...]
                             ) -> Any:

@@ -7,20 +7,23 @@ of the rules. The stream is resumed (``after_sequence`` = the last sequence seen
 is missed or repeated) after a disconnect, a server restart, RESOURCE_EXHAUSTED (a too-slow
 watcher cut off) or UNAUTHENTICATED ``token_expired`` (with a fresh token from the
 client's provider). For a player, the dealer's WatchMyCards stream (the player's own token)
-supplies their own down cards, merged into the view's ``hand.players[...].down``.
+supplies their own down cards, merged into the view's ``hand.players[...].down``; while the
+player has no seat the dealer refuses it (``not_seated``) and it is opened again once the
+view shows a seat.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 
 from stud.v1 import dealer_pb2, table_pb2
 from studclient.errors import StudError, TokenExpired, from_rpc_error
+from studclient.fairness import HandVerifier, VerdictHook
 
 if TYPE_CHECKING:
     from studclient.client import Client
@@ -31,6 +34,9 @@ RESUMABLE: Final = frozenset({
     grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
 })
 """Stream endings after which the watch resumes (the rest end the watch with an error)."""
+NOT_SEATED: Final = "not_seated"
+"""The dealer's refusal of a card watch by a player with no seat (waited out: see
+``_follow_cards``)."""
 MAX_BACKOFF_S: Final = 2.0
 MAX_FAILURES: Final = 30
 """Consecutive failed resumes (no record received in between) before the watch gives up."""
@@ -65,7 +71,8 @@ class TableWatch:
     """
 
     def __init__(self, client: Client, table_id: str, *, cards: bool = True,
-                 on_event: EventHook | None = None) -> None:
+                 on_event: EventHook | None = None, verify: bool = True, seeds: bool = True,
+                 on_verdict: VerdictHook | None = None) -> None:
         self.client = client
         self.table_id = table_id
         self.view: table_pb2.TableView | None = None
@@ -88,6 +95,9 @@ class TableWatch:
         self._closed = False
         self._calls_opened = 0
         self._cards_changed = asyncio.Event()
+        self.verifier: HandVerifier | None = None
+        """A player's seeds and the check of every hand (docs/fairness.md), once started."""
+        self._verify = (verify, seeds, on_verdict)
 
     async def __aenter__(self) -> TableWatch:
         await self.start()
@@ -105,6 +115,11 @@ class TableWatch:
         self._tasks.append(asyncio.create_task(self._guard(self._refresher())))
         role, _name = await self.client.whoami()
         if self._want_cards and role == "player" and self.client.has_dealer:
+            verify, seeds, on_verdict = self._verify
+            if verify:
+                self.verifier = HandVerifier(self.client, self.table_id, seeds=seeds,
+                                             on_verdict=on_verdict)
+                self.verifier.on_view(view)
             self._tasks.append(asyncio.create_task(self._guard(self._follow_cards())))
 
     async def close(self) -> None:
@@ -118,12 +133,14 @@ class TableWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.verifier is not None:
+            await self.verifier.close()
         async with self._changed:
             self._changed.notify_all()
 
     # --- consuming -------------------------------------------------------------------------
 
-    async def views(self) -> AsyncIterator[table_pb2.TableView]:
+    async def views(self) -> AsyncGenerator[table_pb2.TableView, None]:
         """The current view, then each newer one (intermediate ones may be skipped); raises
         the watch's error if it failed, ends when it is closed."""
         seen = -1
@@ -203,13 +220,18 @@ class TableWatch:
                 continue
             backoff = 0.05
             await self._publish(view)
+            if self.verifier is not None:
+                self.verifier.on_view(view)
             if view.version < self.last_sequence:
                 self._dirty.set()
 
     async def _stream(self, open_call: Callable[[tuple[tuple[str, str], ...]], Any],
-                      handle: Callable[[Any], None]) -> None:
+                      handle: Callable[[Any], None],
+                      wait_out: Callable[[StudError], Awaitable[bool]] | None = None
+                      ) -> None:
         """Follow a server stream opened by ``open_call(metadata)``, resuming it after a
-        resumable ending; ``handle`` gets each message."""
+        resumable ending; ``handle`` gets each message. ``wait_out(error)``, when given, may
+        wait out a refusal that is not resumable (True: open the stream again)."""
         fresh = False
         failures = 0
         backoff = 0.05
@@ -234,6 +256,8 @@ class TableWatch:
                     failures = 0
                 elif error.reason == "not_owner" and failures < MAX_FAILURES:
                     pass  # the table is changing hands between replicas: resume
+                elif wait_out is not None and await wait_out(error):
+                    failures = 0
                 elif exc.code() not in RESUMABLE or failures >= MAX_FAILURES:
                     await self._fail(error)
                     return
@@ -249,6 +273,8 @@ class TableWatch:
             if record.sequence <= self.last_sequence:
                 return
             self.last_sequence = record.sequence
+            if self.verifier is not None:
+                self.verifier.on_record(record)
             if self.on_event is not None:
                 self.on_event(record)
             self._dirty.set()
@@ -264,6 +290,8 @@ class TableWatch:
     async def _follow_cards(self) -> None:
         def handle(cards: dealer_pb2.MyCards) -> None:
             self.cards = cards
+            if self.verifier is not None:
+                self.verifier.on_cards(cards)
             self._cards_changed.set()
 
         async def publisher() -> None:
@@ -272,11 +300,21 @@ class TableWatch:
                 self._cards_changed.clear()
                 await self._publish()
 
+        async def until_seated(error: StudError) -> bool:
+            # The dealer refuses (and ends) a watch of cards while the player has no seat:
+            # follow the table alone until the view shows one, then watch the cards again.
+            if error.reason != NOT_SEATED:
+                return False
+            async with self._changed:
+                await self._changed.wait_for(lambda: self._closed or (
+                    self._raw is not None and self._raw.viewer_seat != 0))
+            return not self._closed
+
         task = asyncio.create_task(publisher())
         try:
             await self._stream(
                 lambda metadata: self.client.watch_my_cards_call(self.table_id, metadata),
-                handle)
+                handle, until_seated)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

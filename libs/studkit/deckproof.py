@@ -46,10 +46,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final
 
 from rules import Card, DealPlan, Event, Street
+from rules.draws import DeckExhausted, Stub
 from rules.events import (
     BurnsReshuffled,
     CardBurned,
@@ -65,6 +66,7 @@ from rules.events import (
 )
 from stud.v1 import common_pb2 as pb
 from stud.v1 import dealer_pb2 as dpb
+from studkit.cardproof import FairDeck, deal_order, same, seed_commitment
 from studkit.errors import BadRequest
 from studkit.mapping.common import (
     card_from_proto,
@@ -149,40 +151,26 @@ class StreetDeal:
         return f"StreetDeal(street={int(self.street)}, cards={len(self.cards)})"
 
 
-@dataclass(frozen=True, slots=True)
-class Pile:
-    """Where the deck stands: the stub (top first), the burned cards and the draws so far."""
-
-    stub: tuple[int, ...]
-    burned: tuple[int, ...] = ()
-    drawn: int = 0
-
-    def take(self) -> tuple[int, Pile]:
-        """The top card and the pile without it."""
-        if not self.stub:
-            raise DeckInconsistent("the stub is empty")
-        return self.stub[0], replace(self, stub=self.stub[1:], drawn=self.drawn + 1)
-
-    def burn(self) -> tuple[int, Pile]:
-        """Burn the top card."""
-        card, pile = self.take()
-        return card, replace(pile, burned=(*pile.burned, card))
-
-    def reshuffle(self, key: Sequence[int]) -> Pile:
-        """Shuffle the burned cards into the stub: stub and burns in ``key`` order."""
-        rank = {card: position for position, card in enumerate(key)}
-        return replace(self, stub=tuple(sorted((*self.stub, *self.burned), key=rank.__getitem__)),
-                       burned=())
+Pile = Stub
+"""Where the deck stands: the stub of card indexes (top first), the burned cards and the
+draws so far (the rules' :class:`rules.draws.Stub`, over card values)."""
 
 
 def fresh_pile(deck: HandDeck) -> Pile:
     """The pile before any card is drawn."""
-    return Pile(stub=deck.order)
+    return Stub(deck.order)
 
 
 def replay(deck: HandDeck, deals: Iterable[StreetDeal]) -> Pile:
     """The pile after ``deals``, checking that each recorded card is the card the deck gives
     at that point; raises :class:`DeckInconsistent` otherwise."""
+    try:
+        return _replay(deck, deals)
+    except DeckExhausted:
+        raise DeckInconsistent("the stub is empty") from None
+
+
+def _replay(deck: HandDeck, deals: Iterable[StreetDeal]) -> Pile:
     pile = fresh_pile(deck)
     for deal in deals:
         if deal.reshuffled:
@@ -241,13 +229,52 @@ def verify_commitment(deck: HandDeck, commitment: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FairAudit:
+    """The per-card commitment's secret, for an auditor (:mod:`studkit.cardproof`): the base
+    deck with its salts and the dealer's seed, the players' seed commitments and their seeds
+    (None: committed but not opened in time), and the card commitment."""
+
+    deck: FairDeck
+    seeds: tuple[tuple[str, str], ...]
+    opened: tuple[tuple[str, bytes | None], ...] = field(repr=False)
+    commitment: str
+
+    def dealing_deck(self, salt: bytes) -> HandDeck:
+        """The deck in the order it was dealt (the base deck permuted by the seeds)."""
+        order, key = self.deck.dealing(deal_order(self.deck.table_id, self.deck.hand_number,
+                                                  self.deck.dealer_seed, self.opened))
+        return HandDeck(table_id=self.deck.table_id, hand_number=self.deck.hand_number,
+                        order=order, reshuffle_key=key, salt=salt)
+
+    def problems(self, base: HandDeck, published: str) -> list[str]:
+        """What is wrong with this secret against the v1 deck ``base`` and the card
+        commitment ``published`` in the hand's ``HandStarted``."""
+        out = []
+        if self.deck.base != base.order:
+            out.append("the per-card base deck is not the committed deck")
+        if not same(self.deck.header(self.seeds).commitment, published):
+            out.append("the salted cards and seeds do not match the card commitment")
+        if sorted(p for p, _s in self.opened) != [p for p, _c in self.seeds]:
+            out.append("the opened seeds are not the committed ones")
+        commitments = dict(self.seeds)
+        for player, seed in self.opened:
+            if seed is not None and not same(seed_commitment(
+                    self.deck.table_id, self.deck.hand_number, player, seed),
+                    commitments.get(player, "")):
+                out.append(f"{player}'s seed does not open its commitment")
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HandAudit:
     """What an auditor obtains from the dealer after a hand: the deck with its salt and
-    reshuffle key, the published commitment and the dealer's log of draws."""
+    reshuffle key, the published commitment and the dealer's log of draws; for a hand with a
+    per-card commitment, its secret as well (``fair``: the deck is then the base deck)."""
 
     deck: HandDeck
     commitment: str
     deals: tuple[StreetDeal, ...] = ()
+    fair: FairAudit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +321,7 @@ class _Replay:
         index = self.pile.drawn
         try:
             drawn, self.pile = self.pile.take()
-        except DeckInconsistent:
+        except DeckExhausted:
             self.problems.append(f"{where}: the deck is exhausted at draw {index}")
             return
         self.draws.append((index, seat, up))
@@ -309,7 +336,7 @@ class _Replay:
         index = self.pile.drawn
         try:
             _card, self.pile = self.pile.burn()
-        except DeckInconsistent:
+        except DeckExhausted:
             self.problems.append(f"burn: the deck is exhausted at draw {index}")
             return
         self.draws.append((index, -1, False))
@@ -350,6 +377,11 @@ def verify_hand(audit: HandAudit, events: Iterable[Event]) -> Verification:
     assert isinstance(started, HandStarted)
     if started.deck_commitment != audit.commitment:
         problems.append("the commitment published at hand start differs")
+    if audit.fair is not None:
+        problems.extend(audit.fair.problems(deck, started.card_commitment))
+        deck = audit.fair.dealing_deck(deck.salt)
+    elif started.card_commitment:
+        problems.append("the dealer gave no per-card secret for a hand with a card commitment")
     try:
         replay(deck, audit.deals)
     except DeckInconsistent as exc:
@@ -415,4 +447,19 @@ def audit_from_proto(msg: dpb.HandAudit) -> HandAudit:
             cards=tuple(Draw(index=d.index, card=_index(d.card, f"{field}.cards[{j}].card"),
                              seat=d.seat, up=d.up) for j, d in enumerate(street.cards)),
         ))
-    return HandAudit(deck=deck, commitment=msg.commitment, deals=tuple(deals))
+    return HandAudit(deck=deck, commitment=msg.commitment, deals=tuple(deals),
+                     fair=_fair_from_proto(msg, deck))
+
+
+def _fair_from_proto(msg: dpb.HandAudit, deck: HandDeck) -> FairAudit | None:
+    if not msg.card_commitment:
+        return None
+    try:
+        secret = FairDeck(table_id=deck.table_id, hand_number=deck.hand_number,
+                          base=deck.order, salts=tuple(bytes(s) for s in msg.card_salts),
+                          dealer_seed=bytes(msg.dealer_seed))
+    except ValueError as exc:
+        raise BadRequest("card_salts", str(exc)) from None
+    seeds = tuple(sorted((s.player_id, s.commitment) for s in msg.seeds))
+    opened = tuple((s.player_id, None if s.withheld else bytes(s.seed)) for s in msg.seeds)
+    return FairAudit(deck=secret, seeds=seeds, opened=opened, commitment=msg.card_commitment)

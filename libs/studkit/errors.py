@@ -72,3 +72,9 @@ class Unavailable(ServiceError):
     idempotency key, which is answered as a replay if it was."""
 
     default_reason = "unavailable"
+
+
+class OutOfRange(ServiceError):
+    """A position past the end of what exists (a resume point after a table's last event)."""
+
+    default_reason = "out_of_range"

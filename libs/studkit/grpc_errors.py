@@ -23,6 +23,7 @@ from studkit.errors import (
     Conflict,
     FailedPrecondition,
     NotFound,
+    OutOfRange,
     ResourceExhausted,
     Unavailable,
 )
@@ -128,6 +129,7 @@ BASE_ERRORS: Final = ErrorTable(
         Unauthorized: grpc.StatusCode.UNAUTHENTICATED,
         Forbidden: grpc.StatusCode.PERMISSION_DENIED,
         NotFound: grpc.StatusCode.NOT_FOUND,
+        OutOfRange: grpc.StatusCode.OUT_OF_RANGE,
         AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
         Conflict: grpc.StatusCode.ABORTED,
         ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import heapq
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -151,6 +152,26 @@ def wrap_handler(handler: grpc.RpcMethodHandler, method: str, scope: Scope) -> A
     )
 
 
+class HandlerCache:
+    """Each method's wrapped handler, made once per (method, inner handler) rather than once
+    per call: ``wrap(handler, method)`` runs the first time a method is called (and again
+    only if the inner handler changes). Only registered methods have a handler, so callers
+    naming made-up methods cannot grow it."""
+
+    def __init__(self, wrap: Callable[[grpc.RpcMethodHandler, str], Any]) -> None:
+        self._wrap = wrap
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, Any]] = {}
+
+    def get(self, handler: grpc.RpcMethodHandler, method: str) -> Any:
+        """``handler`` of ``method``, wrapped."""
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self._wrap(handler, method)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+
 def with_stream_behavior(
     handler: grpc.RpcMethodHandler, transform: Callable[[Any], Any]
 ) -> grpc.RpcMethodHandler:
@@ -199,13 +220,90 @@ async def _before_expiry(task: asyncio.Task[Any], expires_at: float, clock: Cloc
             await _settle(task)
 
 
+class _Open:
+    """One open stream's expiry: the handler's task, cancelled at the expiry if it is waiting
+    for the handler's next item (else the stream ends before its next item)."""
+
+    __slots__ = ("ended", "expired", "expires_at", "task", "waiting")
+
+    def __init__(self, expires_at: float, task: asyncio.Task[Any] | None) -> None:
+        self.expires_at = expires_at
+        self.task = task
+        self.waiting = False
+        self.expired = False
+        self.ended = False
+
+    def __lt__(self, other: _Open) -> bool:
+        return self.expires_at < other.expires_at
+
+    def expire(self) -> None:
+        self.expired = True
+        if self.waiting and self.task is not None:
+            self.task.cancel()
+
+
+class _Expiries:
+    """The expiries of every open stream of a handler, on one timer: it rings at the earliest
+    expiry, and at least every :data:`EXPIRY_POLL_S` while a stream is open (a clock that
+    jumps), instead of a timer and a task per stream and per item."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._heap: list[_Open] = []
+        self._handle: asyncio.TimerHandle | None = None
+        self._ended = 0
+
+    def add(self, stream: _Open) -> None:
+        heapq.heappush(self._heap, stream)
+        if self._handle is None or self._heap[0] is stream:
+            self._arm()
+
+    def end(self, stream: _Open) -> None:
+        """``stream`` has ended: dropped now or at the next ring (the heap is compacted when
+        most of it has ended)."""
+        stream.ended = True
+        self._ended += 1
+        if self._ended * 2 > len(self._heap):
+            self._heap = [s for s in self._heap if not s.ended]
+            heapq.heapify(self._heap)
+            self._ended = 0
+
+    def _arm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+        if self._heap:
+            delay = max(0.0, min(self._heap[0].expires_at - self._clock(), EXPIRY_POLL_S))
+            self._handle = asyncio.get_running_loop().call_later(delay, self._ring)
+
+    def _ring(self) -> None:
+        self._handle = None
+        now = self._clock()
+        heap = self._heap
+        while heap and (heap[0].ended or heap[0].expires_at <= now):
+            stream = heapq.heappop(heap)
+            if stream.ended:
+                self._ended = max(0, self._ended - 1)
+            else:
+                stream.expire()
+        self._arm()
+
+
+def _expired() -> Unauthorized:
+    return Unauthorized("token expired: resume the stream with a fresh token",
+                        reason=EXPIRED_REASON)
+
+
 def expiring(behavior: Any, clock: Clock, expiry: Callable[[], float | None]) -> Any:
     """A response-stream behaviour that ends with ``token_expired`` at ``expiry()`` (the
     caller's token's expiry, read as the call starts; None: never) by ``clock``, even while it
-    waits for something to send. Each step of the handler runs in a task of its own, cancelled
-    at the expiry; all steps share one context, and what they bind (log context) is bound in
-    the call's own context too, as if the handler ran there."""
+    waits for something to send. A streaming handler runs in the call's own task and context;
+    the expiries of all its open streams are on one timer (:class:`_Expiries`), which cancels
+    a stream's wait for its next item when its token expires. A handler answering through
+    ``context.write`` runs in a task of its own, cancelled at the expiry; its context's
+    bindings (log context) are bound in the call's own context too."""
     if inspect.isasyncgenfunction(behavior):
+        expiries: dict[asyncio.AbstractEventLoop, _Expiries] = {}
 
         async def expiring_gen(
             request: Any, context: grpc.aio.ServicerContext
@@ -216,25 +314,32 @@ def expiring(behavior: Any, clock: Clock, expiry: Callable[[], float | None]) ->
                 async for item in items:
                     yield item
                 return
-            steps = contextvars.copy_context()
-
-            async def step() -> Any:
-                try:
-                    return await anext(items)
-                except StopAsyncIteration:
-                    return _END
-
+            loop = asyncio.get_running_loop()
+            if loop not in expiries:
+                expiries.clear()  # a server lives on one loop; a test may start another
+                expiries[loop] = _Expiries(clock)
+            timer = expiries[loop]
+            stream = _Open(expires_at, asyncio.current_task())
+            timer.add(stream)
             try:
                 while True:
-                    task = asyncio.get_running_loop().create_task(step(), context=steps)
+                    if stream.expired or clock() >= expires_at:
+                        raise _expired()
+                    stream.waiting = True
                     try:
-                        item = await _before_expiry(task, expires_at, clock)
-                    finally:
-                        _adopt(steps)
-                    if item is _END:
+                        item = await anext(items)
+                    except StopAsyncIteration:
                         return
+                    except asyncio.CancelledError:
+                        if not stream.expired or stream.task is None:
+                            raise
+                        stream.task.uncancel()
+                        raise _expired() from None
+                    finally:
+                        stream.waiting = False
                     yield item
             finally:
+                timer.end(stream)
                 await items.aclose()
 
         return expiring_gen

@@ -24,6 +24,7 @@ import contextlib
 import os
 import signal
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -58,13 +59,14 @@ from studkit.grpc_handlers import (
     PUBLIC_SERVICES,
     UNDECODABLE_REASON,
     Clock,
+    HandlerCache,
     Scope,
     expiring,
     is_public,
     with_stream_behavior,
     wrap_handler,
 )
-from studkit.limits import CallRateLimiter
+from studkit.limits import CallRateLimiter, LogSampler, RateLimited
 from studkit.metrics import Metrics
 
 __all__ = [  # the error table and the handler wrapping live apart; importable from here too
@@ -72,8 +74,9 @@ __all__ = [  # the error table and the handler wrapping live apart; importable f
     "INTERNAL_MESSAGE", "PUBLIC_SERVICES", "REASON_KEY", "STORE_UNAVAILABLE",
     "UNDECODABLE_REASON", "AuthInterceptor", "Clock", "ErrorEntry", "ErrorMappingInterceptor",
     "ErrorTable", "GrpcServer", "MappedError", "Refusal", "Scope", "ServiceRegistration",
-    "create_grpc_server", "current_principal", "is_public", "reason_of", "rpc_error_info",
-    "rpc_error_reason", "run_until_signalled", "trailing_metadata", "wrap_handler",
+    "create_grpc_server", "current_principal", "is_public", "log_summary", "reason_of",
+    "rpc_error_info", "rpc_error_reason", "run_until_signalled", "trailing_metadata",
+    "wrap_handler",
 ]
 
 log = structlog.get_logger("studkit.grpc")
@@ -107,9 +110,22 @@ def _ended_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode | None:
     return code if isinstance(code, grpc.StatusCode) else None
 
 
+Trailers = tuple[tuple[str, str | bytes], ...]
+TRAILERS_KEPT: Final = 256
+"""Refusals whose trailing metadata (reason, serialized status) is kept for reuse."""
+
 DEADLINE_SLACK_S: Final = 0.1
 """A call cut short this close to its deadline counts as DEADLINE_EXCEEDED: the client's
 timer fires (and cancels) slightly before the server's copy of the deadline."""
+
+
+def _time_remaining(context: grpc.aio.ServicerContext) -> float | None:
+    """Seconds left before the call's deadline (None without one)."""
+    try:
+        remaining = context.time_remaining()
+    except (AttributeError, NotImplementedError):
+        return None
+    return remaining if isinstance(remaining, (int, float)) else None
 
 
 def _cancelled_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode:
@@ -123,21 +139,45 @@ def _cancelled_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode:
     return grpc.StatusCode.CANCELLED
 
 
+def log_summary(key: tuple[str, ...], suppressed: int, window_s: float) -> None:
+    """The line that sums up a window's left-out refusal lines (``rpc_rejected_summary``,
+    with the code, the reason and how many were left out); a :class:`LogSampler`'s
+    ``summary``."""
+    code, reason = key
+    line = log.warning if code == grpc.StatusCode.UNAVAILABLE.name else log.info
+    line("rpc_rejected_summary", code=code, reason=reason, suppressed=suppressed,
+         window_s=window_s)
+
+
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """The one place where exceptions become status codes; also opens the per-RPC log
     context (``rpc``), writes one canonical line per call with its outcome and, given
     ``metrics``, counts the call by status code and times it. Public calls (health,
-    reflection) are neither mapped nor counted."""
+    reflection) are neither mapped nor counted.
+
+    Refusals are logged through ``sampler`` (default :class:`~studkit.limits.LogSampler`:
+    the first 20 lines per code and reason in each 10 s, then one ``rpc_rejected_summary``
+    line with the number left out): a flood of refused calls costs a counter, not a line
+    each. Failures (``INTERNAL``) are always logged, and every call is always counted."""
 
     def __init__(
         self,
         errors: ErrorTable,
         public_services: Sequence[str] = PUBLIC_SERVICES,
         metrics: Metrics | None = None,
+        sampler: LogSampler | None = None,
     ) -> None:
         self._errors = errors
         self._public = tuple(public_services)
         self._metrics = metrics
+        self._sampler = sampler if sampler is not None else LogSampler(log_summary)
+        self._handlers = HandlerCache(self._wrap)
+        self._trailers: OrderedDict[tuple[object, ...], Trailers] = OrderedDict()
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> Any:
+        if is_public(method, self._public):
+            return handler
+        return wrap_handler(handler, method, self._scope)
 
     async def intercept_service(
         self,
@@ -145,10 +185,22 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Any:
         handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or is_public(method, self._public):
-            return handler
-        return wrap_handler(handler, method, self._scope)
+        if handler is None:
+            return None
+        return self._handlers.get(handler, handler_call_details.method)
+
+    def _trailing_metadata(self, mapped: MappedError) -> Trailers:
+        """:func:`trailing_metadata`, remembered for the last refusals (a flood of one
+        refusal serializes its status once)."""
+        key = (mapped.code, mapped.reason, mapped.message, *sorted(mapped.metadata.items()))
+        trailers = self._trailers.get(key)
+        if trailers is None:
+            trailers = self._trailers[key] = trailing_metadata(mapped)
+            if len(self._trailers) > TRAILERS_KEPT:
+                self._trailers.popitem(last=False)
+        else:
+            self._trailers.move_to_end(key)
+        return trailers
 
     @contextlib.asynccontextmanager
     async def _scope(self, method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
@@ -171,6 +223,11 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             duration_ms = round((time.perf_counter() - started) * 1000, 2)
             if mapped.code is grpc.StatusCode.INTERNAL:
                 log.exception("rpc_failed", code=mapped.code.name, duration_ms=duration_ms)
+            elif not self._sampler.allow((mapped.code.name, mapped.reason)):
+                # A flood of refusals: the first lines of each window are written, the rest
+                # summed up when the window ends (every one is counted in the metrics).
+                if self._metrics is not None:
+                    self._metrics.suppressed_log_line(mapped.code)
             elif mapped.code is grpc.StatusCode.UNAVAILABLE:
                 # Not the caller's fault: the operator wants to see these, with the cause.
                 log.warning(
@@ -191,7 +248,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 )
             observe(mapped.code)
             await context.abort(
-                mapped.code, mapped.message, trailing_metadata=trailing_metadata(mapped)
+                mapped.code, mapped.message, trailing_metadata=self._trailing_metadata(mapped)
             )
         except (asyncio.CancelledError, GeneratorExit):
             observe(_cancelled_code(context))
@@ -206,6 +263,13 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Verifies the bearer token of every non-public call and exposes the caller through
     :func:`current_principal`; binds ``principal`` to the log context (never the token).
+    Given ``rates``, a connection past its call or refused-token budget is refused
+    (``RESOURCE_EXHAUSTED``, ``rate_limited``) before its token is checked, a refused token
+    is counted against its connection, and a player's call against the player's budget; a
+    rate-limited call is answered after ``rates.hold`` (half a second at least, then at most
+    20 a second per connection by default), so a flooding client gets a trickle of
+    refusals whatever it keeps in flight, and while a player has one held, none of their
+    calls is served.
     A server stream ends with ``UNAUTHENTICATED`` (reason ``token_expired``) when its
     caller's token expires (``Principal.expires_at`` against ``clock``): clients resume with
     a fresh token. Must sit inside :class:`ErrorMappingInterceptor` so that a refusal is
@@ -222,6 +286,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._public = tuple(public_services)
         self._clock = clock
         self._rates = rates
+        self._handlers = HandlerCache(self._wrap)
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> Any:
+        if is_public(method, self._public):
+            return handler
+        handler = with_stream_behavior(
+            handler, lambda behavior: expiring(behavior, self._clock, _token_expiry))
+        return wrap_handler(handler, method, self._scope)
 
     async def intercept_service(
         self,
@@ -229,29 +301,42 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Any:
         handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or is_public(method, self._public):
-            return handler
-        metadata = handler_call_details.invocation_metadata
+        if handler is None:
+            return None
+        return self._handlers.get(handler, handler_call_details.method)
 
-        @contextlib.asynccontextmanager
-        async def scope(_method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-            principal = self._verifier.verify_metadata(metadata)
+    @contextlib.asynccontextmanager
+    async def _scope(self, _method: str, context: grpc.aio.ServicerContext
+                     ) -> AsyncIterator[None]:
+        rates = self._rates
+        principal: Principal | None = None
+        if rates is None:
+            principal = self._verifier.verify_metadata(context.invocation_metadata())
             structlog.contextvars.bind_contextvars(principal=principal.subject)
-            if self._rates is not None:  # a flooding player is refused before any work
-                self._rates.check(principal, context.peer())
-            token = _principal.set(principal)
+        else:
+            peer = context.peer()
             try:
-                yield
-            finally:
+                # A connection past its budget is refused before its token is looked at:
+                # no signature check, no decoding, for forged and garbage tokens too.
+                rates.admit(peer)
                 try:
-                    _principal.reset(token)
-                except ValueError:  # a stream finalised in another context
-                    _principal.set(None)
-
-        handler = with_stream_behavior(
-            handler, lambda behavior: expiring(behavior, self._clock, _token_expiry))
-        return wrap_handler(handler, method, scope)
+                    principal = self._verifier.verify_metadata(context.invocation_metadata())
+                except Unauthorized:
+                    rates.refused(peer)
+                    raise
+                structlog.contextvars.bind_contextvars(principal=principal.subject)
+                rates.check(principal, peer)  # a flooding player is refused before any work
+            except RateLimited:
+                await rates.hold(peer, _time_remaining(context), principal)
+                raise
+        token = _principal.set(principal)
+        try:
+            yield
+        finally:
+            try:
+                _principal.reset(token)
+            except ValueError:  # a stream finalised in another context
+                _principal.set(None)
 
 
 # --- building and running a server ----------------------------------------------------------
@@ -259,9 +344,17 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 ServiceRegistration = tuple[Callable[[Any, grpc.aio.Server], None], Any, str]
 """(``add_XServicer_to_server``, servicer, full service name)."""
 
+CLIENT_PING_FLOOR_MS: Final = 20_000
+"""The shortest interval between a client's keepalive pings on a quiet connection that the
+servers accept. The SDK pings every 30 s (``studclient.client.CHANNEL_OPTIONS``); gRPC's
+server default is 5 minutes, past which two early pings end the connection with
+``GOAWAY ENHANCE_YOUR_CALM`` ("too_many_pings"), and a quiet watch was dropped and resumed."""
+
 DEFAULT_OPTIONS: Final = (
     # Two processes must never share a port silently (tests bind a free port).
     ("grpc.so_reuseport", 0),
+    # The SDK's keepalive pings on quiet streams (a busted bot's watch) are welcome.
+    ("grpc.http2.min_ping_interval_without_data_ms", CLIENT_PING_FLOOR_MS),
 )
 
 
@@ -274,6 +367,8 @@ class GrpcServer:
     health: HealthServicer
     service_names: tuple[str, ...]
     metrics: Metrics
+    log_sampler: LogSampler | None = None
+    """The refusal log's sampler: what it left out is summed up when the server stops."""
 
     async def start(self) -> None:
         """Start serving and report SERVING for the server and each service."""
@@ -285,6 +380,8 @@ class GrpcServer:
         """Report NOT_SERVING, let in-flight calls finish for ``grace`` seconds, stop."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        if self.log_sampler is not None:
+            self.log_sampler.flush()
 
     async def wait_for_termination(self) -> None:
         """Return when the server has stopped."""
@@ -301,19 +398,24 @@ def create_grpc_server(
     metrics: Metrics | None = None,
     clock: Clock = time.time,
     rates: CallRateLimiter | None = None,
+    log_sampler: LogSampler | None = None,
 ) -> GrpcServer:
     """A server with the auth and error interceptors, health, reflection and ``services``,
     bound to ``address`` (``127.0.0.1:0`` picks a free port). Calls are counted in
     ``metrics`` (a fresh registry when None; serve it with
     :func:`studkit.metrics.metrics_endpoint`); streams end when their token expires by
-    ``clock``; players' call rates are limited by ``rates`` (default: from the environment,
-    ``STUD_RATE_PER_PLAYER`` / ``STUD_RATE_PER_CONNECTION``). Call within a running loop;
+    ``clock``; players' call rates and each connection's refused calls are limited by
+    ``rates`` (default: from the environment, ``STUD_RATE_PER_PLAYER`` /
+    ``STUD_RATE_PER_CONNECTION`` / ``STUD_RATE_REFUSED_PER_CONNECTION``); refusals' log
+    lines are sampled by ``log_sampler`` (default: see :class:`ErrorMappingInterceptor`).
+    Call within a running loop;
     call :meth:`GrpcServer.start` to serve."""
     metrics = metrics if metrics is not None else Metrics()
     rates = rates if rates is not None else CallRateLimiter.from_env(os.environ)
+    sampler = log_sampler if log_sampler is not None else LogSampler(log_summary)
     server = grpc.aio.server(
         interceptors=[
-            ErrorMappingInterceptor(errors, metrics=metrics),
+            ErrorMappingInterceptor(errors, metrics=metrics, sampler=sampler),
             AuthInterceptor(verifier, clock=clock, rates=rates),
         ],
         options=list(options),
@@ -331,7 +433,7 @@ def create_grpc_server(
     if port == 0:
         raise RuntimeError(f"could not bind {address}")
     return GrpcServer(server=server, port=port, health=health, service_names=tuple(names),
-                      metrics=metrics)
+                      metrics=metrics, log_sampler=sampler)
 
 
 async def run_until_signalled(

@@ -10,6 +10,7 @@ from typing import Final
 TABLE_PREFIX: Final = "stud:table:"
 DEALER_PREFIX: Final = "stud:dealer:"
 WALLET_PREFIX: Final = "stud:wallet:"
+TOURNAMENT_PREFIX: Final = "stud:tournament:"
 
 _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """Matched with ``fullmatch``: ``$`` (and ``match``) would accept a final newline."""
@@ -33,15 +34,28 @@ def check_id(value: str, what: str = "id") -> str:
 
 
 TABLE_KEYS: Final = ("events", "commands", "version", "owner", "trimmed", "snapshot",
-                      "settings", "intents", "settled", "closed", "summary")
-"""Every key one table has beside its stream (all in the table's Cluster slot)."""
+                      "summary")
+"""Every key one table has (all in the table's Cluster slot): the stream, the store's
+bookkeeping (command outcomes, version, trimmed count), the lease, a snapshot and a lobby
+summary. Everything else of a table is an event in its stream."""
+
+LEGACY_TABLE_KEYS: Final = ("settings", "intents", "settled", "closed")
+"""Keys beside the stream that tables written before the room events had; the table service
+moves them into the stream when such a table loads, then deletes them."""
+
+
+def legacy_table_key(table_id: str, name: str) -> str:
+    """An old side key of a table (one of :data:`LEGACY_TABLE_KEYS`)."""
+    if name not in LEGACY_TABLE_KEYS:
+        raise ValueError(f"not a legacy table key: {name!r}")
+    return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:{name}"
 
 
 def table_key(table_id: str, name: str) -> str:
     """The table's key ``name`` (one of :data:`TABLE_KEYS`): ``stud:table:{<id>}:<name>``.
 
-    >>> table_key("t1", "settled")
-    'stud:table:{t1}:settled'
+    >>> table_key("t1", "summary")
+    'stud:table:{t1}:summary'
     """
     if name not in TABLE_KEYS:
         raise ValueError(f"not a table key: {name!r}")
@@ -82,6 +96,46 @@ def table_index() -> str:
 def dealer_key(table_id: str, suffix: str) -> str:
     """A dealer-only key of one table (deck, salt, position, ...)."""
     return f"{DEALER_PREFIX}{{{check_id(table_id, 'table id')}}}:{suffix}"
+
+
+def tournament_key(tournament_id: str, name: str) -> str:
+    """A key of one tournament, in its own Cluster hash tag like a table's:
+    ``stud:tournament:{<id>}:<name>`` (its stream and the store's bookkeeping beside it).
+    The tournament service's ACL user owns ``stud:tournament:*`` and nothing else.
+
+    >>> tournament_key("mtt-1", "events")
+    'stud:tournament:{mtt-1}:events'
+    """
+    return f"{TOURNAMENT_PREFIX}{{{check_id(tournament_id, 'tournament id')}}}:{name}"
+
+
+def tournament_owner(tournament_id: str) -> str:
+    """Hash: the tournament's owner replica, its fencing epoch and when its lease expires
+    (the append script's fence, as a table's :func:`table_owner`).
+
+    >>> tournament_owner("mtt-1")
+    'stud:tournament:{mtt-1}:owner'
+    """
+    return tournament_key(tournament_id, "owner")
+
+
+def tournament_replicas() -> str:
+    """Sorted set: live tournament-service replicas (member ``id|address``, score =
+    heartbeat expiry in ms), as :func:`table_replicas` for the tables.
+
+    >>> tournament_replicas()
+    'stud:tournament:replicas'
+    """
+    return f"{TOURNAMENT_PREFIX}replicas"
+
+
+def tournament_index() -> str:
+    """The set of tournament ids with events (the tournament store's index).
+
+    >>> tournament_index()
+    'stud:tournament:index'
+    """
+    return f"{TOURNAMENT_PREFIX}index"
 
 
 WALLET_TAG: Final = "{wallet}"

@@ -9,6 +9,7 @@ cancelled stream.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections import Counter, OrderedDict
@@ -107,12 +108,29 @@ class _Bucket:
 
 class CallRateLimiter:
     """Token buckets: a player may make ``per_player`` calls a second (bursts up to
-    ``burst_s`` seconds' worth), and one connection carrying players ``per_peer``. Services,
-    operators and auditors are not limited here (they are few and trusted; a service such as
-    the table must never be slowed by its players' floods).
+    ``burst_s`` seconds' worth), one connection carrying players ``per_peer``, and one
+    connection ``refused_per_peer`` calls whose token is refused (missing, forged, garbage,
+    expired). Services, operators and auditors are not limited by the first two (they are
+    few and trusted; a service such as the table must never be slowed by its players'
+    floods).
+
+    A connection is checked twice. :meth:`admit`, before its token is even looked at, refuses
+    a connection that has spent its player-call or its refused-call budget: two dictionary
+    lookups, so a flood costs no signature check and no decoding past its budget, forged and
+    garbage tokens included. :meth:`check`, once the caller is known, counts a player's call
+    against the player and the connection; :meth:`refused` counts a refused token against the
+    connection. A rate-limited call is answered after :meth:`hold`: half a second at least,
+    then one connection's held calls one after another, so a flooding client gets a trickle
+    of refusals, whatever it keeps in flight. While a player has a rate-limited call held,
+    every other call of theirs is refused too (:meth:`check`, before any work): a client that
+    keeps calls in flight past its rate is served nothing until it slows down, instead of
+    its whole allowance (100 ``GetTable`` a second by default: issue 17, F5, where the
+    allowance, not the refusals, cost the other tables their latency). A client within its
+    rate, or one that waits for its refusal before it calls again, is never held.
 
     >>> now = [0.0]
-    >>> limiter = CallRateLimiter(per_player=2, per_peer=100, burst_s=1, clock=lambda: now[0])
+    >>> limiter = CallRateLimiter(per_player=2, per_peer=100, burst_s=1, clock=lambda: now[0],
+    ...                           refused_per_peer=1, refused_burst_s=1)
     >>> ann = Principal(Role.PLAYER, "ann")
     >>> limiter.check(ann, "p1"); limiter.check(ann, "p1")
     >>> limiter.check(ann, "p1")
@@ -120,26 +138,67 @@ class CallRateLimiter:
     ...
     studkit.limits.RateLimited: more than 2 calls a second from player:ann
     >>> now[0] = 1.0; limiter.check(ann, "p1")  # refilled
+    >>> limiter.admit("p2"); limiter.refused("p2")  # one bad token: the budget is spent
+    >>> limiter.admit("p2")
+    Traceback (most recent call last):
+    ...
+    studkit.limits.RateLimited: more than 1 refused calls a second on this connection
+    >>> limiter.admit("p1")  # another connection is not affected
+    >>> async def held_back() -> str:
+    ...     limiter.hold_s = 0.05
+    ...     waiting = asyncio.ensure_future(limiter.hold("p1", None, ann))
+    ...     await asyncio.sleep(0)
+    ...     try:
+    ...         limiter.check(ann, "p1")  # ann has a refill, but a call of hers is held
+    ...     except RateLimited as exc:
+    ...         return str(exc)
+    ...     finally:
+    ...         await waiting
+    ...     return "served"
+    >>> now[0] = 5.0; asyncio.run(held_back())
+    'player:ann has a rate-limited call held back: slow down'
+    >>> limiter.check(ann, "p1")  # nothing held: served again
     """
 
     def __init__(self, per_player: float, per_peer: float, burst_s: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic, tracked: int = 100_000) -> None:
+                 clock: Callable[[], float] = time.monotonic, tracked: int = 100_000,
+                 refused_per_peer: float = 5.0, refused_burst_s: float = 1.0,
+                 hold_s: float = 0.5,
+                 answers_per_peer: float = 20.0, max_held: int = 1000) -> None:
         self._rates = (per_player, per_peer)
+        self._refused_rate = refused_per_peer
+        self._refused_burst = refused_burst_s
         self._burst = burst_s
         self._clock = clock
         self._tracked = tracked
+        self.hold_s = hold_s
+        """How long a rate-limited call waits at least before it is answered (:meth:`hold`)."""
+        self.answers_per_peer = answers_per_peer
+        """How many held calls of one connection are answered a second at most."""
+        self.max_held = max_held
+        self._held = 0
+        self._held_on: Counter[str] = Counter()
+        self._held_players: Counter[str] = Counter()
+        self._next_answer: dict[str, float] = {}
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CallRateLimiter:
-        """``STUD_RATE_PER_PLAYER`` (calls/s, default 100) and ``STUD_RATE_PER_CONNECTION``
-        (default 400)."""
+        """``STUD_RATE_PER_PLAYER`` (calls/s, default 100), ``STUD_RATE_PER_CONNECTION``
+        (default 400), ``STUD_RATE_REFUSED_PER_CONNECTION`` (calls/s with a refused token,
+        default 5, with one second of burst), ``STUD_RATE_LIMITED_HOLD_MS`` (default 500;
+        0 answers at once) and ``STUD_RATE_LIMITED_ANSWERS_PER_CONNECTION`` (held calls
+        answered per second, default 20)."""
         return cls(float(env.get("STUD_RATE_PER_PLAYER", "100")),
-                   float(env.get("STUD_RATE_PER_CONNECTION", "400")))
+                   float(env.get("STUD_RATE_PER_CONNECTION", "400")),
+                   refused_per_peer=float(env.get("STUD_RATE_REFUSED_PER_CONNECTION", "5")),
+                   hold_s=float(env.get("STUD_RATE_LIMITED_HOLD_MS", "500")) / 1000,
+                   answers_per_peer=float(env.get("STUD_RATE_LIMITED_ANSWERS_PER_CONNECTION",
+                                                  "20")))
 
-    def _take(self, key: str, rate: float) -> bool:
+    def _take(self, key: str, rate: float, burst_s: float | None = None) -> bool:
         now = self._clock()
-        capacity = max(1.0, rate * self._burst)
+        capacity = max(1.0, rate * (self._burst if burst_s is None else burst_s))
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = _Bucket(capacity, now)
@@ -155,10 +214,78 @@ class CallRateLimiter:
         bucket.tokens -= 1.0
         return True
 
+    def _has(self, key: str, rate: float) -> bool:
+        """Whether ``key``'s bucket holds a token now (nothing taken; no bucket is made)."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return True
+        tokens = bucket.tokens + (self._clock() - bucket.stamp) * rate
+        return tokens >= 1.0
+
+    def admit(self, peer: str) -> None:
+        """Before the token is checked: raise :class:`RateLimited` if connection ``peer`` has
+        spent its refused-call or its player-call budget (nothing is counted)."""
+        if not self._has(f"r|{peer}", self._refused_rate):
+            raise RateLimited(f"more than {self._refused_rate:g} refused calls a second on "
+                              "this connection")
+        per_peer = self._rates[1]
+        if not self._has(f"c|{peer}", per_peer):
+            raise RateLimited(f"more than {per_peer:g} player calls a second on one "
+                              "connection")
+
+    async def hold(self, peer: str, remaining_s: float | None,
+                   principal: Principal | None = None) -> None:
+        """Before a rate-limited call of connection ``peer`` (by ``principal``, when its
+        token was checked) is answered: wait at least
+        :attr:`hold_s`, and answer that connection's held calls one after another, at most
+        :attr:`answers_per_peer` a second (each ends before its deadline, ``remaining_s``
+        from now). However many calls a flooding connection keeps in flight, it gets about
+        that many refusals a second, each costing a sleeping coroutine meanwhile, instead of
+        as many as it can ask for; at most :attr:`max_held` calls wait at once in the
+        process (past that they are answered at once), so the waiting never grows without
+        bound. Meanwhile a player's other calls are refused (:meth:`check`)."""
+        if self.hold_s <= 0 or self._held >= self.max_held:
+            return
+        now = self._clock()
+        answer_at = max(now + self.hold_s, self._next_answer.get(peer, 0.0))
+        self._next_answer[peer] = answer_at + 1.0 / self.answers_per_peer
+        delay = answer_at - now if remaining_s is None else min(answer_at - now,
+                                                                 remaining_s - 0.2)
+        player = principal.subject if principal is not None and \
+            principal.role is Role.PLAYER else None
+        self._held += 1
+        self._held_on[peer] += 1
+        if player is not None:
+            self._held_players[player] += 1
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+        finally:
+            self._held -= 1
+            self._held_on[peer] -= 1
+            if self._held_on[peer] <= 0:
+                del self._held_on[peer]
+                self._next_answer.pop(peer, None)
+            if player is not None:
+                _release(self._held_players, player)
+
+    def held(self) -> int:
+        """How many rate-limited calls are waiting now."""
+        return self._held
+
+    def refused(self, peer: str) -> None:
+        """Count one call of connection ``peer`` whose token was refused."""
+        self._take(f"r|{peer}", self._refused_rate, self._refused_burst)
+
     def check(self, principal: Principal, peer: str) -> None:
-        """Count one call; raise :class:`RateLimited` past a limit (the call is not made)."""
+        """Count one call; raise :class:`RateLimited` past a limit, or while a rate-limited
+        call of the same player is held (:meth:`hold`; nothing is counted then): the call is
+        not made."""
         if principal.role is not Role.PLAYER:
             return
+        if principal.subject in self._held_players:
+            raise RateLimited(f"{principal.subject} has a rate-limited call held back: "
+                              "slow down")
         per_player, per_peer = self._rates
         if not self._take(f"p|{principal.subject}", per_player):
             raise RateLimited(f"more than {per_player:g} calls a second from "
@@ -166,3 +293,63 @@ class CallRateLimiter:
         if not self._take(f"c|{peer}", per_peer):
             raise RateLimited(f"more than {per_peer:g} player calls a second on one "
                               "connection")
+
+
+# --- log lines -------------------------------------------------------------------------------
+
+class LogSampler:
+    """At most ``first`` log lines per key (a refusal's code and reason) in each window of
+    ``window_s`` seconds; past that the lines are counted, and when the window ends
+    ``summary(key, suppressed, window_s)`` is called once per key that lost lines (from a
+    timer on the running loop, so a flood that stops is still summed up). Keys are the
+    service's own (status codes, reasons), a closed set; memory is one counter per key.
+
+    >>> now = [0.0]
+    >>> lines = []
+    >>> sampler = LogSampler(first=2, window_s=10, clock=lambda: now[0],
+    ...                      summary=lambda key, n, w: lines.append((key, n)))
+    >>> [sampler.allow(("RESOURCE_EXHAUSTED", "rate_limited")) for _ in range(5)]
+    [True, True, False, False, False]
+    >>> now[0] = 10.0; sampler.allow(("RESOURCE_EXHAUSTED", "rate_limited")); lines
+    True
+    [(('RESOURCE_EXHAUSTED', 'rate_limited'), 3)]
+    """
+
+    def __init__(self, summary: Callable[[tuple[str, ...], int, float], None],
+                 first: int = 20, window_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if first < 0 or window_s <= 0:
+            raise ValueError("first must be >= 0 and window_s > 0")
+        self.first = first
+        self.window_s = window_s
+        self._summary = summary
+        self._clock = clock
+        self._counts: Counter[tuple[str, ...]] = Counter()
+        self._window_end = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def allow(self, key: tuple[str, ...]) -> bool:
+        """Count one line of ``key``; whether to write it."""
+        now = self._clock()
+        if now >= self._window_end:
+            self.flush()
+            self._window_end = now + self.window_s
+        self._counts[key] += 1
+        if self._counts[key] <= self.first:
+            return True
+        if self._timer is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: summed up lazily
+                self._timer = asyncio.get_running_loop().call_later(
+                    max(0.0, self._window_end - now), self.flush)
+        return False
+
+    def flush(self) -> None:
+        """Sum up the lines the current window dropped, and start afresh."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        dropped = {k: n - self.first for k, n in self._counts.items() if n > self.first}
+        self._counts.clear()
+        self._window_end = 0.0
+        for key, count in sorted(dropped.items()):
+            self._summary(key, count, self.window_s)

@@ -2,8 +2,10 @@
 
 - :class:`Metrics` holds one :class:`~prometheus_client.CollectorRegistry` per server instance
   (several servers in one test process never collide) with the gRPC families
-  ``stud_grpc_requests_total{service,method,code}`` and
-  ``stud_grpc_request_seconds{service,method}``. Services add their domain counters to the
+  ``stud_grpc_requests_total{service,method,code}``,
+  ``stud_grpc_request_seconds{service,method}`` and
+  ``stud_grpc_refusal_log_lines_suppressed_total{code}`` (refusals whose log line the
+  sampler left out). Services add their domain counters to the
   same registry with :meth:`Metrics.counter`.
 - The gRPC families are fed by ``studkit.grpc_server.ErrorMappingInterceptor``, the one place
   that knows the status code each call ends with (see :meth:`Metrics.observe_rpc`).
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 REQUESTS: Final = "stud_grpc_requests"
 """Exposed as ``stud_grpc_requests_total`` (the client library adds ``_total``)."""
 REQUEST_SECONDS: Final = "stud_grpc_request_seconds"
+SUPPRESSED_LINES: Final = "stud_grpc_refusal_log_lines_suppressed"
+"""Exposed with ``_total``: refusals' log lines left out by the sampler."""
 RPC_BUCKETS: Final = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf")
 )
@@ -91,12 +95,32 @@ class Metrics:
             REQUEST_SECONDS, "Time to handle a gRPC call (a stream: its lifetime).",
             ("service", "method"), buckets=RPC_BUCKETS, registry=self.registry,
         )
+        self._children: dict[tuple[str, grpc.StatusCode], tuple[Counter, Histogram]] = {}
+        """The series of each (method, code) seen: methods are registered ones only."""
+        self._suppressed_by_code: dict[grpc.StatusCode, Counter] = {}
+        self._suppressed = Counter(
+            SUPPRESSED_LINES, "Log lines of refused calls left out by sampling (each call is "
+            "still counted in stud_grpc_requests_total), by status code.",
+            ("code",), registry=self.registry,
+        )
+
+    def suppressed_log_line(self, code: grpc.StatusCode) -> None:
+        """Count one refusal's log line that sampling left out."""
+        child = self._suppressed_by_code.get(code)
+        if child is None:
+            child = self._suppressed_by_code[code] = self._suppressed.labels(code=code.name)
+        child.inc()
 
     def observe_rpc(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
         """Count one finished call of the registered ``method`` (its full path)."""
-        service, name = split_method(method)
-        self._requests.labels(service=service, method=name, code=code.name).inc()
-        self._seconds.labels(service=service, method=name).observe(seconds)
+        children = self._children.get((method, code))
+        if children is None:  # once per (method, code): a label lookup costs microseconds
+            service, name = split_method(method)
+            children = (self._requests.labels(service=service, method=name, code=code.name),
+                        self._seconds.labels(service=service, method=name))
+            self._children[(method, code)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def counter(
         self, name: str, documentation: str, values: Mapping[str, Sequence[str]] | None = None

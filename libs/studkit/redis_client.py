@@ -11,25 +11,44 @@ Both clients offer every command the project uses: single-key commands, Lua scri
 keys share one hash tag (so one slot), pipelines, and ``MULTI``/``EXEC`` pipelines whose keys
 share one slot. A transaction across slots raises ``CrossSlotTransactionError`` on a
 cluster, which is why every multi-key write of the project is a single-slot script.
+
+A plain client's pool is bounded and *blocking* (:data:`POOL_SIZE` connections, redis-py's
+own default, unless ``max_connections`` says otherwise): a call that finds every connection
+in use waits up to :data:`POOL_WAIT_S` for one to come back, instead of failing at once with
+"Too many connections" (issue 17, F2: a burst of more calls than connections must queue,
+never fail). A cluster client waits the same way for each node's pool
+(:class:`ClusterClient`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.cluster
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import MaxConnectionsError
 from redis.typing import EncodableT
 
 Client: TypeAlias = Redis | RedisCluster
 """What :func:`connect` returns; annotate with this, not with one of the two."""
 SyncClient: TypeAlias = redis.Redis | redis.cluster.RedisCluster
 """What :func:`connect_sync` returns."""
+
+POOL_SIZE: Final = 100
+"""Connections per pool (per node on a cluster) when ``max_connections`` is not given:
+redis-py's default."""
+POOL_WAIT_S: Final = 5.0
+"""How long a call waits for a free connection of a full pool before it fails
+(``ConnectionError("No connection available.")``, reported as UNAVAILABLE like any lost
+connection): long enough for a burst to drain, well under the clients' deadlines."""
 
 CLUSTER_SCHEMES: Final = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 """Cluster URL scheme -> the scheme of the node URL redis-py parses."""
@@ -75,7 +94,7 @@ def cluster_url(url: str) -> str:
 
 class ClusterClient(RedisCluster):
     """redis-py's asyncio :class:`RedisCluster`, initialized (slot map read, nodes created)
-    before its first command runs.
+    before its first command runs, and waiting for a connection when its pools are full.
 
     redis-py 8.1 initializes lazily inside ``execute_command``, after it has resolved the
     command's routing on the not yet initialized client; concurrent first commands on a new
@@ -83,25 +102,77 @@ class ClusterClient(RedisCluster):
     'writelines'``: a connection closed under another task's handshake). A burst of watches
     or lookups right after a service starts is exactly that, so every command first waits for
     the (locked, once-only) initialization.
+
+    Each node's pool of ``max_connections`` refuses a call at once when it is full
+    (``MaxConnectionsError``; redis-py has no blocking pool for a cluster). So at most
+    ``max_connections`` commands and pipelines of this client run at a time, the others
+    waiting up to ``pool_wait_s`` for their turn: each of them holds at most one connection
+    of any node, so no node's pool is ever found full.
     """
 
+    def __init__(self, *args: Any, pool_wait_s: float | None = POOL_WAIT_S,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pool_wait_s = pool_wait_s
+        self.turns = asyncio.Semaphore(kwargs.get("max_connections") or POOL_SIZE)
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """A turn to use the nodes' connections (waiting up to ``pool_wait_s``)."""
+        try:
+            async with asyncio.timeout(self.pool_wait_s):
+                await self.turns.acquire()
+        except TimeoutError as exc:
+            raise MaxConnectionsError("No connection available.") from exc
+        try:
+            yield
+        finally:
+            self.turns.release()
+
     async def execute_command(self, *args: EncodableT, **kwargs: Any) -> Any:
-        if self._initialize:
-            await self.initialize()
-        return await super().execute_command(*args, **kwargs)
+        async with self.turn():
+            if self._initialize:
+                await self.initialize()
+            return await super().execute_command(*args, **kwargs)
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None
+                 ) -> ClusterPipeline:
+        if shard_hint:
+            return super().pipeline(transaction, shard_hint)  # refused as redis-py does
+        return _TurnPipeline(self, transaction)  # type: ignore[abstract]
 
 
-def connect(url: str, **kwargs: Any) -> Client:
+class _TurnPipeline(ClusterPipeline):
+    """A cluster pipeline that runs in one of its client's turns."""
+
+    def __init__(self, client: ClusterClient, transaction: Any | None = None) -> None:
+        super().__init__(client, transaction)
+        self._turns = client
+
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True
+                      ) -> list[Any]:
+        async with self._turns.turn():
+            if self._turns._initialize:
+                await self._turns.initialize()
+            return await super().execute(raise_on_error, allow_redirections)
+
+
+def connect(url: str, *, pool_wait_s: float | None = POOL_WAIT_S, **kwargs: Any) -> Client:
     """A new asyncio client for ``url``: a :class:`RedisCluster` for a ``redis+cluster://``
     or ``rediss+cluster://`` URL, else a :class:`Redis`. ``kwargs`` are the client's options
     (``decode_responses``, ``socket_timeout``, ``max_connections``, ...); a None option is
-    left to the client's default (for a cluster, ``max_connections`` is per node)."""
+    left to the client's default (for a cluster, ``max_connections`` is per node).
+
+    A call that finds the pool full waits up to ``pool_wait_s`` for a connection (None: as
+    long as it takes), then fails with ``redis.ConnectionError``."""
     options = {k: v for k, v in kwargs.items() if v is not None or k == "socket_timeout"}
     if is_cluster_url(url):
-        return ClusterClient.from_url(node_url(url), **options)
+        return ClusterClient.from_url(node_url(url), pool_wait_s=pool_wait_s, **options)
     options.setdefault("retry", reconnecting())
     options.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError])
-    return Redis.from_url(url, **options)
+    options.setdefault("max_connections", POOL_SIZE)
+    return Redis.from_pool(BlockingConnectionPool.from_url(url, timeout=pool_wait_s,
+                                                           **options))
 
 
 def reconnecting() -> AsyncRetry:

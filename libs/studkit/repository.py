@@ -24,6 +24,7 @@ import structlog
 from rules import Card, Event, TableState, evolve, initial_state
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.mapping.room import is_room_event
 from studkit.store import EventStore, StoredEvent
 
 log = structlog.get_logger("studkit.repository")
@@ -160,7 +161,8 @@ class TableRepository:
 
 def fold_stored(state: TableState, stored: list[StoredEvent],
                 decode_event: Callable[[EventEnvelope], Event]) -> TableState:
-    """``state`` with ``stored`` folded in."""
+    """``state`` with the game's events of ``stored`` folded in (the room's left out)."""
     for item in stored:
-        state = evolve(state, decode_event(item.envelope))
+        if not is_room_event(item.envelope):
+            state = evolve(state, decode_event(item.envelope))
     return state

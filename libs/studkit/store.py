@@ -10,7 +10,7 @@ field, ``envelope``, the serialized :class:`stud.v1.envelope_pb2.EventEnvelope`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Final, TypeAlias
@@ -95,14 +95,14 @@ class StoreCorrupted(RuntimeError):
 
 class TrimmedRange(LookupError):
     """Raised by a strict read that asks for events the archive has removed from Redis
-    (``stud archive``, :mod:`studkit.archive`): they are in the archive, not in the stream."""
+    (``stud archive``, :mod:`studtools.archive`): they are in the archive, not in the stream."""
 
     reason = "archived"
 
     def __init__(self, table_id: str, from_version: int, trimmed: int) -> None:
         super().__init__(f"table {table_id}: events 1..{trimmed} are archived (asked for the "
                          f"events after {from_version}); read them with "
-                         "studkit.archive.read_archived")
+                         "studtools.archive.read_archived")
         self.table_id = table_id
         self.from_version = from_version
         self.trimmed = trimmed
@@ -210,9 +210,21 @@ class EventStore:
     The client must return bytes (``decode_responses=False``, the default).
     """
 
-    def __init__(self, client: Client, *, page_size: int = 500) -> None:
+    def __init__(self, client: Client, *, page_size: int = 500,
+                 key: Callable[[str, str], str] = keys.table_key,
+                 index: str = keys.table_index()) -> None:
+        """``key(id, name)`` names a stream's keys and ``index`` the set of ids with events:
+        tables' by default, ``keys.tournament_key`` and ``keys.tournament_index()`` for the
+        tournament service's streams (the same script, under its own prefix)."""
         self._client = client
         self._page_size = page_size
+        self._key = key
+        self._index = index
+
+    @property
+    def page_size(self) -> int:
+        """Entries per read of a stream (:meth:`pages`' default page)."""
+        return self._page_size
 
     @property
     def client(self) -> Client:
@@ -232,6 +244,8 @@ class EventStore:
 
         The store copies the envelopes and sets ``sequence`` (expected_version + 1, ...),
         ``table_id`` and ``command_id`` on the copies; the caller's messages are untouched.
+        Envelopes the writer sealed already (:func:`studkit.commit.seal`) are stored as
+        they are, without a copy.
         A retry with a ``command_id`` already recorded for this table returns the recorded
         outcome with ``duplicate=True`` and writes nothing, whatever it carries; given a
         ``fingerprint`` (a hash of the command), a recorded id with another fingerprint raises
@@ -247,19 +261,14 @@ class EventStore:
             _sealed(envelope, table_id, command_id, expected_version + offset)
             for offset, envelope in enumerate(envelopes, start=1)
         ]
-        keys_ = (
-            keys.table_stream(table_id),
-            keys.table_commands(table_id),
-            keys.table_version(table_id),
-            keys.table_owner(table_id),
-            trimmed_key(table_id),
-        )
+        keys_ = tuple(self._key(table_id, name)
+                      for name in ("events", "commands", "version", "owner", "trimmed"))
         if payloads and expected_version == 0:
             # Only a table's first append can create it. Indexed outside the script (the index
             # has no table hash tag, so the script stays in one Cluster slot) and before it: a
             # crash in between leaves at most an indexed table without events, never events of
             # an unindexed table. SADD is idempotent.
-            await self._client.sadd(keys.table_index(), table_id)
+            await self._client.sadd(self._index, table_id)
         reply = await self._run_append(
             keys_, (expected_version, command_id, table_id, fingerprint,
                     "" if epoch is None else str(epoch), *payloads))
@@ -309,17 +318,36 @@ class EventStore:
         return [
             event
             async for event in _xrange(
-                self._client, keys.table_stream(table_id), (0, from_version), "+",
+                self._client, self._key(table_id, "events"), (0, from_version), "+",
                 self._page_size,
             )
         ]
+
+    async def pages(self, table_id: str, from_version: int = 0, *, page: int | None = None
+                    ) -> AsyncIterator[list[StoredEvent]]:
+        """The table's events after ``from_version``, a page at a time (a long catch-up or
+        one hand of a long table is read without holding the whole stream). Strict: raises
+        :class:`TrimmedRange` for archived events."""
+        if from_version < (trimmed := await self.trimmed(table_id)):
+            raise TrimmedRange(table_id, from_version, trimmed)
+        size = page or self._page_size
+        start = "(" + format_stream_id((0, from_version))
+        while True:
+            entries = await self._client.xrange(self._key(table_id, "events"), min=start,
+                                                max="+", count=size) or []
+            events = [_stored(entry) for entry in entries]
+            if events:
+                yield events
+            if len(events) < size:
+                return
+            start = "(" + events[-1].stream_id
 
     async def recorded(self, table_id: str, command_id: str,
                        fingerprint: str = "") -> AppendResult | None:
         """The recorded outcome of ``command_id`` at ``table_id``, or None if it was never
         appended; raises :class:`CommandIdReused` if it was recorded with another
         ``fingerprint``."""
-        key = keys.table_commands(table_id)
+        key = self._key(table_id, "commands")
         outcome, seen = await self._client.hmget(key, [command_id, f"{command_id}#fp"])
         if outcome is None:
             return None
@@ -331,19 +359,23 @@ class EventStore:
     async def version(self, table_id: str) -> int:
         """The table's current version: the number of events ever appended (0 if none),
         those archived and trimmed from the stream included."""
-        raw = await self._client.get(keys.table_version(table_id))
+        raw = await self._client.get(self._key(table_id, "version"))
         return int(raw) if raw is not None else 0
+
+    async def owner_epoch(self, table_id: str) -> int | None:
+        """The fencing epoch of the stream's owner record (None while it has none): what an
+        append must carry now (``epoch=``) to pass the fence."""
+        raw = await self._client.hget(self._key(table_id, "owner"), "epoch")
+        return None if raw is None else int(_text(raw))
 
     async def trim_head(self, table_id: str, upto: int, expected_trimmed: int) -> int:
         """Remove events ``expected_trimmed+1 .. upto`` from the head of the stream (they
-        must be archived and verified first: :mod:`studkit.archive`) and record ``upto`` as
+        must be archived and verified first: :mod:`studtools.archive`) and record ``upto`` as
         the trimmed count, atomically, only if the count is still ``expected_trimmed`` and the
         table's snapshot is at ``upto`` or later (the table loads from it). Returns the
         trimmed count; raises :class:`TrimRefused` otherwise (nothing removed)."""
-        from studkit.repository import snapshot_key  # the repository imports this module
-
-        keys_ = (keys.table_stream(table_id), keys.table_version(table_id),
-                 trimmed_key(table_id), snapshot_key(table_id))
+        keys_ = tuple(self._key(table_id, name)
+                      for name in ("events", "version", "trimmed", "snapshot"))
         try:
             reply = await self._client.eval(_TRIM_LUA, len(keys_), *keys_,
                                             expected_trimmed, upto)
@@ -362,12 +394,12 @@ class EventStore:
     async def trimmed(self, table_id: str) -> int:
         """How many events were archived and trimmed from the head of the table's stream
         (0: none); the stream holds the events after it."""
-        raw = await self._client.get(trimmed_key(table_id))
+        raw = await self._client.get(self._key(table_id, "trimmed"))
         return int(raw) if raw is not None else 0
 
     async def table_ids(self) -> list[str]:
         """Every table that has events, sorted (from the index set, never a key scan)."""
-        members = await self._client.smembers(keys.table_index())
+        members = await self._client.smembers(self._index)
         return sorted(_text(member) for member in members)
 
 
@@ -376,6 +408,8 @@ def _sealed(envelope: EventEnvelope, table_id: str, command_id: str, sequence: i
         raise ValueError(f"envelope for table {envelope.table_id!r} appended to {table_id!r}")
     if envelope.command_id and envelope.command_id != command_id:
         raise ValueError(f"envelope of command {envelope.command_id!r} in {command_id!r}")
+    if envelope.sequence == sequence and envelope.table_id and envelope.command_id:
+        return bytes(envelope.SerializeToString(deterministic=True))  # sealed by the writer
     sealed = EventEnvelope()
     sealed.CopyFrom(envelope)
     sealed.table_id = table_id

@@ -13,24 +13,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
+from dealer.corruption import Corruption
 from dealer.deck import deal_street, seat_draws
-from dealer.shuffle import new_salt, shuffled
+from dealer.fair import FairDealer, stored_hand
+from dealer.fair import bind_hand as _bind
+from dealer.shuffle import CSPRNG, Entropy
 from dealer.stacking import StackedDecks
-from dealer.store import DealerStore, Recorded, StoredHand
-from dealer.tables import PublicTables, TableView
+from dealer.store import IDENTITY, DealerStore, FairHand, Recorded, StoredHand
+from dealer.tables import NotSeated, PublicTables, TableView
 from rules import DealPlan, HandState, pending_deal
 from rules.views import revealable_seats
 from studkit.auth import Forbidden, Principal, Role, require_role
-from studkit.deckproof import HandAudit, HandDeck, StreetDeal, commit
-from studkit.errors import Conflict, FailedPrecondition, NotFound
+from studkit.cardcheck import HandProof
+from studkit.cardproof import CardOpening, DealHeader, FairDeck
+from studkit.deckproof import FairAudit, HandAudit, HandDeck, StreetDeal, commit
+from studkit.errors import FailedPrecondition, NotFound
 from studkit.metrics import ClosedCounter, Metrics
+from studkit.uow import unit_of_work
 
 log = structlog.get_logger("dealer")
 
+
+
+class _StreetRecorded(Exception):
+    """Another call recorded a street since this one's draw was computed: draw again."""
+
+    def __init__(self, table_id: str, hand_number: int) -> None:
+        super().__init__(f"table {table_id} hand {hand_number}: a street was recorded meanwhile")
 
 
 class WrongDeal(FailedPrecondition):
@@ -56,6 +69,14 @@ class HandNotOver(FailedPrecondition):
     """Raised when an audit is asked for before the hand has ended."""
 
     default_reason = "hand_not_over"
+
+
+@dataclass(frozen=True, slots=True)
+class StartedHand:
+    """The commitments of a hand's deck: the deck's and the per-card one ('' without)."""
+
+    commitment: str
+    card_commitment: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +111,13 @@ class OwnCards:
     seat: int
     down: tuple[int, ...]
     up: tuple[int, ...]
+    openings: tuple[CardOpening | None, ...] = field(default=(), repr=False)
+    """One per down card, in order (None: the corrupted test dealer's withheld opening);
+    empty for a hand without a per-card commitment."""
+    header: DealHeader | None = None
 
     def __repr__(self) -> str:
         return f"OwnCards(table_id={self.table_id!r}, hand_number={self.hand_number})"
-
-
-def _bind(table_id: str, hand_number: int | None = None) -> None:
-    structlog.contextvars.bind_contextvars(table_id=table_id)
-    if hand_number is not None:
-        structlog.contextvars.bind_contextvars(hand_number=hand_number)
 
 
 def _hand_of(view: TableView, hand_number: int) -> HandState:
@@ -127,7 +146,11 @@ class DealerApp:
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         metrics: Metrics | None = None,
         stacked: StackedDecks | None = None,
+        seed_wait_ms: int = 1000,
+        corruption: Corruption = Corruption.NONE,
+        entropy: Entropy = CSPRNG,
     ) -> None:
+        self._entropy = entropy
         self._stacked = stacked
         """TEST ONLY (``DEALER_STACKED_DECKS``): queued deck orders; None in production."""
         self._store = store
@@ -136,6 +159,9 @@ class DealerApp:
         self._retries = conflict_retries
         self._clock_ms = clock_ms
         self._counters = DealerCounters.register(metrics if metrics is not None else Metrics())
+        self._fair = FairDealer(store, tables, clock_ms=clock_ms, seed_wait_ms=seed_wait_ms,
+                                corruption=corruption)
+        """Seeds, proofs and openings of per-card hands (and the test-only corruption)."""
 
     # --- who may ask ------------------------------------------------------------------------
 
@@ -145,22 +171,22 @@ class DealerApp:
             raise Forbidden(f"service {principal.name} is not a table service")
 
     async def _stored(self, table_id: str, hand_number: int) -> StoredHand:
-        stored = await self._store.load_hand(table_id, hand_number)
-        if stored is None:
-            raise NotFound(f"no deck for hand {hand_number} of table {table_id}",
-                           reason="unknown_hand")
-        return stored
+        return await stored_hand(self._store, table_id, hand_number)
 
     # --- the table's calls ------------------------------------------------------------------
 
-    async def start_hand(self, principal: Principal, table_id: str, hand_number: int) -> str:
-        """Shuffle the deck of the table's next hand (once) and return its commitment."""
+    async def start_hand(self, principal: Principal, table_id: str, hand_number: int
+                         ) -> StartedHand:
+        """Shuffle the deck of the table's next hand (once) and return its commitments: the
+        deck's, and the per-card commitment over the salted cards and the seeds committed
+        so far (docs/fairness.md), which closes the hand to new seed commitments."""
         self._require_table(principal)
         _bind(table_id, hand_number)
         existing = await self._store.load_hand(table_id, hand_number)
         if existing is not None:
             log.info("hand_deck_reused")
-            return existing.commitment
+            return StartedHand(existing.commitment,
+                               "" if existing.fair is None else existing.fair.commitment)
         view = await self._tables.view(table_id)
         state = view.state
         if not state.opened:
@@ -172,16 +198,30 @@ class DealerApp:
                 reason="not_next_hand",
             )
         stacked = self._stacked.take(table_id, hand_number) if self._stacked else None
+        fair: FairHand | None = None
         if stacked is not None:
+            # A stacked deck is dealt as stacked: no seed may move it, so no card commitment.
             log.warning("stacked_deck_used")
-        deck = HandDeck(table_id=table_id, hand_number=hand_number,
-                        order=stacked or shuffled(), reshuffle_key=shuffled(), salt=new_salt())
+            deck = HandDeck(table_id=table_id, hand_number=hand_number, order=stacked,
+                            reshuffle_key=self._entropy.shuffled(),
+                            salt=self._entropy.new_salt())
+        else:
+            seeds = await self._store.close_seeds(table_id, hand_number)
+            entropy = self._entropy
+            secret = FairDeck(table_id=table_id, hand_number=hand_number,
+                              base=entropy.shuffled(), salts=entropy.card_salts(),
+                              dealer_seed=entropy.new_seed())
+            fair = FairHand(deck=secret, commitment=secret.header(seeds).commitment,
+                            seeds=seeds)
+            # The reshuffle of a per-card hand follows the seeds: the v1 key is the identity.
+            deck = HandDeck(table_id=table_id, hand_number=hand_number, order=secret.base,
+                            reshuffle_key=IDENTITY, salt=self._entropy.new_salt())
         ours = commit(deck)
-        commitment = await self._store.create_hand(deck, ours, self._clock_ms())
+        commitment, cards = await self._store.create_hand(deck, ours, self._clock_ms(), fair)
         if commitment == ours:  # else a concurrent StartHand stored its deck first
             self._counters.hands_started.inc()
-        log.info("hand_deck_shuffled")
-        return commitment
+        log.info("hand_deck_shuffled", seeds=0 if fair is None else len(fair.seeds))
+        return StartedHand(commitment, cards)
 
     async def deal(self, principal: Principal, table_id: str, hand_number: int,
                    plan: DealPlan, first_index: int | None = None) -> StreetDeal:
@@ -190,41 +230,85 @@ class DealerApp:
         self._require_table(principal)
         _bind(table_id, hand_number)
         structlog.contextvars.bind_contextvars(street=int(plan.street))
-        for _attempt in range(self._retries):
+        await self._fair.freeze_seeds(table_id, hand_number)
+
+        async def load() -> tuple[StoredHand, TableView | None]:
             stored = await self._stored(table_id, hand_number)
-            recorded = stored.deal_for(plan.street)
-            if recorded is not None:
-                return self._repeat(recorded, plan, first_index)
-            view = await self._tables.view(table_id)
-            hand = _hand_of(view, hand_number)
-            if hand.deck_commitment != stored.commitment:
-                raise FailedPrecondition("the hand's published commitment is not this deck's",
-                                         reason="commitment_mismatch")
-            expected = pending_deal(view.state)
-            if expected != plan:
-                raise WrongDeal(self._wrong_deal(expected))
-            streets_public = 0 if hand.street is None else int(hand.street) - 2
-            if len(stored.deals) != streets_public:
-                raise FailedPrecondition(
-                    f"the dealer recorded {len(stored.deals)} streets, the table {streets_public}",
-                    reason="deal_out_of_step",
-                )
-            deal = deal_street(stored.deck, stored.deals, plan)
-            _check_first_index(deal, first_index)
+            if stored.deal_for(plan.street) is not None:
+                return stored, None  # a repeat: the table's state is not needed
+            return stored, await self._tables.view(table_id)
+
+        def decide(loaded: tuple[StoredHand, TableView | None]) -> StreetDeal:
+            return self._decide_deal(hand_number, plan, first_index, *loaded)
+
+        async def save(loaded: tuple[StoredHand, TableView | None], deal: StreetDeal
+                       ) -> StreetDeal:
+            stored, _view = loaded
+            if stored.deal_for(plan.street) is not None:
+                return deal  # a repeat: recorded before
             outcome, existing = await self._store.record_deal(
                 table_id, hand_number, deal, len(stored.deals))
-            if outcome is Recorded.RECORDED:
-                up = sum(1 for card in deal.cards if card.up)
-                self._counters.cards_dealt.inc(up, face="up")
-                self._counters.cards_dealt.inc(len(deal.cards) - up, face="down")
-                log.info("street_dealt", cards=len(deal.cards), burned=deal.burn is not None,
-                         reshuffled=deal.reshuffled)
-                return deal
-            if outcome is Recorded.EXISTS and existing is not None:
-                return self._repeat(existing, plan, first_index)
+            if outcome is Recorded.CONFLICT:
+                raise _StreetRecorded(table_id, hand_number)
             if outcome is Recorded.MISSING:
                 raise NotFound(f"no deck for hand {hand_number}", reason="unknown_hand")
-        raise Conflict(f"streets kept being recorded; gave up after {self._retries} attempts")
+            if outcome is Recorded.EXISTS and existing is not None:
+                return self._repeat(existing, plan, first_index)
+            up = sum(1 for card in deal.cards if card.up)
+            self._counters.cards_dealt.inc(up, face="up")
+            self._counters.cards_dealt.inc(len(deal.cards) - up, face="down")
+            log.info("street_dealt", cards=len(deal.cards), burned=deal.burn is not None,
+                     reshuffled=deal.reshuffled)
+            return deal
+
+        # The one unit of work every writer shares (studkit.uow): a street recorded by a
+        # concurrent call meanwhile loads again and decides again.
+        return await unit_of_work(load, decide, save, conflicts=(_StreetRecorded,),
+                                  attempts=self._retries)
+
+    def _decide_deal(self, hand_number: int, plan: DealPlan, first_index: int | None,
+                     stored: StoredHand, view: TableView | None) -> StreetDeal:
+        """The street's cards from the stored deck (or the recorded street, for a repeat),
+        checked against the table's public state."""
+        recorded = stored.deal_for(plan.street)
+        if recorded is not None or view is None:
+            assert recorded is not None
+            return self._repeat(recorded, plan, first_index)
+        hand = _hand_of(view, hand_number)
+        if hand.deck_commitment != stored.commitment or (
+                hand.card_commitment and (stored.fair is None
+                                          or hand.card_commitment != stored.fair.commitment)):
+            raise FailedPrecondition("the hand's published commitment is not this deck's",
+                                     reason="commitment_mismatch")
+        expected = pending_deal(view.state)
+        if expected != plan:
+            raise WrongDeal(self._wrong_deal(expected))
+        streets_public = 0 if hand.street is None else int(hand.street) - 2
+        if len(stored.deals) != streets_public:
+            raise FailedPrecondition(
+                f"the dealer recorded {len(stored.deals)} streets, the table {streets_public}",
+                reason="deal_out_of_step",
+            )
+        deal = deal_street(self._fair.dealing_deck(stored), stored.deals, plan)
+        _check_first_index(deal, first_index)
+        return deal
+
+    # --- seeds and proofs (dealer.fair) -----------------------------------------------------
+
+    async def commit_seed(self, principal: Principal, table_id: str, hand_number: int,
+                          commitment: str) -> None:
+        """See :meth:`dealer.fair.FairDealer.commit_seed`."""
+        await self._fair.commit_seed(principal, table_id, hand_number, commitment)
+
+    async def open_seed(self, principal: Principal, table_id: str, hand_number: int,
+                        seed: bytes) -> None:
+        """See :meth:`dealer.fair.FairDealer.open_seed`."""
+        await self._fair.open_seed(principal, table_id, hand_number, seed)
+
+    async def hand_proof(self, principal: Principal, table_id: str, hand_number: int
+                         ) -> HandProof:
+        """See :meth:`dealer.fair.FairDealer.hand_proof`."""
+        return await self._fair.hand_proof(principal, table_id, hand_number)
 
     @staticmethod
     def _wrong_deal(expected: DealPlan | None) -> str:
@@ -314,24 +398,36 @@ class DealerApp:
             # recorded is not the player's yet.
             player = latest.player(seat)
             draws = draws[: len(player.down) + len(player.up)]
+        downs = tuple(d for d in draws if not d.up)
         return OwnCards(table_id=view.table_id, hand_number=hand_number, seat=seat,
-                        down=tuple(d.card for d in draws if not d.up),
-                        up=tuple(d.card for d in draws if d.up))
+                        down=tuple(d.card for d in downs),
+                        up=tuple(d.card for d in draws if d.up),
+                        openings=self._fair.openings(stored, downs),
+                        header=None if stored.fair is None
+                        else stored.fair.deck.header(stored.fair.seeds))
 
     async def watch_own_cards(self, principal: Principal, table_id: str,
                               changes: AsyncIterator[object]) -> AsyncIterator[OwnCards]:
         """The caller's cards of the latest hand they were dealt into, now and again after
         every change of the table's stream that changes them. ``changes`` yields once per
         new public event. A table with no public record is :class:`NotFound` (watching a
-        made-up table would hold a stream reader for nothing)."""
+        made-up table would hold a stream reader for nothing); a caller with no seat there
+        and no place in the hand being played is :class:`NotSeated`, at once and whenever
+        that becomes true later (they left), so no stream waits for cards that never come."""
         if principal.role is not Role.PLAYER:
             raise Forbidden("only a player may read their own cards")
         _bind(table_id)
-        if not (await self._tables.view(table_id)).state.opened:
+        view = await self._tables.view(table_id)
+        if not view.state.opened:
             raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
+        if not view.has_cards_for(principal.name):
+            raise NotSeated(f"{principal.name} has no seat at table {table_id}: sit down "
+                            "first, then watch")
         last: OwnCards | None = None
         async for _change in changes:
             view = await self._tables.view(table_id)
+            if not view.has_cards_for(principal.name):
+                raise NotSeated(f"{principal.name} no longer has a seat at table {table_id}")
             hand = view.state.hand
             if hand is None or view.seat_of(hand.hand_number, principal.name) is None:
                 continue
@@ -355,7 +451,11 @@ class DealerApp:
             raise HandNotOver(f"hand {hand_number} is still being played")
         stored = await self._stored(table_id, hand_number)
         log.info("hand_audited", streets=len(stored.deals))
-        return HandAudit(deck=stored.deck, commitment=stored.commitment, deals=stored.deals)
+        fair = None if stored.fair is None else FairAudit(
+            deck=stored.fair.deck, seeds=stored.fair.seeds,
+            opened=stored.fair.seed_openings(), commitment=stored.fair.commitment)
+        return HandAudit(deck=stored.deck, commitment=stored.commitment, deals=stored.deals,
+                         fair=fair)
 
 
 def _check_first_index(deal: StreetDeal, first_index: int | None) -> None:

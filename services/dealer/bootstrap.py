@@ -52,7 +52,8 @@ def build_deps(settings: Settings) -> DealerDeps:
     metrics = Metrics()
     app = DealerApp(store, tables, table_services=settings.table_services,
                     conflict_retries=settings.conflict_retries, metrics=metrics,
-                    stacked=StackedDecks() if settings.stacked_decks else None)
+                    stacked=StackedDecks() if settings.stacked_decks else None,
+                    seed_wait_ms=settings.seed_wait_ms, corruption=settings.corruption)
     return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(watchers.client),
                       watchers=watchers,
                       verifier=TokenVerifier(settings.auth_keys, audience="dealer"),

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from dealer.corruption import Corruption
 from studkit.auth import KeySet, key_set_from_env, service_names
 from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 from studkit.service import redact_url
@@ -47,6 +48,14 @@ class Settings:
     watch_redis_connections: int = 200
     """``DEALER_WATCH_REDIS_CONNECTIONS``: the watchers' own Redis pool, one connection per
     table being watched; dealing keeps the main pool to itself."""
+    seed_wait_ms: int = 1000
+    """``DEALER_SEED_WAIT_MS``: how long after a hand's cards are committed its first deal
+    waits for the committed seeds of the players dealt in to be opened (docs/fairness.md);
+    a seed not opened by then is left out of the deal order."""
+    corruption: Corruption = Corruption.NONE
+    """``DEALER_CORRUPT=swap|position|withhold|drop_seed``, TEST ONLY: a dishonest dealer that
+    tests catch with a player's own check. Refused (the dealer will not start) unless
+    ``STUD_ENV=test``."""
     stacked_decks: bool = False
     """``DEALER_STACKED_DECKS=1``, TEST ONLY: serve DealerTestingService.StackDeck so tests can
     play known hands. Refused (the dealer will not start) unless ``STUD_ENV=test``."""
@@ -60,8 +69,19 @@ class Settings:
             raise RuntimeError(
                 "DEALER_STACKED_DECKS lets a caller choose the cards: it is a test setting and "
                 "is refused unless STUD_ENV=test. Never set it in production.")
+        try:
+            corruption = Corruption(env.get("DEALER_CORRUPT", "").lower())
+        except ValueError:
+            raise RuntimeError("DEALER_CORRUPT must be swap, position, withhold or "
+                               "drop_seed") from None
+        if corruption is not Corruption.NONE and env.get("STUD_ENV") != "test":
+            raise RuntimeError(
+                "DEALER_CORRUPT makes the dealer cheat: it is a test setting and is refused "
+                "unless STUD_ENV=test. Never set it in production.")
         return cls(
             stacked_decks=stacked,
+            corruption=corruption,
+            seed_wait_ms=int(env.get("DEALER_SEED_WAIT_MS", "1000")),
             addr=env.get("DEALER_ADDR", DEFAULT_ADDR),
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
             auth_keys=key_set_from_env(env),

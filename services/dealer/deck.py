@@ -7,27 +7,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from rules import DealPlan
-from studkit.deckproof import Draw, HandDeck, StreetDeal, replay
+from rules import DealPlan, draws
+from studkit.deckproof import DeckInconsistent, Draw, HandDeck, StreetDeal, replay
 
 
 def deal_street(deck: HandDeck, deals: Sequence[StreetDeal], plan: DealPlan) -> StreetDeal:
-    """The cards for ``plan`` after the recorded ``deals``."""
-    pile = replay(deck, deals)
-    if plan.reshuffle_burns:
-        pile = pile.reshuffle(deck.reshuffle_key)
-    burn: int | None = None
-    burn_index: int | None = None
-    if plan.burn:
-        burn_index = pile.drawn
-        burn, pile = pile.burn()
-    draws = []
-    for slot in plan.slots:
-        index = pile.drawn
-        card, pile = pile.take()
-        draws.append(Draw(index=index, card=card, seat=slot.seat, up=slot.up))
-    return StreetDeal(street=plan.street, cards=tuple(draws), burn=burn, burn_index=burn_index,
-                      reshuffled=plan.reshuffle_burns)
+    """The cards for ``plan`` after the recorded ``deals`` (the public deal rule,
+    :func:`rules.draws.deal_street`, over the deck's cards)."""
+    try:
+        drawn, _rest = draws.deal_street(replay(deck, deals), plan, deck.reshuffle_key)
+    except draws.DeckExhausted:
+        raise DeckInconsistent("the stub is empty") from None
+    burn = next((d for d in drawn if d.seat == draws.BURN_SEAT), None)
+    return StreetDeal(
+        street=plan.street,
+        cards=tuple(Draw(index=d.draw, card=d.item, seat=d.seat, up=d.up)
+                    for d in drawn if d.seat != draws.BURN_SEAT),
+        burn=None if burn is None else burn.item,
+        burn_index=None if burn is None else burn.draw,
+        reshuffled=plan.reshuffle_burns)
 
 
 def seat_draws(deals: Iterable[StreetDeal], seat: int) -> tuple[Draw, ...]:

@@ -13,6 +13,9 @@ from rules import DealPlan, DealSlot, card_from_index
 from stud.v1 import commands_pb2 as cpb
 from stud.v1 import common_pb2 as pb
 from stud.v1 import dealer_pb2 as dpb
+from studkit.cardcheck import HandProof
+from studkit.cardproof import SCHEME as CARD_SCHEME
+from studkit.cardproof import SEED_BYTES, CardOpening, DealHeader
 from studkit.deckproof import Draw, HandAudit, StreetDeal
 from studkit.errors import BadRequest
 from studkit.keys import check_id
@@ -36,6 +39,21 @@ def hand_number(value: int, field: str = "hand_number", *, latest_ok: bool = Fal
     if value < (0 if latest_ok else 1):
         raise BadRequest(field, "hand numbers start at 1")
     return value
+
+
+def commitment(value: str, field: str = "commitment") -> str:
+    """A hex SHA-256 digest (64 lowercase hex digits)."""
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise BadRequest(field, "a commitment is 64 lowercase hex digits",
+                         reason="malformed_commitment")
+    return value
+
+
+def seed(value: bytes, field: str = "seed") -> bytes:
+    """A player's 32-byte seed."""
+    if len(value) != SEED_BYTES:
+        raise BadRequest(field, f"a seed is {SEED_BYTES} bytes", reason="malformed_seed")
+    return bytes(value)
 
 
 def seats(values: Iterable[int], field: str = "seats") -> tuple[int, ...]:
@@ -78,10 +96,41 @@ def deal_to_proto(deal: StreetDeal) -> dpb.DealResponse:
                             reshuffled_burns=deal.reshuffled, card_index_start=first)
 
 
+def opening_to_proto(opening: CardOpening, draw: int = 0) -> dpb.CardOpening:
+    """One card's opening."""
+    return dpb.CardOpening(position=opening.position, card=card(opening.card),
+                           salt=opening.salt, path=list(opening.path), draw=draw)
+
+
+def header_to_proto(header: DealHeader) -> dpb.DealHeader:
+    """What a card commitment binds."""
+    return dpb.DealHeader(root=header.root, dealer_seed_commitment=header.dealer_seed,
+                          seeds=[dpb.SeedCommitment(player_id=p, commitment=c)
+                                 for p, c in header.seeds], scheme=CARD_SCHEME)
+
+
 def own_cards_to_proto(cards: OwnCards) -> dpb.MyCards:
-    """A player's own cards."""
-    return dpb.MyCards(table_id=cards.table_id, hand_number=cards.hand_number, seat=cards.seat,
-                       down=[card(c) for c in cards.down], up=[card(c) for c in cards.up])
+    """A player's own cards, with their openings (an empty opening where the corrupted test
+    dealer withholds one)."""
+    msg = dpb.MyCards(table_id=cards.table_id, hand_number=cards.hand_number, seat=cards.seat,
+                      down=[card(c) for c in cards.down], up=[card(c) for c in cards.up],
+                      down_openings=[dpb.CardOpening() if o is None else opening_to_proto(o)
+                                     for o in cards.openings])
+    if cards.header is not None:
+        msg.header.CopyFrom(header_to_proto(cards.header))
+    return msg
+
+
+def hand_proof_to_proto(table: str, number: int, proof: HandProof) -> dpb.HandProof:
+    """The public proof of a hand."""
+    commitments = dict(proof.header.seeds)
+    return dpb.HandProof(
+        table_id=table, hand_number=number, card_commitment=proof.header.commitment,
+        header=header_to_proto(proof.header),
+        openings=[opening_to_proto(o.opening, o.draw) for o in proof.openings],
+        complete=proof.complete, dealer_seed=proof.dealer_seed or b"",
+        seeds=[dpb.SeedOpening(player_id=p, commitment=commitments.get(p, ""),
+                               seed=s or b"", withheld=s is None) for p, s in proof.seeds])
 
 
 def reveal_to_proto(hands: dict[int, tuple[int, ...]]) -> dpb.RevealResponse:
@@ -108,8 +157,17 @@ def audit_to_proto(audit: HandAudit) -> dpb.HandAudit:
         used += len(deal.cards)
         streets.append(street)
     deck = audit.deck
-    return dpb.HandAudit(
+    msg = dpb.HandAudit(
         table_id=deck.table_id, hand_number=deck.hand_number, commitment=audit.commitment,
         deck=[card(c) for c in deck.order], salt=deck.salt, scheme=SCHEME, cards_used=used,
         reshuffle_key=[card(c) for c in deck.reshuffle_key], streets=streets,
     )
+    if audit.fair is not None:
+        commitments = dict(audit.fair.seeds)
+        msg.card_commitment = audit.fair.commitment
+        msg.card_salts.extend(audit.fair.deck.salts)
+        msg.dealer_seed = audit.fair.deck.dealer_seed
+        msg.seeds.extend(dpb.SeedOpening(player_id=p, commitment=commitments.get(p, ""),
+                                         seed=s or b"", withheld=s is None)
+                         for p, s in audit.fair.opened)
+    return msg

@@ -4,7 +4,9 @@
 
 ``WatchMyCards`` is bounded: at most ``DEALER_MAX_STREAMS_PER_PLAYER`` open per player and
 ``DEALER_MAX_STREAMS_PER_CONNECTION`` per client connection (then ``RESOURCE_EXHAUSTED``,
-``too_many_streams``), only on tables with a public record (else ``NOT_FOUND``), and it tails
+``too_many_streams``), only on tables with a public record (else ``NOT_FOUND``
+``unknown_table``) where the caller has a seat or a place in the hand being played (else, at
+once or as soon as they leave, ``FAILED_PRECONDITION`` ``not_seated``), and it tails
 the table through ``deps.tailer``, which has a Redis pool of its own, so watchers never hold
 the connections that dealing needs. Like every stream it ends with ``UNAUTHENTICATED``
 (``token_expired``) when the caller's token expires."""
@@ -22,7 +24,7 @@ from dealer.bootstrap import DealerDeps
 from dealer.config import Settings
 from dealer.errors import DEALER_ERRORS
 from dealer.stacking import full_order
-from rules.events import DownCardDealt, HandStarted, UpCardDealt
+from rules.events import DownCardDealt, HandEnded, HandStarted, PlayerLeft, UpCardDealt
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit.errors import BadRequest
@@ -43,6 +45,11 @@ CARD_EVENTS: Final = frozenset(
     cls.__name__ for cls in (HandStarted, DownCardDealt, UpCardDealt)
 )
 """Event types (envelope ``event_type``) after which a player's own cards may have changed."""
+WATCH_EVENTS: Final = CARD_EVENTS | frozenset(
+    cls.__name__ for cls in (PlayerLeft, HandEnded)
+)
+"""... or after which the watcher may have no seat and no hand left (the stream then ends,
+``FAILED_PRECONDITION`` ``not_seated``)."""
 
 
 class DealerServicer(pb_grpc.DealerServiceServicer):
@@ -57,10 +64,11 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
     async def StartHand(
         self, request: pb.StartHandRequest, context: grpc.aio.ServicerContext
     ) -> pb.StartHandResponse:
-        commitment = await self._app.start_hand(
+        started = await self._app.start_hand(
             current_principal(), mapping.table_id(request.table_id),
             mapping.hand_number(request.hand_number))
-        return pb.StartHandResponse(commitment=commitment)
+        return pb.StartHandResponse(commitment=started.commitment,
+                                    card_commitment=started.card_commitment)
 
     async def Deal(
         self, request: pb.DealRequest, context: grpc.aio.ServicerContext
@@ -91,7 +99,7 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
                 yield None  # the cards as they are now
                 async with self._tailer.subscribe(table_id, after_id=f"0-{version}") as events:
                     async for stored in events:
-                        if stored.envelope.event_type in CARD_EVENTS:
+                        if stored.envelope.event_type in WATCH_EVENTS:
                             yield stored
 
             async for cards in self._app.watch_own_cards(principal, table_id, changes()):
@@ -104,6 +112,30 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
             current_principal(), mapping.table_id(request.table_id),
             mapping.hand_number(request.hand_number), mapping.seats(request.seats))
         return mapping.reveal_to_proto(hands)
+
+    async def CommitSeed(
+        self, request: pb.CommitSeedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CommitSeedResponse:
+        await self._app.commit_seed(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.hand_number), mapping.commitment(request.commitment))
+        return pb.CommitSeedResponse()
+
+    async def OpenSeed(
+        self, request: pb.OpenSeedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OpenSeedResponse:
+        await self._app.open_seed(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.hand_number), mapping.seed(request.seed))
+        return pb.OpenSeedResponse()
+
+    async def GetHandProof(
+        self, request: pb.GetHandProofRequest, context: grpc.aio.ServicerContext
+    ) -> pb.HandProof:
+        table = mapping.table_id(request.table_id)
+        number = mapping.hand_number(request.hand_number)
+        proof = await self._app.hand_proof(current_principal(), table, number)
+        return mapping.hand_proof_to_proto(table, number, proof)
 
     async def GetAudit(
         self, request: pb.GetAuditRequest, context: grpc.aio.ServicerContext
@@ -145,6 +177,10 @@ def create_server(settings: Settings, deps: DealerDeps) -> tuple[GrpcServer, int
             "STACKED_DECKS_ENABLED", hint="test setting: callers may choose the cards")
         services.append((pb_grpc.add_DealerTestingServiceServicer_to_server,
                          DealerTestingServicer(deps), TESTING_SERVICE_NAME))
+    if settings.corruption:
+        structlog.get_logger("dealer").warning(
+            "DEALER_CORRUPT_ENABLED", kind=settings.corruption.value,
+            hint="test setting: the dealer cheats on purpose")
     server = create_grpc_server(
         settings.addr,
         services,

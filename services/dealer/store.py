@@ -6,29 +6,81 @@ indexes, top first), ``salt`` (32 bytes), ``commitment``, ``created_ms``, ``deal
 recorded) and ``deal:<street>`` (JSON: what that street drew, for whom). Two Lua scripts make
 "create the deck once" and "record a street once" atomic, so a retried or racing request never
 draws a second deck or a second set of cards.
+
+A hand with a per-card commitment (docs/fairness.md) also holds ``card_commitment``,
+``card_salts`` (52 x 32 bytes, by base position), ``dealer_seed`` (32 bytes),
+``seed_commitments`` (JSON ``[[player, commitment], ...]``), ``seed:<player>`` (each opened
+seed) and ``seeds_frozen`` (set by the first deal: no seed is taken after it). Before the hand
+starts, players' commitments wait in ``stud:dealer:{<table>}:seeds:<n>``; ``seeds.lua`` takes,
+closes, opens and freezes them atomically with the hand's record.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from importlib import resources
 from typing import Any, Final, cast
 
 from rules import Street
+from studkit.cardproof import SALT_BYTES as CARD_SALT_BYTES
+from studkit.cardproof import DealOrder, FairDeck, deal_order
 from studkit.deckproof import Draw, HandDeck, StreetDeal
 from studkit.keys import dealer_key
 from studkit.redis_client import Client, connect
 
 _CREATE: Final = resources.files("dealer").joinpath("create_hand.lua").read_text("utf-8")
 _RECORD: Final = resources.files("dealer").joinpath("record_deal.lua").read_text("utf-8")
+_SEEDS: Final = resources.files("dealer").joinpath("seeds.lua").read_text("utf-8")
 DEAL_PREFIX: Final = b"deal:"
+SEED_PREFIX: Final = b"seed:"
+SEEDS_TTL_S: Final = 86_400
+"""How long commitments for a hand that never starts are kept."""
+IDENTITY: Final = tuple(range(52))
+"""The v1 reshuffle key of a hand dealt under the per-card scheme, whose reshuffle order
+follows from the seeds instead (docs/fairness.md)."""
 
 
 def hand_key(table_id: str, hand_number: int) -> str:
     """The hash holding one hand's deck and draws."""
     return dealer_key(table_id, f"hand:{hand_number}")
+
+
+def seeds_key(table_id: str, hand_number: int) -> str:
+    """The players' seed commitments for a hand that has not started yet."""
+    return dealer_key(table_id, f"seeds:{hand_number}")
+
+
+class SeedTaken(Enum):
+    """How a seed commitment or opening ended (``seeds.lua``)."""
+
+    OK = "ok"
+    TOO_LATE = "too_late"
+    TOO_MANY = "too_many"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FairHand:
+    """A hand's per-card commitment as stored: the secret deck, the commitment, the players'
+    seed commitments, the seeds opened so far and whether the first deal froze them."""
+
+    deck: FairDeck
+    commitment: str
+    seeds: tuple[tuple[str, str], ...]
+    opened: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    frozen: bool = False
+
+    def order(self) -> DealOrder:
+        """The deal order from the seeds opened so far (the final one once frozen)."""
+        return deal_order(self.deck.table_id, self.deck.hand_number, self.deck.dealer_seed,
+                          [(p, self.opened.get(p)) for p, _c in self.seeds])
+
+    def seed_openings(self) -> tuple[tuple[str, bytes | None], ...]:
+        """Each committed player's seed, None when not opened."""
+        return tuple((p, self.opened.get(p)) for p, _c in self.seeds)
 
 
 class Recorded(Enum):
@@ -51,6 +103,17 @@ class StoredHand:
     deck: HandDeck
     commitment: str
     deals: tuple[StreetDeal, ...]
+    fair: FairHand | None = None
+    created_ms: int = 0
+
+    def dealing_deck(self) -> HandDeck:
+        """The deck in dealing order: the deck itself, or for a per-card commitment the base
+        deck in the order that follows from the seeds (only final once they are frozen)."""
+        if self.fair is None:
+            return self.deck
+        order, key = self.fair.deck.dealing(self.fair.order())
+        return HandDeck(table_id=self.deck.table_id, hand_number=self.deck.hand_number,
+                        order=order, reshuffle_key=key, salt=self.deck.salt)
 
     def deal_for(self, street: Street) -> StreetDeal | None:
         """The recorded deal of ``street``, if any."""
@@ -92,6 +155,21 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def _fair(deck: HandDeck, raw: Mapping[bytes, bytes]) -> FairHand | None:
+    if b"card_commitment" not in raw:
+        return None
+    blob = raw[b"card_salts"]
+    salts = tuple(blob[i:i + CARD_SALT_BYTES] for i in range(0, len(blob), CARD_SALT_BYTES))
+    seeds = tuple((str(p), str(c)) for p, c in json.loads(raw[b"seed_commitments"]))
+    opened = {name[len(SEED_PREFIX):].decode(): value for name, value in raw.items()
+              if name.startswith(SEED_PREFIX)}
+    return FairHand(
+        deck=FairDeck(table_id=deck.table_id, hand_number=deck.hand_number, base=deck.order,
+                      salts=salts, dealer_seed=raw[b"dealer_seed"]),
+        commitment=_text(raw[b"card_commitment"]), seeds=seeds, opened=opened,
+        frozen=b"seeds_frozen" in raw)
+
+
 class DealerStore:
     """Decks and draws of hands in Redis (client with ``decode_responses=False``)."""
 
@@ -99,12 +177,14 @@ class DealerStore:
         self._redis = client
         self._create = client.register_script(_CREATE)
         self._record = client.register_script(_RECORD)
+        self._seeds = client.register_script(_SEEDS)
 
     @classmethod
     def from_url(cls, url: str, max_connections: int | None = None) -> DealerStore:
         """A store on a new connection pool for ``url`` (the dealer ACL user's) of at most
-        ``max_connections`` (redis-py's default when None); a call that finds the pool empty
-        fails (``MaxConnectionsError``, reported as ``UNAVAILABLE``)."""
+        ``max_connections`` (``studkit.redis_client.POOL_SIZE`` when None); a call that finds
+        the pool empty waits for a connection, up to ``studkit.redis_client.POOL_WAIT_S``,
+        then fails (``redis.ConnectionError``, reported as ``UNAVAILABLE``)."""
         return cls(connect(url, decode_responses=False,
                            max_connections=max_connections))
 
@@ -121,15 +201,51 @@ class DealerStore:
         """Release the connections."""
         await self._redis.aclose()
 
-    async def create_hand(self, deck: HandDeck, commitment: str, created_ms: int) -> str:
-        """Store ``deck`` unless the hand already has one; returns the commitment of the deck
-        that is stored (the existing one on a repeat)."""
-        reply = await self._create(
-            keys=[hand_key(deck.table_id, deck.hand_number)],
-            args=[bytes(deck.order), bytes(deck.reshuffle_key), deck.salt, commitment,
-                  created_ms],
-        )
-        return _text(reply[1])
+    async def create_hand(self, deck: HandDeck, commitment: str, created_ms: int,
+                          fair: FairHand | None = None) -> tuple[str, str]:
+        """Store ``deck`` (and its per-card commitment) unless the hand already has one;
+        returns the commitments of the deck that is stored (the existing one on a repeat):
+        the deck's and the card commitment ('' without one)."""
+        args: list[bytes | str | int] = [bytes(deck.order), bytes(deck.reshuffle_key),
+                                         deck.salt, commitment, created_ms]
+        if fair is not None:
+            args += [fair.commitment, b"".join(fair.deck.salts), fair.deck.dealer_seed,
+                     json.dumps([list(s) for s in fair.seeds], separators=(",", ":"))]
+        reply = await self._create(keys=[hand_key(deck.table_id, deck.hand_number)],
+                                   args=args)
+        return _text(reply[1]), _text(reply[2])
+
+    async def commit_seed(self, table_id: str, hand_number: int, player_id: str,
+                          commitment: str, max_seeds: int) -> SeedTaken:
+        """Take a player's seed commitment for a hand that has not started."""
+        reply = await self._seeds(
+            keys=[seeds_key(table_id, hand_number), hand_key(table_id, hand_number)],
+            args=["commit", player_id, commitment, max_seeds, SEEDS_TTL_S])
+        return SeedTaken(_text(reply))
+
+    async def close_seeds(self, table_id: str, hand_number: int) -> tuple[tuple[str, str], ...]:
+        """Close a hand's seed commitments (StartHand) and return them, in player order."""
+        reply = await self._seeds(
+            keys=[seeds_key(table_id, hand_number), hand_key(table_id, hand_number)],
+            args=["close", SEEDS_TTL_S])
+        flat = [_text(x) for x in reply]
+        pairs = dict(zip(flat[::2], flat[1::2], strict=True))
+        pairs.pop("~closed", None)
+        return tuple(sorted(pairs.items()))
+
+    async def open_seed(self, table_id: str, hand_number: int, player_id: str,
+                        seed: bytes) -> SeedTaken:
+        """Keep a player's opened seed unless the first deal froze the seeds."""
+        reply = await self._seeds(
+            keys=[seeds_key(table_id, hand_number), hand_key(table_id, hand_number)],
+            args=["open", player_id, seed])
+        return SeedTaken(_text(reply))
+
+    async def freeze_seeds(self, table_id: str, hand_number: int) -> None:
+        """No seed is taken for the hand from now on (its first deal)."""
+        await self._seeds(
+            keys=[seeds_key(table_id, hand_number), hand_key(table_id, hand_number)],
+            args=["freeze"])
 
     async def load_hand(self, table_id: str, hand_number: int) -> StoredHand | None:
         """The stored hand, or None when no deck was made for it."""
@@ -148,7 +264,8 @@ class DealerStore:
             (decode_deal(value) for name, value in raw.items() if name.startswith(DEAL_PREFIX)),
             key=lambda d: int(d.street),
         )
-        return StoredHand(deck=deck, commitment=_text(raw[b"commitment"]), deals=tuple(deals))
+        return StoredHand(deck=deck, commitment=_text(raw[b"commitment"]), deals=tuple(deals),
+                          fair=_fair(deck, raw), created_ms=int(raw.get(b"created_ms", 0)))
 
     async def record_deal(
         self, table_id: str, hand_number: int, deal: StreetDeal, expected_deals: int

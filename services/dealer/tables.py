@@ -18,12 +18,30 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from rules import Event, TableState, evolve, initial_state
-from rules.events import HandStarted
+from rules.events import (
+    CardBurned,
+    CommunityCardDealt,
+    DownCardDealt,
+    HandExposed,
+    HandShown,
+    HandStarted,
+    UpCardDealt,
+)
 from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.errors import FailedPrecondition
+from studkit.mapping import is_room_event
 from studkit.repository import TableRepository
 from studkit.store import EventStore
 
 Decoder = Callable[[EventEnvelope], Event]
+_DRAW_EVENTS: Final = (CardBurned, DownCardDealt, UpCardDealt, CommunityCardDealt)
+
+
+class NotSeated(FailedPrecondition):
+    """Raised when a player watches their cards at a table where they have no seat and no
+    place in the hand being played: nothing would ever be sent. Sit down, then watch."""
+
+    default_reason = "not_seated"
 
 
 @dataclass(slots=True)
@@ -35,9 +53,21 @@ class TableView:
     state: TableState = field(default_factory=initial_state)
     seatings: dict[int, Mapping[int, str]] = field(default_factory=dict)
     """hand number -> {seat: player id} of the players dealt into that hand."""
+    draws: dict[int, int] = field(default_factory=dict)
+    """hand number -> cards the public record took from the deck (burns included)."""
+    shown: dict[int, frozenset[int]] = field(default_factory=dict)
+    """hand number -> seats whose down cards the public record shows (shown or exposed)."""
 
     def apply(self, event: Event) -> None:
-        """Fold one event (and note the seating when a hand starts)."""
+        """Fold one event (and note the seating when a hand starts, and per hand the cards
+        drawn and the hands shown)."""
+        hand = self.state.hand
+        if hand is not None:
+            number = hand.hand_number
+            if isinstance(event, _DRAW_EVENTS):
+                self.draws[number] = self.draws.get(number, 0) + 1
+            elif isinstance(event, HandShown | HandExposed):
+                self.shown[number] = self.shown.get(number, frozenset()) | {event.seat}
         if isinstance(event, HandStarted):
             seats = {}
             for number in event.seats:
@@ -47,6 +77,16 @@ class TableView:
             self.seatings[event.hand_number] = seats
         self.state = evolve(self.state, event)
         self.version += 1
+
+    def has_cards_for(self, player_id: str) -> bool:
+        """Whether ``player_id`` has cards to follow here: a seat at the table now, or a
+        place in the hand being played (a player who left mid-hand until it ends)."""
+        if any(seat is not None and seat.player_id == player_id
+               for seat in self.state.seats):
+            return True
+        hand = self.state.hand
+        return (hand is not None and self.state.hand_in_progress
+                and self.seat_of(hand.hand_number, player_id) is not None)
 
     def seat_of(self, hand_number: int, player_id: str) -> int | None:
         """The seat ``player_id`` was dealt into hand ``hand_number`` at, if any."""
@@ -103,9 +143,13 @@ class PublicTables:
             stored = await self._events.read(table_id, from_version=view.version)
             if stored:
                 # Fold into a copy so a failure leaves the cached view untouched.
-                fresh = TableView(table_id, view.version, view.state, dict(view.seatings))
+                fresh = TableView(table_id, view.version, view.state, dict(view.seatings),
+                                  dict(view.draws), dict(view.shown))
                 for item in stored:
-                    fresh.apply(self._decode(item.envelope))
+                    if is_room_event(item.envelope):  # the room's, not the game's
+                        fresh.version += 1
+                    else:
+                        fresh.apply(self._decode(item.envelope))
                 view = fresh
             self._remember(view)
             return view

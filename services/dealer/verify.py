@@ -24,7 +24,7 @@ from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from studkit.auth import bearer_metadata
 from studkit.deckproof import Verification, audit_from_proto, verify_hand
-from studkit.mapping import event_from_envelope
+from studkit.mapping import event_from_envelope, is_room_event
 from studkit.redis_client import connect
 from studkit.store import EventStore
 
@@ -80,7 +80,8 @@ async def _run(args: argparse.Namespace, token: str) -> int:
         stored = await EventStore(client).read(args.table)
     finally:
         await client.aclose()
-    events = [event_from_envelope(s.envelope) for s in stored]
+    events = [event_from_envelope(s.envelope) for s in stored
+              if not is_room_event(s.envelope)]
     async with grpc.aio.insecure_channel(args.dealer) as channel:
         stub = pb_grpc.DealerServiceStub(channel)  # type: ignore[no-untyped-call]
         reports = await verify_hands(stub, token, events, args.table, _hands(args.hands))

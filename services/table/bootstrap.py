@@ -4,6 +4,7 @@ the token verifier and the metrics registry."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import grpc
@@ -12,7 +13,8 @@ from studkit.auth import ServiceTokenSource, TokenVerifier
 from studkit.metrics import Metrics
 from studkit.redis_client import Client, connect
 from studkit.store import EventStore
-from table.actor import ActorDeps
+from table.actor import CHECKS_AT_ONCE, ActorDeps
+from table.alarms import Alarms
 from table.app import TableApp
 from table.clients import DealerClient, Retry, WalletClient
 from table.config import Settings
@@ -58,7 +60,7 @@ def build_deps(settings: Settings) -> TableDeps:
     """The table service's dependencies for ``settings`` (call within a running loop)."""
     client = connect(settings.redis_url, socket_timeout=10,
                      health_check_interval=30)
-    events = EventStore(client)
+    events = EventStore(client, page_size=settings.events_page)
     source = ServiceTokenSource(settings.service_key, settings.service_name)
     retry = Retry(deadline_s=settings.call_deadline_s)
     dealer_channel = grpc.aio.insecure_channel(settings.dealer_target)
@@ -75,10 +77,14 @@ def build_deps(settings: Settings) -> TableDeps:
     def on_status(_table_id: str, status: str, _reason: str) -> None:
         statuses.inc(status=status)
 
+    alarms = Alarms()  # one timer for every table of the replica
+    checks = asyncio.Semaphore(CHECKS_AT_ONCE)  # and one set of turns to ask the wallet
+
     def deps_for() -> ActorDeps:
         return ActorDeps(store=events, redis=client, dealer=dealer, wallet=wallet,
                          watcher_buffer=settings.watch_buffer, on_status=on_status,
-                         snapshot_every=settings.snapshot_every)
+                         snapshot_every=settings.snapshot_every, alarms=alarms,
+                         checks=checks)
 
     app = TableApp(events, deps_for)
     return TableDeps(app=app, redis=client, events=events,

@@ -14,7 +14,7 @@ import hashlib
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 import grpc
@@ -50,8 +50,10 @@ deadline, so the answer says why rather than the caller's deadline running out."
 class Unreachable(Exception):
     """Raised when a service stayed unreachable for longer than the caller allows."""
 
-    def __init__(self, service: str, since: float, detail: str) -> None:
-        super().__init__(f"{service} unreachable for {time.monotonic() - since:.1f}s: {detail}")
+    def __init__(self, service: str, since: float, detail: str,
+                 now: float | None = None) -> None:
+        waited = (time.monotonic() if now is None else now) - since
+        super().__init__(f"{service} unreachable for {waited:.1f}s: {detail}")
         self.service = service
         self.since = since
 
@@ -84,11 +86,14 @@ class Retry:
     deadline_s: float = 3.0
     backoff_min_s: float = 0.05
     backoff_max_s: float = 2.0
+    jitter: Callable[[], float] = field(default=random.random)
+    """A number in [0, 1) drawn per backoff (the simulator gives one from its seed)."""
 
     async def call(self, service: str, attempt: Callable[[float], Awaitable[T]],
                    give_up_after: float | None, on_wait: Callable[[str], None] | None = None
                    ) -> T:
-        since = time.monotonic()
+        loop = asyncio.get_running_loop()  # its time is the monotonic clock (or simulated)
+        since = loop.time()
         delay = self.backoff_min_s
         while True:
             try:
@@ -101,10 +106,10 @@ class Retry:
                 detail = f"{code.name}: {exc.details()}"
             if on_wait is not None:
                 on_wait(f"waiting for the {service} ({detail})")
-            if give_up_after is not None and time.monotonic() - since >= give_up_after:
-                raise Unreachable(service, since, detail)
+            if give_up_after is not None and loop.time() - since >= give_up_after:
+                raise Unreachable(service, since, detail, loop.time())
             log.warning("call_retried", service=service, detail=detail, delay_s=round(delay, 3))
-            await asyncio.sleep(delay * (0.5 + random.random() / 2))
+            await asyncio.sleep(delay * (0.5 + self.jitter() / 2))
             delay = min(self.backoff_max_s, delay * 2)
 
 
@@ -117,13 +122,15 @@ class DealerClient:
         self._retry = retry
 
     async def start_hand(self, table_id: str, hand_number: int, give_up_after: float | None,
-                         on_wait: Callable[[str], None] | None = None) -> str:
+                         on_wait: Callable[[str], None] | None = None) -> tuple[str, str]:
+        """The hand's commitments: the deck's and the per-card one ('' from an older dealer
+        or for a stacked test deck)."""
         request = dpb.StartHandRequest(table_id=table_id, hand_number=hand_number)
 
-        async def attempt(timeout: float) -> str:
+        async def attempt(timeout: float) -> tuple[str, str]:
             reply = await self._stub.StartHand(request, metadata=self._metadata(),
                                                timeout=timeout)
-            return str(reply.commitment)
+            return str(reply.commitment), str(reply.card_commitment)
 
         return await self._retry.call("dealer", attempt, give_up_after, on_wait)
 
@@ -196,6 +203,14 @@ class WalletClient:
                                      command_id=idempotency_key)
         reply = await self._call("CashOut", request, give_up_after, on_wait)
         assert isinstance(reply, wpb.CashOutResponse)
+        return reply
+
+    async def balance(self, player_id: str, give_up_after: float | None = PLAYER_WAIT_S
+                      ) -> wpb.GetBalanceResponse:
+        """A player's balance (the table checks it before a buy-in is recorded)."""
+        request = wpb.GetBalanceRequest(account=wpb.AccountRef(player_id=player_id))
+        reply = await self._call("GetBalance", request, give_up_after)
+        assert isinstance(reply, wpb.GetBalanceResponse)
         return reply
 
     async def settle(self, request: wpb.SettleHandRequest, give_up_after: float | None = None,

@@ -34,6 +34,8 @@ class Settings:
     ``TABLE_WATCHES_PER_PLAYER`` (open watches per caller, ``8``),
     ``TABLE_WATCHES_PER_CONNECTION`` (open watches per client connection, ``16``),
     ``TABLE_SNAPSHOT_EVERY`` (hands between the repository's snapshots, ``25``),
+    ``TABLE_EVENTS_PAGE`` (events per read of a table's stream: a watch's catch-up and one
+    hand's history are read a page at a time, ``500``),
     ``TABLE_ADVERTISE_ADDR`` (where clients reach this replica; default ``127.0.0.1:<port>``),
     ``TABLE_REPLICA_ID`` (default the advertised address; in Kubernetes the pod name),
     ``TABLE_LEASE_MS`` (a table's lease: an owner that stops renewing loses its tables after
@@ -56,6 +58,7 @@ class Settings:
     watches_per_player: int = 8
     watches_per_connection: int = 16
     snapshot_every: int = 25
+    events_page: int = 500
     replica_id: str = ""
     advertise_addr: str = ""
     lease_ms: int = 3000
@@ -82,6 +85,7 @@ class Settings:
             watches_per_player=int(env.get("TABLE_WATCHES_PER_PLAYER", "8")),
             watches_per_connection=int(env.get("TABLE_WATCHES_PER_CONNECTION", "16")),
             snapshot_every=int(env.get("TABLE_SNAPSHOT_EVERY", "25")),
+            events_page=int(env.get("TABLE_EVENTS_PAGE", "500")),
             replica_id=env.get("TABLE_REPLICA_ID", ""),
             advertise_addr=env.get("TABLE_ADVERTISE_ADDR", ""),
             lease_ms=int(env.get("TABLE_LEASE_MS", "3000")),

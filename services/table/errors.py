@@ -9,8 +9,8 @@ import grpc
 
 from studkit.grpc_server import BASE_ERRORS, ErrorTable
 from studkit.store import CommandIdReused, NotOwner
-from table.actor import WatcherTooSlow
 from table.clients import Unreachable
+from table.inbox import WatcherTooSlow
 
 TABLE_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(
     {

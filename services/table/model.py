@@ -65,3 +65,11 @@ def settings_to_proto(s: TableSettings) -> pb.TableSettings:
         timeouts_before_sit_out=s.timeouts_before_sit_out,
         sit_out_limit_s=round(s.sit_out_limit_s), rathole_window_s=round(s.rathole_window_s),
         outage_limit_s=round(s.outage_limit_s))
+
+
+def settings_from_stored(msg: pb.TableSettings) -> TableSettings:
+    """Settings as stored (a ``SettingsSet`` event, or the old ``:settings`` key): complete,
+    so the buy-in limits and the delay are taken as they are."""
+    base = settings_from_proto(msg)
+    return replace(base, buy_in_min=msg.buy_in_min, buy_in_max=msg.buy_in_max,
+                   next_hand_delay_ms=msg.next_hand_delay_ms)

@@ -4,35 +4,81 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 
+from rules import Command
 from rules.commands import Bet, Call, Check, Complete, Fold, PostBringIn, Raise
+from rules.events import PlayerLeft
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
-from studkit.errors import BadRequest
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.auth import Role
+from studkit.errors import BadRequest, FailedPrecondition
 from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
 from studkit.limits import StreamLimiter
-from studkit.mapping import config_from_proto
+from studkit.mapping import config_from_proto, event_from_envelope, is_room_event
 from studkit.mapping.common import check_amount, check_ident
 from studkit.ownership import Ownership, Replica
-from table.actor import fingerprint
 from table.app import Outcome, TableApp
 from table.bootstrap import TableDeps
 from table.config import Settings
 from table.errors import TABLE_ERRORS
 from table.model import TableSettings, settings_from_proto
-from table.views import record_for, table_view
+from table.room_state import Stakes
+from table.tournament import (
+    AMOUNT_MAX,
+    PAUSE_REASON_MAX,
+    PauseDealing,
+    SeatEntrant,
+    SetStakes,
+    UnseatEntrant,
+)
+from table.views import hand_result_to_proto, record_for, table_view
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TableService"].full_name
+_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""A page token: the last table id of the previous page."""
+_EVENT_ID = re.compile(r"0-([0-9]{1,19})")
+"""A resume point: the stream id ``0-<sequence>`` (ASCII digits, at most 19 of them)."""
+
+
+def fingerprint(*parts: object) -> str:
+    """A command's content hash for content-checked idempotency."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else str(part).encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()[:32]
 
 
 def _seat(value: int) -> int:
     if not 1 <= value <= 8:
         raise BadRequest("seat", "must be 1..8")
     return value
+
+
+def _stack(value: int) -> int:
+    if not 0 < value <= AMOUNT_MAX:
+        raise BadRequest("stack", f"must be 1..{AMOUNT_MAX}")
+    return value
+
+
+def unseated_stack(envelopes: list[EventEnvelope], seat: int) -> int:
+    """The stack an unseat took off the table: its ``PlayerLeft``'s (also on a retry, whose
+    envelopes are the recorded ones). A retry after that part of the log was archived is
+    refused (``archived``) rather than answered with a stack the table cannot show."""
+    for envelope in envelopes:
+        if envelope.event_type == "PlayerLeft":
+            event = event_from_envelope(envelope)
+            if isinstance(event, PlayerLeft) and event.seat == seat:
+                return event.stack
+    raise FailedPrecondition("the unseat was recorded in a part of the log since archived; "
+                             "stud replay reads the archive", reason="archived")
 
 
 def _expected(request: Any) -> int | None:
@@ -62,9 +108,11 @@ class TableServicer(pb_grpc.TableServiceServicer):
         principal = current_principal()
         # The command is applied: answer it even if the table changed hands since (then
         # the events are shown as to an observer).
-        actor = self._app.actors.get(table_id)
+        actor = self._app.actor_of(table_id)
         reply = pb.CommandReply(version=outcome.version, duplicate=outcome.duplicate)
         for envelope in outcome.envelopes:
+            if is_room_event(envelope):
+                continue  # the room's own state: shown by the views, not as events
             viewer = (self._app.hand_viewer(principal, actor, envelope.hand_number)
                       if actor is not None else (None, False))
             reply.events.append(record_for(envelope, *viewer))
@@ -77,29 +125,37 @@ class TableServicer(pb_grpc.TableServiceServicer):
         table_id, command_id, fp = _common(request, "OpenTable")
         if not request.HasField("config"):
             raise BadRequest("config", "required")
-        config = config_from_proto(request.config)
+        config = config_from_proto(request.config, defaults=True)  # unset: RULES 2.1-2.2
         settings = (settings_from_proto(request.settings) if request.HasField("settings")
                     else TableSettings())
+        tournament_id = (check_ident(request.tournament_id, "tournament_id")
+                         if request.tournament_id else "")
         outcome = await self._app.open_table(current_principal(), table_id, command_id,
-                                             config, settings, fp)
+                                             config, settings, fp, tournament_id)
         return self._reply(table_id, outcome)
 
     async def CloseTable(self, request: pb.CloseTableRequest,
                          context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        table_id, _command_id, _fp = _common(request, "CloseTable")
-        outcome = await self._app.close_table(current_principal(), table_id)
+        table_id, command_id, fp = _common(request, "CloseTable")
+        outcome = await self._app.close_table(current_principal(), table_id, command_id, fp)
         return self._reply(table_id, outcome)
 
     async def ListTables(self, request: pb.ListTablesRequest,
                          context: grpc.aio.ServicerContext) -> pb.ListTablesResponse:
         current_principal()
-        return pb.ListTablesResponse(tables=await self._app.list_tables())
+        size = request.page_size or 500
+        if size > 1000:
+            raise BadRequest("page_size", "at most 1000")
+        if request.page_token and not _TOKEN.fullmatch(request.page_token):
+            raise BadRequest("page_token", "not a page token of ListTables")
+        tables, next_token = await self._app.list_tables(request.page_token, size)
+        return pb.ListTablesResponse(tables=tables, next_page_token=next_token)
 
     async def SetMuckPreference(self, request: pb.SetMuckPreferenceRequest,
                                 context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        table_id, _command_id, _fp = _common(request, "SetMuckPreference")
-        outcome = await self._app.set_muck(current_principal(), table_id,
-                                           _seat(request.seat), request.muck)
+        table_id, command_id, fp = _common(request, "SetMuckPreference")
+        outcome = await self._app.set_muck(current_principal(), table_id, command_id,
+                                           _seat(request.seat), request.muck, fp)
         return self._reply(table_id, outcome)
 
     # --- seats ---------------------------------------------------------------------------
@@ -137,6 +193,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def AddChips(self, request: pb.AddChipsRequest,
                        context: grpc.aio.ServicerContext) -> pb.CommandReply:
         table_id, command_id, fp = _common(request, "AddChips")
+        if request.amount <= 0:
+            raise BadRequest("amount", "must be > 0")
         outcome = await self._app.add_chips(
             current_principal(), table_id, command_id, _seat(request.seat),
             check_amount(request.amount, "amount"), fp, _expected(request))
@@ -144,7 +202,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
 
     # --- betting -------------------------------------------------------------------------
 
-    async def _act(self, request: Any, method: str, command: object) -> pb.CommandReply:
+    async def _act(self, request: Any, method: str, command: Command) -> pb.CommandReply:
         table_id, command_id, fp = _common(request, method)
         outcome = await self._app.act(current_principal(), table_id, command_id,
                                       _seat(request.seat), command, fp, _expected(request))
@@ -179,14 +237,58 @@ class TableServicer(pb_grpc.TableServiceServicer):
                    context: grpc.aio.ServicerContext) -> pb.CommandReply:
         return await self._act(request, "Fold", Fold(seat=request.seat))
 
+    # --- tournament tables ---------------------------------------------------------------
+
+    async def SeatEntrant(self, request: pb.SeatEntrantRequest,
+                          context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "SeatEntrant")
+        command = SeatEntrant(_seat(request.seat), check_ident(request.player_id, "player_id"),
+                              _stack(request.stack))
+        outcome = await self._app.tournament_command(current_principal(), table_id,
+                                                     command_id, fp, command)
+        return self._reply(table_id, outcome)
+
+    async def UnseatEntrant(self, request: pb.UnseatEntrantRequest,
+                            context: grpc.aio.ServicerContext) -> pb.UnseatEntrantReply:
+        table_id, command_id, fp = _common(request, "UnseatEntrant")
+        seat, player_id = _seat(request.seat), check_ident(request.player_id, "player_id")
+        outcome = await self._app.tournament_command(current_principal(), table_id,
+                                                     command_id, fp,
+                                                     UnseatEntrant(seat, player_id))
+        return pb.UnseatEntrantReply(reply=self._reply(table_id, outcome),
+                                     stack=unseated_stack(outcome.envelopes, seat))
+
+    async def SetStakes(self, request: pb.SetStakesRequest,
+                        context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "SetStakes")
+        stakes = Stakes(small_bet=check_amount(request.small_bet, "small_bet"),
+                        big_bet=check_amount(request.big_bet, "big_bet"),
+                        ante=check_amount(request.ante, "ante"),
+                        bring_in=check_amount(request.bring_in, "bring_in"))
+        outcome = await self._app.tournament_command(current_principal(), table_id,
+                                                     command_id, fp, SetStakes(stakes))
+        return self._reply(table_id, outcome)
+
+    async def PauseDealing(self, request: pb.PauseDealingRequest,
+                           context: grpc.aio.ServicerContext) -> pb.CommandReply:
+        table_id, command_id, fp = _common(request, "PauseDealing")
+        reason = request.reason
+        if len(reason) > PAUSE_REASON_MAX or not reason.isprintable():
+            raise BadRequest("reason", f"at most {PAUSE_REASON_MAX} printable characters")
+        outcome = await self._app.tournament_command(
+            current_principal(), table_id, command_id, fp,
+            PauseDealing(request.paused, reason, request.one_hand))
+        return self._reply(table_id, outcome)
+
     # --- viewing -------------------------------------------------------------------------
 
     async def GetTable(self, request: pb.GetTableRequest,
                        context: grpc.aio.ServicerContext) -> pb.TableView:
         table_id = check_ident(request.table_id, "table_id")
-        actor = await self._app.routed(table_id)
-        viewer = self._app.viewer_seat(current_principal(), actor)
-        return table_view(actor, viewer, viewer in actor.intents.muck if viewer else False)
+        driver = await self._app.routed(table_id)
+        principal = current_principal()
+        player = principal.name if principal.role is Role.PLAYER else None
+        return table_view(driver, player, self._app.viewer_seat(principal, driver.actor))
 
     async def WatchTable(self, request: pb.WatchTableRequest,
                          context: grpc.aio.ServicerContext
@@ -194,12 +296,12 @@ class TableServicer(pb_grpc.TableServiceServicer):
         table_id = check_ident(request.table_id, "table_id")
         after = int(request.after_sequence)
         if not after and request.after_event_id:
-            ms, _, seq = request.after_event_id.partition("-")
-            if ms != "0" or not seq.isdigit():
+            match = _EVENT_ID.fullmatch(request.after_event_id)
+            if match is None:
                 raise BadRequest("after_event_id", "not an event id of this table (0-<n>)")
-            after = int(seq)
+            after = int(match.group(1))
         principal = current_principal()
-        actor = await self._app.routed(table_id)
+        actor = (await self._app.routed(table_id)).actor
         async with self._limiter.hold(principal, context.peer()):
             async for envelope in self._app.watch(principal, table_id, after):
                 yield record_for(
@@ -209,13 +311,17 @@ class TableServicer(pb_grpc.TableServiceServicer):
                              context: grpc.aio.ServicerContext) -> pb.HandHistory:
         table_id = check_ident(request.table_id, "table_id")
         principal = current_principal()
-        actor = await self._app.routed(table_id)
+        actor = (await self._app.routed(table_id)).actor
         envelopes, complete = await self._app.hand_events(table_id, int(request.hand_number))
         hand = int(request.hand_number)
         viewer, dealt_in = self._app.hand_viewer(principal, actor, hand)
-        return pb.HandHistory(
+        history = pb.HandHistory(
             table_id=table_id, hand_number=hand, complete=complete,
             events=[record_for(e, viewer, dealt_in) for e in envelopes])
+        result = actor.room.results.get(hand)
+        if complete and result is not None:
+            history.result.CopyFrom(hand_result_to_proto(hand, result))
+        return history
 
 
 def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]:

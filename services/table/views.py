@@ -1,10 +1,12 @@
 """The table and its events as one viewer may see them, on the wire. Secrecy comes from the
-rules' views (``rules.views``): a seat sees its own view, everyone else the public one; the
-table never holds a down card before showdown anyway."""
+rules' views (``rules.views``): a player sees their own cards of a hand they were dealt
+into, everyone else the public view; the table never holds a down card before showdown
+anyway."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import asdict, replace
 from typing import Final
 
 from rules import Phase, TableState, legal_actions, pots
@@ -19,8 +21,10 @@ from studkit.mapping import (
     legal_actions_to_proto,
     street_to_proto,
 )
-from table.actor import TableActor
+from table.clock import deadline
+from table.driver import Driver
 from table.model import settings_to_proto
+from table.room_state import SeatResult
 
 _PHASES = {
     Phase.DEALING: pb.HAND_PHASE_DEALING,
@@ -71,26 +75,47 @@ def _build_record(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
     return record
 
 
-def table_view(actor: TableActor, viewer: int | None, muck: bool = False) -> pb.TableView:
-    """The table now, as ``viewer`` may see it."""
-    state: TableState = table_for(actor.state, viewer)
-    view = pb.TableView(table_id=actor.table_id, version=actor.version,
-                        last_event_id=f"0-{actor.version}" if actor.version else "",
-                        viewer_seat=viewer or 0, hands_started=state.hands_started,
-                        settings=settings_to_proto(actor.settings),
-                        status=STATUSES[actor.status], status_reason=actor.status_reason,
-                        muck_preference=muck)
+def hand_result_to_proto(hand_number: int, seats: tuple[SeatResult, ...]) -> pb.HandResult:
+    """Each seat's stack at a finished hand's start and end."""
+    return pb.HandResult(hand_number=hand_number, seats=[
+        pb.SeatResult(seat=s.seat, player_id=s.player_id, stack_start=s.stack_start,
+                      stack_end=s.stack_end) for s in seats])
+
+
+def table_view(driver: Driver, player: str | None, viewer_seat: int | None) -> pb.TableView:
+    """The table now, as ``player`` (None: an observer) may see it. ``viewer_seat`` is the
+    seat they sit in now; the hand is shown to them as to a player dealt in only if they
+    were dealt into it (``rules.table_for``), whichever seat they sit in now."""
+    actor, room = driver.actor, driver.actor.room
+    state: TableState = table_for(room.table, player)
+    status, reason = driver.status.of(room)
+    # The version a client sees is its last event's: room events are not sent to watchers
+    # (a command acted on it is not stale for a room event after it).
+    view = pb.TableView(table_id=actor.table_id, version=room.visible,
+                        last_event_id=f"0-{room.visible}" if room.visible else "",
+                        viewer_seat=viewer_seat or 0, hands_started=state.hands_started,
+                        settings=settings_to_proto(room.settings),
+                        status=STATUSES[status], status_reason=reason,
+                        muck_preference=viewer_seat in room.muck if viewer_seat else False,
+                        tournament_id=room.tournament_id, dealing_paused=room.paused,
+                        pause_reason=room.pause_reason,
+                        hand_in_progress=room.table.hand_in_progress)
     if state.config is not None:
         view.config.CopyFrom(config_to_proto(state.config))
+        if room.pending_stakes is not None:
+            view.pending_stakes.CopyFrom(config_to_proto(replace(
+                state.config, **asdict(room.pending_stakes))))
+    if room.results:
+        last = max(room.results)
+        view.last_hand_result.CopyFrom(hand_result_to_proto(last, room.results[last]))
     for number in range(1, len(state.seats) + 1):
         seat = state.seat(number)
         if seat is None:
             continue
         view.seats.append(pb.SeatView(
             seat=number, player_id=seat.player_id, stack=state.stack(number),
-            sitting_out=seat.sitting_out,
-            time_bank_ms=actor.banks.get(number, int(actor.settings.time_bank_s * 1000)),
-            leaving=number in actor.intents.leaving))
+            sitting_out=seat.sitting_out, time_bank_ms=room.bank(number),
+            leaving=number in room.leaving))
     hand = state.hand
     if hand is None:
         return view
@@ -121,23 +146,27 @@ def table_view(actor: TableActor, viewer: int | None, muck: bool = False) -> pb.
         hv.legal_actions.CopyFrom(legal_actions_to_proto(legal))
     for award in hand.awards:
         hv.awards.append(event_to_proto(award).pot_awarded)
-    deadline = actor.turn_deadline()
-    if deadline is not None:
-        hv.turn_deadline.FromMicroseconds(int(deadline * 1e6))
-        hv.time_bank_ms = actor.banks.get(hand.to_act or 0,
-                                          int(actor.settings.time_bank_s * 1000))
+    due, _fresh = deadline(room, actor.deps.clock())
+    if due is not None:
+        hv.turn_deadline.FromMicroseconds(int(due * 1e6))
+        hv.time_bank_ms = room.bank(hand.to_act or 0)
     return view
 
 
-def summary(actor: TableActor) -> pb.TableSummary:
+def summary(driver: Driver) -> pb.TableSummary:
     """One line of the lobby."""
-    state = actor.state
+    actor, room = driver.actor, driver.actor.room
+    state = room.table
     players = [s.player_id for n in range(1, len(state.seats) + 1)
                if (s := state.seat(n)) is not None]
-    out = pb.TableSummary(table_id=actor.table_id, settings=settings_to_proto(actor.settings),
+    cutoff = actor.deps.clock() - 3600
+    out = pb.TableSummary(table_id=actor.table_id, settings=settings_to_proto(room.settings),
                           seats_taken=len(players), players=players,
-                          hands_per_hour=actor.hands_per_hour(),
-                          hands_started=state.hands_started, status=STATUSES[actor.status])
+                          hands_per_hour=sum(1 for t in room.hand_started_at if t >= cutoff),
+                          hands_started=state.hands_started,
+                          status=STATUSES[driver.status.of(room)[0]],
+                          tournament_id=room.tournament_id, dealing_paused=room.paused,
+                          pause_reason=room.pause_reason)
     if state.config is not None:
         out.config.CopyFrom(config_to_proto(state.config))
     return out

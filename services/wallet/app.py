@@ -5,10 +5,14 @@ Access: players act on their own account only (create, read); seats are the tabl
 business, so only the table service (role ``service``, a name in ``table_services``) buys in,
 settles hands and cashes out, never a player for themself and never another service;
 ``service`` callers also read and reconcile; ``operator`` callers create accounts, deposit and
-withdraw; ``auditor`` callers read.
+withdraw; ``auditor`` callers read. Tournament money (entries, refunds, prizes) is the
+tournament service's alone (a name in ``tournament_services``): never a player, an operator
+or the table service; it, operators and auditors read a tournament's pool.
 
 Settlements are counted by outcome (``stud_wallet_settlements_total{outcome}``: applied,
-duplicate, refused); no counter carries an id or an amount.
+duplicate, refused), and so are tournament transactions
+(``stud_wallet_tournament_transactions_total{kind,outcome}``, kind entry, refund or prize);
+no counter carries an id or an amount.
 """
 
 from __future__ import annotations
@@ -37,7 +41,11 @@ from wallet.model import (
     CashOut,
     Command,
     Deposit,
+    EnterTournament,
+    PayPrize,
+    Pool,
     Reconciliation,
+    RefundEntry,
     SettleHand,
     StatementPage,
     Withdraw,
@@ -51,6 +59,7 @@ READERS = (Role.SERVICE, Role.OPERATOR, Role.AUDITOR)
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 100
 SETTLEMENT_OUTCOMES: Final = ("applied", "duplicate", "refused")
+TOURNAMENT_KINDS: Final = ("entry", "refund", "prize")
 
 
 def _own_or(principal: Principal, player_id: str, *roles: Role) -> None:
@@ -77,15 +86,24 @@ class WalletApp:
         store: WalletStore,
         *,
         table_services: Collection[str] = ("table",),
+        tournament_services: Collection[str] = ("tournament",),
         conflict_retries: int = 5,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._table_services = frozenset(table_services)
+        self._tournament_services = frozenset(tournament_services)
         self._retries = conflict_retries
         self._clock_ms = clock_ms
-        self._settlements = (metrics if metrics is not None else Metrics()).counter(
+        metrics = metrics if metrics is not None else Metrics()
+        self._tournament_txs = metrics.counter(
+            "stud_wallet_tournament_transactions",
+            "Tournament money by kind (entry, refund, prize) and outcome: applied, duplicate "
+            "(a replay of an applied one) or refused.",
+            {"kind": TOURNAMENT_KINDS, "outcome": SETTLEMENT_OUTCOMES},
+        )
+        self._settlements = metrics.counter(
             "stud_wallet_settlements",
             "SettleHand commands by outcome: applied, duplicate (a replay of an applied "
             "settlement) or refused.",
@@ -155,6 +173,39 @@ class WalletApp:
         require_role(principal, *READERS)
         return await self._store.reconcile(table_id)
 
+    async def enter_tournament(self, principal: Principal, command: EnterTournament) -> Applied:
+        """The tournament service: buy-in to the pool, fee to the house."""
+        return await self._tournament("entry", principal, command)
+
+    async def refund_entry(self, principal: Principal, command: RefundEntry) -> Applied:
+        """The tournament service: an entry's buy-in and fee back to the player, once."""
+        return await self._tournament("refund", principal, command)
+
+    async def pay_prize(self, principal: Principal, command: PayPrize) -> Applied:
+        """The tournament service: a prize from the pool, once per key."""
+        return await self._tournament("prize", principal, command)
+
+    async def pool(self, principal: Principal, tournament_id: str) -> Pool:
+        """A tournament's pool: the tournament service, operators and auditors."""
+        if principal.role is Role.SERVICE:
+            require_service(principal, self._tournament_services, "tournament")
+        else:
+            require_role(principal, Role.OPERATOR, Role.AUDITOR)
+        return await self._store.pool(tournament_id)
+
+    async def _tournament(self, kind: str, principal: Principal,
+                          command: EnterTournament | RefundEntry | PayPrize) -> Applied:
+        try:
+            require_service(principal, self._tournament_services, "tournament")
+            structlog.contextvars.bind_contextvars(tournament_id=command.tournament_id)
+            applied = await self._apply(command)
+        except (ServiceError, LedgerError):
+            self._tournament_txs.inc(kind=kind, outcome="refused")
+            raise
+        self._tournament_txs.inc(kind=kind, outcome="duplicate" if applied.replayed
+                                 else "applied")
+        return applied
+
     def _require_table(self, principal: Principal) -> None:
         """Seats and settlements are the table service's alone."""
         require_service(principal, self._table_services, "table")
@@ -184,8 +235,12 @@ class WalletApp:
         return applied
 
     async def _view(self, command: Command) -> LedgerView:
-        """What ``decide`` needs to read: only a cash-out depends on a balance."""
+        """What ``decide`` needs to read: a cash-out, the seat's balance; a refund, the
+        entry's record in the tournament's pool (what it paid)."""
         if isinstance(command, CashOut):
             seat = seat_account(command.table_id, command.seat)
             return LedgerView(balances={seat.key: await self._store.balance(seat)})
+        if isinstance(command, RefundEntry):
+            return LedgerView(entry=await self._store.pool_entry(command.tournament_id,
+                                                                 command.entry_id))
         return LedgerView()

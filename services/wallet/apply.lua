@@ -4,7 +4,10 @@
 -- KEYS[3] idempotency hash       KEYS[4] player accounts hash (player id -> created ms)
 -- KEYS[5] seat holders of the transaction's table (seat -> player id)
 -- KEYS[6] last settled hand per table (table id -> hand id)
--- KEYS[6 + i] the statement stream of the account of posting i
+-- KEYS[7] the record of the transaction's tournament pool (a hash: 'entry:<id>' -> JSON,
+--         'prize:<key>' -> JSON, 'terms' -> '<buy_in>:<fee>', 'standing:<player>' -> count,
+--         'entries' and 'prizes' -> counts); a placeholder never written when it has none
+-- KEYS[7 + i] the statement stream of the account of posting i
 -- ARGV[1] idempotency scope      ARGV[2] fingerprint of the command
 -- ARGV[3] plan (JSON; amounts are decimal strings)
 -- ARGV[4] ledger record (JSON, stored verbatim)
@@ -42,6 +45,37 @@ for _, rule in ipairs(plan.seats) do
     end
   elseif holder ~= rule.player then
     return {'error', 'seat_not_held', 'seat ' .. rule.seat .. ' is not held for ' .. rule.player}
+  end
+end
+
+local pool = plan.pool
+local entry_field = pool and ('entry:' .. pool.ref)
+if pool and pool.action == 'enter' then
+  if redis.call('HEXISTS', KEYS[7], entry_field) == 1 then
+    return {'error', 'entry_exists', 'entry ' .. pool.ref .. ' exists'}
+  end
+  local terms = redis.call('HGET', KEYS[7], 'terms')
+  if terms and terms ~= pool.buy_in .. ':' .. pool.fee then
+    return {'error', 'terms_mismatch', 'the buy-in and fee are ' .. terms}
+  end
+elseif pool and pool.action == 'refund' then
+  local raw = redis.call('HGET', KEYS[7], entry_field)
+  if not raw then
+    return {'error', 'unknown_entry', pool.tournament .. ':' .. pool.ref}
+  end
+  local entry = cjson.decode(raw)
+  if entry.player ~= pool.player then
+    return {'error', 'entry_of_another_player', 'entry ' .. pool.ref}
+  end
+  if entry.refunded == 1 then
+    return {'error', 'entry_refunded', 'entry ' .. pool.ref .. ' was refunded'}
+  end
+  if entry.buy_in ~= pool.buy_in or entry.fee ~= pool.fee then
+    return {'error', 'balance_changed', 'entry ' .. pool.ref}
+  end
+elseif pool and pool.action == 'prize' then
+  if tonumber(redis.call('HGET', KEYS[7], 'standing:' .. pool.player) or '0') < 1 then
+    return {'error', 'not_entered', pool.player .. ' has no standing entry'}
   end
 end
 
@@ -83,10 +117,27 @@ for account, value in pairs(after) do
   redis.call('HSET', KEYS[2], account, string.format('%d', value))
 end
 for i, posting in ipairs(plan.postings) do
-  redis.call('XADD', KEYS[6 + i], '*',
+  redis.call('XADD', KEYS[7 + i], '*',
     'tx_id', tx_id, 'kind', plan.kind, 'amount', posting.amount,
     'balance_after', string.format('%d', posting_after[i]),
-    'table_id', plan.table_id, 'hand_id', plan.hand_id)
+    'table_id', plan.table_id, 'hand_id', plan.hand_id,
+    'tournament_id', pool and pool.tournament or '')
+end
+if pool and pool.action == 'enter' then
+  local n = redis.call('HINCRBY', KEYS[7], 'entries', 1)
+  redis.call('HSET', KEYS[7], entry_field, cjson.encode({
+    n = n, player = pool.player, buy_in = pool.buy_in, fee = pool.fee, refunded = 0}))
+  redis.call('HSETNX', KEYS[7], 'terms', pool.buy_in .. ':' .. pool.fee)
+  redis.call('HINCRBY', KEYS[7], 'standing:' .. pool.player, 1)
+elseif pool and pool.action == 'refund' then
+  local entry = cjson.decode(redis.call('HGET', KEYS[7], entry_field))
+  entry.refunded = 1
+  redis.call('HSET', KEYS[7], entry_field, cjson.encode(entry))
+  redis.call('HINCRBY', KEYS[7], 'standing:' .. pool.player, -1)
+elseif pool and pool.action == 'prize' then
+  local n = redis.call('HINCRBY', KEYS[7], 'prizes', 1)
+  redis.call('HSET', KEYS[7], 'prize:' .. pool.ref, cjson.encode({
+    n = n, player = pool.player, amount = pool.amount, place = pool.place}))
 end
 for _, rule in ipairs(plan.seats) do
   if rule.action == 'claim' then

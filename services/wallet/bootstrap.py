@@ -40,6 +40,7 @@ def build_deps(settings: Settings) -> WalletDeps:
     metrics = Metrics()
     return WalletDeps(
         app=WalletApp(store, table_services=settings.table_services,
+                      tournament_services=settings.tournament_services,
                       conflict_retries=settings.conflict_retries, metrics=metrics),
         store=store,
         verifier=TokenVerifier(settings.auth_keys, audience="wallet"),

@@ -23,7 +23,9 @@ class Settings:
     ``redis://127.0.0.1:6379/0``; use the wallet ACL user's credentials),
     ``STUD_AUTH_PUBLIC_KEYS`` (required: the public key set, a JSON file or inline JSON; see
     ``studkit.auth``), ``WALLET_TABLE_SERVICES`` (comma-separated service names allowed to buy
-    in, settle and cash out; ``table``), ``LOG_LEVEL`` (``INFO``), ``WALLET_SHUTDOWN_GRACE``
+    in, settle and cash out; ``table``), ``WALLET_TOURNAMENT_SERVICES`` (comma-separated
+    service names allowed to enter players into tournaments, refund entries and pay prizes;
+    ``tournament``), ``LOG_LEVEL`` (``INFO``), ``WALLET_SHUTDOWN_GRACE``
     (seconds, ``5``), ``WALLET_CONFLICT_RETRIES`` (``5``), ``METRICS_PORT`` (Prometheus
     ``/metrics`` over HTTP, ``9103``; ``0`` serves none). The wallet calls no other service,
     so it holds no private key.
@@ -33,6 +35,7 @@ class Settings:
     redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
     auth_keys: KeySet
     table_services: tuple[str, ...] = ("table",)
+    tournament_services: tuple[str, ...] = ("tournament",)
     log_level: str = "INFO"
     shutdown_grace_s: float = 5.0
     conflict_retries: int = 5
@@ -49,6 +52,7 @@ class Settings:
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
             auth_keys=key_set_from_env(env),
             table_services=service_names(env, "WALLET_TABLE_SERVICES", "table"),
+            tournament_services=service_names(env, "WALLET_TOURNAMENT_SERVICES", "tournament"),
             log_level=env.get("LOG_LEVEL", "INFO"),
             shutdown_grace_s=float(env.get("WALLET_SHUTDOWN_GRACE", "5")),
             conflict_retries=int(env.get("WALLET_CONFLICT_RETRIES", "5")),

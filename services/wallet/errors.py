@@ -8,7 +8,13 @@ from typing import Final
 import grpc
 
 from studkit.grpc_server import BASE_ERRORS, ErrorTable
-from wallet.ledger import InsufficientFunds, InvalidTransaction, SeatUnavailable
+from wallet.ledger import (
+    InsufficientFunds,
+    InvalidTransaction,
+    PoolUnavailable,
+    SeatUnavailable,
+    UnknownEntry,
+)
 from wallet.store import BalanceChanged, BalanceLimit, IdempotencyKeyReused, UnknownAccount
 
 WALLET_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(
@@ -18,6 +24,9 @@ WALLET_ERRORS: Final[ErrorTable] = BASE_ERRORS.extend(
         # Valid, but not now: short balance or escrow, seat held for someone else.
         InsufficientFunds: grpc.StatusCode.FAILED_PRECONDITION,
         SeatUnavailable: grpc.StatusCode.FAILED_PRECONDITION,
+        # A tournament pool's record forbids it: entry taken or refunded, other terms.
+        PoolUnavailable: grpc.StatusCode.FAILED_PRECONDITION,
+        UnknownEntry: grpc.StatusCode.NOT_FOUND,
         BalanceLimit: grpc.StatusCode.FAILED_PRECONDITION,
         UnknownAccount: grpc.StatusCode.NOT_FOUND,
         # Same idempotency key (or hand id), different payload.

@@ -2,9 +2,14 @@
 
 ``decide(command, view)`` turns a command into a :class:`Transaction`: balanced postings (they
 sum to zero) plus the guards the store must check atomically before applying them (a balance
-at least / exactly some amount, seat holders, accounts that must exist). ``evolve`` applies
-postings to balances and ``replay`` folds a ledger back into balances. The sum over all
-accounts, the external (bank) and house accounts included, is always zero.
+at least / exactly some amount, seat holders, a tournament pool's record, accounts that must
+exist); the values are :mod:`wallet.transaction`'s. ``evolve`` applies postings to balances
+and ``replay`` folds a ledger back into balances. The sum over all accounts, the external
+(bank), house and tournament pool accounts included, is always zero.
+
+Tournaments: an entry pays its buy-in into the tournament's own pool account and its fee to
+the house; a refund gives back what the entry paid (read from the pool); a prize is paid from
+the pool. The pool's record is checked by :mod:`wallet.pools` (and ``apply.lua``).
 
 Rake: the rules' own (RULES 2.4, :func:`rules.rake.rake_due`): one rule, one place.
 """
@@ -14,8 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum, unique
+from dataclasses import asdict, dataclass
 from typing import Final, assert_never
 
 from rules.config import BASIS_POINTS as RULES_BASIS_POINTS
@@ -28,20 +32,35 @@ from wallet.model import (
     HOUSE,
     MAX_AMOUNT,
     MAX_SEAT,
-    AccountId,
     BuyIn,
     CashOut,
     Command,
     Deposit,
+    EnterTournament,
+    PayPrize,
     RakePolicy,
+    RefundEntry,
     SettleHand,
     TxKind,
     Withdraw,
     player_account,
+    pool_account,
     seat_account,
 )
+from wallet.transaction import EMPTY_VIEW as EMPTY_VIEW
+from wallet.transaction import Guard as Guard
+from wallet.transaction import GuardOp as GuardOp
+from wallet.transaction import LedgerView as LedgerView
+from wallet.transaction import PoolAction as PoolAction
+from wallet.transaction import PoolRule as PoolRule
+from wallet.transaction import Posting as Posting
+from wallet.transaction import SeatAction as SeatAction
+from wallet.transaction import SeatRule as SeatRule
+from wallet.transaction import Transaction as Transaction
 
 BASIS_POINTS: Final = RULES_BASIS_POINTS
+MAX_PLACE: Final = 100_000
+"""The last place a prize may name."""
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -77,95 +96,19 @@ class SeatUnavailable(LedgerError):
     """Raised when a seat is held for another player (``seat_taken``) or not held for the
     named player (``seat_not_held``)."""
 
-# --- transactions ---------------------------------------------------------------------------
+
+class UnknownEntry(LedgerError):
+    """Raised when a refund names an entry the tournament never had."""
+
+    def __init__(self, tournament_id: str, entry_id: str) -> None:
+        super().__init__("unknown_entry", f"tournament {tournament_id} has no entry {entry_id}")
 
 
-@dataclass(frozen=True, slots=True)
-class Posting:
-    """A signed change of one account: positive adds to it, negative takes from it."""
-
-    account: AccountId
-    amount: int
-
-
-@unique
-class GuardOp(StrEnum):
-    """How a guard compares an account's balance before the transaction."""
-
-    AT_LEAST = "at_least"
-    EXACTLY = "exactly"
-
-
-@dataclass(frozen=True, slots=True)
-class Guard:
-    """A condition on an account's balance before the transaction. ``AT_LEAST`` failing is
-    :class:`InsufficientFunds`; ``EXACTLY`` failing means the balance moved since it was read
-    (the caller re-reads and decides again)."""
-
-    account: AccountId
-    op: GuardOp
-    value: int
-
-
-@unique
-class SeatAction(StrEnum):
-    """What a transaction does to a seat's holder."""
-
-    CLAIM = "claim"
-    """Take the seat for the player unless another player holds it."""
-    CHECK = "check"
-    """The player must hold the seat."""
-    RELEASE = "release"
-    """The player must hold the seat; free it."""
-
-
-@dataclass(frozen=True, slots=True)
-class SeatRule:
-    """A seat-holder condition (and effect) of a transaction."""
-
-    action: SeatAction
-    seat: int
-    player_id: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Transaction:
-    """A balanced set of postings plus what the store checks before applying them."""
-
-    kind: TxKind
-    scope: str
-    """Idempotency scope: one transaction per scope, ever."""
-    fingerprint: str
-    """Digest of the command; a retry under the same scope must match it."""
-    postings: tuple[Posting, ...]
-    guards: tuple[Guard, ...] = ()
-    players: tuple[str, ...] = ()
-    """Player accounts that must exist."""
-    seats: tuple[SeatRule, ...] = ()
-    table_id: str = ""
-    hand_id: str = ""
-    report: tuple[AccountId, ...] = ()
-    """Accounts whose balances after the transaction make up its outcome."""
-    amount: int = 0
-    """The amount moved, recorded in the outcome (what a cash-out paid back)."""
-
-    def __post_init__(self) -> None:
-        if sum(p.amount for p in self.postings) != 0:
-            raise AssertionError(f"unbalanced postings {self.postings}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerView:
-    """What ``decide`` may know of the current state: balances read by the shell."""
-
-    balances: Mapping[str, int] = field(default_factory=dict)
-
-    def balance(self, account: AccountId) -> int:
-        """The balance of ``account`` (zero if never touched)."""
-        return self.balances.get(account.key, 0)
-
-
-EMPTY_VIEW: Final = LedgerView()
+class PoolUnavailable(LedgerError):
+    """Raised when a tournament pool's record forbids the movement: ``entry_exists`` (the
+    entry id is taken), ``terms_mismatch`` (not the tournament's buy-in and fee),
+    ``entry_refunded``, ``entry_of_another_player``, ``not_entered`` (a prize for a player
+    without a standing entry)."""
 
 # --- decide ---------------------------------------------------------------------------------
 
@@ -226,7 +169,8 @@ def check_rake_policy(policy: RakePolicy) -> RakePolicy:
 
 def decide(command: Command, view: LedgerView = EMPTY_VIEW) -> Transaction:
     """The transaction for ``command``, or :class:`InvalidTransaction`. ``view`` matters only
-    for :class:`CashOut`, which moves the seat's escrow as read (guarded to be unchanged)."""
+    for :class:`CashOut`, which moves the seat's escrow as read (guarded to be unchanged),
+    and :class:`RefundEntry`, which gives back what ``view.entry`` paid."""
     match command:
         case Deposit():
             return _decide_deposit(command)
@@ -238,6 +182,12 @@ def decide(command: Command, view: LedgerView = EMPTY_VIEW) -> Transaction:
             return _decide_settle_hand(command)
         case CashOut():
             return _decide_cash_out(command, view)
+        case EnterTournament():
+            return _decide_enter(command)
+        case RefundEntry():
+            return _decide_refund(command, view)
+        case PayPrize():
+            return _decide_prize(command)
         case _:
             assert_never(command)
 
@@ -355,6 +305,79 @@ def _decide_cash_out(command: CashOut, view: LedgerView) -> Transaction:
         amount=amount,
     )
 
+def _decide_enter(command: EnterTournament) -> Transaction:
+    buy_in = _amount(command.buy_in, "buy_in", positive=True)
+    fee = _amount(command.fee, "fee", positive=False)
+    total = _amount(buy_in + fee, "buy_in + fee", positive=True)
+    player, pool = player_account(command.player_id), pool_account(command.tournament_id)
+    postings = [Posting(player, -total), Posting(pool, buy_in)]
+    if fee:
+        postings.append(Posting(HOUSE, fee))
+    return Transaction(
+        kind=TxKind.TOURNAMENT_ENTRY,
+        scope=f"entry:{command.tournament_id}:{command.idempotency_key}",
+        fingerprint=fingerprint(command),
+        postings=tuple(postings),
+        guards=(Guard(player, GuardOp.AT_LEAST, total),),
+        players=(command.player_id,),
+        pool=PoolRule(action=PoolAction.ENTER, tournament_id=command.tournament_id,
+                      ref=command.entry_id, player_id=command.player_id, buy_in=buy_in,
+                      fee=fee),
+        report=(player, pool),
+        amount=total,
+    )
+
+
+def _decide_refund(command: RefundEntry, view: LedgerView) -> Transaction:
+    """Gives back the entry's buy-in and fee as the pool records them (``view.entry``). An
+    entry already refunded still decides (the store answers a retry with its outcome, or
+    refuses)."""
+    entry = view.entry
+    if entry is None or entry.entry_id != command.entry_id:
+        raise UnknownEntry(command.tournament_id, command.entry_id)
+    if entry.player_id != command.player_id:
+        raise PoolUnavailable("entry_of_another_player",
+                              f"entry {entry.entry_id} is not {command.player_id}'s")
+    player, pool = player_account(command.player_id), pool_account(command.tournament_id)
+    postings = [Posting(pool, -entry.buy_in), Posting(player, entry.buy_in + entry.fee)]
+    guards = [Guard(pool, GuardOp.AT_LEAST, entry.buy_in)]
+    if entry.fee:
+        postings.append(Posting(HOUSE, -entry.fee))
+        guards.append(Guard(HOUSE, GuardOp.AT_LEAST, entry.fee))
+    return Transaction(
+        kind=TxKind.ENTRY_REFUND,
+        scope=f"refund:{command.tournament_id}:{command.idempotency_key}",
+        fingerprint=fingerprint(command),
+        postings=tuple(postings),
+        guards=tuple(guards),
+        players=(command.player_id,),
+        pool=PoolRule(action=PoolAction.REFUND, tournament_id=command.tournament_id,
+                      ref=entry.entry_id, player_id=command.player_id, buy_in=entry.buy_in,
+                      fee=entry.fee),
+        report=(player, pool),
+        amount=entry.buy_in + entry.fee,
+    )
+
+
+def _decide_prize(command: PayPrize) -> Transaction:
+    amount = _amount(command.amount, "amount", positive=True)
+    if not 1 <= command.place <= MAX_PLACE:
+        raise InvalidTransaction("place", "place_out_of_range", f"must be 1..{MAX_PLACE}")
+    player, pool = player_account(command.player_id), pool_account(command.tournament_id)
+    return Transaction(
+        kind=TxKind.PRIZE,
+        scope=f"prize:{command.tournament_id}:{command.idempotency_key}",
+        fingerprint=fingerprint(command),
+        postings=(Posting(pool, -amount), Posting(player, amount)),
+        guards=(Guard(pool, GuardOp.AT_LEAST, amount),),
+        players=(command.player_id,),
+        pool=PoolRule(action=PoolAction.PRIZE, tournament_id=command.tournament_id,
+                      ref=command.idempotency_key, player_id=command.player_id,
+                      amount=amount, place=command.place),
+        report=(player, pool),
+        amount=amount,
+    )
+
 # --- evolve and replay ----------------------------------------------------------------------
 
 
@@ -389,6 +412,7 @@ class LedgerEntry:
     postings: tuple[Posting, ...]
     table_id: str = ""
     hand_id: str = ""
+    pool: PoolRule | None = None
 
 
 def replay(entries: Iterable[LedgerEntry]) -> dict[str, int]:
@@ -397,3 +421,4 @@ def replay(entries: Iterable[LedgerEntry]) -> dict[str, int]:
     for entry in entries:
         balances = evolve(balances, entry.postings)
     return {key: value for key, value in balances.items() if value != 0}
+

@@ -20,14 +20,19 @@ from wallet.model import (
     BuyIn,
     CashOut,
     Deposit,
+    EnterTournament,
+    PayPrize,
+    Pool,
     RakePolicy,
     Reconciliation,
+    RefundEntry,
     SeatResult,
     SettleHand,
     StatementPage,
     TxKind,
     Withdraw,
     player_account,
+    pool_account,
     seat_account,
 )
 
@@ -45,6 +50,9 @@ _KINDS: Final = {
     TxKind.BUY_IN: pb.TRANSACTION_KIND_BUY_IN,
     TxKind.SETTLEMENT: pb.TRANSACTION_KIND_SETTLEMENT,
     TxKind.CASH_OUT: pb.TRANSACTION_KIND_CASH_OUT,
+    TxKind.TOURNAMENT_ENTRY: pb.TRANSACTION_KIND_TOURNAMENT_ENTRY,
+    TxKind.ENTRY_REFUND: pb.TRANSACTION_KIND_ENTRY_REFUND,
+    TxKind.PRIZE: pb.TRANSACTION_KIND_PRIZE,
 }
 
 
@@ -111,8 +119,11 @@ def account_from_proto(ref: pb.AccountRef, field: str = "account") -> AccountId:
             if ref.system not in _SYSTEM:
                 raise BadRequest(f"{field}.system", "unspecified system account")
             return _SYSTEM[ref.system]
+        case "tournament_pool":
+            return pool_account(ident(ref.tournament_pool, f"{field}.tournament_pool"))
         case _:
-            raise BadRequest(field, "name a player, a seat or a system account")
+            raise BadRequest(field, "name a player, a seat, a tournament pool or a system "
+                             "account")
 
 
 def account_to_proto(account: AccountId) -> pb.AccountRef:
@@ -122,6 +133,8 @@ def account_to_proto(account: AccountId) -> pb.AccountRef:
             return pb.AccountRef(player_id=account.player_id)
         case AccountKind.SEAT:
             return pb.AccountRef(seat=pb.SeatAccount(table_id=account.table_id, seat=account.seat))
+        case AccountKind.POOL:
+            return pb.AccountRef(tournament_pool=account.tournament_id)
         case AccountKind.HOUSE:
             return pb.AccountRef(system=pb.SYSTEM_ACCOUNT_HOUSE)
         case AccountKind.EXTERNAL:
@@ -192,6 +205,39 @@ def cash_out_from_proto(request: pb.CashOutRequest) -> CashOut:
         table_id=ident(request.table_id, "table_id"),
         seat=request.seat,
         player_id=ident(request.player_id, "player_id"),
+        idempotency_key=command_key(request),
+    )
+
+
+def enter_tournament_from_proto(request: pb.EnterTournamentRequest) -> EnterTournament:
+    """A tournament entry."""
+    return EnterTournament(
+        player_id=ident(request.player_id, "player_id"),
+        tournament_id=ident(request.tournament_id, "tournament_id"),
+        entry_id=ident(request.entry_id, "entry_id"),
+        buy_in=request.buy_in,
+        fee=request.fee,
+        idempotency_key=command_key(request),
+    )
+
+
+def refund_entry_from_proto(request: pb.RefundEntryRequest) -> RefundEntry:
+    """A refund of one tournament entry."""
+    return RefundEntry(
+        player_id=ident(request.player_id, "player_id"),
+        tournament_id=ident(request.tournament_id, "tournament_id"),
+        entry_id=ident(request.entry_id, "entry_id"),
+        idempotency_key=command_key(request),
+    )
+
+
+def pay_prize_from_proto(request: pb.PayPrizeRequest) -> PayPrize:
+    """A prize payment."""
+    return PayPrize(
+        player_id=ident(request.player_id, "player_id"),
+        tournament_id=ident(request.tournament_id, "tournament_id"),
+        amount=request.amount,
+        place=request.place,
         idempotency_key=command_key(request),
     )
 
@@ -269,6 +315,7 @@ def statement_to_proto(page: StatementPage) -> pb.GetStatementResponse:
                 table_id=line.table_id,
                 hand_id=line.hand_id,
                 hand_number=hand_number_of(line.hand_id),
+                tournament_id=line.tournament_id,
             )
             for line in page.lines
         ],
@@ -287,4 +334,52 @@ def reconciliation_to_proto(reconciliation: Reconciliation) -> pb.ReconcileRespo
         total=reconciliation.total,
         last_hand_id=reconciliation.last_hand_id,
         last_hand_number=hand_number_of(reconciliation.last_hand_id),
+    )
+
+
+def enter_tournament_to_proto(command: EnterTournament,
+                              applied: Applied) -> pb.EnterTournamentResponse:
+    """The reply to a tournament entry."""
+    return pb.EnterTournamentResponse(
+        transaction_id=applied.transaction_id,
+        player_balance=applied.balance(player_account(command.player_id)),
+        pool_balance=applied.balance(pool_account(command.tournament_id)),
+        replayed=applied.replayed,
+    )
+
+
+def refund_entry_to_proto(command: RefundEntry, applied: Applied) -> pb.RefundEntryResponse:
+    """The reply to a refund: what went back (buy-in plus fee)."""
+    return pb.RefundEntryResponse(
+        transaction_id=applied.transaction_id,
+        amount=applied.amount,
+        player_balance=applied.balance(player_account(command.player_id)),
+        pool_balance=applied.balance(pool_account(command.tournament_id)),
+        replayed=applied.replayed,
+    )
+
+
+def pay_prize_to_proto(command: PayPrize, applied: Applied) -> pb.PayPrizeResponse:
+    """The reply to a prize payment."""
+    return pb.PayPrizeResponse(
+        transaction_id=applied.transaction_id,
+        player_balance=applied.balance(player_account(command.player_id)),
+        pool_balance=applied.balance(pool_account(command.tournament_id)),
+        replayed=applied.replayed,
+    )
+
+
+def pool_to_proto(pool: Pool) -> pb.GetPoolResponse:
+    """A tournament pool on the wire."""
+    return pb.GetPoolResponse(
+        tournament_id=pool.tournament_id,
+        balance=pool.balance,
+        entries=[pb.PoolEntry(entry_id=e.entry_id, player_id=e.player_id, buy_in=e.buy_in,
+                              fee=e.fee, refunded=e.refunded) for e in pool.entries],
+        prizes=[pb.PoolPrize(idempotency_key=p.key, player_id=p.player_id, amount=p.amount,
+                             place=p.place) for p in pool.prizes],
+        buy_ins=pool.buy_ins,
+        fees=pool.fees,
+        refunded=pool.refunded,
+        prizes_paid=pool.prizes_paid,
     )

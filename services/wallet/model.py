@@ -20,10 +20,12 @@ MAX_SEAT: Final = 8
 
 @unique
 class AccountKind(StrEnum):
-    """The four kinds of account."""
+    """The five kinds of account."""
 
     PLAYER = "player"
     SEAT = "seat"
+    POOL = "pool"
+    """A tournament's prize pool: its buy-ins, paid out as its prizes."""
     HOUSE = "house"
     EXTERNAL = "external"
 
@@ -36,15 +38,19 @@ class AccountId:
     player_id: str = ""
     table_id: str = ""
     seat: int = 0
+    tournament_id: str = ""
 
     @property
     def key(self) -> str:
-        """``player:<id>``, ``seat:<table>:<seat>``, ``house`` or ``external``."""
+        """``player:<id>``, ``seat:<table>:<seat>``, ``pool:<tournament>``, ``house`` or
+        ``external``."""
         match self.kind:
             case AccountKind.PLAYER:
                 return f"player:{self.player_id}"
             case AccountKind.SEAT:
                 return f"seat:{self.table_id}:{self.seat}"
+            case AccountKind.POOL:
+                return f"pool:{self.tournament_id}"
             case AccountKind.HOUSE | AccountKind.EXTERNAL:
                 return self.kind.value
             case _:
@@ -69,6 +75,8 @@ class AccountId:
             case AccountKind.SEAT:
                 table_id, _, seat = rest.rpartition(":")
                 return seat_account(table_id, int(seat))
+            case AccountKind.POOL:
+                return pool_account(rest)
             case AccountKind.HOUSE:
                 return HOUSE
             case AccountKind.EXTERNAL:
@@ -83,6 +91,11 @@ def player_account(player_id: str) -> AccountId:
 def seat_account(table_id: str, seat: int) -> AccountId:
     """The escrow account of a table seat."""
     return AccountId(kind=AccountKind.SEAT, table_id=table_id, seat=seat)
+
+
+def pool_account(tournament_id: str) -> AccountId:
+    """The prize-pool account of a tournament."""
+    return AccountId(kind=AccountKind.POOL, tournament_id=tournament_id)
 
 
 HOUSE: Final = AccountId(kind=AccountKind.HOUSE)
@@ -164,7 +177,42 @@ class CashOut:
     idempotency_key: str
 
 
-Command = Deposit | Withdraw | BuyIn | SettleHand | CashOut
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnterTournament:
+    """A player's entry into a tournament: ``buy_in`` from their account to the tournament's
+    pool, ``fee`` to the house. ``entry_id`` names the entry (a re-entry is a new one)."""
+
+    player_id: str
+    tournament_id: str
+    entry_id: str
+    buy_in: int
+    fee: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefundEntry:
+    """Give back what one entry paid: its buy-in from the pool, its fee from the house."""
+
+    player_id: str
+    tournament_id: str
+    entry_id: str
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PayPrize:
+    """Pay ``amount`` of a tournament's pool to a player who entered it, for ``place``."""
+
+    player_id: str
+    tournament_id: str
+    amount: int
+    place: int
+    idempotency_key: str
+
+
+Command = (Deposit | Withdraw | BuyIn | SettleHand | CashOut | EnterTournament | RefundEntry
+           | PayPrize)
 
 # --- read models ----------------------------------------------------------------------------
 
@@ -178,6 +226,9 @@ class TxKind(StrEnum):
     BUY_IN = "buy_in"
     SETTLEMENT = "settlement"
     CASH_OUT = "cash_out"
+    TOURNAMENT_ENTRY = "tournament_entry"
+    ENTRY_REFUND = "entry_refund"
+    PRIZE = "prize"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +243,7 @@ class StatementLine:
     recorded_at_ms: int
     table_id: str = ""
     hand_id: str = ""
+    tournament_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,6 +275,67 @@ class Reconciliation:
     def total(self) -> int:
         """Sum of the seats' escrows."""
         return sum(s.balance for s in self.seats)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolEntry:
+    """One entry of a tournament as its pool records it: who paid what, and whether it was
+    refunded."""
+
+    entry_id: str
+    player_id: str
+    buy_in: int
+    fee: int
+    refunded: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolPrize:
+    """One prize paid from a tournament's pool (``key``: the payment's idempotency key)."""
+
+    key: str
+    player_id: str
+    amount: int
+    place: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pool:
+    """A tournament's prize pool: its balance, its entries (in the order made) and prizes.
+    Always ``balance == buy_ins - refunded - prizes_paid``."""
+
+    tournament_id: str
+    balance: int = 0
+    entries: tuple[PoolEntry, ...] = ()
+    prizes: tuple[PoolPrize, ...] = ()
+
+    def entry(self, entry_id: str) -> PoolEntry | None:
+        """The entry ``entry_id``, or None if it was never made."""
+        return next((e for e in self.entries if e.entry_id == entry_id), None)
+
+    def entered(self, player_id: str) -> int:
+        """How many of ``player_id``'s entries stand (are not refunded)."""
+        return sum(1 for e in self.entries if e.player_id == player_id and not e.refunded)
+
+    @property
+    def buy_ins(self) -> int:
+        """Every buy-in ever paid in."""
+        return sum(e.buy_in for e in self.entries)
+
+    @property
+    def fees(self) -> int:
+        """The fees of the entries that stand (refunded fees went back)."""
+        return sum(e.fee for e in self.entries if not e.refunded)
+
+    @property
+    def refunded(self) -> int:
+        """The buy-ins given back."""
+        return sum(e.buy_in for e in self.entries if e.refunded)
+
+    @property
+    def prizes_paid(self) -> int:
+        """Every prize paid out."""
+        return sum(p.amount for p in self.prizes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -90,6 +90,34 @@ class WalletServicer(pb_grpc.WalletServiceServicer):
         return mapping.reconciliation_to_proto(reconciliation)
 
 
+    async def EnterTournament(
+        self, request: pb.EnterTournamentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EnterTournamentResponse:
+        command = mapping.enter_tournament_from_proto(request)
+        applied = await self._app.enter_tournament(current_principal(), command)
+        return mapping.enter_tournament_to_proto(command, applied)
+
+    async def RefundEntry(
+        self, request: pb.RefundEntryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RefundEntryResponse:
+        command = mapping.refund_entry_from_proto(request)
+        applied = await self._app.refund_entry(current_principal(), command)
+        return mapping.refund_entry_to_proto(command, applied)
+
+    async def PayPrize(
+        self, request: pb.PayPrizeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PayPrizeResponse:
+        command = mapping.pay_prize_from_proto(request)
+        applied = await self._app.pay_prize(current_principal(), command)
+        return mapping.pay_prize_to_proto(command, applied)
+
+    async def GetPool(
+        self, request: pb.GetPoolRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetPoolResponse:
+        tournament_id = mapping.ident(request.tournament_id, "tournament_id")
+        return mapping.pool_to_proto(await self._app.pool(current_principal(), tournament_id))
+
+
 def create_server(settings: Settings, deps: WalletDeps) -> tuple[GrpcServer, int]:
     """The wallet server bound to ``settings.addr`` (not started) and its port; calls are
     counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``)."""

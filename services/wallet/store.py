@@ -4,8 +4,10 @@ Keys (all under ``stud:wallet:{wallet}:``, the wallet user's ACL prefix and the 
 Cluster hash tag, so ``apply.lua`` runs in one slot): the ledger stream ``ledger``
 (one entry per transaction, the truth), ``balances`` (a projection: account -> balance),
 ``idempotency`` (scope -> fingerprint and outcome), ``accounts`` (player id -> created ms),
-``seats:<table>`` (seat -> player it is held for), ``last_hand`` (table -> last settled hand)
-and ``postings:<account>`` (one stream per account: its statement). ``apply.lua`` appends a
+``seats:<table>`` (seat -> player it is held for), ``last_hand`` (table -> last settled hand),
+``pool:<tournament>`` (a tournament pool's entries and prizes, see ``apply.lua``) and
+``postings:<account>`` (one stream per account: its statement). Every projection can be
+rebuilt from the ledger (``ledger.replay``, ``pools.replay_pool``). ``apply.lua`` appends a
 transaction and updates every projection in one script, so they never disagree. Keys of the
 layout before the hash tag (``stud:wallet:<name>``) are renamed at start by
 :meth:`WalletStore.adopt_legacy_keys`.
@@ -25,9 +27,11 @@ from studkit.redis_client import Client, connect, is_cluster
 from wallet.ledger import (
     InsufficientFunds,
     LedgerEntry,
+    PoolUnavailable,
     Posting,
     SeatUnavailable,
     Transaction,
+    UnknownEntry,
 )
 from wallet.model import (
     MAX_SEAT,
@@ -35,12 +39,17 @@ from wallet.model import (
     AccountKind,
     Applied,
     EscrowBalance,
+    Pool,
+    PoolEntry,
+    PoolPrize,
     Reconciliation,
     StatementLine,
     StatementPage,
     TxKind,
+    pool_account,
     seat_account,
 )
+from wallet.transaction import PoolAction, PoolRule
 
 LEDGER: Final = wallet_key("ledger")
 BALANCES: Final = wallet_key("balances")
@@ -49,6 +58,8 @@ ACCOUNTS: Final = wallet_key("accounts")
 LAST_HAND: Final = wallet_key("last_hand")
 NO_TABLE_SEATS: Final = wallet_key("seats")
 """Stands in for KEYS[5] when a transaction touches no table (never written)."""
+NO_POOL: Final = wallet_key("pool")
+"""Stands in for KEYS[7] when a transaction touches no tournament pool (never written)."""
 
 StreamRows = list[tuple[str, dict[str, str]]]
 
@@ -77,6 +88,11 @@ _FIXED: Final = ("accounts", "ledger", "balances", "idempotency", "last_hand")
 def seats_key(table_id: str) -> str:
     """Hash of one table's seat holders."""
     return wallet_key(f"seats:{table_id}")
+
+
+def pool_key(tournament_id: str) -> str:
+    """Hash of one tournament pool's entries and prizes."""
+    return wallet_key(f"pool:{tournament_id}")
 
 
 def postings_key(account: AccountId) -> str:
@@ -114,9 +130,24 @@ def _str(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _pool_rule(rule: PoolRule) -> dict[str, str]:
+    return {"action": rule.action.value, "tournament": rule.tournament_id, "ref": rule.ref,
+            "player": rule.player_id, "buy_in": str(rule.buy_in), "fee": str(rule.fee),
+            "amount": str(rule.amount), "place": str(rule.place)}
+
+
+def _parse_pool_rule(record: Mapping[str, str]) -> PoolRule:
+    return PoolRule(action=PoolAction(record["action"]), tournament_id=record["tournament"],
+                    ref=record["ref"], player_id=record["player"], buy_in=int(record["buy_in"]),
+                    fee=int(record["fee"]), amount=int(record["amount"]),
+                    place=int(record["place"]))
+
+
 def _plan(transaction: Transaction) -> str:
+    pool = {"pool": _pool_rule(transaction.pool)} if transaction.pool is not None else {}
     return json.dumps(
         {
+            **pool,
             "kind": transaction.kind.value,
             "table_id": transaction.table_id,
             "hand_id": transaction.hand_id,
@@ -140,12 +171,14 @@ def _plan(transaction: Transaction) -> str:
 
 
 def _record(transaction: Transaction) -> str:
+    pool = {"pool": _pool_rule(transaction.pool)} if transaction.pool is not None else {}
     return json.dumps(
         {
             "kind": transaction.kind.value,
             "postings": [[p.account.key, p.amount] for p in transaction.postings],
             "table_id": transaction.table_id,
             "hand_id": transaction.hand_id,
+            **pool,
         },
         separators=(",", ":"),
     )
@@ -159,7 +192,14 @@ def _entry(entry_id: str, fields: Mapping[str, str]) -> LedgerEntry:
         postings=tuple(Posting(AccountId.parse(k), int(v)) for k, v in record["postings"]),
         table_id=record["table_id"],
         hand_id=record["hand_id"],
+        pool=_parse_pool_rule(record["pool"]) if "pool" in record else None,
     )
+
+
+def _pool_entry(entry_id: str, value: str) -> PoolEntry:
+    e = json.loads(value)
+    return PoolEntry(entry_id=entry_id, player_id=e["player"], buy_in=int(e["buy_in"]),
+                     fee=int(e["fee"]), refunded=e["refunded"] == 1)
 
 
 def _refusal(reason: str, detail: str) -> Exception:
@@ -176,6 +216,12 @@ def _refusal(reason: str, detail: str) -> Exception:
             return BalanceChanged(f"{detail} moved while the request was decided")
         case "balance_limit":
             return BalanceLimit(f"{detail} would exceed the balance range")
+        case "unknown_entry":
+            tournament_id, _, entry_id = detail.partition(":")
+            return UnknownEntry(tournament_id, entry_id)
+        case ("entry_exists" | "terms_mismatch" | "entry_of_another_player" | "entry_refunded"
+              | "not_entered"):
+            return PoolUnavailable(reason, detail)
         case _:
             return RuntimeError(f"unexpected refusal from apply.lua: {reason} {detail}")
 
@@ -233,7 +279,8 @@ class WalletStore:
         """Apply ``transaction`` once per scope, atomically; a retry of an applied scope
         returns the original outcome with ``replayed`` set. Raises the refusal otherwise."""
         table_seats = seats_key(transaction.table_id) if transaction.table_id else NO_TABLE_SEATS
-        keys = [LEDGER, BALANCES, IDEMPOTENCY, ACCOUNTS, table_seats, LAST_HAND]
+        pool = pool_key(transaction.pool.tournament_id) if transaction.pool else NO_POOL
+        keys = [LEDGER, BALANCES, IDEMPOTENCY, ACCOUNTS, table_seats, LAST_HAND, pool]
         keys += [postings_key(p.account) for p in transaction.postings]
         args = [
             transaction.scope,
@@ -294,6 +341,7 @@ class WalletStore:
                 recorded_at_ms=int(posting_id.split("-", 1)[0]),
                 table_id=f.get("table_id", ""),
                 hand_id=f.get("hand_id", ""),
+                tournament_id=f.get("tournament_id", ""),
             )
             for posting_id, f in page
         )
@@ -318,6 +366,33 @@ class WalletStore:
             ),
             last_hand_id=last_hand or "",
         )
+
+    async def pool_entry(self, tournament_id: str, entry_id: str) -> PoolEntry | None:
+        """One entry of a tournament as its pool records it, or None (one field read: a
+        refund costs the same in a field of ten thousand)."""
+        value = await self._redis.hget(pool_key(tournament_id), f"entry:{entry_id}")
+        return _pool_entry(entry_id, _str(value)) if value is not None else None
+
+    async def pool(self, tournament_id: str) -> Pool:
+        """A tournament pool's balance, entries and prizes, read in one MULTI."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(pool_key(tournament_id))
+            pipe.hget(BALANCES, pool_account(tournament_id).key)
+            raw, balance = await pipe.execute()
+        entries: list[tuple[int, PoolEntry]] = []
+        prizes: list[tuple[int, PoolPrize]] = []
+        for name, value in cast(dict[str, str], raw).items():
+            kind, _, ref = name.partition(":")
+            if kind == "entry":
+                entries.append((int(json.loads(value)["n"]), _pool_entry(ref, value)))
+            elif kind == "prize":
+                p = json.loads(value)
+                prizes.append((int(p["n"]), PoolPrize(
+                    key=ref, player_id=p["player"], amount=int(p["amount"]),
+                    place=int(p["place"]))))
+        return Pool(tournament_id=tournament_id, balance=int(balance or 0),
+                    entries=tuple(e for _, e in sorted(entries, key=lambda item: item[0])),
+                    prizes=tuple(p for _, p in sorted(prizes, key=lambda item: item[0])))
 
     async def balances(self) -> dict[str, int]:
         """Every account's balance (the projection), zero balances dropped."""

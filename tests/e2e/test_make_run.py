@@ -6,17 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from studkit.auth import DevKeys
-from studkit.devrun import available_services
+from studtools.devkeys import DevKeys
+from studtools.devrun import available_services
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class TestDevRun:
     def test_every_service_starts_and_serves(self, tmp_path: Path) -> None:
-        """``python -m studkit.devrun --once`` starts Redis and each service, all SERVING."""
+        """``python -m studtools.devrun --once`` starts Redis and each service, all SERVING."""
         result = subprocess.run(
-            [sys.executable, "-m", "studkit.devrun", "--once", "--data-dir",
+            [sys.executable, "-m", "studtools.devrun", "--once", "--data-dir",
              str(tmp_path / "redis"), "--keys-dir", str(tmp_path / "keys")],
             capture_output=True, text=True, timeout=120, cwd=ROOT,
         )

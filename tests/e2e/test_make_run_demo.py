@@ -2,7 +2,7 @@
 the terminal, ``.run/env``, the services' logs in files, a stop that takes the demo too, the
 data kept across runs (hands go on from where they were) and ``make reset``.
 
-Each test runs ``python -m studkit.devrun`` in a scratch directory (its ``.run/`` is there) in
+Each test runs ``python -m studtools.devrun`` in a scratch directory (its ``.run/`` is there) in
 its own session, as a terminal's shell would, at a fast pace (bots think 20-50 ms, 200 ms
 between hands), and looks at it only from outside: its output, its files, signals, ``/proc``
 and the table service's gRPC API with a token minted from ``.run/keys``.
@@ -26,15 +26,18 @@ import grpc
 import pytest
 
 from stud.v1 import table_pb2, table_pb2_grpc
-from studkit.auth import DevKeys, Principal, Role
-from studkit.redis_server import lock_holder
+from studkit.auth import Principal, Role
+from studtools.devkeys import DevKeys
+from studtools.redis_server import lock_holder
 
 pytestmark = pytest.mark.e2e
 
 START_LIMIT_S = 90.0
 PLAY_LIMIT_S = 40.0
 STOP_LIMIT_S = 10.0
-FAST = {"STUD_DEMO_THINK": "0.02-0.05", "STUD_DEMO_HAND_DELAY_MS": "200"}
+FAST = {"STUD_DEMO_THINK": "0.02-0.05", "STUD_DEMO_HAND_DELAY_MS": "200",
+        "STUD_SITGO_LEVEL_S": "2"}
+SITGO_LIMIT_S = 150.0
 ACTION = re.compile(r"^\[demo\] Seat \d (brings in for|completes to|bets|raises to|calls|"
                     r"checks|folds)", re.MULTILINE)
 SUMMARY = re.compile(r"^\[demo\] Hand #\d+: Seat \d \(bot-\w+\) wins [\d,]+", re.MULTILINE)
@@ -79,7 +82,7 @@ class Launcher:
         self.log = self.cwd / f"devrun-{time.monotonic_ns()}.log"
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "studkit.devrun"], cwd=self.cwd, stdout=out,
+                [sys.executable, "-m", "studtools.devrun"], cwd=self.cwd, stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 env={**os.environ, **FAST})
 
@@ -232,6 +235,20 @@ class TestDemoRoom:
                 assert lines and all(ln.startswith("{") for ln in lines[:5]), name
             launcher.stop_and_check(signal.SIGHUP, whole_group=True)
 
+    def test_a_sit_and_go_of_bots_is_played_and_a_new_one_starts_when_it_ends(
+            self, tmp_path: Path) -> None:
+        """Beside the demo table, the tournament service runs a sit & go of bots to its
+        end (its prizes printed), then the next one; stopping make run stops it too."""
+        with make_run(tmp_path) as launcher:
+            out = eventually(lambda: launcher.output() if "[sitgo] sitgo-2: " in
+                             launcher.output() else None, SITGO_LIMIT_S, launcher.output)
+            over = next(ln for ln in out.splitlines() if ln.startswith("[sitgo] sitgo-1 over"))
+            assert re.fullmatch(r"\[sitgo\] sitgo-1 over: 1\. sitgo-bot-\d [\d,]+(, .+)?",
+                                over), over
+            assert "tournament " in out and "sitgo      sit & go" in out
+            assert any(b"studclient.sitgo" in _cmdline(pid) for pid in launcher.descendants())
+            launcher.stop_and_check(signal.SIGTERM, whole_group=False)
+
     def test_a_second_run_keeps_the_table_and_the_bots_play_on(self, tmp_path: Path) -> None:
         """Stopped by SIGTERM (the demo with it), run again: the table service rebuilds the
         demo table from its log, the bots are back in their seats and hands_started grows
@@ -255,7 +272,7 @@ class TestDemoRoom:
         """``make reset`` (``--reset``) refuses while a ``make run`` holds the data; once it
         stopped, it deletes ``.run/redis`` and ``.run/logs`` and keeps the keys."""
         def reset() -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "studkit.devrun", "--reset"],
+            return subprocess.run([sys.executable, "-m", "studtools.devrun", "--reset"],
                                   cwd=tmp_path, capture_output=True, text=True, timeout=60)
 
         with make_run(tmp_path) as launcher, lobby(launcher) as room:
@@ -280,7 +297,7 @@ class TestRedisRestart:
         AOF as ``default`` and refused them all while that user had no permissions."""
         import redis
 
-        from studkit.redis_server import RedisServer
+        from studtools.redis_server import RedisServer
 
         passwords = {"table": "pw-table"}
         with RedisServer(data_dir=tmp_path / "redis", passwords=passwords) as server:

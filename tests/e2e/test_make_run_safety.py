@@ -3,7 +3,7 @@ no one without credentials, nothing listens beyond loopback, a second launcher r
 data directory of a live one, and a hang-up, SIGTERM or Ctrl-C stops every process it
 started within 10 seconds.
 
-Each test runs ``python -m studkit.devrun`` in a scratch directory (its ``.run/`` is there)
+Each test runs ``python -m studtools.devrun`` in a scratch directory (its ``.run/`` is there)
 in its own session, as a terminal's shell would run a job, and drives it only from outside:
 signals, its output, ``/proc`` and TCP.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from studkit.redis_server import lock_holder
+from studtools.redis_server import lock_holder
 
 STOP_LIMIT_S = 10.0
 START_LIMIT_S = 120.0
@@ -56,7 +56,7 @@ class Launcher:
         self.log = self.cwd / f"devrun-{time.monotonic_ns()}.log"
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "studkit.devrun"], cwd=self.cwd, stdout=out,
+                [sys.executable, "-m", "studtools.devrun"], cwd=self.cwd, stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from rules import Card, RuleViolation, decide, fold, queries
+from rules import Card, RuleViolation, decide, evolve, fold, initial_state, queries
 from rules.commands import Command, RevealHands, Showdown, StartHand
 from rules.events import (
     EVENT_TYPES,
@@ -21,6 +21,7 @@ from rules.events import (
     HandMucked,
     HandShown,
     HandStarted,
+    PlayerSeated,
     PotAwarded,
 )
 from rules.queries import seats_to_deal
@@ -219,10 +220,11 @@ class Run:
         """No viewer's projection of the state holds another player's down card unless it
         was shown or exposed."""
         hand = self.table.hand
-        for viewer in self.viewers():
+        seated = [s.player_id for s in self.table.state.seats if s is not None]
+        for viewer in (None, "newcomer", *seated, *(p.player_id for p in hand.players)):
             seen = hand_for(hand, viewer)
             for p, q in zip(hand.players, seen.players, strict=True):
-                if p.seat == viewer or p.exposed or p.shown:
+                if p.player_id == viewer or p.exposed or p.shown:
                     assert q.down == p.down
                 else:
                     assert all(c is None for c in q.down)
@@ -288,15 +290,23 @@ class Run:
         assert not any(isinstance(e, DownCardDealt) and e.card for e in public)
 
     def check_viewer_logs(self) -> None:
-        """Each viewer's own log (every event as that viewer may see it) folds to what the
-        viewer may see of the table."""
-        for viewer in (None, *range(1, self.config.seats + 1)):
+        """Each player's own log (every event as that player may see it: a hand's events
+        as to the seat they held in it) folds to what the player may see of the table."""
+        seatings: list[dict[str, int]] = []
+        """Per event: the seat of each player dealt into the event's hand."""
+        state, current = initial_state(), dict[str, int]()
+        for e in self.table.events:
+            state = evolve(state, e)
+            if isinstance(e, HandStarted):
+                assert state.hand is not None
+                current = {p.player_id: p.seat for p in state.hand.players}
+            seatings.append(current)
+        players = {e.player_id for e in self.table.events if isinstance(e, PlayerSeated)}
+        for viewer in (None, "newcomer", *sorted(players)):
             own_log = []
-            current: tuple[int, ...] = ()
-            for e in self.table.events:
-                if isinstance(e, HandStarted):
-                    current = e.seats
-                own_log.append(event_for(e, viewer, viewer in current))
+            for e, seating in zip(self.table.events, seatings, strict=True):
+                seat = seating.get(viewer) if viewer is not None else None
+                own_log.append(event_for(e, seat, seat is not None))
             assert table_for(fold(own_log), viewer) == table_for(self.table.state, viewer)
 
 

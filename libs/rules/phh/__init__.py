@@ -4,6 +4,14 @@ TOML), :mod:`rules.phh.replay` with :mod:`rules.phh.table` and :mod:`rules.phh.v
 (replaying a hand through our rules) and :mod:`rules.phh.export` (writing our log as PHH).
 Their public names are importable from here."""
 
+# The compiled build (tools/compile_core.py, ``make compiled``) holds extension modules of
+# this package in a directory ahead of libs/ on sys.path (unless STUD_PURE=1): those come
+# first, and a module the build leaves pure is found here.
+import pkgutil as _pkgutil
+
+_everywhere: list[str] = _pkgutil.extend_path([], __name__)
+__path__ = [p for p in _everywhere if p not in __path__] + __path__
+
 from rules.phh.export import export_phh
 from rules.phh.format import (
     VARIANT,

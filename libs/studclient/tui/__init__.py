@@ -9,7 +9,8 @@ the dealer log; the last hand's history on demand. Keys: docs/play.md.
 Addresses and credentials come from the same environment variables as ``stud bots``
 (``STUD_TABLE_TARGET``, ``STUD_DEALER_TARGET``, ``STUD_WALLET_TARGET``, defaulting to
 ``make run``'s; ``STUD_ISSUER_KEY`` or make run's ``.run/keys/issuer.pem`` to mint the
-player's token, or ``STUD_PLAYER_TOKEN``), read from ``.run/env`` too when that file exists.
+player's token, or ``STUD_PLAYER_TOKEN``), read from ``.run/env`` too when that file exists
+(``stud`` loads it for every command: ``studtools.runenv``).
 
 The textual app itself lives in :mod:`studclient.tui.app` (imported only when ``stud play``
 runs) and its text in :mod:`studclient.tui.text`.

@@ -32,11 +32,17 @@ from studclient.client import Client
 from studclient.errors import StudError
 from studclient.tui import text as t
 from studclient.watch import TableWatch
+from studkit.cardcheck import Outcome, Verdict
 
+VERIFIED_MARK: Final = "✓"
+FAILED_MARK: Final = "⚠"
 SUIT_STYLES: Final = {"h": "bold red", "d": "bold blue", "c": "bold green", "s": "bold"}
 TICK_S: Final = 0.25
 LOG_KEEP: Final = 2000
 """Dealer log lines kept on screen."""
+QUIT_WAIT_S: Final = 10.0
+"""After ``q``, how long the LeaveSeat sent may take to be answered once the screen is gone
+(:meth:`PlayApp.wait_closed`) before the connection is closed anyway."""
 
 Funder = Callable[[Client, int], Awaitable[str | None]]
 """Makes sure the player's wallet holds ``amount`` (dev rooms: an operator deposit); returns
@@ -155,6 +161,10 @@ class PlayApp(App[None]):
         """What the player sat down with: ``t`` tops the stack up to it."""
         """The seat taken (0: none), as soon as the table said yes (before any view)."""
         self._styled: list[tuple[str, str]] = []
+        self._quitting: asyncio.Task[bool] | None = None
+        """The LeaveSeat sent by ``q``, still being answered while the app exits."""
+        self.verdicts: dict[int, Verdict] = {}
+        """Each hand's own check (docs/fairness.md), by hand number."""
 
     # --- layout ----------------------------------------------------------------------------
 
@@ -179,6 +189,11 @@ class PlayApp(App[None]):
         yield Footer()
 
     async def on_mount(self) -> None:
+        # Anchored: the dealer log stays scrolled to its newest line when lines are added
+        # and when it is resized (a redraw that makes the table taller shrinks the log; the
+        # scroll offset alone would then leave the newest lines below its bottom edge),
+        # until the player scrolls up to read back; scrolling to the bottom anchors it again.
+        self.query_one("#log", RichLog).anchor()
         self.set_interval(TICK_S, self._tick)
         self.run_worker(self._session(), name="session", exit_on_error=False)
 
@@ -198,8 +213,20 @@ class PlayApp(App[None]):
     async def on_unmount(self) -> None:
         if self.table_watch is not None:
             await self.table_watch.close()
-        if self.client is not None:
+        if self.client is not None and self._quitting is None:
             await self.client.close()
+        # else the LeaveSeat in flight needs the connection: wait_closed closes it
+
+    async def wait_closed(self, timeout: float = QUIT_WAIT_S) -> None:
+        """Once the app has exited: let the LeaveSeat that ``q`` sent be answered (at most
+        ``timeout`` seconds), then close the connection. ``stud play`` calls it after the
+        screen is gone, so quitting never waits for the table."""
+        quitting, self._quitting = self._quitting, None
+        if quitting is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(quitting, timeout)
+            if self.client is not None:
+                await self.client.close()
 
     # --- the session -----------------------------------------------------------------------
 
@@ -215,7 +242,8 @@ class PlayApp(App[None]):
             else:
                 self.seat = view.viewer_seat
                 self.say(f"You are already at seat {view.viewer_seat}")
-            self.table_watch = TableWatch(client, table_id, on_event=self._on_event)
+            self.table_watch = TableWatch(client, table_id, on_event=self._on_event,
+                                          on_verdict=self._on_verdict)
             await self.table_watch.start()
             if self.table_watch.view is not None:
                 self.dealer_log.seed_up_cards(self.table_watch.view)
@@ -247,6 +275,36 @@ class PlayApp(App[None]):
     def _on_event(self, record: table_pb2.TableEventRecord) -> None:
         for line in self.dealer_log.feed(record):
             self.say(line)
+
+    # --- fairness (docs/fairness.md): each hand checked alone, a mark per hand -------------
+
+    def _on_verdict(self, verdict: Verdict) -> None:
+        self.verdicts[verdict.hand_number] = verdict
+        if verdict.outcome is Outcome.VERIFIED:
+            self.say(f"{VERIFIED_MARK} {verdict.summary()}", style="green")
+        elif verdict.outcome in (Outcome.UNVERIFIABLE, Outcome.WITHOUT_YOUR_SEED):
+            # No commitment (a production dealer always commits), or an order resting on the
+            # dealer alone after it refused your seed: a warning, not a verified mark.
+            self.say(f"{FAILED_MARK} WARNING: {verdict.summary()}", style="bold black on yellow")
+        else:
+            self.say(f"{FAILED_MARK} WARNING: {verdict.summary()}", style="bold white on red")
+            for problem in verdict.problems[1:4]:
+                self.say(f"{FAILED_MARK}   {problem}", style="bold red")
+            self.bell()
+        if self.view is not None:
+            with contextlib.suppress(Exception):  # before the screen is up / after it is gone
+                self.show(self.view)
+
+    def _fair_mark(self) -> str:
+        """The last checked hand's mark for the title bar."""
+        if not self.verdicts:
+            return ""
+        number = max(self.verdicts)
+        verdict = self.verdicts[number]
+        mark = {Outcome.VERIFIED: VERIFIED_MARK, Outcome.FAILED: f"{FAILED_MARK} CHECK FAILED",
+                Outcome.WITHOUT_YOUR_SEED: f"{FAILED_MARK} WITHOUT YOUR SEED",
+                Outcome.UNVERIFIABLE: f"{FAILED_MARK} NOT VERIFIABLE"}[verdict.outcome]
+        return f"#{number} {mark}"
 
     # --- drawing ---------------------------------------------------------------------------
 
@@ -300,6 +358,8 @@ class PlayApp(App[None]):
             parts.append(f"you: {self.player_id}, watching")
         if view.status_reason:
             parts.append(view.status_reason)
+        if self._fair_mark():
+            parts.append(self._fair_mark())
         return " · ".join(parts)
 
     def _table(self, view: table_pb2.TableView) -> Table:
@@ -489,8 +549,14 @@ class PlayApp(App[None]):
         return True
 
     async def action_quit_table(self) -> None:
-        """Leave the seat, then quit."""
-        await self.action_leave()
+        """Leave the seat and quit at once: LeaveSeat is sent and the app exits without
+        waiting for the answer (:meth:`wait_closed` lets it arrive). Mid-hand the table then
+        checks or folds the seat at its turn without waiting for its clock, and stands it
+        up when the hand ends."""
+        if self.client is not None and self.seat and not self._left \
+                and self._quitting is None:
+            self._quitting = asyncio.create_task(self.action_leave())
+            await asyncio.sleep(0)  # the call is under way before the app stops
         self.exit()
 
 

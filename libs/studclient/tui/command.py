@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
+import asyncio
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,67 +11,32 @@ from typing import Any, Final, TextIO
 
 from studclient.bots import (
     DEALER_TARGET_ENV,
-    DEFAULT_TARGETS,
     ISSUER_KEY_ENV,
     OPERATOR_TOKEN_ENV,
     TABLE_TARGET_ENV,
     WALLET_TARGET_ENV,
     credentials,
+    targets,
 )
 from studclient.client import Client, TokenProvider, token_subject
+from studclient.errors import StudError
+from studclient.tourney_bots import DEFAULT_TOURNAMENT_TARGET, TOURNAMENT_TARGET_ENV
 
 PLAYER_TOKEN_ENV: Final = "STUD_PLAYER_TOKEN"
 PLAYER_ENV: Final = "STUD_PLAYER"
-ENV_FILE: Final = Path(".run/env")
 DEFAULT_PLAYER: Final = "alice"
 DEV_FUNDS_BUY_INS: Final = 5
 """With an operator at hand (a dev room), a short wallet is topped up to this many
 buy-ins."""
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """``KEY=VALUE`` lines (``export`` and shell quoting allowed; ``#`` comments) of an env
-    file such as make run's ``.run/env``; {} when it is absent or unreadable.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     p = Path(d, "env")
-    ...     _ = p.write_text("# make run\\nexport A='1 2'\\nB=x\\nnot a line\\n")
-    ...     read_env_file(p)
-    {'A': '1 2', 'B': 'x'}
-    """
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export "):].strip()
-        key, sep, value = line.partition("=")
-        if not sep or not key.isidentifier():
-            continue
-        try:
-            parts = shlex.split(value)
-        except ValueError:
-            continue
-        out[key] = parts[0] if len(parts) == 1 else " ".join(parts)
-    return out
-
-
-def environment(env: Mapping[str, str], env_file: Path = ENV_FILE) -> dict[str, str]:
-    """The process environment over make run's env file."""
-    return {**read_env_file(env_file), **{k: v for k, v in env.items() if v}}
-
-
 class Setup:
-    """Addresses and credentials of one ``stud play`` run."""
+    """Addresses and credentials of one ``stud play`` run, from ``stud``'s environment (the
+    process's over make run's ``.run/env``: ``studtools.runenv``)."""
 
     def __init__(self, env: Mapping[str, str], player: str | None) -> None:
-        self.targets = {k: env.get(k) or v for k, v in DEFAULT_TARGETS.items()}
+        self.targets = targets(env)
+        self.tournament = env.get(TOURNAMENT_TARGET_ENV) or DEFAULT_TOURNAMENT_TARGET
         given = env.get(PLAYER_TOKEN_ENV, "")
         self.operator: str | TokenProvider | None = None
         self.token: str | TokenProvider
@@ -95,7 +59,8 @@ class Setup:
         """A client of the room (the player's, unless another token is given)."""
         return Client.connect(self.targets[TABLE_TARGET_ENV], self.targets[DEALER_TARGET_ENV],
                               self.targets[WALLET_TARGET_ENV],
-                              token if token is not None else self.token)
+                              token if token is not None else self.token,
+                              tournament_addr=self.tournament)
 
     async def fund(self, client: Client, buy_in: int) -> str | None:
         """Dev rooms: open the player's account and, with an operator at hand, deposit
@@ -113,17 +78,57 @@ class Setup:
         return f"Dev deposit: {amount:,} to {self.player}'s wallet"
 
 
-def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
-    """Run the app; the exit status."""
+async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
+    """``--lobby``, ``--register ID``, ``--unregister ID``: one call, its lines; the exit
+    status."""
+    from studclient.tui.tourney import lobby_lines
+    client = setup.connect()
     try:
-        setup = Setup(environment(env), args.player)
+        tournaments = client.tournaments
+        if args.register:
+            view = await tournaments.get(args.register)
+            note = await setup.fund(client, view.config.buy_in + view.config.fee)
+            if note:
+                print(note, file=out)
+            reply = await tournaments.register(args.register)
+            print(f"{setup.player} registered for {args.register} (version {reply.version})",
+                  file=out)
+        elif args.unregister:
+            reply = await tournaments.unregister(args.unregister)
+            print(f"{setup.player} unregistered from {args.unregister} (refunded)", file=out)
+        for line in lobby_lines(await tournaments.lobby()):
+            print(line, file=out)
+        return 0
+    except StudError as exc:
+        print(f"stud play: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+
+
+def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
+    """Run the app (or the lobby's one call); the exit status."""
+    try:
+        setup = Setup(env, args.player)
     except (RuntimeError, ValueError) as exc:
         print(f"stud play: {exc}", file=sys.stderr)
         return 2
+    if args.lobby or args.register or args.unregister:
+        return asyncio.run(lobby(setup, args, out))
     from studclient.tui.app import PlayApp, PlayOptions
-    app = PlayApp(setup.connect, PlayOptions(args.table, args.seat, args.buy_in),
-                  fund=setup.fund)
-    app.run()
+    app: PlayApp
+    if args.tournament:
+        from studclient.tui.tourney import TournamentPlayApp
+        app = TournamentPlayApp(setup.connect, args.tournament)
+    else:
+        app = PlayApp(setup.connect, PlayOptions(args.table, args.seat, args.buy_in),
+                      fund=setup.fund)
+
+    async def play() -> None:
+        await app.run_async()
+        await app.wait_closed()  # the screen is gone: a LeaveSeat sent by q is answered
+
+    asyncio.run(play())
     for line in app.log_lines[-5:]:
         print(line, file=out)
     return 0
@@ -158,4 +163,14 @@ def register(commands: Any) -> None:
                         help=f"player name whose token is minted from the dev issuer key "
                              f"(default: the player of ${PLAYER_TOKEN_ENV}, else ${PLAYER_ENV}, "
                              f"else {DEFAULT_PLAYER})")
-    parser.set_defaults(handler=lambda args, out: run(args, out, os.environ))
+    tourney = parser.add_argument_group("tournaments")
+    tourney.add_argument("--lobby", action="store_true",
+                         help="list the tournaments and exit")
+    tourney.add_argument("--register", metavar="ID", default=None,
+                         help="register for tournament ID (dev rooms: funded), then list")
+    tourney.add_argument("--unregister", metavar="ID", default=None,
+                         help="withdraw from tournament ID before its start, then list")
+    tourney.add_argument("--tournament", metavar="ID", default=None,
+                         help="play your entry in tournament ID: the table follows your "
+                              "seat when you are moved")
+    parser.set_defaults(handler=lambda args, out, env: run(args, out, env))

@@ -13,7 +13,10 @@ tool (``python -m studkit.auth``) holds it. Each service has its own key, which 
 for a subject it may not sign is refused. Nothing in a service can mint an operator's or a
 player's token. Modules: :mod:`~studkit.auth.principal`, :mod:`~studkit.auth.signing` (keys,
 key set), :mod:`~studkit.auth.tokens`, :mod:`~studkit.auth.config` (environment),
-:mod:`~studkit.auth.dev` (generated keys), :mod:`~studkit.auth.tool` (the CLI).
+:mod:`studtools.devkeys` holds the generated keys of development and tests (above this
+package, so never in a service's image). The issuer's command line is a tool above this
+package too, :mod:`studtools.issuer`; ``python -m studkit.auth`` (:mod:`studkit.auth.__main__`)
+only runs it.
 """
 
 from studkit.auth.config import (
@@ -27,7 +30,6 @@ from studkit.auth.config import (
     signing_key_from_env,
     verifier_from_env,
 )
-from studkit.auth.dev import DevKeys
 from studkit.auth.principal import (
     Forbidden,
     Principal,
@@ -56,7 +58,6 @@ from studkit.auth.tokens import (
     TokenVerifier,
     bearer_metadata,
 )
-from studkit.auth.tool import main
 
 __all__ = [
     "ALGORITHM",
@@ -67,7 +68,6 @@ __all__ = [
     "METADATA_KEY",
     "PUBLIC_KEYS_ENV",
     "SERVICE_KEY_ENV",
-    "DevKeys",
     "Forbidden",
     "IssuerSource",
     "KeySet",
@@ -83,7 +83,6 @@ __all__ = [
     "bearer_metadata",
     "issuer_from_env",
     "key_set_from_env",
-    "main",
     "may_sign",
     "require_role",
     "require_service",

@@ -10,6 +10,8 @@ the token's subject (see :mod:`studkit.auth.signing`). Tokens are never logged.
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -25,6 +27,9 @@ ISSUER: Final = "stud-hilo"
 ALGORITHM: Final = "EdDSA"
 METADATA_KEY: Final = "authorization"
 BEARER: Final = "Bearer "
+MAX_TOKEN_CHARS: Final = 4096
+"""A longer bearer value is refused before it is decoded (the project's tokens are a few
+hundred characters)."""
 SERVICE_TOKEN_TTL_S: Final = 300
 SERVICE_TOKEN_RENEW_S: Final = 60
 """A service token is re-minted when it has less than this left."""
@@ -76,6 +81,10 @@ class TokenIssuer:
         return self
 
 
+class _NotYet(Unauthorized):
+    """A refusal that may not hold later (a token issued in the future): never cached."""
+
+
 class TokenVerifier:
     """Checks tokens: an EdDSA signature by a key of the key set that may sign for the
     subject, the issuer, the audience (when the token names one, it must be ours) and expiry
@@ -84,6 +93,10 @@ class TokenVerifier:
     CACHE_SIZE = 4096
     """Tokens whose signature was checked, kept until they expire (least recently used go
     first): a caller's repeated token costs a dictionary lookup, not a signature check."""
+    REFUSED_CACHE_SIZE = 4096
+    """Tokens refused for good (forged, malformed, expired, foreign), least recently used
+    going first: the same bad token sent again costs a dictionary lookup, not a decode and a
+    signature check. A token refused only for now (issued in the future) is not kept."""
 
     def __init__(self, keys: KeySet, clock: Clock = time.time, leeway_seconds: int = 5,
                  audience: str | None = None) -> None:
@@ -91,29 +104,59 @@ class TokenVerifier:
         self._clock = clock
         self._leeway = leeway_seconds
         self._audience = audience
-        self._verified: OrderedDict[str, Principal] = OrderedDict()
+        # Both caches are keyed by a keyed hash of the token, never the token itself: no
+        # bearer secret sits in them, and a lookup compares digests an outsider cannot aim
+        # at (the key is this process's own).
+        self._cache_key = secrets.token_bytes(32)
+        self._verified: OrderedDict[bytes, Principal] = OrderedDict()
+        self._refused: OrderedDict[bytes, tuple[str, str]] = OrderedDict()
 
     @property
     def keys(self) -> KeySet:
         return self._keys
 
+    def _digest(self, token: str) -> bytes:
+        return hashlib.blake2b(token.encode("utf-8", "replace"), digest_size=16,
+                               key=self._cache_key).digest()
+
     def verify(self, token: str) -> Principal:
         """The principal of a valid token; raises :class:`Unauthorized` otherwise. The
         message never includes the token. A token verified before is looked up (the same
-        bytes carry the same signature), its expiry checked again against the clock."""
-        known = self._verified.get(token)
+        bytes carry the same signature), its expiry checked again against the clock; a token
+        refused before is refused again from the cache; a token longer than
+        :data:`MAX_TOKEN_CHARS` is refused before anything is decoded."""
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Unauthorized(f"invalid token (longer than {MAX_TOKEN_CHARS} characters)")
+        digest = self._digest(token)
+        known = self._verified.get(digest)
         if known is not None:
             assert known.expires_at is not None
             if known.expires_at + self._leeway <= self._clock():
-                del self._verified[token]
+                del self._verified[digest]
+                self._remember_refusal(digest, "token expired", "token_expired")
                 raise Unauthorized("token expired", reason="token_expired")
-            self._verified.move_to_end(token)
+            self._verified.move_to_end(digest)
             return known
-        principal = self._verify(token)
-        self._verified[token] = principal
+        refused = self._refused.get(digest)
+        if refused is not None:
+            self._refused.move_to_end(digest)
+            raise Unauthorized(refused[0], reason=refused[1])
+        try:
+            principal = self._verify(token)
+        except _NotYet:
+            raise
+        except Unauthorized as exc:
+            self._remember_refusal(digest, exc.detail, exc.reason)
+            raise
+        self._verified[digest] = principal
         if len(self._verified) > self.CACHE_SIZE:
             self._verified.popitem(last=False)
         return principal
+
+    def _remember_refusal(self, digest: bytes, detail: str, reason: str) -> None:
+        self._refused[digest] = (detail, reason)
+        if len(self._refused) > self.REFUSED_CACHE_SIZE:
+            self._refused.popitem(last=False)
 
     def _verify(self, token: str) -> Principal:
         try:
@@ -151,7 +194,7 @@ class TokenVerifier:
         if exp + self._leeway <= now:
             raise Unauthorized("token expired", reason="token_expired")
         if iat - self._leeway > now:
-            raise Unauthorized("token issued in the future")
+            raise _NotYet("token issued in the future")
         try:
             role = Role(claims["role"])
         except ValueError:
@@ -233,7 +276,7 @@ class ServiceTokenSource:
 
 class IssuerSource(Protocol):
     """Picks the key that signs for a principal (a :class:`TokenIssuer` signs for anyone;
-    :class:`~studkit.auth.dev.DevKeys` picks the issuer or the service's own key)."""
+    :class:`~studtools.devkeys.DevKeys` picks the issuer or the service's own key)."""
 
     def issuer_for(self, principal: Principal) -> TokenIssuer: ...
 

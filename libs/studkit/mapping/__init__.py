@@ -37,9 +37,17 @@ from studkit.mapping.envelope import (
     table_event_from_envelope,
 )
 from studkit.mapping.events import event_from_proto, event_to_proto
+from studkit.mapping.room import (
+    ROOM_EVENTS,
+    game_envelopes,
+    is_room_event,
+    room_envelope,
+    room_event_from_envelope,
+)
 
 __all__ = [
     "MAX_SEAT",
+    "ROOM_EVENTS",
     "SCHEMA_VERSION",
     "card_from_proto",
     "card_to_proto",
@@ -52,8 +60,12 @@ __all__ = [
     "event_from_proto",
     "event_to_proto",
     "event_type",
+    "game_envelopes",
+    "is_room_event",
     "legal_actions_from_proto",
     "legal_actions_to_proto",
+    "room_envelope",
+    "room_event_from_envelope",
     "street_from_proto",
     "street_to_proto",
     "table_event_from_envelope",

@@ -10,6 +10,7 @@ from rules.commands import (
     AddChips,
     Bet,
     Call,
+    ChangeStakes,
     Check,
     Command,
     Complete,
@@ -68,7 +69,8 @@ def command_to_proto(command: Command) -> cpb.Command:
             return c(add_chips=cpb.AddChips(seat=command.seat, amount=command.amount))
         case StartHand():
             return c(start_hand=cpb.StartHand(
-                hand_number=command.hand_number, deck_commitment=command.deck_commitment))
+                hand_number=command.hand_number, deck_commitment=command.deck_commitment,
+                card_commitment=command.card_commitment))
         case DealStreet():
             return c(deal_street=cpb.DealStreet(
                 cards=[_dealt_card_to_proto(d) for d in command.cards], burned=command.burned,
@@ -96,6 +98,10 @@ def command_to_proto(command: Command) -> cpb.Command:
                                            muck_requests=sorted(command.muck_requests)))
         case VoidHand():
             return c(void_hand=cpb.VoidHand(reason=command.reason))
+        case ChangeStakes():
+            return c(change_stakes=cpb.ChangeStakes(
+                small_bet=command.small_bet, big_bet=command.big_bet, ante=command.ante,
+                bring_in=command.bring_in))
         case _:
             assert_never(command)
 
@@ -145,7 +151,8 @@ def command_from_proto(msg: cpb.Command) -> Command:
         case "start_hand":
             return StartHand(
                 hand_number=check_hand_number(msg.start_hand.hand_number, f"{f}.hand_number"),
-                deck_commitment=msg.start_hand.deck_commitment)
+                deck_commitment=msg.start_hand.deck_commitment,
+                card_commitment=msg.start_hand.card_commitment)
         case "deal_street":
             deal = msg.deal_street
             return DealStreet(
@@ -178,6 +185,10 @@ def command_from_proto(msg: cpb.Command) -> Command:
             if not msg.void_hand.reason.strip():
                 raise missing(f"{f}.reason")
             return VoidHand(reason=msg.void_hand.reason)
+        case "change_stakes":
+            stakes = msg.change_stakes
+            return ChangeStakes(small_bet=stakes.small_bet, big_bet=stakes.big_bet,
+                                ante=stakes.ante, bring_in=stakes.bring_in)
         case _:
             raise BadRequest("command", "no command set (missing, or a kind this reader predates)")
 

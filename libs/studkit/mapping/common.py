@@ -183,11 +183,28 @@ def config_to_proto(config: TableConfig) -> pb.TableConfig:
     return msg
 
 
-def config_from_proto(msg: pb.TableConfig, field: str = "config") -> TableConfig:
+def config_from_proto(msg: pb.TableConfig, field: str = "config", *,
+                      defaults: bool = False) -> TableConfig:
     """The table configuration a message describes; an invalid combination (rules 2.x) is
-    refused naming ``field`` with the rules' explanation. An absent ``rake`` is no rake."""
+    refused naming ``field`` with the rules' explanation. An absent ``rake`` is no rake.
+
+    As a stored record (an event, a command) every field is taken as written: a zero is a
+    zero, so a record reads as it was written. With ``defaults`` (a client's request,
+    OpenTable) a field left unset takes its RULES 2.1 default and the big bet, ante and
+    bring-in left unset derive from ``small_bet`` (2.2). Unset is zero for the fields that
+    may never be zero, and absence for ``ante``, ``max_raises`` and
+    ``history_reveals_mucked``, which may be given as zero (common.proto).
+
+    >>> c = config_from_proto(pb.TableConfig(small_bet=100), defaults=True)
+    >>> (c.seats, c.small_bet, c.big_bet, c.ante, c.bring_in, c.max_raises)
+    (8, 100, 200, 20, 25, 3)
+    >>> config_from_proto(pb.TableConfig(small_bet=100, ante=0), defaults=True).ante
+    0
+    """
     rake = rake_from_proto(msg.rake, f"{field}.rake") if msg.HasField("rake") else None
     try:
+        if defaults:
+            return _config_with_defaults(msg, field, rake)
         return TableConfig(
             seats=msg.seats, min_players=msg.min_players,
             small_bet=check_amount(msg.small_bet, f"{field}.small_bet"),
@@ -205,6 +222,41 @@ def config_from_proto(msg: pb.TableConfig, field: str = "config") -> TableConfig
         )
     except RuleViolation as exc:
         raise BadRequest(field, exc.detail, reason=exc.reason.value) from None
+
+
+_DEFAULT_CONFIG: Final = TableConfig()
+"""RULES 2.1's defaults (a $2/$4 table)."""
+
+
+def _config_with_defaults(msg: pb.TableConfig, field: str, rake: Rake | None) -> TableConfig:
+    """A request's config: RULES 2.1 defaults for what is unset, 2.2's derived amounts."""
+    d = _DEFAULT_CONFIG
+
+    def amount(name: str) -> int | None:
+        value = check_amount(getattr(msg, name), f"{field}.{name}")
+        return value or None
+
+    small_bet = amount("small_bet") or d.small_bet
+    return TableConfig.for_stakes(
+        small_bet,
+        big_bet=amount("big_bet"),
+        ante=check_amount(msg.ante, f"{field}.ante") if msg.HasField("ante") else None,
+        bring_in=amount("bring_in"),
+        seats=msg.seats or d.seats,
+        min_players=msg.min_players or d.min_players,
+        max_raises=msg.max_raises if msg.HasField("max_raises") else d.max_raises,
+        heads_up_raises=(enum_value(msg.heads_up_raises, _HEADS_UP_IN,
+                                    f"{field}.heads_up_raises")
+                         if msg.heads_up_raises else d.heads_up_raises),
+        burn_cards=msg.burn_cards,
+        showdown_opener=(enum_value(msg.showdown_opener, _OPENERS_IN,
+                                    f"{field}.showdown_opener")
+                         if msg.showdown_opener else d.showdown_opener),
+        history_reveals_mucked=(msg.history_reveals_mucked
+                                if msg.HasField("history_reveals_mucked")
+                                else d.history_reveals_mucked),
+        rake=rake,
+    )
 
 
 def legal_actions_to_proto(legal: LegalActions) -> pb.LegalActions:

@@ -34,6 +34,7 @@ from rules.events import (
     Raised,
     RakeTaken,
     Share,
+    StakesChanged,
     TableOpened,
     UncalledBetReturned,
     UpCardDealt,
@@ -88,7 +89,7 @@ def event_to_proto(event: Event) -> epb.TableEvent:
         case HandStarted():
             return t(hand_started=epb.HandStarted(
                 hand_number=event.hand_number, seats=event.seats,
-                deck_commitment=event.deck_commitment))
+                deck_commitment=event.deck_commitment, card_commitment=event.card_commitment))
         case AntePosted():
             return t(ante_posted=epb.AntePosted(seat=event.seat, amount=event.amount))
         case CardBurned():
@@ -142,6 +143,10 @@ def event_to_proto(event: Event) -> epb.TableEvent:
         case HandVoided():
             return t(hand_voided=epb.HandVoided(hand_number=event.hand_number,
                                                 reason=event.reason))
+        case StakesChanged():
+            return t(stakes_changed=epb.StakesChanged(
+                small_bet=event.small_bet, big_bet=event.big_bet, ante=event.ante,
+                bring_in=event.bring_in))
         case _:
             assert_never(event)
 
@@ -186,7 +191,8 @@ def event_from_proto(msg: epb.TableEvent) -> Event:
             return HandStarted(
                 hand_number=check_hand_number(msg.hand_started.hand_number, f"{f}.hand_number"),
                 seats=check_seats(msg.hand_started.seats, f"{f}.seats"),
-                deck_commitment=msg.hand_started.deck_commitment)
+                deck_commitment=msg.hand_started.deck_commitment,
+                card_commitment=msg.hand_started.card_commitment)
         case "ante_posted":
             return AntePosted(seat=seat(msg.ante_posted.seat),
                               amount=amount(msg.ante_posted.amount))
@@ -257,6 +263,12 @@ def event_from_proto(msg: epb.TableEvent) -> Event:
             return HandVoided(
                 hand_number=check_hand_number(msg.hand_voided.hand_number, f"{f}.hand_number"),
                 reason=msg.hand_voided.reason)
+        case "stakes_changed":
+            stakes = msg.stakes_changed
+            return StakesChanged(small_bet=amount(stakes.small_bet, "small_bet"),
+                                 big_bet=amount(stakes.big_bet, "big_bet"),
+                                 ante=amount(stakes.ante, "ante"),
+                                 bring_in=amount(stakes.bring_in, "bring_in"))
         case _:
             raise BadRequest("event", "no event set (missing, or a kind this reader predates)")
 

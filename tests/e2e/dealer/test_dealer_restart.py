@@ -20,16 +20,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from dealer.testing import DealerClient, TableRole, deal_request, player
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2_grpc as pb_grpc
-from studkit import testing as studkit_testing
-from studkit.auth import DevKeys
 from studkit.deckproof import audit_from_proto, verify_hand
-from studkit.mapping import card_from_proto, event_from_envelope
+from studkit.mapping import card_from_proto, event_from_envelope, game_envelopes
 from studkit.redis_client import connect
-from studkit.redis_server import free_port
 from studkit.store import EventStore
+from studtest import redis as test_redis_source
+from studtest.dealer import DealerClient, TableRole, deal_request, player
+from studtools.devkeys import DevKeys
+from studtools.redis_server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +39,7 @@ CARD_TEXT = re.compile(r"(?<![A-Za-z0-9])[2-9TJQKA][cdhs](?![A-Za-z0-9])")
 PLAYERS = {1: "ann", 3: "bob", 5: "cat", 7: "dan"}
 
 
-def service_url(redis_server: studkit_testing.TestRedis, admin_url: str, service: str) -> str:
+def service_url(redis_server: test_redis_source.TestRedis, admin_url: str, service: str) -> str:
     if redis_server.server is not None:
         return redis_server.server.url_for(service)
     return admin_url
@@ -112,7 +112,7 @@ async def client_for(proc: DealerProcess) -> AsyncIterator[DealerClient]:
 
 
 @pytest.fixture
-async def table_events(redis_server: studkit_testing.TestRedis,
+async def table_events(redis_server: test_redis_source.TestRedis,
                        redis_url: str) -> AsyncIterator[EventStore]:
     client = connect(service_url(redis_server, redis_url, "table"))
     yield EventStore(client)
@@ -129,7 +129,7 @@ def assert_no_cards_logged(*procs: DealerProcess) -> None:
 
 class TestRestart:
     async def test_killed_mid_hand_the_dealer_continues_with_the_same_deck(
-        self, redis_server: studkit_testing.TestRedis, redis_url: str,
+        self, redis_server: test_redis_source.TestRedis, redis_url: str,
         table_events: EventStore, tmp_path: Path,
     ) -> None:
         """Deal 3rd and 4th street and draw 5th street, SIGKILL the dealer before the table
@@ -168,19 +168,22 @@ class TestRestart:
             assert second.terminate() == 0
 
         assert reply.commitment == commitment
-        events = [event_from_envelope(s.envelope)
-                  for s in await table_events.read(table.table_id)]
-        result = verify_hand(audit_from_proto(reply), events)
+        stored = await table_events.read(table.table_id)
+        events = [event_from_envelope(e) for e in game_envelopes(s.envelope for s in stored)]
+        audit = audit_from_proto(reply)
+        result = verify_hand(audit, events)
         assert result.ok, result.problems
         assert result.draws == reply.cards_used == 4 * 7
-        order = [card_from_proto(c).index for c in reply.deck]
+        # The deck in dealing order: the base deck permuted by the seeds (docs/fairness.md).
+        assert audit.fair is not None
+        order = list(audit.fair.dealing_deck(audit.deck.salt).order)
         up_before_kill = [card_from_proto(c.card).index
                           for r in table.replies[:2] for c in r.cards if c.up]
         assert up_before_kill == order[8:16]  # third pass of 3rd street, then 4th street
         assert_no_cards_logged(first, second)
 
     async def test_sigterm_stops_gracefully(
-        self, redis_server: studkit_testing.TestRedis, redis_url: str, tmp_path: Path
+        self, redis_server: test_redis_source.TestRedis, redis_url: str, tmp_path: Path
     ) -> None:
         """SIGTERM: the dealer stops serving, finishes and exits 0, saying so in its log."""
         url = service_url(redis_server, redis_url, "dealer")

@@ -20,10 +20,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from stud.v1 import wallet_pb2 as pb
 from stud.v1 import wallet_pb2_grpc as pb_grpc
-from studkit import testing
-from studkit.auth import DevKeys
-from studkit.redis_server import free_port
-from wallet.testing import AUDITOR, WalletClient
+from studtest import redis as test_redis_source
+from studtest.wallet import AUDITOR, WalletClient
+from studtools.devkeys import DevKeys
+from studtools.redis_server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -105,7 +105,7 @@ class WalletProcess:
 
 @pytest.fixture
 def wallet_process(
-    redis_server: testing.TestRedis, redis_url: str, tmp_path: Path
+    redis_server: test_redis_source.TestRedis, redis_url: str, tmp_path: Path
 ) -> Iterator[WalletProcess]:
     url = redis_server.server.url_for("wallet") if redis_server.server else redis_url
     process = WalletProcess(url, tmp_path / "wallet.log")

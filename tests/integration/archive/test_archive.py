@@ -17,14 +17,16 @@ import pytest
 
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
-from studkit import archive, keys
-from studkit.auth import DevKeys, Principal, Role
-from studkit.cli import build_parser
+from studkit import keys
+from studkit.auth import Principal, Role
 from studkit.redis_client import Client, connect
 from studkit.repository import TableRepository, snapshot_key
 from studkit.store import EventStore, StoreCorrupted, TrimmedRange, TrimRefused, trimmed_key
-from studkit.testing import TestRedis
-from table.testing import TableClient, act_once, player, running_room
+from studtest.redis import TestRedis
+from studtest.table import TableClient, act_once, player, running_room
+from studtools import archive
+from studtools.cli import build_parser
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from studclient import Client
-from studkit.auth import DevKeys, Principal
-from studkit.testing import TestRedis
-from table.testing import Room, running_room
+from studkit.auth import Principal
+from studtest.redis import TestRedis
+from studtest.table import Room, running_room
+from studtools.devkeys import DevKeys
 
 ClientFor = Callable[[Principal], Client]
 

@@ -12,9 +12,9 @@ import pytest
 
 from stud.v1 import wallet_pb2
 from studclient import Client
-from studkit import cli
-from studkit.auth import DevKeys
-from table.testing import OPERATOR, Room, player
+from studtest.table import OPERATOR, Room, player
+from studtools import cli
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 

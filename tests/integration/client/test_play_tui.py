@@ -32,10 +32,10 @@ from studclient import Client, Stale
 from studclient.bots import station_strategy
 from studclient.tui.app import HistoryScreen, PlayApp, PlayOptions, screen_text, wait_until
 from studclient.tui.command import Setup
-from studkit.auth import DevKeys
 from studkit.mapping import card_to_proto
-from studkit.testing import TestRedis
-from table.testing import OPERATOR, Room, fast_settings, player, running_room
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, Room, fast_settings, player, running_room
+from studtools.devkeys import DevKeys
 
 from .conftest import connect
 
@@ -224,6 +224,7 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
 
             # Leaving: q asks to leave, then quits; the table stands the seat up.
             await pilot.press("q")
+        await app.wait_closed()
         view = await room.client.wait_for(
             table_id, lambda v: all(s.seat != 1 for s in v.seats))
         assert [s.player_id for s in view.seats] == ["bob"]
@@ -232,6 +233,62 @@ async def test_a_whole_hand_through_the_ui(stacked_room: Room, dev_keys: DevKeys
         bot_task.cancel()
         await asyncio.gather(bot_task, return_exceptions=True)
         await bot.close()
+
+
+async def test_q_mid_hand_leaves_at_once_and_the_table_folds_the_seat_at_its_turn(
+        stacked_room: Room, dev_keys: DevKeys) -> None:
+    """Issue 17: ``q`` pressed mid-hand, while the other player is to act, sends LeaveSeat
+    and the app exits without waiting for the answer. At the leaving seat's turn the table
+    acts for it at once (a fold, facing the bring-in), not when its 30 s clock runs out, and
+    stands the seat up when the hand ends."""
+    room = stacked_room
+    action_time_s = 30
+    table_id = await room.client.open_table(settings=fast_settings(
+        action_time_s=action_time_s, time_bank_s=30, next_hand_delay_ms=600_000))
+    # 3rd street, seat 1 (bob) then seat 2 (the UI): down, down, up. Bob's 2c brings in.
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{room.dealer.port}") as channel:
+        await dpb_grpc.DealerTestingServiceStub(channel).StackDeck(  # type: ignore[no-untyped-call]
+            dpb.StackDeckRequest(table_id=table_id, hand_number=1, cards=[
+                card_to_proto(c) for c in parse_cards("9h 9d Th Td 2c Kd")]),
+            metadata=room.client.md(OPERATOR), timeout=10)
+    await room.fund("bob")
+    await room.client.call("SitDown", pb.SitDownRequest(table_id=table_id, seat=1,
+                                                        buy_in=10_000), player("bob"))
+    setup = Setup(env_for(room, dev_keys), "ann")
+    app = PlayApp(setup.connect, PlayOptions(table_id, seat=2, buy_in=10_000),
+                  fund=setup.fund)
+    loop = asyncio.get_running_loop()
+    async with app.run_test(size=(140, 36)) as pilot:
+        await wait_until(lambda: app.view is not None and app.view.viewer_seat == 2
+                         and app.view.hand.phase == pb.HAND_PHASE_BETTING
+                         and app.view.hand.to_act == 1)
+        pressed = loop.time()
+        await pilot.press("q")
+    exited = loop.time()
+    assert exited - pressed < 2.0
+    await app.wait_closed()
+    view = await room.client.view(table_id)
+    assert [s.leaving for s in view.seats if s.seat == 2] == [True]  # LeaveSeat arrived
+    assert any("You leave the seat" in line for line in app.log_lines)
+
+    await room.client.call("PostBringIn", pb.PostBringInRequest(
+        table_id=table_id, seat=1, expected_sequence=view.version), player("bob"))
+    brought_in = loop.time()
+    view = await room.client.wait_for(table_id, lambda v: [s.seat for s in v.seats] == [1],
+                                      timeout=action_time_s / 2)
+    assert loop.time() - brought_in < action_time_s / 3
+    records = (await room.client.stub.GetHandHistory(
+        pb.GetHandHistoryRequest(table_id=table_id, hand_number=1),
+        metadata=room.client.md(OPERATOR), timeout=10)).events
+    kinds = [(r.event.WhichOneof("event"), getattr(r.event, r.event.WhichOneof("event")))
+             for r in records]
+    turn = [(k, e.seat) for k, e in kinds if k in ("bring_in_posted", "action_timed_out",
+                                                   "folded", "checked", "called")]
+    # The leaving seat folds at its turn, as a player would: no "runs out of time".
+    assert turn == [("bring_in_posted", 1), ("folded", 2)]
+    at = {k: r.occurred_at.ToMicroseconds() / 1e6 for (k, _e), r in zip(kinds, records,
+                                                                         strict=True)}
+    assert at["folded"] - at["bring_in_posted"] < action_time_s / 3  # not its clock
 
 
 async def test_a_refused_sit_down_is_shown_with_its_reason(stacked_room: Room,
@@ -263,7 +320,7 @@ async def test_stud_play_in_a_pseudo_terminal(stacked_room: Room, dev_keys: DevK
     env = {**os.environ, **env_for(room, dev_keys), "TERM": "xterm-256color"}
     env.pop("STUD_PLAYER_TOKEN", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "studkit.cli", "play", "--player", "dan", "--seat", "4",
+        [sys.executable, "-m", "studtools.cli", "play", "--player", "dan", "--seat", "4",
          "--buy-in", "5000"], stdin=slave, stdout=slave, stderr=slave, env=env,
         start_new_session=True)
     os.close(slave)

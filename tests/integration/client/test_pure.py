@@ -83,6 +83,17 @@ def test_retry_delays_back_off_to_a_ceiling() -> None:
     assert policy.delays() == [0.1, 0.2, 0.4, 0.5, 0.5]
 
 
+def test_retries_outlast_their_attempts_for_the_patience() -> None:
+    """Once the backoff's delays are spent, a retried call waits ``max_backoff_s`` again
+    until the patience has passed since its first attempt, then gives up."""
+    policy = RetryPolicy(attempts=3, initial_backoff_s=0.1, max_backoff_s=0.5, patience_s=4)
+    delays = policy.delays()
+    assert [policy.pause(delays, 100.0, 100.0 + t) for t in (0, 0.1, 0.3, 3.9, 4.0)] == [
+        0.1, 0.2, 0.5, 0.5, None]
+    assert RetryPolicy(attempts=2, patience_s=0).pause([], 0.0, 0.0) is None
+    assert RetryPolicy().patience_s > 3.0 + 1.0  # a default lease and an ownership round
+
+
 def test_token_subject_reads_the_claims() -> None:
     claims = base64.urlsafe_b64encode(json.dumps({"sub": "player:ann"}).encode()).rstrip(b"=")
     assert token_subject(f"e30.{claims.decode()}.sig") == ("player", "ann")

@@ -11,11 +11,11 @@ from collections.abc import Callable
 import pytest
 
 from studclient import Client, Stale, legal_actions, my_turn
-from studkit.auth import DevKeys
 from studkit.ownership import Replica, rendezvous
-from studkit.testing import TestRedis
-from table.testing import OPERATOR, fast_settings, player, running_room, running_table
-from table.testing import table_settings as make_settings
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, fast_settings, player, running_room, running_table
+from studtest.table import table_settings as make_settings
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 LEASE_MS = 600

@@ -13,7 +13,7 @@ import pytest
 from stud.v1 import table_pb2 as pb
 from studclient import Client, Stale, TableWatch
 from studkit.auth import Principal
-from table.testing import OPERATOR, Room, fast_settings, player
+from studtest.table import OPERATOR, Room, fast_settings, player
 
 ClientFor = Callable[[Principal], Client]
 
@@ -119,3 +119,30 @@ async def test_the_example_bot_plays(room: Room, client_for: ClientFor) -> None:
     view = await room.client.wait_for(table_id, lambda v: not v.seats)
     assert view.hands_started >= 3
     assert await ann.balance() + await bob.balance() == 2 * DEPOSIT
+
+
+async def test_a_watch_opened_before_sitting_down_follows_the_cards_once_seated(
+        room: Room, client_for: ClientFor) -> None:
+    """The dealer refuses a card watch by a player with no seat (``not_seated``, issue 17
+    F9); the SDK's live view waits that out: it follows the table as an observer, and once
+    the player sits and a hand is dealt, their own down cards appear in it."""
+    ops = client_for(OPERATOR)
+    table_id = await ops.open_table(settings=fast_settings())
+    names = ["ann", "bob"]
+    clients = [client_for(player(n)) for n in names]
+    for name in names:
+        await ops.create_account(name)
+        await ops.deposit(name, DEPOSIT)
+    async with clients[0].watch(table_id) as watch:
+        await asyncio.sleep(0.5)  # the card watch is refused meanwhile
+        assert watch.error is None
+        for seat, client in enumerate(clients, start=1):
+            await client.sit(table_id, seat, 10_000)
+
+        def own_cards(view: pb.TableView) -> bool:
+            return view.viewer_seat == 1 and any(
+                p.seat == 1 and any(d.HasField("card") for d in p.down)
+                for p in view.hand.players)
+
+        view = await watch.wait_for(own_cards, timeout=30)
+        assert watch.error is None and view.viewer_seat == 1

@@ -26,14 +26,14 @@ from redis.crc import key_slot
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys, ownership
-from studkit.auth import DevKeys
 from studkit.ownership import Ownership, Replica
 from studkit.redis_client import connect, is_cluster
-from studkit.redis_cluster import LocalRedisCluster, slot_ranges
 from studkit.repository import snapshot_key
 from studkit.store import EventStore, NotOwner, StreamConflict, TrimRefused, trimmed_key
-from studkit.testing import RedisSource, TestRedis
-from table.testing import OPERATOR, Room, act_once, play_until, player, running_room
+from studtest.redis import RedisSource, TestRedis
+from studtest.redis_cluster import LocalRedisCluster, slot_ranges
+from studtest.table import OPERATOR, Room, act_once, play_until, player, running_room
+from studtools.devkeys import DevKeys
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -58,6 +58,7 @@ SCRIPTS = {
     _sha(ownership._HEARTBEAT_LUA): "ownership heartbeat",
     _sha(_lua("dealer", "create_hand.lua")): "create_hand.lua",
     _sha(_lua("dealer", "record_deal.lua")): "record_deal.lua",
+    _sha(_lua("dealer", "seeds.lua")): "seeds.lua",
     _sha(_lua("wallet", "apply.lua")): "apply.lua",
 }
 """Every script the project runs on a cluster, by SHA-1 (what EVALSHA names)."""
@@ -155,7 +156,8 @@ def test_every_script_of_the_project_is_covered() -> None:
              for p in (ROOT / base).rglob("*.lua")}
     assert files == {"libs/studkit/append.lua", "libs/studkit/trim.lua",
                      "services/dealer/create_hand.lua",
-                     "services/dealer/record_deal.lua", "services/wallet/apply.lua"}
+                     "services/dealer/record_deal.lua", "services/dealer/seeds.lua",
+                     "services/wallet/apply.lua"}
     inline = {str(p.relative_to(ROOT)) for base in ("libs", "services")
               for p in (ROOT / base).rglob("*.py") if "redis.call(" in p.read_text("utf-8")}
     assert inline == {"libs/studkit/ownership.py", *PLAIN_REDIS_ONLY}
@@ -215,6 +217,33 @@ async def test_the_store_contract_holds_on_the_cluster(
         await client.aclose()
 
 
+async def test_many_leases_renew_in_one_round_on_the_cluster(
+        redis_server: TestRedis, redis_url: str) -> None:
+    """An ownership round over 600 tables spread over the three masters: the batched
+    scripts each stay in one slot (a cross-slot one would fail with CROSSSLOT), every lease
+    is acquired and renewed, and a stale epoch is lost."""
+    assert redis_server.server is not None
+    client = connect(redis_server.server.url_for("table"))
+    try:
+        owners = Ownership(client, Replica("r1", "127.0.0.1:1"), lease_ms=5_000)
+        ids = [f"many-{i}" for i in range(600)]
+        batches = owners.batches(ids)
+        assert all(len({slot(keys.table_owner(t)) for t in batch}) == 1 for batch in batches)
+        assert len({i for t in ids for i, r in enumerate(slot_ranges(3)) if slot(t) in r}) == 3
+        taken = await owners.acquire_many(ids)
+        assert {lease.status for lease in taken.values()} == {"acquired"}
+        epochs = {t: lease.epoch for t, lease in taken.items()}
+        renewed = await owners.renew_many(epochs)
+        assert set(renewed) == set(ids)
+        assert {lease.status for lease in renewed.values()} == {"renewed"}
+        stale = await owners.renew_many({ids[0]: epochs[ids[0]] - 1})
+        assert not stale[ids[0]].ok
+        released = await owners.release_many(epochs)
+        assert {lease.status for lease in released.values()} == {"released"}
+    finally:
+        await client.aclose()
+
+
 async def test_a_room_plays_and_settles_and_every_script_stays_in_one_slot(
         room: Room, script_calls: Calls) -> None:
     """Dealer, wallet and table over the cluster: hands are dealt, played and settled, the
@@ -234,7 +263,7 @@ async def test_a_room_plays_and_settles_and_every_script_stays_in_one_slot(
             if not await act_once(room.client, table_id, view, rng.choice):
                 await asyncio.sleep(0.01)
     assert view.status == pb.TABLE_STATUS_CLOSED
-    assert await room.wallet.client.escrows(table_id) == {}
+    assert await room.wallet.client.paid_out(table_id) == {}
     balances = [await room.wallet.client.player_balance(n) for n in names.values()]
     assert sum(balances) == DEPOSIT * len(names)
 

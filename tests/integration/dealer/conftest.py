@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 
 from dealer.config import Settings
-from dealer.testing import MakeTable, RunningDealer, TableRole, running_dealer
 from rules import TableConfig
-from studkit.auth import DevKeys
 from studkit.redis_client import connect
 from studkit.store import EventStore
-from studkit.testing import TestRedis
+from studtest.dealer import MakeTable, RunningDealer, TableRole, running_dealer
+from studtest.redis import TestRedis
+from studtools.devkeys import DevKeys
 
 _tables = itertools.count(1)
 

@@ -12,12 +12,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from dealer.store import hand_key
-from dealer.testing import TABLE, MakeTable, RunningDealer, deal_request, player
 from rules import Phase
 from studkit.auth import Principal, Role
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import card_from_proto
 from studkit.redis_client import connect
+from studtest.dealer import TABLE, MakeTable, RunningDealer, deal_request, player
 
 pytestmark = pytest.mark.integration
 

@@ -10,11 +10,11 @@ import re
 import grpc
 import pytest
 
-from dealer.testing import MakeTable, RunningDealer, deal_request, player
 from stud.v1 import dealer_pb2 as pb
 from studkit.mapping import card_from_proto
 from studkit.metrics import metrics_endpoint, scrape
-from studkit.redis_server import free_port
+from studtest.dealer import MakeTable, RunningDealer, deal_request, player
+from studtools.redis_server import free_port
 
 pytestmark = pytest.mark.integration
 

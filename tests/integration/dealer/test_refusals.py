@@ -10,12 +10,12 @@ import time
 import grpc
 import pytest
 
-from dealer.testing import TABLE, MakeTable, RunningDealer, player
 from rules import Phase
 from stud.v1 import dealer_pb2 as pb
 from studkit.auth import bearer_metadata
 from studkit.grpc_server import rpc_error_reason
 from studkit.metrics import REQUESTS
+from studtest.dealer import TABLE, MakeTable, RunningDealer, player
 
 pytestmark = pytest.mark.integration
 

@@ -10,12 +10,12 @@ import dataclasses
 import grpc
 import pytest
 
-from dealer.testing import AUDITOR, TABLE, MakeTable, TableRole
 from rules import Phase, TableConfig
 from rules.events import HandExposed, HandMucked, HandShown
 from studkit.deckproof import audit_from_proto, verify_hand
 from studkit.grpc_server import rpc_error_reason
-from studkit.mapping import event_from_envelope
+from studkit.mapping import event_from_envelope, game_envelopes
+from studtest.dealer import AUDITOR, TABLE, MakeTable, TableRole
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,8 @@ async def refused(call: object) -> grpc.aio.AioRpcError:
 
 async def public_events(table: TableRole) -> list[object]:
     """The table's stream as an auditor reads it."""
-    return [event_from_envelope(s.envelope) for s in await table.events.read(table.table_id)]
+    stored = await table.events.read(table.table_id)
+    return [event_from_envelope(e) for e in game_envelopes(s.envelope for s in stored)]
 
 
 class TestReveal:

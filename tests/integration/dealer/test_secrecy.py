@@ -18,14 +18,15 @@ from redis.exceptions import NoPermissionError
 from structlog.testing import capture_logs
 
 from dealer.store import hand_key
-from dealer.testing import AUDITOR, TABLE, MakeTable, RunningDealer, deal_request, player
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2 as pb
-from studkit import testing as studkit_testing
-from studkit.auth import DevKeys, Principal, bearer_metadata
+from studkit.auth import Principal, bearer_metadata
 from studkit.mapping import card_from_proto
 from studkit.redis_client import connect
-from studkit.redis_server import acl_rules
+from studtest import redis as test_redis_source
+from studtest.dealer import AUDITOR, TABLE, MakeTable, RunningDealer, deal_request, player
+from studtools.devkeys import DevKeys
+from studtools.redis_server import acl_rules
 
 pytestmark = pytest.mark.integration
 
@@ -178,7 +179,7 @@ class TestWatchMyCards:
         assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
-async def table_user(redis_server: studkit_testing.TestRedis, admin_url: str) -> aredis.Redis:
+async def table_user(redis_server: test_redis_source.TestRedis, admin_url: str) -> aredis.Redis:
     """A client logged in as the table service's Redis user: the launcher's, or one created
     with the same ACL rules when the session's Redis comes from elsewhere."""
     if redis_server.server is not None:
@@ -196,7 +197,7 @@ async def table_user(redis_server: studkit_testing.TestRedis, admin_url: str) ->
 
 class TestRedisAcl:
     async def test_the_table_user_gets_noperm_on_dealer_keys(
-        self, make_table: MakeTable, redis_server: studkit_testing.TestRedis, redis_url: str
+        self, make_table: MakeTable, redis_server: test_redis_source.TestRedis, redis_url: str
     ) -> None:
         """Reading, writing or deleting a hand's deck as the table's Redis user fails with
         NOPERM, while the table's own stream stays readable to it."""
@@ -245,3 +246,51 @@ class TestLogs:
         assert {"street_dealt", "hands_revealed", "hand_audited", "rpc_rejected"} <= events
         order = [card_from_proto(c).index for c in audit.deck]
         assert json.dumps(order[:4])[1:-1] not in text
+
+
+class TestOpeningsSecrecy:
+    async def test_no_opening_carries_another_players_hidden_card_or_salt(
+        self, make_table: MakeTable
+    ) -> None:
+        """Street by street, each player's openings (GetMyCards) carry the salts of their own
+        down cards only, and the public proof (asked as an outsider) the salts of the cards
+        the record shows only: no folded card's salt or value ever reaches anyone but its
+        owner (checked against the auditor's record of every salt)."""
+        table = await make_table(PLAYERS, TableConfig(burn_cards=True))
+        await table.start_hand()
+        received: dict[str, list[pb.MyCards]] = {name: [] for name in PLAYERS.values()}
+        proofs: list[pb.HandProof] = []
+        while not table.t.hand.is_over:
+            await table.step(folds={5: 4, 7: 5})
+            for name in PLAYERS.values():
+                received[name].append(await table.dealer.my_cards(table.table_id,
+                                                                  player(name), 1))
+            proofs.append(await table.dealer.hand_proof(table.table_id, 1,
+                                                        player("outsider")))
+        audit = await table.dealer.audit(table.table_id, 1)
+        salts = [bytes(s) for s in audit.card_salts]
+        base = [card_from_proto(c).index for c in audit.deck]
+        salt_of_card = {base[i]: salts[i] for i in range(52)}
+        down: dict[int, set[int]] = {}
+        for street in audit.streets:
+            for d in street.cards:
+                if not d.up and d.seat:
+                    down.setdefault(d.seat, set()).add(card_from_proto(d.card).index)
+        shown = {e.seat for e in table.t.events if type(e).__name__ in ("HandShown",
+                                                                        "HandExposed")}
+        for seat, name in PLAYERS.items():
+            others_hidden = {salt_of_card[c] for s, cards in down.items() if s != seat
+                             and s not in shown for c in cards}
+            for reply in received[name]:
+                blob = b"".join(o.SerializeToString() for o in reply.down_openings)
+                assert not any(salt in blob for salt in others_hidden), name
+                own = {salt_of_card[c] for c in down[seat]}
+                assert {bytes(o.salt) for o in reply.down_openings} <= own
+        hidden = {salt_of_card[c] for s, cards in down.items() if s not in shown
+                  for c in cards}
+        burned = {salt_of_card[card_from_proto(s.burn.card).index] for s in audit.streets
+                  if s.HasField("burn")}
+        assert hidden and burned
+        for proof in proofs:
+            blob = proof.SerializeToString()
+            assert not any(salt in blob for salt in hidden | burned)

@@ -7,12 +7,13 @@ import grpc
 import pytest
 
 from dealer.config import Settings
-from dealer.testing import RunningDealer
 from rules import parse_cards
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import dealer_pb2_grpc as dpb_grpc
-from studkit.auth import DevKeys, Principal, Role
+from studkit.auth import Principal, Role
 from studkit.mapping import card_to_proto
+from studtest.dealer import RunningDealer
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 

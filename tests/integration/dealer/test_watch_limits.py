@@ -16,17 +16,18 @@ from redis.crc import key_slot
 
 from dealer.config import Settings
 from dealer.tables import PublicTables
-from dealer.testing import TABLE, RunningDealer, TableRole, player, running_dealer
 from rules import TableConfig
+from rules.commands import LeaveSeat, SitDown
 from stud.v1 import dealer_pb2 as pb
-from studkit.auth import DevKeys
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import event_from_envelope
 from studkit.metrics import REQUESTS
 from studkit.redis_client import connect
-from studkit.redis_cluster import slot_ranges
 from studkit.store import EventStore
-from studkit.testing import TestRedis as Redis
+from studtest.dealer import TABLE, RunningDealer, TableRole, player, running_dealer
+from studtest.redis import TestRedis as Redis
+from studtest.redis_cluster import slot_ranges
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 
@@ -142,6 +143,68 @@ class TestUnknownTables:
         assert set(codes) == {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.RESOURCE_EXHAUSTED}
         assert all(isinstance(c, str) and c for c in commitments)
         assert limited.deps.tailer.tailed_tables() == frozenset()
+
+
+class TestWatchersWithoutASeat:
+    """Issue 17, F9: a watch by a player with no seat at the table used to stay open with no
+    message, holding a stream slot, forever."""
+
+    async def test_a_player_who_is_not_seated_is_refused_at_once(
+        self, limited: RunningDealer, events: EventStore
+    ) -> None:
+        """FAILED_PRECONDITION not_seated, promptly; counted; nothing tailed, no slot held
+        (the player's next watches are refused the same way, never RESOURCE_EXHAUSTED)."""
+        table = await open_table(events, limited)
+        await table.start_hand()
+        await table.deal()
+        for _ in range(PER_PLAYER + 2):
+            error = await asyncio.wait_for(refusal(watch(limited, table.table_id, "zed")), 10)
+            assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert rpc_error_reason(error) == "not_seated"
+        assert calls(limited, "WatchMyCards", "FAILED_PRECONDITION") == PER_PLAYER + 2
+        assert limited.deps.tailer.tailed_tables() == frozenset()
+        # A seated player at the same table still gets their cards.
+        seated = watch(limited, table.table_id, "ann")
+        assert len((await asyncio.wait_for(seated.read(), 10)).down) == 2
+        seated.cancel()
+
+    async def test_a_seated_player_waits_for_the_first_hand(
+        self, limited: RunningDealer, events: EventStore
+    ) -> None:
+        """A seat with no hand dealt yet is a watch that waits (its first cards come with
+        the first hand), not a refusal."""
+        table = await open_table(events, limited)
+        call = watch(limited, table.table_id, "bob")
+        await tailing(limited, table.table_id)
+        await asyncio.sleep(0.2)
+        assert not call.done()
+        await table.start_hand()
+        await table.deal()
+        first = await asyncio.wait_for(call.read(), 10)
+        assert (first.hand_number, first.seat) == (1, 2)
+        if not first.down:  # the hand's start, then its first street
+            assert len((await asyncio.wait_for(call.read(), 10)).down) == 2
+        call.cancel()
+
+    async def test_the_watch_ends_when_the_player_leaves(
+        self, limited: RunningDealer, events: EventStore
+    ) -> None:
+        """A watcher whose seat is left between hands gets FAILED_PRECONDITION not_seated
+        at once, and its slot is free again."""
+        table = await open_table(events, limited, {1: "ann", 2: "bob", 3: "cat"})
+        call = watch(limited, table.table_id, "cat")
+        await tailing(limited, table.table_id)
+        await table.apply(LeaveSeat(seat=3))
+        error = await asyncio.wait_for(refusal(call), 10)
+        assert error.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert rpc_error_reason(error) == "not_seated"
+        # Seated again, the player may hold all PER_PLAYER watches: the ended one holds none.
+        await table.apply(SitDown(seat=3, player_id="cat", stack=10_000))
+        held = [watch(limited, table.table_id, "cat") for _ in range(PER_PLAYER)]
+        await asyncio.sleep(0.3)
+        assert not any(c.done() for c in held)
+        for c in held:
+            c.cancel()
 
 
 class TestStreamLimits:

@@ -16,11 +16,11 @@ import pytest
 
 from stud.v1 import table_pb2 as pb
 from studkit import keys
-from studkit.auth import DevKeys
-from studkit.cli import main
 from studkit.redis_client import connect_sync
-from studkit.testing import TestRedis
-from table.testing import AUDITOR, Room, play_until, player, running_room
+from studtest.redis import TestRedis
+from studtest.table import AUDITOR, Room, play_until, player, running_room
+from studtools.cli import main
+from studtools.devkeys import DevKeys
 
 HANDS = 5
 NAMES = {1: "ann", 3: "bob", 6: "cat"}

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from stud.v1 import table_pb2 as pb
-from studkit.archive import archive_table
-from studkit.auth import DevKeys
 from studkit.redis_client import connect, connect_sync
 from studkit.store import EventStore
-from studkit.testing import TestRedis
-from table.testing import AUDITOR, play_until, player, running_room
+from studtest.redis import TestRedis
+from studtest.table import AUDITOR, play_until, player, running_room
+from studtools.archive import archive_table
+from studtools.devkeys import DevKeys
 
 from .conftest import NAMES, Played, run_cli
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 from pathlib import Path
 
 import pytest
 from pokerkit.notation import HandHistory
 
 from rules.phh import parse_phh, parse_phhs
-from table.testing import player
+from stud.v1 import table_pb2 as pb
+from studtest.table import OPERATOR, play_until, player
+from table.clients import key
 
 from .conftest import HANDS, NAMES, Played, run_cli, seeded_random
 
@@ -137,3 +141,70 @@ async def test_unknown_table_or_hand_is_exit_2(replay_env: Played) -> None:
     status, _ = await run_cli(["replay", "show", "--table", replay_env.table_id,
                                "--hand", "999"])
     assert status == 2
+
+
+async def test_replay_room_shows_a_cash_tables_money_settlement_and_close(
+        replay_env: Played) -> None:
+    """A cash table of its own in the same room: dan and eve sit down; during the first hand
+    dan tops up, eve leaves, and an escrow the log never recorded (fay's, seat 3) appears in
+    the wallet; the hand settles (the orphan is paid back then), eve is paid out and the
+    table is closed. ``stud replay room`` (and its ``--json``) shows each of them."""
+    room = replay_env.room
+    client = room.client
+    table_id = await client.open_table()
+    for seat, name in ((1, "dan"), (2, "eve")):
+        await room.fund(name)
+        await client.call("SitDown", pb.SitDownRequest(table_id=table_id, seat=seat,
+                                                       buy_in=5_000), player(name))
+    await room.fund("fay")
+    await client.wait_for(table_id, lambda v: v.HasField("hand") and v.hand.to_act != 0)
+    await client.call("AddChips", pb.AddChipsRequest(table_id=table_id, seat=1, amount=1_000),
+                      player("dan"))
+    await client.call("LeaveSeat", pb.LeaveSeatRequest(table_id=table_id, seat=2),
+                      player("eve"))
+    wallet = room.wallet.client
+    await wallet.buy_in("fay", table_id, 3, 2_000, key(table_id, "c:player:fay:lost"))
+    assert await wallet.player_balance("fay") == 1_000_000 - 2_000
+    await play_until(client, table_id, 1, random.Random(3).choice, timeout=60)
+    # Eve's leave and the orphan's refund follow the hand's settlement.
+    async with asyncio.timeout(30):
+        while (await wallet.player_balance("fay") != 1_000_000
+               or [s.seat for s in (await client.view(table_id)).seats] != [1]):
+            await asyncio.sleep(0.05)
+    await client.call("CloseTable", pb.CloseTableRequest(table_id=table_id), OPERATOR)
+    async with asyncio.timeout(30):  # closing pays dan out
+        while any((await wallet.escrows(table_id)).values()):
+            await asyncio.sleep(0.05)
+
+    status, out = await run_cli(["replay", "room", "--table", table_id, "--json"])
+    assert status == 0, out
+    events = json.loads(out)["events"]
+    lines: dict[str, list[str]] = {}
+    for e in events:
+        lines.setdefault(e["type"], []).append(e["line"])
+    assert lines["SettingsSet"][0].startswith("Settings: buy-in ")
+    assert [x.split(" asks")[0] for x in lines["BuyInRequested"]] == ["Seat 1: dan",
+                                                                      "Seat 2: eve"]
+    assert lines["TopUpQueued"] == ["Seat 1: dan adds 1,000 (queued)"]
+    assert lines["LeaveRequested"] == ["Seat 2: eve leaves after the hand"]
+    assert lines["HandSettled"][0].startswith("Hand #1 settled (rake ")
+    assert lines["OrphanEscrowRefunded"] == [
+        "Seat 3: an escrow of 2,000 the log did not know was paid back to fay"]
+    assert [x.split(" cashes")[0] for x in lines["CashOutRequested"]] == ["Seat 2: eve",
+                                                                          "Seat 1: dan"]
+    assert lines["CashOutPaid"] == ["Seat 2: eve's cash-out paid",
+                                    "Seat 1: dan's cash-out paid"]
+    assert lines["TableClosed"] == [f"Table closed by {OPERATOR.name}"]
+    types = [e["type"] for e in events]
+    assert types.index("OrphanEscrowRefunded") > types.index("HandSettled")
+    assert types.index("TableClosed") < len(types) - 1  # dan's cash-out follows the close
+    assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
+    status, text = await run_cli(["replay", "room", "--table", table_id])
+    assert status == 0
+    for line in (x for group in lines.values() for x in group):
+        assert line in text
+    assert text.strip().splitlines()[-1].startswith(f"{len(events)} room events at table ")
+    # The hand's own room lines come with ``stud replay show``: its settlement.
+    status, out = await run_cli(["replay", "show", "--table", table_id, "--hand", "1",
+                                 "--json"])
+    assert status == 0 and lines["HandSettled"][0] in json.loads(out)["room"]

@@ -20,14 +20,15 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
-from studkit.redis_server import RedisServer, all_redis_servers, server_version
 from studkit.store import EventStore
 from studkit.tailer import StreamTailer
+from studtools.redis_server import RedisServer, all_redis_servers, server_version
 
 PASSWORDS = {
     "table": "table-acl-pw",
     "dealer": "dealer-acl-pw",
     "wallet": "wallet-acl-pw",
+    "tournament": "tournament-acl-pw",
     "auditor": "auditor-acl-pw",
 }
 Connect = Callable[[str], aioredis.Redis]
@@ -185,6 +186,23 @@ class TestWalletUser:
         await refused(client.get(DEALER_KEY))
 
 
+class TestTournamentUser:
+    async def test_uses_tournament_keys_only(self, admin: aioredis.Redis,
+                                             connect: Connect) -> None:
+        """The tournament user has its tournaments' keys and nothing of tables, decks or
+        money (it reaches those through the table's and the wallet's APIs)."""
+        client = connect("tournament")
+        key = keys.tournament_key("mtt-1", "events")
+        await client.xadd(key, {"e": "Registered"})
+        assert await client.xlen(key) == 1
+        store = EventStore(client)
+        await refused(store.read("t1"))
+        await refused(store.append("t1", [event("Forged")], 1, command_id="forged"))
+        await refused(client.get(DEALER_KEY))
+        await refused(client.get(WALLET_KEY))
+        await refused(client.set(WALLET_KEY, b"1000000"))
+
+
 class TestAuditorUser:
     async def test_reads_public_streams_and_ledger(
         self, admin: aioredis.Redis, connect: Connect
@@ -195,6 +213,19 @@ class TestAuditorUser:
         assert await EventStore(client).table_ids() == ["t1"]
         assert await client.get(WALLET_KEY) == b"100"
         await refused(client.get(DEALER_KEY))
+
+    async def test_reads_the_tournaments_logs(self, admin: aioredis.Redis,
+                                             connect: Connect) -> None:
+        """The auditor reads a tournament's stream (``stud replay tournament`` as auditor) and
+        writes nothing there."""
+        key = keys.tournament_key("mtt-audit", "events")
+        await admin.xadd(key, {"envelope": b"e1"})
+        client = connect("auditor")
+        assert [fields for _id, fields in await client.xrange(key)] == [{b"envelope": b"e1"}]
+        await refused(client.xadd(key, {"envelope": b"forged"}))
+        await refused(client.delete(key))
+        assert await admin.xlen(key) == 1
+        await admin.delete(key)
 
     async def test_writes_nothing(self, admin: aioredis.Redis, connect: Connect) -> None:
         """The auditor can run no write command and no script, on any key."""

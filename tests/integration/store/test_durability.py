@@ -14,8 +14,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stud.v1.envelope_pb2 import EventEnvelope
-from studkit.redis_server import RedisServer
 from studkit.store import AppendResult, EventStore, StoredEvent
+from studtools.redis_server import RedisServer
 
 DEADLINE = 30.0
 

@@ -12,11 +12,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from studkit.auth import DevKeys, Principal, Role, bearer_metadata
+from studkit.auth import Principal, Role, bearer_metadata
 from studkit.errors import BadRequest, NotFound
 from studkit.grpc_server import GrpcServer, create_grpc_server
 from studkit.metrics import Metrics, metrics_endpoint, scrape
-from studkit.redis_server import free_port
+from studtools.devkeys import DevKeys
+from studtools.redis_server import free_port
 
 pytestmark = pytest.mark.integration
 

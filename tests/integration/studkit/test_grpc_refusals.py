@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from structlog.testing import capture_logs
 
-from studkit.auth import DevKeys, Principal, Role, TokenVerifier, bearer_metadata
+from studkit.auth import Principal, Role, TokenVerifier, bearer_metadata
 from studkit.grpc_server import (
     EXPIRY_POLL_S,
     GrpcServer,
@@ -30,6 +30,7 @@ from studkit.grpc_server import (
 )
 from studkit.limits import StreamLimiter
 from studkit.metrics import REQUESTS
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""The launcher's Redis (``studkit.redis_server``, used by ``make run`` and the tests) keeps
+"""The launcher's Redis (``studtools.redis_server``, used by ``make run`` and the tests) keeps
 its secrets: passwords never appear on the server's command line, its data directory (the AOF
 holds decks in play) is private, and one data directory serves one live server at a time."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from studkit.redis_server import DataDirInUse, RedisServer, lock_holder
+from studtools.redis_server import DataDirInUse, RedisServer, lock_holder
 
 PASSWORDS = {"table": "table-cmdline-pw", "dealer": "dealer-cmdline-pw"}
 

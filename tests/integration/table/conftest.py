@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from studkit.auth import DevKeys
-from studkit.testing import TestRedis
-from table.testing import Room, running_room
+from studtest.redis import TestRedis
+from studtest.table import Room, running_room
+from studtools.devkeys import DevKeys
 
 
 @pytest.fixture

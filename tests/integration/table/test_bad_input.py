@@ -14,7 +14,7 @@ from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
 from studkit.auth import Principal, Role
 from studkit.grpc_server import rpc_error_reason
-from table.testing import AUDITOR, OPERATOR, Room, player
+from studtest.table import AUDITOR, OPERATOR, Room, player
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import pytest
 from rules import Rake, TableConfig
 from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
-from studkit.auth import DevKeys
-from studkit.testing import TestRedis
-from table.testing import OPERATOR, Room, act_once, fast_settings, player, running_room
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, Room, act_once, fast_settings, player, running_room
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 DEPOSIT = 1_000_000
@@ -47,6 +47,7 @@ async def test_rake_goes_to_the_house_and_chips_are_conserved(room: Room) -> Non
         while (view := await room.client.view(table_id)).seats:
             if not await act_once(room.client, table_id, view, rng.choice):
                 await asyncio.sleep(0.01)
+    assert await room.wallet.client.paid_out(table_id) == {}
     raked = 0
     for number in range(1, view.hands_started + 1):
         history = await room.client.stub.GetHandHistory(
@@ -57,7 +58,6 @@ async def test_rake_goes_to_the_house_and_chips_are_conserved(room: Room) -> Non
     balances = [await room.wallet.client.player_balance(n) for n in names.values()]
     assert await house(room) == raked
     assert sum(balances) + raked == DEPOSIT * len(names)
-    assert await room.wallet.client.escrows(table_id) == {}
 
 
 async def test_a_hand_the_dealer_cannot_finish_is_voided(

@@ -12,13 +12,13 @@ import pytest
 
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
-from studkit.auth import DevKeys
 from studkit.redis_client import connect
 from studkit.repository import TableRepository, snapshot_key
 from studkit.store import EventStore
-from studkit.testing import TestRedis
-from table.testing import TableClient, act_once, player, running_room, running_table
-from table.testing import table_settings as make_settings
+from studtest.redis import TestRedis
+from studtest.table import TableClient, act_once, player, running_room, running_table
+from studtest.table import table_settings as make_settings
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,12 @@ async def test_snapshot_plus_tail_equals_the_whole_stream(
         assert loaded.after
         assert [s.envelope for s in loaded.after] == [
             s.envelope for s in full[loaded.version:loaded.version + len(loaded.after)]]
-        before = await room.client.view(table_id, player("ann"))
+        # Hand 7 has just started and its cards are being dealt: wait until only a player's
+        # action is due, so the table stands still between this view and the stop.
+        async with asyncio.timeout(30):
+            while not ((before := await room.client.view(table_id, player("ann"))).hand.to_act
+                       and before.hand.phase == pb.HAND_PHASE_BETTING):
+                await asyncio.sleep(0.02)
         await room.table_deps.app.stop()
 
         async def restarted_view() -> pb.TableView:

@@ -22,10 +22,11 @@ from rules.cards import parse_cards
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import dealer_pb2_grpc as dpb_grpc
 from stud.v1 import table_pb2 as pb
-from studkit.auth import DevKeys, Principal
+from studkit.auth import Principal
 from studkit.mapping import card_to_proto
-from studkit.testing import TestRedis
-from table.testing import AUDITOR, OPERATOR, Room, act_once, fast_settings, player, running_room
+from studtest.redis import TestRedis
+from studtest.table import AUDITOR, OPERATOR, Room, act_once, fast_settings, player, running_room
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 DEPOSIT = 1_000_000
@@ -117,6 +118,30 @@ def passive(actions: list[Any]) -> Any:
     return actions[0]
 
 
+async def play_muck_hand(room: Room, reveals_mucked: bool = True) -> str:
+    """A table where ann, bob and cat (seats 1-3, all muck losing hands) play MUCK_DECK's
+    hand to its end, passively (the next hand waits ten minutes); its id."""
+    table_id = await room.client.open_table(
+        config=TableConfig(history_reveals_mucked=reveals_mucked, min_players=3),
+        settings=fast_settings(next_hand_delay_ms=600_000))
+    await stack_deck(room, table_id, 1, MUCK_DECK)
+    names = {1: "ann", 2: "bob", 3: "cat"}
+    for seat, name in names.items():
+        await room.fund(name, DEPOSIT)
+        await room.client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=seat, buy_in=10_000), player(name))
+        await room.client.call("SetMuckPreference", pb.SetMuckPreferenceRequest(
+            table_id=table_id, seat=seat, muck=True), player(name))
+        view = await room.client.view(table_id, player(name))
+        assert view.muck_preference
+    async with asyncio.timeout(20):
+        while not ((view := await room.client.view(table_id)).HasField("hand")
+                   and view.hand.phase == pb.HAND_PHASE_COMPLETE):
+            if not await act_once(room.client, table_id, view, passive):
+                await asyncio.sleep(0.01)
+    return table_id
+
+
 @pytest.mark.parametrize("reveals_mucked", [True, False], ids=["history_reveals_mucked",
                                                                "mucked_stay_hidden"])
 async def test_muck_preference_at_the_showdown(
@@ -127,24 +152,7 @@ async def test_muck_preference_at_the_showdown(
     dealt in, and them only with history_reveals_mucked: not an observer, not a player who
     takes a seat after the hand."""
     async with stacked_room(redis_server, redis_url, dev_keys) as room:
-        table_id = await room.client.open_table(
-            config=TableConfig(history_reveals_mucked=reveals_mucked, min_players=3),
-            settings=fast_settings(next_hand_delay_ms=600_000))
-        await stack_deck(room, table_id, 1, MUCK_DECK)
-        names = {1: "ann", 2: "bob", 3: "cat"}
-        for seat, name in names.items():
-            await room.fund(name, DEPOSIT)
-            await room.client.call("SitDown", pb.SitDownRequest(
-                table_id=table_id, seat=seat, buy_in=10_000), player(name))
-            await room.client.call("SetMuckPreference", pb.SetMuckPreferenceRequest(
-                table_id=table_id, seat=seat, muck=True), player(name))
-            view = await room.client.view(table_id, player(name))
-            assert view.muck_preference
-        async with asyncio.timeout(20):
-            while not ((view := await room.client.view(table_id)).HasField("hand")
-                       and view.hand.phase == pb.HAND_PHASE_COMPLETE):
-                if not await act_once(room.client, table_id, view, passive):
-                    await asyncio.sleep(0.01)
+        table_id = await play_muck_hand(room, reveals_mucked)
         records = (await history(room, table_id, 1, OPERATOR)).events
         kinds = [r.event.WhichOneof("event") for r in records]
         assert kinds.count("hand_shown") == 2 and kinds.count("hand_mucked") == 1
@@ -179,6 +187,39 @@ async def test_muck_preference_at_the_showdown(
         assert not cards_in(await history(room, table_id, 1, player("yan"))) & bob
         for record in await watch_all(room, table_id, player("yan")):
             assert not cards_in(record) & bob, record
+
+
+async def test_a_newcomer_in_a_mucked_seat_sees_none_of_its_cards(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    """Issue 17, F4: Bob (seat 2) mucks at the showdown and leaves between hands; Yan, not
+    dealt in, sits down in seat 2. GetTable shows Yan the last hand with no down card but
+    the ones shown (Ann's and Cat's), and viewer_seat 2; Bob, gone from the table, still sees
+    his own cards of the hand he was dealt into."""
+    async with stacked_room(redis_server, redis_url, dev_keys) as room:
+        table_id = await play_muck_hand(room)
+        bob = set(card_keys(BOB_DOWN))
+        assert cards_in(await room.client.view(table_id, player("bob"))) >= bob
+        await room.client.call("LeaveSeat", pb.LeaveSeatRequest(table_id=table_id, seat=2),
+                               player("bob"))
+        await room.fund("yan", DEPOSIT)
+        await room.client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=2, buy_in=10_000), player("yan"))
+
+        view = await room.client.view(table_id, player("yan"))
+        assert view.viewer_seat == 2
+        assert [s.player_id for s in view.seats if s.seat == 2] == ["yan"]
+        assert view.hand.hand_number == 1 and view.hand.phase == pb.HAND_PHASE_COMPLETE
+        assert not cards_in(view) & bob
+        for p in view.hand.players:
+            if not p.shown:
+                assert not any(d.HasField("card") for d in p.down), p
+        shown = {p.seat for p in view.hand.players if p.shown}
+        assert shown == {1, 3}
+
+        # Bob, no longer seated, is still the player who held seat 2's cards in hand 1.
+        gone = await room.client.view(table_id, player("bob"))
+        assert gone.viewer_seat == 0
+        assert cards_in(gone) >= bob
 
 
 # --- secrecy over several hands ------------------------------------------------------------

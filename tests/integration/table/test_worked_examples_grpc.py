@@ -47,10 +47,10 @@ from rules.views import public_event
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import dealer_pb2_grpc as dpb_grpc
 from stud.v1 import table_pb2 as pb
-from studkit.auth import DevKeys
 from studkit.mapping import card_to_proto, event_from_proto
-from studkit.testing import TestRedis
-from table.testing import OPERATOR, Room, fast_settings, player, running_room
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, Room, fast_settings, player, running_room
+from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "unit" / "rules" / "test_worked_examples.py"

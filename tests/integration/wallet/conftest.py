@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from studkit.auth import DevKeys
 from studkit.redis_client import connect
-from studkit.testing import TestRedis
+from studtest.redis import TestRedis
+from studtest.wallet import RunningWallet, running_wallet
+from studtools.devkeys import DevKeys
 from wallet.config import Settings
-from wallet.testing import RunningWallet, running_wallet
 
 
 def wallet_url(redis_server: TestRedis, admin_url: str) -> str:

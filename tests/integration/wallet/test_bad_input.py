@@ -10,10 +10,11 @@ import grpc
 import pytest
 
 from stud.v1 import wallet_pb2 as pb
-from studkit.auth import DevKeys, Principal, Role, bearer_metadata
+from studkit.auth import Principal, Role, bearer_metadata
 from studkit.grpc_server import rpc_error_reason
+from studtest.wallet import AUDITOR, OPERATOR, TABLE, RunningWallet, player
+from studtools.devkeys import DevKeys
 from wallet.model import MAX_AMOUNT
-from wallet.testing import AUDITOR, OPERATOR, TABLE, RunningWallet, player
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 
 from stud.v1 import wallet_pb2 as pb
 from studkit.grpc_server import rpc_error_reason
+from studtest.wallet import RunningWallet
 from wallet.ledger import replay
-from wallet.testing import RunningWallet
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from rules.streets import Street
 from stud.v1 import wallet_pb2 as pb
 from studkit.grpc_server import rpc_error_reason
+from studtest.wallet import OPERATOR, RunningWallet
 from wallet.ledger import compute_rake, replay
 from wallet.model import RakePolicy
-from wallet.testing import OPERATOR, RunningWallet
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ import pytest
 
 from studkit import keys
 from studkit.redis_client import Client, connect
-from studkit.testing import TestRedis
+from studtest.redis import TestRedis
+from studtest.wallet import RunningWallet
 from wallet.model import player_account
-from wallet.testing import RunningWallet
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,13 @@ import pytest
 
 from stud.v1 import wallet_pb2 as pb
 from studkit.metrics import metrics_endpoint, scrape
-from studkit.redis_server import free_port
-from wallet.testing import OPERATOR, TABLE, RunningWallet, player
+from studtest.wallet import OPERATOR, TABLE, RunningWallet, player
+from studtools.redis_server import free_port
 
 pytestmark = pytest.mark.integration
 
 SERVICE = "stud.v1.WalletService"
-LABELS = {"service", "method", "code", "outcome", "le"}
+LABELS = {"service", "method", "code", "outcome", "kind", "le"}
 
 
 def settlement(hand: str, won_by_alice: int) -> pb.SettleHandRequest:

@@ -10,12 +10,12 @@ import grpc
 import pytest
 
 from stud.v1 import wallet_pb2 as pb
-from studkit.auth import DevKeys
 from studkit.grpc_server import rpc_error_reason
 from studkit.metrics import REQUESTS
-from studkit.redis_server import RedisServer
+from studtest.wallet import OPERATOR, RunningWallet, running_wallet
+from studtools.devkeys import DevKeys
+from studtools.redis_server import RedisServer
 from wallet.config import Settings
-from wallet.testing import OPERATOR, RunningWallet, running_wallet
 
 pytestmark = pytest.mark.integration
 

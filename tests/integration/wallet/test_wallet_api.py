@@ -11,8 +11,8 @@ import pytest
 from stud.v1 import wallet_pb2 as pb
 from studkit.auth import Principal, Role
 from studkit.grpc_server import rpc_error_reason
+from studtest.wallet import AUDITOR, OPERATOR, TABLE, RunningWallet, player
 from wallet.ledger import replay
-from wallet.testing import AUDITOR, OPERATOR, TABLE, RunningWallet, player
 
 pytestmark = pytest.mark.integration
 
@@ -303,7 +303,7 @@ async def test_one_name_for_the_key_and_the_hand(wallet: RunningWallet) -> None:
     ``idempotency_key`` and ``hand_id`` are still read; both set and different is refused."""
     from stud.v1 import wallet_pb2 as wpb
     from studkit.grpc_server import rpc_error_reason
-    from wallet.testing import OPERATOR as OPS
+    from studtest.wallet import OPERATOR as OPS
     client = wallet.client
     await client.create_account("kim")
     md = client.metadata(OPS)

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from studclient.client import token_subject
-from studclient.tui.command import Setup, environment
-from studkit import cli
-from studkit.auth import DevKeys, Principal, Role, TokenBook
+from studclient.tui.command import Setup
+from studkit.auth import Principal, Role, TokenBook
+from studtools import cli
+from studtools.devkeys import DevKeys
 
 
 def test_the_player_token_is_minted_from_the_issuer_key_with_an_operator_for_funds(
@@ -32,15 +33,6 @@ def test_a_given_player_token_is_used_as_is(tmp_path: Path,
     setup = Setup({"STUD_PLAYER_TOKEN": token, "STUD_TABLE_TARGET": "10.0.0.1:1"}, None)
     assert (setup.player, setup.token, setup.operator) == ("alice", token, None)
     assert setup.targets["STUD_TABLE_TARGET"] == "10.0.0.1:1"
-
-
-def test_make_runs_env_file_is_read_under_the_environment(tmp_path: Path) -> None:
-    env_file = tmp_path / "env"
-    env_file.write_text("# make run\nexport STUD_TABLE_TARGET=127.0.0.1:4000\n"
-                        "export STUD_WALLET_TARGET=127.0.0.1:4002\n")
-    env = environment({"STUD_WALLET_TARGET": "127.0.0.1:5002", "EMPTY": ""}, env_file)
-    assert env == {"STUD_TABLE_TARGET": "127.0.0.1:4000",
-                   "STUD_WALLET_TARGET": "127.0.0.1:5002"}
 
 
 def test_without_credentials_it_says_what_to_set(

@@ -7,13 +7,14 @@ import pytest
 
 from dealer import mapping
 from dealer.config import Settings
+from dealer.corruption import Corruption
 from dealer.deck import deal_street
 from dealer.shuffle import new_salt, shuffled
 from rules import DealPlan, DealSlot, Street
 from stud.v1 import dealer_pb2 as pb
-from studkit.auth import DevKeys
 from studkit.deckproof import HandAudit, HandDeck, audit_from_proto, commit
 from studkit.errors import BadRequest
+from studtools.devkeys import DevKeys
 
 
 class TestSettings:
@@ -41,6 +42,22 @@ class TestSettings:
             Settings.from_env({"STUD_ENV": "dev"})
         with pytest.raises(RuntimeError, match="STUD_AUTH_SECRET"):
             Settings.from_env({**dev_keys.env("dealer"), "STUD_AUTH_SECRET": "s" * 40})
+
+    @pytest.mark.parametrize("kind", list(Corruption)[1:])
+    def test_production_configuration_refuses_a_corrupt_dealer(self, dev_keys: DevKeys,
+                                                              kind: Corruption) -> None:
+        """DEALER_CORRUPT (a dealer that cheats, for the players' checks to catch) is refused
+        unless STUD_ENV=test, as the stacked decks are; an unknown kind is refused too."""
+        env = {**dev_keys.env("dealer"), "DEALER_CORRUPT": kind.value}
+        for stud_env in ("", "prod", "dev", "production"):
+            with pytest.raises(RuntimeError, match="STUD_ENV=test"):
+                Settings.from_env({**env, "STUD_ENV": stud_env})
+        with pytest.raises(RuntimeError, match="STUD_ENV=test"):
+            Settings.from_env(env)
+        assert Settings.from_env({**env, "STUD_ENV": "test"}).corruption is kind
+        assert Settings.from_env(dev_keys.env("dealer")).corruption is Corruption.NONE
+        with pytest.raises(RuntimeError, match="DEALER_CORRUPT must be"):
+            Settings.from_env({**env, "DEALER_CORRUPT": "lie", "STUD_ENV": "test"})
 
 
 class TestRequests:

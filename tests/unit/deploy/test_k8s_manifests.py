@@ -35,7 +35,8 @@ class TestManifests:
             load(f)
 
     @pytest.mark.parametrize(("name", "port"),
-                             [("table", 50051), ("dealer", 50052), ("wallet", 50053)])
+                             [("table", 50051), ("dealer", 50052), ("wallet", 50053),
+                              ("tournament", 50054)])
     def test_service_deployment(self, name: str, port: int) -> None:
         """Each service runs as a Deployment with gRPC probes and Secrets for keys."""
         deployments = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "Deployment"}
@@ -98,15 +99,17 @@ class TestManifests:
         assert redis["spec"]["volumeClaimTemplates"]
 
     def test_default_deny_and_redis_only_from_services(self) -> None:
-        """Traffic is denied by default; Redis admits only the services."""
+        """Traffic is denied by default; Redis admits only the services (the tournament's
+        included)."""
         policies = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "NetworkPolicy"}
         assert policies["default-deny"]["spec"]["podSelector"] == {}
         rule = policies["redis-from-services"]["spec"]["ingress"][0]["from"][0]
         allowed = rule["podSelector"]["matchExpressions"][0]["values"]
-        assert set(allowed) == {"table", "dealer", "wallet"}
+        assert set(allowed) == {"table", "dealer", "wallet", "tournament"}
 
     @pytest.mark.parametrize(("name", "port"),
-                             [("table", 9101), ("dealer", 9102), ("wallet", 9103)])
+                             [("table", 9101), ("dealer", 9102), ("wallet", 9103),
+                              ("tournament", 9104)])
     def test_service_exposes_metrics(self, name: str, port: int) -> None:
         """Each service serves /metrics on a container port named ``metrics`` (the port its
         METRICS_PORT names), its pods ask Prometheus to scrape that port, and a NetworkPolicy

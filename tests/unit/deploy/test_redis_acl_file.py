@@ -1,6 +1,6 @@
 """The Kubernetes ACL file (``deploy/k8s/overlays/dev/users.acl``, the model for production's
 ``redis-acl`` Secret) grants each service exactly what the launcher grants it
-(``studkit.redis_server.SERVICE_ACL``, which ``tests/integration/store/test_acl.py`` checks
+(``studtools.redis_server.SERVICE_ACL``, which ``tests/integration/store/test_acl.py`` checks
 against real servers), and leaves the ``default`` user off."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from studkit.redis_server import ADMIN_ACL, DEFAULT_USER_ACL, SERVICE_ACL
+from studtools.redis_server import ADMIN_ACL, DEFAULT_USER_ACL, SERVICE_ACL
 
 ACL_FILE = Path(__file__).resolve().parents[3] / "deploy/k8s/overlays/dev/users.acl"
 

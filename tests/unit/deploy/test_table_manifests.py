@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from studkit import keys
-from studkit.redis_server import SERVICE_ACL
 from studkit.repository import snapshot_key
+from studtools.redis_server import SERVICE_ACL
 from table import config as table_config
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,6 +1,7 @@
 """Bearer tokens: issued tokens verify; forged, expired, malformed, missing or mis-signed ones
 do not; each key signs only for the subjects its key-set entry allows; keys load from the
-environment, rotate, and the issuer tool mints and manages them."""
+environment, and rotate (the issuer tool that mints and manages them is tested in
+tests/unit/studtools/test_issuer.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import jwt
 import pytest
 
 from studkit.auth import (
-    DevKeys,
     Forbidden,
     KeySet,
     Principal,
@@ -26,13 +26,13 @@ from studkit.auth import (
     Unauthorized,
     bearer_metadata,
     issuer_from_env,
-    main,
     require_role,
     require_service,
     service_names,
     service_token_source_from_env,
     verifier_from_env,
 )
+from studtools.devkeys import DevKeys
 
 NOW = 1_700_000_000.0
 KEYS = DevKeys.generate()
@@ -319,63 +319,14 @@ class TestRoles:
                 require_service(who, ("table",), "table")
 
 
-class TestTool:
-    def test_mints_with_the_issuer_key(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        """``python -m studkit.auth operator ops`` signs with STUD_ISSUER_KEY."""
-        KEYS.write(tmp_path)
-        monkeypatch.setenv("STUD_ISSUER_KEY", str(tmp_path / "issuer.pem"))
-        assert main(["operator", "ops", "--ttl", "60"]) == 0
-        token = capsys.readouterr().out.strip()
-        assert KEYS.verifier().verify(token) == Principal(Role.OPERATOR, "ops")
-
-    def test_without_the_issuer_key_it_fails(
-        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        """No issuer key, no token: exit status 2 and a message."""
-        monkeypatch.delenv("STUD_ISSUER_KEY", raising=False)
-        assert main(["player", "alice"]) == 2
-        assert "STUD_ISSUER_KEY" in capsys.readouterr().err
-
-    def test_keygen_publish_and_retire(
-        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        """A new key is generated, published into a key set, signs, and is retired."""
-        key_set = tmp_path / "public-keys.json"
-        KEYS.write(tmp_path / "old")
-        assert main(["public", str(tmp_path / "old" / "service-table.pem"), "--signer",
-                     "service:table", "--add-to", str(key_set)]) == 0  # creates the set
-        assert main(["keygen", str(tmp_path / "table-2.pem")]) == 0
-        kid = capsys.readouterr().out.strip().splitlines()[-1]
-        assert main(["keygen", str(tmp_path / "table-2.pem")]) == 2  # never overwrites
-        assert main(["public", str(tmp_path / "table-2.pem"), "--signer", "service:table",
-                     "--add-to", str(key_set)]) == 0
-        assert main(["service", "table", "--key", str(tmp_path / "table-2.pem")]) == 0
-        token = capsys.readouterr().out.strip().splitlines()[-1]
-        assert TokenVerifier(KeySet.from_json(key_set.read_text())).verify(token) == TABLE
-        assert len(KeySet.from_json(key_set.read_text())) == 2
-        assert main(["retire", kid, "--from", str(key_set)]) == 0
-        with pytest.raises(Unauthorized):
-            TokenVerifier(KeySet.from_json(key_set.read_text())).verify(token)
-        old_token = KEYS.service_source("table").token()
-        assert TokenVerifier(KeySet.from_json(key_set.read_text())).verify(old_token) == TABLE
-
-    def test_dev_keys(self, tmp_path: Path) -> None:
-        """``dev-keys DIR`` writes a loadable set for the named services."""
-        assert main(["dev-keys", str(tmp_path), "--services", "table"]) == 0
-        assert set(DevKeys.load(tmp_path).service_keys) == {"table"}
-
-
 def test_a_cached_token_still_expires() -> None:
     """The verifier remembers checked tokens, but a remembered token past its expiry is
     refused as expired, and a forged one is never taken from the cache."""
-    from studkit.auth import DevKeys as _DevKeys
     from studkit.auth import Principal as _Principal
     from studkit.auth import Role as _Role
     from studkit.auth import TokenVerifier as _TokenVerifier
     from studkit.auth import Unauthorized as _Unauthorized
+    from studtools.devkeys import DevKeys as _DevKeys
 
     now = [1_000_000.0]
     keys = _DevKeys.generate()

@@ -26,6 +26,7 @@ from rules.commands import (
     AddChips,
     Bet,
     Call,
+    ChangeStakes,
     Check,
     Command,
     Complete,
@@ -77,6 +78,7 @@ from rules.events import (
     Raised,
     RakeTaken,
     Share,
+    StakesChanged,
     TableOpened,
     UncalledBetReturned,
     UpCardDealt,
@@ -195,6 +197,8 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Any]] = {
     HandEnded: st.builds(HandEnded, hand_number=hand_numbers),
     RakeTaken: raked(),
     HandVoided: st.builds(HandVoided, hand_number=hand_numbers, reason=reasons),
+    StakesChanged: st.builds(StakesChanged, small_bet=amounts, big_bet=amounts, ante=amounts,
+                             bring_in=amounts),
 }
 
 revealed_hands = st.lists(st.builds(RevealedHand, seat=seats, down=downs), max_size=8).map(tuple)
@@ -224,6 +228,8 @@ COMMAND_STRATEGIES: dict[type[Command], st.SearchStrategy[Any]] = {
     Showdown: st.builds(Showdown, hands=revealed_hands,
                         muck_requests=st.frozensets(seats, max_size=8)),
     VoidHand: st.builds(VoidHand, reason=reasons),
+    ChangeStakes: st.builds(ChangeStakes, small_bet=amounts, big_bet=amounts, ante=amounts,
+                            bring_in=amounts),
 }
 
 legal_actions = st.builds(
@@ -405,12 +411,13 @@ PINNED_EVENT_CASES = {
     17: "raised", 18: "called", 19: "checked", 20: "folded", 21: "action_timed_out",
     22: "uncalled_bet_returned", 23: "hand_exposed", 24: "hand_shown", 25: "hand_mucked",
     26: "pot_awarded", 27: "hand_ended", 28: "rake_taken", 29: "hand_voided",
+    30: "stakes_changed",
 }
 PINNED_COMMAND_CASES = {
     1: "open_table", 2: "sit_down", 3: "leave_seat", 4: "sit_out", 5: "sit_in",
     6: "add_chips", 7: "start_hand", 8: "deal_street", 9: "post_bring_in", 10: "complete",
     11: "bet", 12: "raise_", 13: "call", 14: "check", 15: "fold", 16: "time_out",
-    17: "reveal_hands", 18: "showdown", 19: "void_hand",
+    17: "reveal_hands", 18: "showdown", 19: "void_hand", 20: "change_stakes",
 }
 
 

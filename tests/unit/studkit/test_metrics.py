@@ -7,8 +7,8 @@ import grpc
 import pytest
 
 from dealer.config import Settings as DealerSettings
-from studkit.auth import DevKeys
 from studkit.metrics import Metrics, host_address, port_number, split_method
+from studtools.devkeys import DevKeys
 from wallet.config import Settings as WalletSettings
 
 KEYS = DevKeys.generate(services=())

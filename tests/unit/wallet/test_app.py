@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from studkit.auth import DevKeys, Forbidden, Principal, Role
+from studkit.auth import Forbidden, Principal, Role
 from studkit.errors import Conflict
+from studtools.devkeys import DevKeys
 from wallet.app import WalletApp
 from wallet.config import Settings
 from wallet.ledger import Transaction
@@ -17,7 +18,12 @@ from wallet.model import (
     BuyIn,
     CashOut,
     Deposit,
+    EnterTournament,
+    PayPrize,
+    Pool,
+    PoolEntry,
     RakePolicy,
+    RefundEntry,
     SeatResult,
     SettleHand,
     Withdraw,
@@ -30,8 +36,12 @@ OPERATOR = Principal(Role.OPERATOR, "ops")
 TABLE = Principal(Role.SERVICE, "table")
 DEALER = Principal(Role.SERVICE, "dealer")
 AUDITOR = Principal(Role.AUDITOR, "audit")
+TOURNAMENT = Principal(Role.SERVICE, "tournament")
 ALICE = Principal(Role.PLAYER, "alice")
 BOB = Principal(Role.PLAYER, "bob")
+
+
+ENTRY = PoolEntry(entry_id="e1", player_id="alice", buy_in=100, fee=10)
 
 
 class StubStore:
@@ -59,6 +69,13 @@ class StubStore:
     async def reconcile(self, table_id: str) -> Any:
         return None
 
+    async def pool(self, tournament_id: str) -> Pool:
+        return Pool(tournament_id=tournament_id, balance=100, entries=(ENTRY,))
+
+    async def pool_entry(self, tournament_id: str, entry_id: str) -> PoolEntry | None:
+        self.reads += 1
+        return ENTRY if entry_id == ENTRY.entry_id else None
+
 
 def app_with(store: StubStore, retries: int = 3) -> WalletApp:
     return WalletApp(store, conflict_retries=retries)  # type: ignore[arg-type]
@@ -70,6 +87,11 @@ BUY_IN = BuyIn(player_id="alice", table_id="t1", seat=1, amount=5, idempotency_k
 SETTLE = SettleHand(table_id="t1", hand_id="h", rake_policy=RakePolicy(),
                     results=(SeatResult(seat=1, player_id="alice", amount_in=0, amount_won=0),))
 CASH_OUT = CashOut(table_id="t1", seat=1, player_id="alice", idempotency_key="k")
+ENTER = EnterTournament(player_id="alice", tournament_id="m1", entry_id="e1", buy_in=100,
+                        fee=10, idempotency_key="k")
+REFUND = RefundEntry(player_id="alice", tournament_id="m1", entry_id="e1", idempotency_key="k")
+PRIZE = PayPrize(player_id="alice", tournament_id="m1", amount=50, place=1,
+                 idempotency_key="k")
 
 
 class TestAccess:
@@ -81,6 +103,10 @@ class TestAccess:
             ("buy_in", BUY_IN, [TABLE], [ALICE, BOB, DEALER, OPERATOR, AUDITOR]),
             ("settle_hand", SETTLE, [TABLE], [ALICE, DEALER, OPERATOR, AUDITOR]),
             ("cash_out", CASH_OUT, [TABLE], [ALICE, DEALER, OPERATOR, AUDITOR]),
+            ("enter_tournament", ENTER, [TOURNAMENT], [ALICE, TABLE, DEALER, OPERATOR,
+                                                       AUDITOR]),
+            ("refund_entry", REFUND, [TOURNAMENT], [ALICE, TABLE, DEALER, OPERATOR, AUDITOR]),
+            ("pay_prize", PRIZE, [TOURNAMENT], [ALICE, TABLE, DEALER, OPERATOR, AUDITOR]),
         ],
     )
     async def test_money_moves_only_for_allowed_callers(
@@ -117,6 +143,23 @@ class TestAccess:
         for who, name in ((ALICE, "bob"), (TABLE, "carol")):
             with pytest.raises(Forbidden):
                 await app.create_account(who, name)
+
+
+    async def test_a_pool_is_read_by_the_tournament_operators_and_auditors(self) -> None:
+        """GetPool: the tournament service, operators, auditors; never a player or the
+        table service."""
+        app = app_with(StubStore())
+        for who in (TOURNAMENT, OPERATOR, AUDITOR):
+            assert (await app.pool(who, "m1")).balance == 100
+        for who in (ALICE, TABLE, DEALER):
+            with pytest.raises(Forbidden):
+                await app.pool(who, "m1")
+
+    async def test_a_refund_is_decided_on_the_pool_as_read(self) -> None:
+        """The refund's amounts are the entry's as the store records it (buy-in and fee)."""
+        store = StubStore()
+        await app_with(store).refund_entry(TOURNAMENT, REFUND)
+        assert store.reads == 1 and store.applied[0].amount == 110
 
 
 class TestRetries:
@@ -163,6 +206,22 @@ class TestSettings:
         await app.settle_hand(Principal(Role.SERVICE, "table-b"), SETTLE)
         with pytest.raises(Forbidden):
             await app.settle_hand(TABLE, SETTLE)
+
+    async def test_other_tournament_services_are_configurable(self,
+                                                              dev_keys: DevKeys) -> None:
+        """WALLET_TOURNAMENT_SERVICES (default ``tournament``) names the services that move
+        tournament money; a wallet configured for ``mtt-b`` lets it pay and refuses
+        ``tournament``."""
+        env = dev_keys.env("wallet")
+        assert Settings.from_env(env).tournament_services == ("tournament",)
+        settings = Settings.from_env({**env, "WALLET_TOURNAMENT_SERVICES": "mtt-b"})
+        assert settings.tournament_services == ("mtt-b",)
+        store = StubStore()
+        app = WalletApp(store, tournament_services=settings.tournament_services)  # type: ignore[arg-type]
+        await app.pay_prize(Principal(Role.SERVICE, "mtt-b"), PRIZE)
+        with pytest.raises(Forbidden):
+            await app.pay_prize(TOURNAMENT, PRIZE)
+        assert len(store.applied) == 1
 
     def test_never_shows_secrets(self, dev_keys: DevKeys) -> None:
         """repr omits the Redis URL; the redacted URL hides the password."""

@@ -19,6 +19,7 @@ from wallet.model import (
     RakePolicy,
     SeatResult,
     player_account,
+    pool_account,
     seat_account,
 )
 
@@ -26,6 +27,7 @@ IDS = st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True)
 ACCOUNTS = st.one_of(
     IDS.map(player_account),
     st.builds(seat_account, IDS, st.integers(1, 8)),
+    IDS.map(pool_account),
     st.sampled_from([HOUSE, EXTERNAL]),
 )
 

@@ -1,0 +1,267 @@
+"""The hostile-clients campaign's parts (``make fuzz``; the pytest entry and the room are in
+``tests/fuzz/test_hostile_clients.py``): every RPC of every service, hypothesis strategies for
+requests built from the protobuf descriptors with odd values, how a request is sent (raw
+bytes, any token), and the verdict on each answer.
+
+The verdict, per request:
+
+- ``INTERNAL`` or ``UNKNOWN``: a failure (a service must answer with a deliberate status);
+- a unary call that gets no answer before its deadline (``DEADLINE_EXCEEDED``): a failure, a
+  hang, never a refusal;
+- a server stream that sends nothing before the deadline and ends with no status is *quiet*:
+  a watch of a table or of cards that has nothing to say yet is a live stream, not a hang
+  (a hanging stream cannot be told from it from outside; it is counted apart);
+- any other refusal, and a quiet stream, must change nothing: a digest of every key the
+  services own (the self-changing ones aside: lobby summaries, heartbeats, leases) is the
+  same before and after; a change is a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import grpc
+from google.protobuf import descriptor as gdesc
+from google.protobuf import message_factory
+from google.protobuf.message import Message
+from hypothesis import strategies as st
+
+from stud.v1 import dealer_pb2, table_pb2, wallet_pb2
+
+IGNORED_KEYS: Final = (b":summary", b"stud:table:replicas", b":owner")
+"""Keys that change by themselves (lobby summaries, heartbeats, lease renewals)."""
+STRINGS: Final = ["", "t-open", "t-empty", "ann", "bob", "ops", "a", "a\n", "a b", "é", "../x",
+                  "x" * 64, "x" * 65, "x" * 5000, "0-1", "h1", "*", "{t-open}", "\x00",
+                  "ann\r\n"]
+INTS: Final = [0, 1, 2, 3, 7, 8, 9, -1, 40, 50, 200, 400, 10_000, 2**31 - 1, 2**31, 2**53,
+               2**63 - 1, -(2**63)]
+UNARY_TIMEOUT_S: Final = 10.0
+STREAM_TIMEOUT_S: Final = 2.0
+
+
+@dataclass(frozen=True)
+class Target:
+    service: str
+    method: str
+    request: type[Message]
+    streaming: bool
+
+    @property
+    def path(self) -> str:
+        return f"/{self.service}/{self.method}"
+
+
+def targets() -> list[Target]:
+    """Every RPC of the table, the dealer (and its testing service) and the wallet."""
+    out = []
+    for module, service in ((table_pb2, "TableService"), (dealer_pb2, "DealerService"),
+                            (dealer_pb2, "DealerTestingService"),
+                            (wallet_pb2, "WalletService")):
+        desc = module.DESCRIPTOR.services_by_name[service]
+        for m in desc.methods:
+            out.append(Target(desc.full_name, m.name,
+                              message_factory.GetMessageClass(m.input_type),
+                              m.server_streaming))
+    return out
+
+
+def _range(kind: int) -> tuple[int, int]:
+    f = gdesc.FieldDescriptor
+    if kind in (f.TYPE_UINT32, f.TYPE_FIXED32):
+        return 0, 2**32 - 1
+    if kind in (f.TYPE_UINT64, f.TYPE_FIXED64):
+        return 0, 2**64 - 1
+    if kind in (f.TYPE_INT32, f.TYPE_SINT32, f.TYPE_SFIXED32):
+        return -(2**31), 2**31 - 1
+    return -(2**63), 2**63 - 1
+
+
+def _mostly(usual: st.SearchStrategy[Any], other: st.SearchStrategy[Any]
+            ) -> st.SearchStrategy[Any]:
+    """``usual`` about three times in four, else ``other``."""
+    return st.integers(0, 3).flatmap(lambda i: other if i == 0 else usual)
+
+
+def scalars(field_: gdesc.FieldDescriptor) -> st.SearchStrategy[Any] | None:
+    """Values for a scalar field, biased to the interesting ones; None for a kind not
+    generated (floats: no request has one)."""
+    f = gdesc.FieldDescriptor
+    kind = field_.type
+    if kind == f.TYPE_STRING:
+        # Mostly ids the room has and the classic odd ones; now and then any text.
+        return _mostly(st.sampled_from(STRINGS), st.text(max_size=70))
+    if kind == f.TYPE_BYTES:
+        return st.binary(max_size=100)
+    if kind == f.TYPE_BOOL:
+        return st.booleans()
+    if kind == f.TYPE_ENUM:
+        return st.sampled_from([*(v.number for v in field_.enum_type.values), 99, -1])
+    if kind in (f.TYPE_UINT32, f.TYPE_FIXED32, f.TYPE_UINT64, f.TYPE_FIXED64, f.TYPE_INT32,
+                f.TYPE_SINT32, f.TYPE_SFIXED32, f.TYPE_INT64, f.TYPE_SINT64, f.TYPE_SFIXED64):
+        low, high = _range(kind)
+        return _mostly(st.sampled_from([i for i in INTS if low <= i <= high]),
+                       st.integers(low, high))
+    return None
+
+
+@st.composite
+def filled(draw: st.DrawFn, message_type: type[Message], depth: int = 0) -> Message:
+    """A message of ``message_type`` with some of its fields set to typed but odd values."""
+    message = message_type()
+    for field_ in message.DESCRIPTOR.fields:
+        if draw(st.integers(0, 9)) < 3:  # most fields set
+            continue
+        count = draw(st.sampled_from((0, 1, 2, 5))) if field_.is_repeated else 1
+        for _ in range(count):
+            if field_.type == gdesc.FieldDescriptor.TYPE_MESSAGE:
+                if depth > 2:
+                    continue
+                sub_type = message_factory.GetMessageClass(field_.message_type)
+                sub = draw(filled(sub_type, depth + 1))
+                if field_.is_repeated:
+                    getattr(message, field_.name).add().CopyFrom(sub)
+                else:
+                    getattr(message, field_.name).CopyFrom(sub)
+                    getattr(message, field_.name).SetInParent()
+                continue
+            values = scalars(field_)
+            if values is None:
+                continue
+            value = draw(values)
+            with contextlib.suppress(ValueError, TypeError):
+                if field_.is_repeated:
+                    getattr(message, field_.name).append(value)
+                else:
+                    setattr(message, field_.name, value)
+    return message
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile request: what, as whom (an index into the campaign's principals, None
+    for no token), with which kind of token, and the bytes sent."""
+
+    target: Target
+    who: int | None
+    how: str
+    body: bytes
+    garbage: str = ""
+
+    def __repr__(self) -> str:  # what hypothesis prints for a failing example
+        return (f"Case({self.target.path}, who={self.who}, how={self.how}, "
+                f"body={self.body[:200]!r}{'...' if len(self.body) > 200 else ''}, "
+                f"garbage={self.garbage[:40]!r})")
+
+
+GARBAGE_TOKENS: Final = ("Bearer", "Bearer x.y.z", "Basic abc", "Bearer " + "a" * 5000)
+
+
+@st.composite
+def cases(draw: st.DrawFn, all_targets: list[Target], principals: int) -> Case:
+    """A request to any RPC, as any of ``principals`` (or nobody), with our token, a forged
+    one, an expired one or garbage, carrying a filled message or undecodable bytes."""
+    target = draw(st.sampled_from(all_targets))
+    who = draw(st.sampled_from([*range(principals), None]))
+    how = draw(_mostly(st.just("ours"), st.sampled_from(("forged", "expired", "garbage"))))
+    garbage = draw(st.sampled_from(GARBAGE_TOKENS)) if how == "garbage" else ""
+    if draw(st.integers(0, 9)) == 0:
+        body = draw(st.binary(min_size=1, max_size=64))
+    else:
+        body = draw(filled(target.request)).SerializeToString()
+    return Case(target, who, how, body, garbage)
+
+
+QUIET: Final = "QUIET"
+"""A server stream that sent nothing before its deadline and is still open."""
+
+
+def send(channel: grpc.Channel, target: Target, body: bytes,
+         metadata: tuple[tuple[str, str], ...]) -> str:
+    """Send ``body`` raw to ``target`` (a blocking channel); the status code's name, or
+    :data:`QUIET` for a stream that is open but has said nothing yet."""
+    try:
+        if target.streaming:
+            call = channel.unary_stream(target.path, request_serializer=None,
+                                        response_deserializer=None)(
+                body, metadata=metadata, timeout=STREAM_TIMEOUT_S)
+            try:
+                next(call)
+            except StopIteration:
+                pass  # ended with OK and no message
+            except grpc.RpcError as exc:
+                if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                    return QUIET
+                raise
+            finally:
+                call.cancel()
+            return "OK"
+        channel.unary_unary(target.path, request_serializer=None,
+                            response_deserializer=None)(
+            body, metadata=metadata, timeout=UNARY_TIMEOUT_S)
+        return "OK"
+    except grpc.RpcError as exc:
+        return str(exc.code().name)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    failure: str | None
+    """``internal``, ``hang`` or ``changed``; None: a deliberate answer."""
+
+
+def judge(code: str, streaming: bool, changed: bool) -> Verdict:
+    """The verdict on one answer (see the module docstring).
+
+    >>> judge("DEADLINE_EXCEEDED", streaming=False, changed=False).failure
+    'hang'
+    >>> judge("PERMISSION_DENIED", streaming=False, changed=True).failure
+    'changed'
+    """
+    if code in ("INTERNAL", "UNKNOWN"):
+        return Verdict("internal")
+    if code == "DEADLINE_EXCEEDED" and not streaming:
+        return Verdict("hang")
+    if code != "OK" and changed:
+        return Verdict("changed")
+    return Verdict(None)
+
+
+@dataclass
+class Tally:
+    """The answers so far."""
+
+    cases: int = 0
+    codes: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    crashes: int = 0
+
+    def add(self, case: Case, code: str, verdict: Verdict) -> None:
+        self.cases += 1
+        self.codes[code] += 1
+        if verdict.failure is not None:
+            self.failures[verdict.failure] += 1
+            print(f"{verdict.failure.upper()} {case!r} {code}", flush=True)
+
+    def line(self) -> str:
+        return (f"cases={self.cases} crashes={self.crashes} "
+                f"internal={self.failures['internal']} changed={self.failures['changed']}")
+
+
+def digest(admin: Any) -> str:
+    """A hash of every key's content (a blocking Redis client), the self-changing keys
+    aside."""
+    keys = sorted(k for k in admin.scan_iter(count=1000)
+                  if not any(part in k for part in IGNORED_KEYS))
+    pipe = admin.pipeline(transaction=False)
+    for k in keys:
+        pipe.dump(k)
+    dumps = pipe.execute()
+    h = hashlib.sha256()
+    for k, d in zip(keys, dumps, strict=True):
+        h.update(k)
+        h.update(d or b"")
+    return h.hexdigest()

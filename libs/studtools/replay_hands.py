@@ -1,0 +1,547 @@
+"""The pure core of ``stud replay list|show|verify|export``: a table's log split into hands,
+each command rebuilt from the events it wrote and decided again, chips and the wallet's
+settlement checked against the folded result, and cards merged into the public record.
+
+Nothing here does I/O: :mod:`studtools.replay_source` reads Redis and the dealer, and
+:mod:`studtools.replay_cli` prints. A table's log is a list of :class:`Logged` events in
+stream order; :func:`split_hands` cuts it into :class:`HandLog` values (each with the table's
+state before it), :func:`verify_log` re-decides every command and :func:`check_money` compares
+a hand with the wallet's postings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rules import Card, Command, Event, RuleViolation, TableState, fold, settlement
+from rules.commands import (
+    AddChips,
+    Bet,
+    Call,
+    ChangeStakes,
+    Check,
+    Complete,
+    DealStreet,
+    DealtCard,
+    Fold,
+    LeaveSeat,
+    OpenTable,
+    PostBringIn,
+    Raise,
+    RevealedHand,
+    RevealHands,
+    Showdown,
+    SitDown,
+    SitIn,
+    SitOut,
+    StartHand,
+    TimeOut,
+    VoidHand,
+)
+from rules.decide import decide_and_fold
+from rules.events import (
+    ActionTimedOut,
+    BetMade,
+    BringInPosted,
+    BurnsReshuffled,
+    Called,
+    CardBurned,
+    Checked,
+    ChipsAdded,
+    CommunityCardDealt,
+    Completed,
+    DownCardDealt,
+    Folded,
+    HandEnded,
+    HandExposed,
+    HandMucked,
+    HandShown,
+    HandStarted,
+    HandVoided,
+    PlayerLeft,
+    PlayerSatIn,
+    PlayerSatOut,
+    PlayerSeated,
+    PotAwarded,
+    Raised,
+    StakesChanged,
+    TableOpened,
+    UpCardDealt,
+)
+from rules.state import Phase
+
+
+@dataclass(frozen=True, slots=True)
+class Logged:
+    """One event of a table's stream: its sequence (1-based), the command that wrote it and
+    when (seconds since the epoch, 0.0 if the writer set no time)."""
+
+    sequence: int
+    command_id: str
+    occurred_at: float
+    event: Event
+
+
+@dataclass(slots=True)
+class HandLog:
+    """One hand: the table's state before its ``HandStarted``, its events up to its
+    ``HandEnded`` (fewer while it is still being played) and the table events written
+    between the previous hand and this one (``lead``)."""
+
+    table_id: str
+    number: int
+    before: TableState
+    events: list[Logged]
+    lead: list[Logged] = field(default_factory=list)
+    start: TableState | None = None
+    """The state before ``lead`` (None: no lead, the same as ``before``)."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether the hand reached its ``HandEnded``."""
+        return bool(self.events) and isinstance(self.events[-1].event, HandEnded)
+
+    def rules_events(self) -> list[Event]:
+        """The hand's events as rules values."""
+        return [item.event for item in self.events]
+
+    def after(self) -> TableState:
+        """The table's state after the hand's last event."""
+        return fold(self.rules_events(), self.before)
+
+
+def split_hands(table_id: str, log: Sequence[Logged], start: TableState | None = None
+                ) -> tuple[list[HandLog], TableState]:
+    """Cut a table's log into hands; also returns the state after the whole log. Events
+    outside any hand (seating, top-ups, leaving) go into the next hand's ``lead``. ``start``
+    is the state before the log's first event (default: no table yet; a snapshot's state
+    when the log's head was archived)."""
+    hands: list[HandLog] = []
+    state = TableState() if start is None else start
+    lead: list[Logged] = []
+    current: HandLog | None = None
+    pending: list[Event] = []
+    for item in log:
+        event = item.event
+        if current is None:
+            if isinstance(event, HandStarted):
+                start = state
+                state = fold(pending, state)
+                pending = []
+                current = HandLog(table_id, event.hand_number, state, [item], lead,
+                                  start if lead else None)
+                lead = []
+            else:
+                lead.append(item)
+                pending.append(event)
+            continue
+        current.events.append(item)
+        pending.append(event)
+        if isinstance(event, HandEnded):
+            state = fold([e.event for e in current.events], current.before)
+            pending = []
+            hands.append(current)
+            current = None
+    if current is not None:
+        hands.append(current)
+        state = fold([e.event for e in current.events], current.before)
+        pending = [item.event for item in lead]
+    return hands, fold(pending, state)
+
+
+# --- commands rebuilt from their events ------------------------------------------------------
+
+_DEAL_EVENTS = (CardBurned, BurnsReshuffled, DownCardDealt, UpCardDealt, CommunityCardDealt)
+
+
+class Unrebuildable(ValueError):
+    """Raised when a command's events do not show enough to rebuild the command (a showdown
+    whose mucked cards the public record hides)."""
+
+
+def command_for(events: Sequence[Event], state: TableState) -> Command | None:
+    """The command that wrote ``events`` (one command's events, in order), rebuilt from them;
+    None when no command starts with such an event (e.g. a ``PotAwarded`` on its own)."""
+    first = events[0]
+    # The commonest commands first, by exact type (a match tries each case in turn).
+    if isinstance(first, Checked):
+        return Check(seat=first.seat)
+    if isinstance(first, Called):
+        return Call(seat=first.seat)
+    if isinstance(first, Folded):
+        return Fold(seat=first.seat)
+    match first:
+        case TableOpened(table_id=table_id, config=config):
+            return OpenTable(table_id=table_id, config=config)
+        case PlayerSeated(seat=seat, player_id=player_id, stack=stack):
+            return SitDown(seat=seat, player_id=player_id, stack=stack)
+        case PlayerLeft(seat=seat):
+            return LeaveSeat(seat=seat)
+        case PlayerSatOut(seat=seat):
+            return SitOut(seat=seat)
+        case PlayerSatIn(seat=seat):
+            return SitIn(seat=seat)
+        case ChipsAdded(seat=seat, amount=amount):
+            return AddChips(seat=seat, amount=amount)
+        case HandStarted(hand_number=number, deck_commitment=commitment,
+                         card_commitment=cards):
+            return StartHand(hand_number=number, deck_commitment=commitment,
+                             card_commitment=cards)
+        case CardBurned() | BurnsReshuffled() | DownCardDealt() | UpCardDealt() | \
+                CommunityCardDealt():
+            return _deal(events)
+        case BringInPosted(seat=seat):
+            return PostBringIn(seat=seat)
+        case Completed(seat=seat, to=to):
+            return Complete(seat=seat, to=to)
+        case BetMade(seat=seat, to=to):
+            return Bet(seat=seat, to=to)
+        case Raised(seat=seat, to=to):
+            return Raise(seat=seat, to=to)
+        case Called(seat=seat):
+            return Call(seat=seat)
+        case Checked(seat=seat):
+            return Check(seat=seat)
+        case Folded(seat=seat):
+            return Fold(seat=seat)
+        case ActionTimedOut(seat=seat):
+            return TimeOut(seat=seat)
+        case HandExposed():
+            return RevealHands(hands=tuple(RevealedHand(seat=e.seat, down=e.down)
+                                           for e in events if isinstance(e, HandExposed)))
+        case HandShown() | HandMucked():
+            return _showdown(events, state)
+        case HandVoided(reason=reason):
+            return VoidHand(reason=reason)
+        case StakesChanged(small_bet=small, big_bet=big, ante=ante, bring_in=bring_in):
+            return ChangeStakes(small_bet=small, big_bet=big, ante=ante, bring_in=bring_in)
+        case _:
+            return None
+
+
+def _deal(events: Sequence[Event]) -> DealStreet:
+    cards: list[DealtCard] = []
+    burned = 0
+    reshuffled = False
+    for event in events:
+        if isinstance(event, DownCardDealt):
+            cards.append(DealtCard(seat=event.seat, up=False, card=event.card))
+        elif isinstance(event, UpCardDealt):
+            cards.append(DealtCard(seat=event.seat, up=True, card=event.card))
+        elif isinstance(event, CommunityCardDealt):
+            cards.append(DealtCard(seat=0, up=True, card=event.card))
+        elif isinstance(event, CardBurned):
+            burned += 1
+        elif isinstance(event, BurnsReshuffled):
+            reshuffled = True
+    return DealStreet(cards=tuple(cards), burned=burned, reshuffled_burns=reshuffled)
+
+
+def _showdown(events: Sequence[Event], state: TableState) -> Showdown:
+    hand = state.hand
+    if hand is None:
+        raise Unrebuildable("a showdown with no hand")
+    given: dict[int, tuple[Card, ...]] = {}
+    mucked: set[int] = set()
+    for event in events:
+        if isinstance(event, HandShown | HandMucked) and event.down:
+            given[event.seat] = event.down
+        if isinstance(event, HandMucked):
+            mucked.add(event.seat)
+    hands = []
+    for p in hand.players:
+        if p.folded:
+            continue
+        down = given.get(p.seat)
+        if down is None:
+            known = tuple(c for c in p.down if c is not None)
+            if len(known) != len(p.down):
+                raise Unrebuildable(f"seat {p.seat}'s mucked cards are not in the public "
+                                    "record (the auditor's view has them)")
+            down = known
+        hands.append(RevealedHand(seat=p.seat, down=down))
+    return Showdown(hands=tuple(hands), muck_requests=frozenset(mucked))
+
+
+def command_groups(log: Sequence[Logged]) -> list[list[Logged]]:
+    """Consecutive events written by one command (one command id), in order."""
+    groups: list[list[Logged]] = []
+    last = None
+    for item in log:
+        if groups and item.command_id == last:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+            last = item.command_id
+    return groups
+
+
+# --- verification ------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """What is wrong, and the first wrong event (its sequence; None when the fault is not
+    in the stream, e.g. a missing ledger entry)."""
+
+    hand: int
+    sequence: int | None
+    what: str
+
+    def line(self, table_id: str) -> str:
+        """``table t1 hand 3: event #57 (Called): ...``"""
+        where = f"event #{self.sequence}: " if self.sequence is not None else ""
+        return f"table {table_id} hand {self.hand}: {where}{self.what}"
+
+
+@dataclass(slots=True)
+class HandVerdict:
+    """The verification of one hand: its problems (empty: verified) and notes (checks that
+    could not be made, e.g. without auditor credentials)."""
+
+    table_id: str
+    hand: int
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    after: TableState | None = field(default=None, repr=False)
+    """The state after the hand, folded from the log (for the money check)."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether nothing is wrong."""
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {"table": self.table_id, "hand": self.hand, "ok": self.ok,
+                "checks": self.checks, "notes": self.notes,
+                "problems": [{"event": p.sequence, "what": p.what} for p in self.problems]}
+
+
+def describe(event: Event) -> str:
+    """An event in short, e.g. ``Called(seat=2, amount=100)``; no down card value."""
+    if isinstance(event, DownCardDealt):
+        return f"DownCardDealt(seat={event.seat}, street={int(event.street)})"
+    return repr(event)
+
+
+def redecide(state: TableState, group: Sequence[Logged], hand: int
+             ) -> tuple[TableState, Problem | None, str | None]:
+    """Decide again the command that wrote ``group`` from ``state``; returns the state after
+    the group (folded from the log as written), the first problem if the rules give other
+    events, and a note when the command could not be rebuilt."""
+    events = [item.event for item in group]
+    try:
+        command = command_for(events, state)
+    except Unrebuildable as exc:
+        return fold(events, state), None, f"event #{group[0].sequence}: not re-decided: {exc}"
+    if command is None:
+        return fold(events, state), Problem(
+            hand, group[0].sequence,
+            f"{describe(events[0])} starts no command the rules know"), None
+    try:
+        decided, after = decide_and_fold(state, command)
+    except RuleViolation as exc:
+        return fold(events, state), Problem(
+            hand, group[0].sequence,
+            f"{describe(events[0])} is illegal: {exc.reason.value}: {exc.detail}"), None
+    if decided == tuple(events):
+        return after, None, None
+    for index, (want, got) in enumerate(zip(decided, events, strict=False)):
+        if want != got:
+            return fold(events, state), Problem(
+                hand, group[index].sequence,
+                f"the log has {describe(got)}, the rules decide {describe(want)}"), None
+    if len(events) > len(decided):
+        extra = group[len(decided)]
+        return fold(events, state), Problem(
+            hand, extra.sequence, f"{describe(extra.event)} follows from no command"), None
+    # The command's own events end early: the first wrong event is the one after them
+    # (the caller names it; None here).
+    return fold(events, state), Problem(
+        hand, None, f"the command of event #{group[0].sequence} stops short at event "
+        f"#{group[-1].sequence}: the rules also decide {describe(decided[len(events)])}"
+    ), None
+
+
+def verify_hand_log(hand: HandLog) -> HandVerdict:
+    """Re-decide every command of the hand (and of the table events before it), and check
+    that the chips are conserved. The money against the wallet is :func:`check_money`."""
+    verdict = HandVerdict(hand.table_id, hand.number)
+    before = hand.before
+    if hand.start is not None:
+        state = hand.start
+        for group in command_groups(hand.lead):
+            state, problem, note = redecide(state, group, hand.number)
+            _record(verdict, problem, note)
+        before = state
+    state = before
+    groups = command_groups(hand.events)
+    for index, group in enumerate(groups):
+        state, problem, note = redecide(state, group, hand.number)
+        if problem is not None and problem.sequence is None:
+            following = groups[index + 1][0].sequence if index + 1 < len(groups) else None
+            problem = Problem(problem.hand, following, problem.what)
+        _record(verdict, problem, note)
+        if problem is not None:
+            break
+    verdict.checks.append("legal")
+    verdict.after = state
+    if verdict.ok and hand.complete:
+        verdict.problems.extend(conservation(hand.number, before, state, hand.events[-1]))
+        verdict.checks.append("chips")
+    return verdict
+
+
+def _record(verdict: HandVerdict, problem: Problem | None, note: str | None) -> None:
+    if problem is not None and not verdict.problems:
+        verdict.problems.append(problem)
+    if note is not None:
+        verdict.notes.append(note)
+
+
+def conservation(number: int, before: TableState, after: TableState,
+                 last: Logged) -> list[Problem]:
+    """Chips conserved over a complete hand: each seat's stack moves by what it won less what
+    it put in, and what went in equals what was won plus the rake."""
+    result = settlement(after)
+    if result is None:
+        return [Problem(number, last.sequence, "the hand is not over after its HandEnded")]
+    problems = []
+    won = sum(s.amount_won for s in result.seats)
+    if won + result.rake != result.amount_in:
+        problems.append(Problem(number, last.sequence, f"chips not conserved: won {won} + "
+                                f"rake {result.rake} != put in {result.amount_in}"))
+    for s in result.seats:
+        start, end = before.stack(s.seat), after.stack(s.seat)
+        if end != start + s.net:
+            problems.append(Problem(number, last.sequence,
+                                    f"seat {s.seat} ends with {end}, not {start} + {s.net}"))
+    return problems
+
+
+def verify_log(table_id: str, log: Sequence[Logged], hands: Iterable[int] | None = None
+               ) -> list[HandVerdict]:
+    """Verify the hands of a table's log (all, or those numbered in ``hands``): every
+    command re-decided (the table events between hands included, with the hand after
+    them), chips conserved."""
+    wanted = None if hands is None else set(hands)
+    split, _ = split_hands(table_id, log)
+    return [verify_hand_log(hand) for hand in split if wanted is None or hand.number in wanted]
+
+
+# --- money against the wallet ---------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class LedgerTx:
+    """A settlement transaction of the wallet's ledger: its entry id and postings by
+    account key (``seat:<table>:<seat>``, ``house``)."""
+
+    entry_id: str
+    postings: tuple[tuple[str, int], ...]
+
+
+def expected_postings(table_id: str, after: TableState) -> dict[str, int]:
+    """The postings the wallet must have made for the hand that ``after`` ends: each seat's
+    net (non-zero only) and the rake to the house."""
+    result = settlement(after)
+    if result is None:
+        return {}
+    out = {f"seat:{table_id}:{s.seat}": s.net for s in result.seats if s.net}
+    if result.rake:
+        out["house"] = result.rake
+    return out
+
+
+def check_money(hand: HandLog, after: TableState,
+                settlements: Sequence[LedgerTx]) -> list[Problem]:
+    """The wallet settled the hand once, with exactly the postings the folded result gives."""
+    last = hand.events[-1].sequence
+    if not settlements:
+        return [Problem(hand.number, last,
+                        f"the wallet has no settlement of h{hand.number}")]
+    if len(settlements) > 1:
+        return [Problem(hand.number, last, f"the wallet settled h{hand.number} "
+                        f"{len(settlements)} times ({', '.join(t.entry_id for t in settlements)})")]
+    want = expected_postings(hand.table_id, after)
+    got: dict[str, int] = {}
+    for account, amount in settlements[0].postings:
+        got[account] = got.get(account, 0) + amount
+    got = {k: v for k, v in got.items() if v}
+    if got == want:
+        return []
+    problems = []
+    for account in sorted(set(want) | set(got)):
+        if want.get(account, 0) != got.get(account, 0):
+            problems.append(Problem(
+                hand.number, _event_for_account(hand, account),
+                f"ledger entry {settlements[0].entry_id} posts {got.get(account, 0)} to "
+                f"{account}, the hand's result is {want.get(account, 0)}"))
+    return problems[:1]
+
+
+def _event_for_account(hand: HandLog, account: str) -> int:
+    """The first event that decided an account's result: the seat's first award, else the
+    hand's rake or its end."""
+    seat = int(account.rsplit(":", 1)[1]) if account.startswith("seat:") else None
+    for item in hand.events:
+        event = item.event
+        if seat is not None and isinstance(event, PotAwarded) and event.seat == seat:
+            return item.sequence
+        if seat is None and type(event).__name__ == "RakeTaken":
+            return item.sequence
+    return hand.events[-1].sequence
+
+
+# --- cards -----------------------------------------------------------------------------------
+
+def merge_down_cards(events: Sequence[Logged], down: Mapping[int, Sequence[Card]]
+                     ) -> list[Logged]:
+    """The events with each seat's down cards (in dealing order) filled in where the public
+    record has "a down card"; seats not in ``down`` stay hidden."""
+    taken: dict[int, int] = {}
+    out = []
+    for item in events:
+        event = item.event
+        if isinstance(event, DownCardDealt) and event.card is None and event.seat in down:
+            index = taken.get(event.seat, 0)
+            taken[event.seat] = index + 1
+            cards = down[event.seat]
+            if index < len(cards):
+                event = DownCardDealt(seat=event.seat, street=event.street, card=cards[index])
+                item = Logged(item.sequence, item.command_id, item.occurred_at, event)
+        elif isinstance(event, DownCardDealt):
+            taken[event.seat] = taken.get(event.seat, 0) + 1
+        out.append(item)
+    return out
+
+
+# --- listing ---------------------------------------------------------------------------------
+
+def summary(hand: HandLog) -> dict[str, Any]:
+    """One line of ``stud replay list``: number, start time, players by seat, pot, rake,
+    winners (seat -> chips won) and whether the hand is over."""
+    after = hand.after()
+    players = {p.seat: p.player_id for p in after.hand.players} if after.hand else {}
+    result = settlement(after)
+    won: dict[int, int] = {}
+    if after.hand is not None:
+        for award in after.hand.awards:
+            won[award.seat] = won.get(award.seat, 0) + award.amount
+    pot = (result.amount_in if result is not None
+           else sum(p.hand_total for p in after.hand.players) if after.hand else 0)
+    phase = after.hand.phase if after.hand is not None else Phase.DEALING
+    return {
+        "hand": hand.number,
+        "time": hand.events[0].occurred_at,
+        "players": {str(seat): name for seat, name in sorted(players.items())},
+        "pot": pot,
+        "rake": result.rake if result is not None else 0,
+        "winners": {str(seat): amount for seat, amount in sorted(won.items())},
+        "voided": bool(after.hand is not None and after.hand.voided),
+        "complete": hand.complete,
+        "phase": phase.value,
+        "events": len(hand.events),
+    }

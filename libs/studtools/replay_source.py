@@ -1,0 +1,401 @@
+"""Where ``stud replay list|show|verify|export`` read from: the services' Redis (tables'
+streams and the wallet's ledger) and the dealer (``GetMyCards``, ``GetAudit``), with the
+connection and credentials taken from environment variables, the process's over
+``<run dir>/env`` (:mod:`studtools.runenv`; docs/replay.md):
+
+==========================  ==================================================================
+``STUD_REPLAY_REDIS_URL``   Redis URL; the auditor's ACL user is enough. Default: ``REDIS_URL``
+                            of ``<run dir>/env``, else the URL in ``<run dir>/redis/admin.url``
+                            (what ``make run`` writes).
+``STUD_DEALER_TARGET``      the dealer's ``host:port``. Default: ``DEALER_ADDR`` of
+                            ``<run dir>/env``. Without it, cards are not checked.
+``STUD_AUDITOR_TOKEN``      an auditor's bearer token (every card; the deck checks).
+``STUD_ISSUER_KEY``         or: an issuer key (PEM file) to mint a short auditor token. Default:
+                            ``<run dir>/keys/issuer.pem`` when it exists (``make run``'s dev key).
+``STUD_REPLAY_TOKEN``       the token of ``show --as-seat`` (a player's own, or an auditor's).
+``STUD_RUN_DIR``            the ``make run`` directory (default ``.run``).
+==========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, TypeAlias, cast
+
+import grpc
+import jwt
+from google.protobuf.message import Message
+from redis.exceptions import NoPermissionError, ResponseError
+
+from rules import Card, Event, TableState, card_from_index
+from stud.v1 import dealer_pb2 as dpb
+from stud.v1 import dealer_pb2_grpc as dpb_grpc
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit import keys
+from studkit.auth import Principal, Role, SigningKey, TokenIssuer, bearer_metadata
+from studkit.mapping import (
+    card_from_proto,
+    event_from_envelope,
+    is_room_event,
+    room_event_from_envelope,
+)
+from studkit.redis_client import Client, connect
+from studkit.repository import snapshot_key, state_from_json
+from studtools.archive import archived_events
+from studtools.replay_hands import LedgerTx, Logged
+from studtools.runenv import run_dir, run_env, stud_environment
+
+REDIS_ENV: Final = "STUD_REPLAY_REDIS_URL"
+DEALER_ENV: Final = "STUD_DEALER_TARGET"
+AUDITOR_TOKEN_ENV: Final = "STUD_AUDITOR_TOKEN"
+ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
+TOKEN_ENV: Final = "STUD_REPLAY_TOKEN"
+LEDGER_KEY: Final = keys.wallet_key("ledger")
+PAGE: Final = 10_000
+StreamRows: TypeAlias = list[tuple[bytes, dict[bytes, bytes]]]
+TIMEOUT_S: Final = 10.0
+
+
+class SourceError(RuntimeError):
+    """Raised when the source cannot be reached or has no such table or hand."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where to read and with which credentials (see the module's table)."""
+
+    redis_url: str
+    dealer_target: str = ""
+    auditor_token: str = ""
+    token: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``env`` (default ``os.environ``) over ``make run``'s env file
+        (:func:`studtools.runenv.stud_environment`), with ``make run``'s defaults."""
+        env = os.environ if env is None else env
+        run = run_dir(env)
+        made = run_env(env)  # REDIS_URL and DEALER_ADDR count only in make run's file
+        env = stud_environment(env)
+        url = env.get(REDIS_ENV) or made.get("REDIS_URL", "")
+        if not url:
+            try:
+                url = (run / "redis" / "admin.url").read_text(encoding="utf-8").strip()
+            except OSError:
+                url = ""
+        dealer = env.get(DEALER_ENV) or made.get("DEALER_ADDR", "")
+        auditor = env.get(AUDITOR_TOKEN_ENV, "")
+        if not auditor:
+            key_path = env.get(ISSUER_KEY_ENV) or str(run / "keys" / "issuer.pem")
+            auditor = mint_auditor_token(Path(key_path))
+        return cls(redis_url=url, dealer_target=dealer, auditor_token=auditor,
+                   token=env.get(TOKEN_ENV, ""))
+
+
+def mint_auditor_token(key_path: Path, ttl_seconds: int = 600) -> str:
+    """A short auditor token signed by the issuer key at ``key_path`` ("" if none)."""
+    try:
+        pem = key_path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    issuer = TokenIssuer(SigningKey.from_pem(pem))
+    return issuer.issue(Principal(role=Role.AUDITOR, name="replay"), ttl_seconds=ttl_seconds)
+
+
+def token_role(token: str) -> str:
+    """The ``role`` claim of a token, unverified (the dealer verifies it): it only picks
+    which call to make. "" when unreadable."""
+    if not token:
+        return ""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return ""
+    return str(claims.get("role", ""))
+
+
+# --- Redis -----------------------------------------------------------------------------------
+
+_DECODED: dict[tuple[str, int, bytes], Event] = {}
+"""Events decoded so far, by (event type, schema version, payload): rules events are frozen
+values, and most payloads recur (an ante, a check, a card dealt to a seat on a street), so
+a replay decodes each distinct payload once."""
+_DECODED_MAX: Final = 500_000
+
+
+@dataclass(frozen=True, slots=True)
+class RoomLogged:
+    """A room event of a table's log (a buy-in, a settlement, a close: ``room.proto``)."""
+
+    sequence: int
+    occurred_at: float
+    hand_number: int
+    event: Message
+
+
+def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged | RoomLogged:
+    """One stream entry as a :class:`Logged` event (or a :class:`RoomLogged` one)."""
+    envelope = EventEnvelope.FromString(payload)
+    if is_room_event(envelope):
+        return decode_envelope(envelope)
+    ts = envelope.occurred_at
+    sequence = envelope.sequence
+    if not sequence:
+        text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+        sequence = int(text.partition("-")[2] or 0)
+    key = (envelope.event_type, envelope.schema_version, envelope.payload)
+    event = _DECODED.get(key)
+    if event is None:
+        event = event_from_envelope(envelope)
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[key] = event
+    return Logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9, event)
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off meanwhile (as it was, afterwards): building a big
+    log triggers collections that walk every object made so far, for nothing."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@dataclass(frozen=True, slots=True)
+class TableLog:
+    """A table's log as read: the state before its first event, the events, and a note when
+    the hands before that state were left out."""
+
+    start: TableState
+    events: list[Logged]
+    note: str = ""
+    room: list[RoomLogged] = field(default_factory=list)
+    """The room's events (buy-ins, settlements, refunds, closing), beside the game's."""
+
+
+def _split(decoded: list[Logged | RoomLogged]) -> tuple[list[Logged], list[RoomLogged]]:
+    game = [e for e in decoded if isinstance(e, Logged)]
+    return game, [e for e in decoded if isinstance(e, RoomLogged)]
+
+
+def decode_envelope(envelope: EventEnvelope) -> Logged | RoomLogged:
+    """An archived (or any) envelope as a :class:`Logged` event (a room event as a
+    :class:`RoomLogged` one)."""
+    ts = envelope.occurred_at
+    if is_room_event(envelope):
+        return RoomLogged(envelope.sequence, ts.seconds + ts.nanos / 1e9,
+                          envelope.hand_number, room_event_from_envelope(envelope))
+    return Logged(envelope.sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9,
+                  event_from_envelope(envelope))
+
+
+class RedisSource:
+    """Reads tables' logs and the wallet's ledger."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisSource:
+        """A source over a new client (the caller closes it with :meth:`aclose`)."""
+        if not url:
+            raise SourceError(f"no Redis: set {REDIS_ENV} (or run `make run`)")
+        return cls(connect(url, socket_timeout=30))
+
+    async def aclose(self) -> None:
+        """Close the client."""
+        await self.client.aclose()
+
+    async def table_ids(self) -> list[str]:
+        """Every table of the index, sorted."""
+        members = await self.client.smembers(keys.table_index())
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    async def sizes(self, table_ids: Sequence[str]) -> dict[str, int]:
+        """Each table's number of events (XLEN), for progress and sharing work."""
+        pipe = self.client.pipeline(transaction=False)
+        for table_id in table_ids:
+            pipe.xlen(keys.table_stream(table_id))
+        lengths = await pipe.execute()
+        return {t: int(n) for t, n in zip(table_ids, lengths, strict=True)}
+
+    async def ledger_readable(self) -> bool:
+        """Whether this Redis user may read the wallet's ledger."""
+        try:
+            await self.client.xlen(LEDGER_KEY)
+        except NoPermissionError:
+            return False
+        except ResponseError as exc:
+            if "NOPERM" in str(exc):
+                return False
+            raise
+        return True
+
+    async def raw_log(self, table_id: str, after: int = 0) -> list[tuple[bytes, bytes]]:
+        """The table's stream entries after sequence ``after``: (id, envelope bytes)."""
+        key = keys.table_stream(table_id)
+        start = f"(0-{after}"
+        out: list[tuple[bytes, bytes]] = []
+        while True:
+            entries = cast(StreamRows,
+                           await self.client.xrange(key, min=start, max="+", count=PAGE) or [])
+            for entry_id, fields in entries:
+                out.append((entry_id, fields[b"envelope"]))
+            if len(entries) < PAGE:
+                return out
+            last = entries[-1][0]
+            start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+
+    async def log(self, table_id: str, archive: Path | None = None) -> TableLog:
+        """The table's log, decoded; :class:`SourceError` for an unknown table. When the
+        stream's head was archived (``stud archive``), the archived events come first if
+        ``archive`` (the archive's directory) has them; otherwise the log starts from the
+        table's snapshot, and the hands before it are left out with a note."""
+        with no_gc():  # a long list of long-lived, acyclic objects: nothing to collect
+            raw = await self.raw_log(table_id)
+            if not raw and not await self.client.sismember(keys.table_index(), table_id):
+                raise SourceError(f"no table {table_id!r}")
+            decoded = [decode_entry(entry_id, payload) for entry_id, payload in raw]
+        events, room = _split(decoded)
+        if not decoded or decoded[0].sequence <= 1:
+            return TableLog(TableState(), events, room=room)
+        trimmed = decoded[0].sequence - 1
+        if archive is not None:
+            older = [decode_envelope(e) for e in archived_events(archive, table_id)]
+            if [e.sequence for e in older] == list(range(1, trimmed + 1)):
+                old_events, old_room = _split(older)
+                return TableLog(TableState(), old_events + events, room=old_room + room)
+            raise SourceError(f"table {table_id}: the archive in {archive} does not hold "
+                              f"events 1..{trimmed}")
+        snapshot = await self.client.hgetall(snapshot_key(table_id))
+        try:
+            version = int(snapshot[b"version"])
+            state = state_from_json(snapshot[b"state"])
+        except (KeyError, ValueError, TypeError):
+            raise SourceError(f"table {table_id}: events 1..{trimmed} are archived and there "
+                              "is no snapshot to start from: give --archive DIR") from None
+        kept = [e for e in events if e.sequence > version]
+        return TableLog(state, kept, room=[e for e in room if e.sequence > version], note=(
+            f"table {table_id}: events 1..{version} (hands 1..{state.hands_started}) are "
+            "archived: give --archive DIR to replay them"))
+
+    async def settlements(self, table_ids: Sequence[str] | None = None
+                          ) -> dict[tuple[str, str], list[LedgerTx]] | None:
+        """The wallet's settlement transactions by (table, hand id); None when this Redis
+        user may not read the ledger."""
+        wanted = None if table_ids is None else set(table_ids)
+        out: dict[tuple[str, str], list[LedgerTx]] = {}
+        start = "-"
+        try:
+            while True:
+                rows = cast(StreamRows, await self.client.xrange(
+                    LEDGER_KEY, min=start, max="+", count=PAGE) or [])
+                for entry_id, fields in rows:
+                    raw = fields.get(b"tx", b"")
+                    if b'"settlement"' not in raw:
+                        continue
+                    record: dict[str, Any] = json.loads(raw)
+                    if record.get("kind") != "settlement":
+                        continue
+                    table = str(record.get("table_id", ""))
+                    if wanted is not None and table not in wanted:
+                        continue
+                    ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                    postings = tuple((str(k), int(v)) for k, v in record.get("postings", []))
+                    out.setdefault((table, str(record.get("hand_id", ""))), []).append(
+                        LedgerTx(ident, postings))
+                if len(rows) < PAGE:
+                    return out
+                last = rows[-1][0]
+                start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+        except NoPermissionError:
+            return None
+        except ResponseError as exc:
+            if "NOPERM" in str(exc):
+                return None
+            raise
+
+
+# --- the dealer --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """The dealer's record of one hand as the replay uses it: each seat's down cards in
+    dealing order, and the proto (for :func:`dealer.audit.verify_hand`)."""
+
+    down: dict[int, list[Card]]
+    message: dpb.HandAudit
+
+
+class DealerSource:
+    """The dealer's ``GetMyCards`` and ``GetAudit`` over one channel."""
+
+    def __init__(self, target: str) -> None:
+        if not target:
+            raise SourceError(f"no dealer: set {DEALER_ENV}")
+        self._channel = grpc.aio.insecure_channel(target)
+        self._stub = dpb_grpc.DealerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    async def aclose(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
+
+    async def audit(self, token: str, table_id: str, hand: int) -> AuditRecord:
+        """The dealer's record of a finished hand (an auditor's token)."""
+        try:
+            reply = await self._stub.GetAudit(
+                dpb.GetAuditRequest(table_id=table_id, hand_number=hand),
+                metadata=bearer_metadata(token), timeout=TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise SourceError(f"GetAudit {table_id} h{hand}: {exc.code().name}: "
+                              f"{exc.details()}") from None
+        down: dict[int, list[tuple[int, Card]]] = {}
+        for street in reply.streets:
+            for draw in street.cards:
+                if not draw.up and draw.seat:
+                    down.setdefault(draw.seat, []).append(
+                        (draw.index, card_from_proto(draw.card)))
+        return AuditRecord({seat: [c for _, c in sorted(cards, key=lambda x: x[0])]
+                            for seat, cards in down.items()}, reply)
+
+    async def audits(self, token: str, table_id: str, hands: Sequence[int],
+                     concurrency: int = 16) -> dict[int, AuditRecord | SourceError]:
+        """Records of many hands, ``concurrency`` calls at a time."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(hand: int) -> tuple[int, AuditRecord | SourceError]:
+            async with gate:
+                try:
+                    return hand, await self.audit(token, table_id, hand)
+                except SourceError as exc:
+                    return hand, exc
+
+        return dict(await asyncio.gather(*(one(h) for h in hands)))
+
+    async def my_cards(self, token: str, table_id: str, hand: int) -> tuple[int, list[Card]]:
+        """(seat, down cards) of the token's player in the hand."""
+        try:
+            reply = await self._stub.GetMyCards(
+                dpb.GetMyCardsRequest(table_id=table_id, hand_number=hand),
+                metadata=bearer_metadata(token), timeout=TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise SourceError(f"GetMyCards {table_id} h{hand}: {exc.code().name}: "
+                              f"{exc.details()}") from None
+        return reply.seat, [card_from_proto(c) for c in reply.down]
+
+
+def audit_card(index: int) -> Card:
+    """A card of the dealer's deck by index."""
+    return card_from_index(index)

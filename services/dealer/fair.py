@@ -1,0 +1,232 @@
+"""The dealer's part of the per-card scheme (docs/fairness.md): the players' seeds (taken,
+opened and frozen before a hand's first card), the public proof of a hand, each card's
+opening, and the TEST ONLY corrupted dealer (``DEALER_CORRUPT``) that tests catch with a
+player's own check. :class:`~dealer.app.DealerApp` owns one :class:`FairDealer` and hands it
+these calls. Nothing here logs a card, a salt or a seed: ids and counts only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from dealer.corruption import Corruption
+from dealer.store import DealerStore, SeedTaken, StoredHand
+from dealer.tables import PublicTables
+from studkit.auth import Forbidden, Principal, Role
+from studkit.cardcheck import HandProof, PublicOpening
+from studkit.cardproof import CardOpening, seed_commitment
+from studkit.deckproof import Draw, HandDeck
+from studkit.errors import BadRequest, FailedPrecondition, NotFound
+
+log = structlog.get_logger("dealer")
+
+
+class SeedTooLate(FailedPrecondition):
+    """Raised when a seed commitment comes after the hand's cards were committed, or a seed
+    opening after its first card was dealt."""
+
+    default_reason = "seed_too_late"
+
+
+class SeedTooEarly(FailedPrecondition):
+    """Raised when a seed is committed for a hand too far ahead, or opened before the hand's
+    card commitment is in the public record."""
+
+    default_reason = "seed_too_early"
+
+
+class NoCardCommitment(FailedPrecondition):
+    """Raised when a hand has no per-card commitment (dealt before the scheme, or from a
+    stacked deck in a test)."""
+
+    default_reason = "no_card_commitment"
+
+
+MAX_SEEDS_AHEAD = 2
+"""A seed may be committed for the table's next hand or the one after it."""
+
+
+def bind_hand(table_id: str, hand_number: int | None = None) -> None:
+    """Put the table (and the hand) on every log line of the call."""
+    structlog.contextvars.bind_contextvars(table_id=table_id)
+    if hand_number is not None:
+        structlog.contextvars.bind_contextvars(hand_number=hand_number)
+
+
+async def stored_hand(store: DealerStore, table_id: str, hand_number: int) -> StoredHand:
+    """The dealer's record of a hand (NotFound when there is none)."""
+    stored = await store.load_hand(table_id, hand_number)
+    if stored is None:
+        raise NotFound(f"no deck for hand {hand_number} of table {table_id}",
+                       reason="unknown_hand")
+    return stored
+
+
+class FairDealer:
+    """Seeds, proofs and openings of per-card hands, over the dealer's store and the tables'
+    public records. ``seed_wait_ms`` bounds the wait for seed openings before a hand's first
+    card; ``corruption`` is :attr:`Corruption.NONE` but in tests."""
+
+    def __init__(self, store: DealerStore, tables: PublicTables, *,
+                 clock_ms: Callable[[], int], seed_wait_ms: int,
+                 corruption: Corruption = Corruption.NONE) -> None:
+        self._store = store
+        self._tables = tables
+        self._clock_ms = clock_ms
+        self._seed_wait_ms = seed_wait_ms
+        self._corruption = corruption
+        """TEST ONLY (``DEALER_CORRUPT``): a deliberately dishonest dealer; NONE in
+        production."""
+
+    # --- seeds ------------------------------------------------------------------------------
+
+    async def freeze_seeds(self, table_id: str, hand_number: int) -> None:
+        """Before a per-card hand's first card: wait (until ``seed_wait_ms`` after the hand's
+        deck was made) for the committed seeds of the players dealt in to be opened, then
+        freeze the seeds, so the deal order is fixed before anything is dealt."""
+        stored = await self._store.load_hand(table_id, hand_number)
+        if stored is None or stored.fair is None or stored.fair.frozen:
+            return
+        view = await self._tables.view(table_id)
+        dealt_in = set(view.seatings.get(hand_number, {}).values())
+        awaited = {p for p, _c in stored.fair.seeds if p in dealt_in}
+        fair = stored.fair
+        deadline = stored.created_ms + self._seed_wait_ms
+        while awaited - set(fair.opened) and self._clock_ms() < deadline:
+            await asyncio.sleep(0.01)
+            again = await self._store.load_hand(table_id, hand_number)
+            if again is None or again.fair is None or again.fair.frozen:
+                return
+            fair = again.fair
+        await self._store.freeze_seeds(table_id, hand_number)
+        log.info("seeds_frozen", committed=len(fair.seeds), opened=len(fair.opened))
+
+    async def commit_seed(self, principal: Principal, table_id: str, hand_number: int,
+                          commitment: str) -> None:
+        """Take a seated player's seed commitment for the table's next hand or the one after
+        it, before the dealer commits to that hand's cards."""
+        if principal.role is not Role.PLAYER:
+            raise Forbidden("only a player may commit a seed")
+        bind_hand(table_id, hand_number)
+        view = await self._tables.view(table_id)
+        state = view.state
+        if not state.opened:
+            raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
+        if not any(s is not None and s.player_id == principal.name for s in state.seats):
+            raise Forbidden("only a player seated at the table may commit a seed",
+                            reason="not_seated")
+        if hand_number <= state.hands_started:
+            raise SeedTooLate(f"hand {hand_number} has started")
+        if hand_number > state.hands_started + MAX_SEEDS_AHEAD:
+            raise SeedTooEarly(f"seeds are taken for hands {state.hands_started + 1} and "
+                               f"{state.hands_started + MAX_SEEDS_AHEAD} only")
+        taken = await self._store.commit_seed(table_id, hand_number, principal.name,
+                                              commitment, max_seeds=len(state.seats))
+        if taken is SeedTaken.TOO_LATE:
+            raise SeedTooLate(f"the cards of hand {hand_number} are committed")
+        if taken is SeedTaken.TOO_MANY:  # pragma: no cover - one per seated player
+            raise FailedPrecondition("too many seeds for one hand", reason="too_many_seeds")
+        log.info("seed_committed")
+
+    async def open_seed(self, principal: Principal, table_id: str, hand_number: int,
+                        seed: bytes) -> None:
+        """Take a player's seed, once the hand's card commitment is in the public record and
+        before its first card is dealt."""
+        if principal.role is not Role.PLAYER:
+            raise Forbidden("only a player may open a seed")
+        bind_hand(table_id, hand_number)
+        view = await self._tables.view(table_id)
+        hand = view.state.hand
+        if not view.state.opened:
+            raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
+        if hand is None or hand.hand_number < hand_number or not hand.card_commitment:
+            raise SeedTooEarly(f"hand {hand_number}'s card commitment is not public yet")
+        if hand.hand_number > hand_number:
+            raise SeedTooLate(f"hand {hand_number} is over")
+        stored = await stored_hand(self._store, table_id, hand_number)
+        if stored.fair is None or stored.fair.commitment != hand.card_commitment:
+            raise NoCardCommitment(f"hand {hand_number} has no per-card commitment")
+        committed = dict(stored.fair.seeds).get(principal.name)
+        if committed is None:
+            raise FailedPrecondition(f"you committed no seed for hand {hand_number}",
+                                     reason="no_seed_committed")
+        if seed_commitment(table_id, hand_number, principal.name, seed) != committed:
+            raise BadRequest("seed", "the seed does not open your commitment",
+                             reason="seed_mismatch")
+        if self._corruption is Corruption.DROP_SEED:  # TEST ONLY: seen, then dropped
+            raise SeedTooLate(f"hand {hand_number}'s first card was dealt")
+        taken = await self._store.open_seed(table_id, hand_number, principal.name, seed)
+        if taken is not SeedTaken.OK:
+            raise SeedTooLate(f"hand {hand_number}'s first card was dealt")
+        log.info("seed_opened")
+
+    # --- the proof of a hand ----------------------------------------------------------------
+
+    async def hand_proof(self, principal: Principal, table_id: str, hand_number: int
+                         ) -> HandProof:
+        """What anyone may know about a per-card hand: its header, the openings of the cards
+        the public record shows so far (up cards, the community card, shown and exposed
+        hands; never a folded or mucked hand's, nor a burned card's) and, once the hand is
+        over, the dealer's seed and the players' seeds."""
+        if principal.role not in (Role.PLAYER, Role.AUDITOR, Role.OPERATOR, Role.SERVICE):
+            raise Forbidden("no such role")
+        bind_hand(table_id, hand_number)
+        view = await self._tables.view(table_id)
+        if not view.state.opened:
+            raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
+        latest = view.state.hand
+        if latest is None or hand_number > latest.hand_number or hand_number not in view.seatings:
+            raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
+        stored = await stored_hand(self._store, table_id, hand_number)
+        fair = stored.fair
+        if fair is None:
+            raise NoCardCommitment(f"hand {hand_number} has no per-card commitment")
+        over = latest.hand_number > hand_number or latest.is_over
+        public = view.draws.get(hand_number, 0)
+        shown = view.shown.get(hand_number, frozenset())
+        leaves = fair.deck.leaves()
+        openings = tuple(
+            PublicOpening(draw=d.index, opening=fair.deck.opening(
+                fair.deck.position_of(d.card), leaves))
+            for deal in stored.deals for d in deal.cards
+            if d.index < public and (d.up or d.seat in shown))
+        header = fair.deck.header(fair.seeds)
+        log.info("hand_proof_given", openings=len(openings), complete=over)
+        if not over:
+            return HandProof(header=header, openings=openings)
+        return HandProof(header=header, openings=openings, complete=True,
+                         dealer_seed=fair.deck.dealer_seed, seeds=fair.seed_openings())
+
+    # --- test-only corruption ---------------------------------------------------------------
+
+    def dealing_deck(self, stored: StoredHand) -> HandDeck:
+        deck = stored.dealing_deck()
+        if stored.fair is None or self._corruption not in (Corruption.SWAP,
+                                                           Corruption.POSITION):
+            return deck
+        order = list(deck.order)  # deal the last card first: not the committed order
+        order[0], order[-1] = order[-1], order[0]
+        return HandDeck(table_id=deck.table_id, hand_number=deck.hand_number,
+                        order=tuple(order), reshuffle_key=deck.reshuffle_key, salt=deck.salt)
+
+    def openings(self, stored: StoredHand, draws: Sequence[Draw]
+                  ) -> tuple[CardOpening | None, ...]:
+        fair = stored.fair
+        if fair is None:
+            return ()
+        leaves = fair.deck.leaves()
+        out: list[CardOpening | None] = []
+        for draw in draws:
+            opening: CardOpening | None = fair.deck.opening(fair.deck.position_of(draw.card),
+                                                            leaves)
+            if draw.index == 0 and self._corruption is Corruption.WITHHOLD:
+                opening = None
+            elif draw.index == 0 and self._corruption is Corruption.SWAP:
+                honest = fair.deck.opening(fair.order().deal[0], leaves)
+                opening = CardOpening(position=honest.position, card=draw.card,
+                                      salt=honest.salt, path=honest.path)
+            out.append(opening)
+        return tuple(out)

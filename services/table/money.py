@@ -1,0 +1,304 @@
+"""The money saga of a table's seats, its repair and reconciliation (DESIGN 5a, §5b).
+
+Each step is recorded before or after the wallet moves, as the room model says: a buy-in is
+requested (the seat reserved) before the wallet is called, and confirmed by the seat's record
+after; a cash-out is requested with the seat's leave, and paid after. A crash between two
+steps leaves the saga in the log, and :meth:`Money.roll_forward` carries it on with the same
+wallet keys (every wallet call is idempotent by its key), so nothing is paid twice or lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import structlog
+
+from rules.errors import RuleViolation
+from rules.settlement import settlement as settle_query
+from rules.streets import Street
+from stud.v1 import room_pb2 as rpb
+from stud.v1 import wallet_pb2 as wpb
+from studkit.commit import Committed
+from studkit.errors import FailedPrecondition
+from table.actor import TableActor
+from table.clients import Refused, Unreachable, key
+from table.room import (
+    WALLET_BUY_IN,
+    WALLET_CASH_OUT,
+    WALLET_REFUND,
+    ApplyTopUp,
+    ConfirmBuyIn,
+    DropTopUp,
+    EndBuyIn,
+    PayCashOut,
+    Reconciled,
+    Record,
+    Room,
+    Saga,
+    Settle,
+    saga_step,
+)
+from table.status import Status
+
+log = structlog.get_logger("table")
+
+
+def step_id(command: object, wallet_key: str) -> str:
+    """The command id of a saga's step: the same whichever call records it (the seat's RPC
+    or the driver), so a race between them is a duplicate, never a second step."""
+    name = type(command).__name__
+    stage = getattr(command, "stage", "")
+    return f"s:{name}{':' + stage if stage else ''}:{wallet_key}"
+
+
+class Money:
+    """One table's wallet calls, each beside the log's record of it."""
+
+    def __init__(self, actor: TableActor, status: Status) -> None:
+        self.actor = actor
+        self.status = status
+        self.busy: set[int] = set()
+        """Seats whose saga a call of this process carries on now (the driver leaves them)."""
+        self.repaired = False
+
+    @property
+    def _wallet(self):  # type: ignore[no-untyped-def]
+        return self.actor.deps.wallet
+
+    # --- the saga's steps ----------------------------------------------------------------
+
+    async def require_funds(self, player_id: str, amount: int) -> None:
+        """Refuse, before anything is recorded, a buy-in or top-up the player's account
+        cannot pay (the wallet still decides: a balance spent meanwhile fails the saga; an
+        unreachable wallet is left to the saga's own call)."""
+        try:
+            reply = await self._wallet.balance(player_id, give_up_after=1.0)
+        except Unreachable:
+            return  # the buy-in's own call will wait for the wallet (and say so)
+        except Refused as exc:
+            raise FailedPrecondition(f"the wallet refused: {exc.reason}",
+                                     reason=exc.reason or "buy_in_refused") from None
+        if reply.balance < amount:
+            raise FailedPrecondition(f"your account holds {reply.balance}, not {amount}",
+                                     reason="insufficient_funds")
+
+    async def buy_in(self, seat: int, saga: Saga, wait_s: float | None
+                     ) -> Committed[Room]:
+        """Move the buy-in, then seat the player; a refusal ends the saga (raised)."""
+        table_id = self.actor.table_id
+        try:
+            bought = await self._wallet.buy_in(saga.player_id, table_id, seat, saga.amount,
+                                               saga.wallet_key, give_up_after=wait_s)
+        except Refused as exc:
+            end = EndBuyIn(seat, saga.wallet_key, "failed", exc.reason or "")
+            await self.actor.commit(end, step_id(end, saga.wallet_key))
+            raise FailedPrecondition(f"the wallet refused the buy-in: {exc.reason}",
+                                     reason=exc.reason or "buy_in_refused") from None
+        if bought.replayed and not await self._holds(seat, saga):
+            # A replay whose chips went back meanwhile (an orphan's refund): the wallet moved
+            # nothing now, so nothing may be seated on it.
+            end = EndBuyIn(seat, saga.wallet_key, "failed", "buy_in_refunded")
+            await self.actor.commit(end, step_id(end, saga.wallet_key))
+            raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again with "
+                                     "a new command id", reason="buy_in_refunded")
+        confirm = ConfirmBuyIn(seat, saga.wallet_key)
+        try:
+            return await self.actor.commit(confirm, step_id(confirm, saga.wallet_key))
+        except RuleViolation as exc:  # the rules refuse the seat: the buy-in goes back
+            log.warning("sit_down_refunded", seat=seat, amount=saga.amount)
+            await self.refund(seat, saga, exc.reason.value)
+            raise
+
+    async def _holds(self, seat: int, saga: Saga) -> bool:
+        reply = await self._wallet.reconcile(self.actor.table_id, on_wait=self.status.waiting)
+        return any(s.seat == seat and s.player_id == saga.player_id and s.balance >= saga.amount
+                   for s in reply.seats)
+
+    async def refund(self, seat: int, saga: Saga, reason: str) -> None:
+        """Give a buy-in back whose seat cannot be recorded: due first (so the seat is never
+        recorded after), then paid, then recorded as refunded. Nothing is paid unless the
+        refund is due in the log: a saga another call ended meanwhile is left alone."""
+        wallet_key = saga.wallet_key
+        due = EndBuyIn(seat, wallet_key, "refund_due", reason)
+        try:
+            await self.actor.commit(due, step_id(due, wallet_key))
+        except (RuleViolation, FailedPrecondition):
+            return
+        pending = self.actor.room.saga(seat)
+        if pending is None or pending.wallet_key != wallet_key or not pending.refund_due:
+            return
+        await self._wallet.cash_out(saga.player_id, self.actor.table_id, seat,
+                                    key(self.actor.table_id, wallet_key, "refund"),
+                                    on_wait=self.status.waiting)
+        done = EndBuyIn(seat, wallet_key, "refunded")
+        await self.actor.commit(done, step_id(done, wallet_key))
+
+    async def top_up(self, seat: int, saga: Saga, wait_s: float | None
+                     ) -> Committed[Room] | None:
+        """Move a queued top-up and add it, unless the seat is in a hand (then later)."""
+        table = self.actor.room.table
+        if table.hand_in_progress and table.hand is not None and table.hand.has_player(seat):
+            return None
+        try:
+            await self._wallet.buy_in(saga.player_id, self.actor.table_id, seat, saga.amount,
+                                      saga.wallet_key, give_up_after=wait_s)
+        except Refused as exc:
+            log.info("topup_refused", seat=seat, reason=exc.reason)
+            drop = DropTopUp(seat, saga.wallet_key, exc.reason or "refused")
+            await self.actor.commit(drop, step_id(drop, saga.wallet_key))
+            raise FailedPrecondition(f"the wallet refused the top-up: {exc.reason}",
+                                     reason=exc.reason or "buy_in_refused") from None
+        apply_ = ApplyTopUp(seat, saga.wallet_key)
+        try:
+            return await self.actor.commit(apply_, step_id(apply_, saga.wallet_key))
+        except RuleViolation:
+            return None  # a hand started meanwhile: added when it ends
+
+    async def cash_out(self, seat: int, saga: Saga, wait_s: float | None = None) -> bool:
+        """Pay a stood-up seat's escrow back; False if the wallet is unreachable (later)."""
+        try:
+            await self._wallet.cash_out(saga.player_id, self.actor.table_id, seat,
+                                        saga.wallet_key, give_up_after=wait_s,
+                                        on_wait=self.status.waiting)
+        except Unreachable as exc:
+            log.warning("cash_out_pending", seat=seat, detail=str(exc))
+            return False
+        except Refused as exc:  # the seat is no longer the player's at the wallet: paid
+            log.warning("cash_out_refused", seat=seat, reason=exc.reason)
+        self.status.resumed()
+        paid = PayCashOut(seat, saga.wallet_key)
+        with contextlib.suppress(RuleViolation, FailedPrecondition):  # recorded meanwhile
+            await self.actor.commit(paid, step_id(paid, saga.wallet_key))
+        return True
+
+    async def roll_forward(self) -> bool:
+        """Carry on one saga that no call of this process carries (the room's
+        :func:`~table.room.saga_step` says how); True if one was."""
+        room = self.actor.room
+        pending = sorted(seat for seat in room.sagas if seat not in self.busy)
+        if not pending or room.tournament:  # a tournament table has no money sagas
+            return False
+        reply = await self._wallet.reconcile(self.actor.table_id, on_wait=self.status.waiting)
+        held = {s.seat: (s.player_id, s.balance) for s in reply.seats}
+        for seat in pending:
+            saga, step = room.sagas[seat], saga_step(room, seat, held.get(seat))
+            if step is None:
+                continue
+            wallet, command = step
+            log.info("saga_carried_on", seat=seat, kind=saga.kind, wallet=wallet,
+                     command=type(command).__name__)
+            try:
+                if wallet == WALLET_CASH_OUT:
+                    return await self.cash_out(seat, saga)
+                if wallet == WALLET_REFUND:
+                    await self.refund(seat, saga, "refund due")
+                    return True
+                if wallet == WALLET_BUY_IN:
+                    await self._wallet.buy_in(saga.player_id, self.actor.table_id, seat,
+                                              saga.amount, saga.wallet_key, give_up_after=None)
+                await self.actor.commit(command, step_id(command, saga.wallet_key))
+            except Refused as exc:  # a top-up the wallet refuses now: dropped
+                drop = DropTopUp(seat, saga.wallet_key, exc.reason or "refused")
+                with contextlib.suppress(RuleViolation, FailedPrecondition):
+                    await self.actor.commit(drop, step_id(drop, saga.wallet_key))
+            except RuleViolation as exc:
+                if isinstance(command, ConfirmBuyIn):  # the rules refuse the seat
+                    await self.refund(seat, saga, exc.reason.value)
+                else:
+                    log.info("saga_step_refused", seat=seat, reason=exc.reason.value)
+            except FailedPrecondition as exc:  # the saga moved on meanwhile
+                log.info("saga_step_refused", seat=seat, reason=exc.reason)
+            return True
+        return False
+
+    # --- settlement and reconciliation ---------------------------------------------------
+
+    async def settle(self) -> None:
+        """Settle the hand that ended, record it, then reconcile (repairing first after a
+        restart)."""
+        state = self.actor.room.table
+        settlement = settle_query(state)
+        assert settlement is not None and state.config is not None
+        if self.actor.room.tournament:  # tournament chips: no wallet, no rake (DESIGN 5c)
+            await self.actor.system(Settle(settlement.hand_number, 0),
+                                    f"h{settlement.hand_number}:settled")
+            await self.actor.maybe_snapshot()
+            return
+        table_id = self.actor.table_id
+        request = wpb.SettleHandRequest(
+            table_id=table_id, hand_number=settlement.hand_number, rake=settlement.rake,
+            ended_on_street=wpb.SettleHandRequest.Street.Value(
+                f"STREET_{(settlement.ended_on or Street.THIRD).name}"),
+            seats=[wpb.SettlementSeat(seat=s.seat, player_id=s.player_id,
+                                      amount_in=s.amount_in, amount_won=s.amount_won)
+                   for s in settlement.seats])
+        rake = state.config.rake
+        if rake is not None:
+            request.rake_policy.percent_bps = rake.percent_bps
+            request.rake_policy.cap = rake.cap
+        await self._wallet.settle(request, on_wait=self.status.waiting)
+        self.status.resumed()
+        await self.actor.system(Settle(settlement.hand_number, settlement.rake),
+                                f"h{settlement.hand_number}:settled")
+        log.info("hand_settled", hand_number=settlement.hand_number, rake=settlement.rake)
+        if await self.check():
+            await self.actor.maybe_snapshot()
+
+    async def check(self) -> bool:
+        """Repair (an escrow the log knows nothing of is paid back) and reconcile, on one
+        read of the wallet's escrows; True when every escrow is right. A tournament table
+        holds no escrow: nothing to ask the wallet."""
+        if self.actor.room.tournament:
+            self.repaired = True
+            return True
+        async with self.actor.deps.checks:
+            reply = await self._wallet.reconcile(self.actor.table_id,
+                                                 on_wait=self.status.waiting)
+        escrows = {s.seat: (s.player_id, s.balance) for s in reply.seats}
+        for seat in await self.repair(escrows):
+            escrows.pop(seat, None)
+        self.repaired = True
+        problem = self.reconcile(escrows)
+        await self.actor.system(Reconciled(problem), f"reconciled:{self.actor.version}")
+        if problem:
+            log.error("reconciliation_failed", detail=problem)
+        return not problem
+
+    def reconcile(self, escrows: dict[int, tuple[str, int]]) -> str:
+        """What is wrong between the wallet's escrows and the table's stacks ("" if
+        nothing). A seat with a saga in flight is passed over: its money is moving."""
+        room = self.actor.room
+        wrong = []
+        for number in range(1, len(room.table.seats) + 1):
+            if number in room.sagas or number in self.busy:
+                continue
+            seat = room.table.seat(number)
+            held = escrows.get(number)
+            want = None if seat is None else (seat.player_id, seat.stack)
+            if held != want and not (held is None and want is not None and want[1] == 0):
+                wrong.append(f"seat {number}: escrow {held} vs table {want}")
+        return "; ".join(wrong)
+
+    async def repair(self, escrows: dict[int, tuple[str, int]]) -> list[int]:
+        """An escrow the log has neither a seat nor a saga for (left by code older than the
+        room events) is paid back to its player, and recorded; the seats repaired."""
+        room = self.actor.room
+        repaired = []
+        for number, (player, balance) in sorted(escrows.items()):
+            if number in room.sagas or number in self.busy:
+                continue
+            seat = room.table.seat(number) if number <= len(room.table.seats) else None
+            if seat is not None and seat.player_id == player:
+                continue
+            log.warning("orphan_escrow_refunded", seat=number, amount=balance)
+            wallet_key = key(self.actor.table_id, "orphan", number, player, room.version)
+            # Recorded (fenced) before the wallet moves: a former owner resumed with a stale
+            # room would take a seat's escrow for an orphan; its append is refused first
+            # (NotOwner), so it pays nothing (found by the simulator, docs/reliability.md).
+            if not await self.actor.system(Record((rpb.OrphanEscrowRefunded(
+                    seat=number, player_id=player, amount=balance),)), f"orphan:{wallet_key}"):
+                continue
+            await self._wallet.cash_out(player, self.actor.table_id, number, wallet_key,
+                                        on_wait=self.status.waiting)
+            repaired.append(number)
+        return repaired

@@ -1,0 +1,294 @@
+"""The tables this replica owns (DESIGN §3: one writer per table): taking them (lease, load,
+drive), keeping their leases, handing them over, routing a call to the replica that owns a
+table, and the lobby lines written beside each stream for every replica's ``ListTables``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import Callable
+
+import structlog
+
+from stud.v1 import table_pb2 as pb
+from studkit import keys
+from studkit.errors import NotFound, Unavailable
+from studkit.ownership import Lease, Ownership, Replica, Spread, rendezvous
+from studkit.store import EventStore, NotOwner
+from table.actor import ActorDeps, TableActor
+from table.driver import Driver, cancel_until_done
+from table.migrate import migrate_side_keys
+from table.views import summary
+
+log = structlog.get_logger("table")
+
+SUMMARY_REFRESH_S = 60.0
+"""An idle table's lobby line is made again this often (its hands per hour move on)."""
+TAKE_BATCH = 25
+"""Tables taken at a time in a round (one lease script, then their loads side by side):
+small enough that a batch is loaded well within a third of the lease, so the round can
+renew the leases it already holds between two batches."""
+
+
+class Tables:
+    """Every table this process owns: its driver (and through it, its actor)."""
+
+    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps]) -> None:
+        self.store = store
+        self.deps_for = deps_for
+        self.drivers: dict[str, Driver] = {}
+        self.ready = False
+        self.ownership: Ownership | None = None
+        self.spread = Spread()
+        self.failed_loads = 0
+        self._keeper: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._published: dict[str, bytes] = {}
+        self._summarized: dict[str, tuple[object, ...]] = {}
+        """What each table's last lobby line was made of (its version, status, minute)."""
+
+    @property
+    def live(self) -> dict[str, Replica]:
+        """The live replicas at the last heartbeat, by id."""
+        return self.spread.live
+
+    @property
+    def actors(self) -> dict[str, TableActor]:
+        return {t: d.actor for t, d in self.drivers.items()}
+
+    # --- life ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Take the tables this replica should own (rebuilt from their logs and driven),
+        then keep the leases and the spread up to date in the background."""
+        if self.ownership is None:
+            for table_id in await self.store.table_ids():
+                await self.load(table_id)
+        else:
+            await self.rebalance()
+            self._keeper = asyncio.create_task(self._keep(), name="table-ownership",
+                                               context=contextvars.Context())
+        self.ready = True
+
+    async def stop(self) -> None:
+        """Stop every driver and hand each lease back (another replica takes over at once)."""
+        self._stopping = True
+        await cancel_until_done(self._keeper)
+        for table_id in list(self.drivers):
+            await self.drop(table_id, release=True)
+        if self.ownership is not None:
+            with contextlib.suppress(Exception):
+                await self.ownership.heartbeat(alive=False)
+
+    def require_ready(self) -> None:
+        if not self.ready:
+            raise Unavailable("the table service is starting: its tables are being rebuilt",
+                              reason="starting")
+
+    async def _keep(self) -> None:
+        assert self.ownership is not None
+        while not self._stopping:
+            await asyncio.sleep(self.ownership.lease_ms / 3000)
+            try:
+                await self.rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("ownership_round_failed")
+
+    async def _renew_all(self, held: list[tuple[str, Driver]]) -> list[Lease | None]:
+        """Every lease held, renewed in one round of batched scripts (issue 17 F2: a burst of
+        one call per table exhausted the pool that player commands need)."""
+        assert self.ownership is not None
+        leases = {t: d.actor.epoch or 0 for t, d in held if not d.actor.fenced}
+        renewed = await self.ownership.renew_many(leases) if leases else {}
+        return [renewed.get(t) for t, _d in held]
+
+    async def rebalance(self) -> None:
+        """One round: heartbeat; renew the leases held (drop a table lost or fenced); take
+        the tables this replica should own; hand over, between hands, one another live
+        replica should own now."""
+        assert self.ownership is not None
+        me = self.ownership.replica
+        self.spread.update(await self.ownership.heartbeat())
+        renewed_at = time.monotonic()
+        await self._keep_held(hand_over=True)
+        await self.publish_summaries()
+        await self._take_missing(me, renewed_at)
+
+    async def _keep_held(self, *, hand_over: bool) -> None:
+        """Renew every lease held in one round; drop the tables lost or fenced; with
+        ``hand_over``, hand over (between hands) the tables another live replica should
+        own now."""
+        assert self.ownership is not None
+        me = self.ownership.replica
+        held = list(self.drivers.items())
+        for (table_id, driver), lease in zip(held, await self._renew_all(held), strict=True):
+            if self.drivers.get(table_id) is not driver:
+                continue
+            if lease is None or not lease.ok:
+                log.warning("table_lost", table_id=table_id, epoch=driver.actor.epoch)
+                await self.drop(table_id, release=False)
+                continue
+            desired = self._desired(table_id)
+            if hand_over and desired is not None and desired.id != me.id and \
+                    not driver.actor.room.table.hand_in_progress:
+                log.info("table_handed_over", table_id=table_id, to=desired.id)
+                await self.drop(table_id, release=True)
+
+    async def _take_missing(self, me: Replica, renewed_at: float) -> None:
+        """Take the tables this replica should own and does not hold: their leases
+        :data:`TAKE_BATCH` at a time (one script call a batch), each batch loaded before the
+        next is taken, and the leases already held renewed again whenever a third of the
+        lease has passed since their last renewal (issue 17 F2: taking a thousand tables one
+        by one took longer than the lease, and the first ones taken lapsed)."""
+        assert self.ownership is not None
+        wanted = []
+        for table_id in await self.store.table_ids():
+            desired = self._desired(table_id) if table_id not in self.drivers else None
+            if desired is not None and desired.id == me.id:
+                wanted.append(table_id)
+        for i in range(0, len(wanted), TAKE_BATCH):
+            if time.monotonic() - renewed_at >= self.ownership.lease_ms / 3000:
+                renewed_at = time.monotonic()
+                await self._keep_held(hand_over=False)
+            batch = [t for t in wanted[i:i + TAKE_BATCH] if t not in self.drivers]
+            if not batch:
+                continue
+            try:
+                leases = await self.ownership.acquire_many(batch)
+            except Exception:
+                log.exception("table_take_failed", tables=len(batch))
+                continue
+            taken = {t: lease.epoch for t, lease in leases.items() if lease.ok}
+            loaded = await asyncio.gather(*(self._load_taken(t, epoch)
+                                            for t, epoch in taken.items()),
+                                          return_exceptions=True)
+            for table_id, outcome in zip(taken, loaded, strict=True):
+                if isinstance(outcome, asyncio.CancelledError):
+                    raise outcome
+                if isinstance(outcome, BaseException):
+                    log.error("table_load_failed", table_id=table_id,
+                              exc_info=outcome)
+                    self.failed_loads += 1
+
+    def _desired(self, table_id: str) -> Replica | None:
+        """The live replica that should own ``table_id`` (rendezvous hashing)."""
+        return self.spread.desired(table_id)
+
+    async def take(self, table_id: str) -> Driver | None:
+        """Acquire the table's lease and load it; None if another replica holds it."""
+        assert self.ownership is not None
+        lease = await self.ownership.acquire(table_id)
+        if not lease.ok:
+            return None
+        return await self._load_taken(table_id, lease.epoch)
+
+    async def _load_taken(self, table_id: str, epoch: int) -> Driver:
+        """Load a table whose lease was just acquired at ``epoch``; the lease is released
+        again if the load fails."""
+        assert self.ownership is not None
+        started = time.monotonic()
+        try:
+            driver = await self.load(table_id, epoch=epoch)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await self.ownership.release(table_id, epoch)
+            raise
+        log.info("table_taken", table_id=table_id, epoch=epoch,
+                 load_ms=round((time.monotonic() - started) * 1000, 1))
+        return driver
+
+    async def load(self, table_id: str, epoch: int | None = None) -> Driver:
+        actor = TableActor(table_id, self.deps_for(), epoch)
+        await actor.load()
+        await migrate_side_keys(actor)
+        driver = Driver(actor)
+        self.drivers[table_id] = driver
+        driver.start()
+        log.info("table_loaded", table_id=table_id, version=actor.version, epoch=epoch)
+        return driver
+
+    async def drop(self, table_id: str, *, release: bool) -> None:
+        self._published.pop(table_id, None)
+        self._summarized.pop(table_id, None)
+        driver = self.drivers.pop(table_id, None)
+        if driver is None:
+            return
+        await driver.stop()
+        actor = driver.actor
+        if release and self.ownership is not None and actor.epoch is not None \
+                and not actor.fenced:
+            with contextlib.suppress(Exception):
+                await self.ownership.release(table_id, actor.epoch)
+
+    # --- routing -------------------------------------------------------------------------
+
+    async def redirect(self, table_id: str) -> NotOwner:
+        """Where a call for a table this replica does not own should go."""
+        assert self.ownership is not None
+        owner_id, epoch = await self.ownership.owner(table_id)
+        owner = self.live.get(owner_id) or rendezvous(table_id, self.live.values())
+        error = NotOwner(table_id, None, epoch)
+        error.error_metadata = {"owner": owner.address if owner else "",
+                                "owner_id": owner.id if owner else ""}
+        return error
+
+    async def routed(self, table_id: str) -> Driver:
+        """The table's driver if this replica owns it; else ``not_owner`` naming the owner
+        (clients go there), or NOT_FOUND for a table that does not exist."""
+        self.require_ready()
+        driver = self.drivers.get(table_id)
+        if driver is not None and driver.actor.room.table.opened and not driver.actor.fenced:
+            return driver
+        if self.ownership is not None and table_id in set(await self.store.table_ids()):
+            raise await self.redirect(table_id)
+        raise NotFound(f"no table {table_id}", reason="unknown_table")
+
+    # --- the lobby -----------------------------------------------------------------------
+
+    async def publish_summaries(self) -> None:
+        """Write each owned table's lobby line (only the lines that changed). A line is made
+        again only when its table has moved (a new event, another status) or a minute has
+        passed (its hands per hour): an idle table costs a tuple comparison a round."""
+        pipe = self.store.client.pipeline(transaction=False)
+        changed, made = {}, {}
+        minute = int(time.time() // SUMMARY_REFRESH_S)
+        for table_id, driver in self.drivers.items():
+            room = driver.actor.room
+            if not room.table.opened:
+                continue
+            made_of = (room.version, driver.status.of(room), minute)
+            if self._summarized.get(table_id) == made_of:
+                continue
+            made[table_id] = made_of
+            line = summary(driver).SerializeToString(deterministic=True)
+            if self._published.get(table_id) != line:
+                pipe.set(keys.table_key(table_id, "summary"), line)
+                changed[table_id] = line
+        if changed:
+            await pipe.execute()
+            self._published.update(changed)
+        self._summarized.update(made)
+
+    async def summaries(self, after: str = "", size: int = 500
+                        ) -> tuple[list[pb.TableSummary], str]:
+        """A page of open tables after table id ``after``: this replica's own live, the
+        others' from their lines; and the next page's token ("" after the last)."""
+        self.require_ready()
+        every = [t for t in await self.store.table_ids() if t > after]
+        table_ids = every[:size]
+        next_token = table_ids[-1] if len(every) > size else ""
+        pipe = self.store.client.pipeline(transaction=False)
+        for table_id in table_ids:
+            pipe.get(keys.table_key(table_id, "summary"))
+        out = []
+        for table_id, raw in zip(table_ids, await pipe.execute(), strict=True):
+            driver = self.drivers.get(table_id)
+            if driver is not None and driver.actor.room.table.opened:
+                out.append(summary(driver))
+            elif raw:
+                out.append(pb.TableSummary.FromString(raw))
+        return out, next_token

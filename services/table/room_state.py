@@ -1,0 +1,329 @@
+"""The room's state of one table (DESIGN §5b), folded from its stream: the rules' table
+state plus the room's own (settings, the money saga of each seat, deferred leaves, muck
+preferences, closing, settlement, the clock's bookkeeping). ``apply(room, events, ...)`` folds
+events, the rules' and the room's (``room.proto``), into it. Pure: time comes in as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, TypeAlias
+
+from google.protobuf.message import Message
+
+import rules
+from rules import Event, TableState
+from rules.events import (
+    ActionTimedOut,
+    BetMade,
+    BringInPosted,
+    Called,
+    Checked,
+    ChipsAdded,
+    Completed,
+    Folded,
+    HandEnded,
+    HandStarted,
+    PlayerLeft,
+    PlayerSatIn,
+    PlayerSatOut,
+    PlayerSeated,
+    Raised,
+    StakesChanged,
+    TableOpened,
+)
+from rules.settlement import settlement
+from stud.v1 import room_pb2 as rpb
+from table.model import TableSettings, settings_from_stored
+
+ACTIONS: Final = (BringInPosted, Completed, BetMade, Raised, Called, Checked, Folded,
+                  ActionTimedOut)
+SEATINGS_KEPT: Final = 200
+"""Hands whose seating (who was dealt in where) the room keeps, for hand histories."""
+STARTS_KEPT: Final = 500
+
+RoomEvent: TypeAlias = Message
+"""A message of ``room.proto`` (``rpb.BuyInRequested``, ...)."""
+AnyEvent: TypeAlias = Event | Message
+
+BUY_IN: Final = "buy_in"
+TOP_UP: Final = "top_up"
+CASH_OUT: Final = "cash_out"
+
+
+@dataclass(frozen=True, slots=True)
+class Saga:
+    """A money move of one seat in flight: the wallet moves, then the log records."""
+
+    kind: str
+    player_id: str
+    amount: int
+    wallet_key: str
+    command_id: str = ""
+    refund_due: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SeatResult:
+    """One seat dealt into a finished hand: its stack at the hand's start (before the ante)
+    and at its end."""
+
+    seat: int
+    player_id: str
+    stack_start: int
+    stack_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stakes:
+    """A table's four stakes (RULES 2.5)."""
+
+    small_bet: int
+    big_bet: int
+    ante: int
+    bring_in: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The clock of the turn of ``seat`` (absolute times, seconds)."""
+
+    seat: int
+    started_at: float
+    action_deadline: float
+    deadline: float
+    bank_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """One table as the room knows it, folded from its stream."""
+
+    table: TableState = field(default_factory=rules.initial_state)
+    version: int = 0
+    settings: TableSettings = field(default_factory=TableSettings)
+    sagas: Mapping[int, Saga] = field(default_factory=dict)
+    leaving: Mapping[int, str] = field(default_factory=dict)
+    muck: frozenset[int] = frozenset()
+    closed: bool = False
+    stopped: str = ""
+    """Why dealing is stopped by a reconciliation ("" while dealing)."""
+    settled: int = 0
+    """The last hand the wallet settled."""
+    turn: Turn | None = None
+    banks: Mapping[int, int] = field(default_factory=dict)
+    timeout_streak: Mapping[int, int] = field(default_factory=dict)
+    timed_out: frozenset[int] = frozenset()
+    sat_out_since: Mapping[int, float] = field(default_factory=dict)
+    departures: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    seatings: Mapping[int, Mapping[int, str]] = field(default_factory=dict)
+    hand_starts: Mapping[int, int] = field(default_factory=dict)
+    """hand number -> the sequence of its HandStarted (reads one hand, not the stream)."""
+    hand_started_at: tuple[float, ...] = ()
+    last_hand_ended_at: float = 0.0
+    visible: int = 0
+    """The sequence of the last rules event (what watchers have seen): a command acted on
+    an older one is stale."""
+    tournament_id: str = ""
+    """The tournament of a tournament table ("" for a cash table; DESIGN 5c)."""
+    paused: bool = False
+    pause_reason: str = ""
+    """Dealing paused by the tournament (a break, hand for hand) and why."""
+    one_hand: str = ""
+    """Dealing again for one hand only: the reason the table pauses with when it starts
+    ("" otherwise; hand for hand, DESIGN 5c)."""
+    pending_stakes: Stakes | None = None
+    """Stakes asked for during a hand: in force from the next one (RULES 2.5)."""
+    results: Mapping[int, tuple[SeatResult, ...]] = field(default_factory=dict)
+    """hand number -> each seat's stack at its start and end (the last SEATINGS_KEPT)."""
+
+    @property
+    def tournament(self) -> bool:
+        return bool(self.tournament_id)
+
+    def bank(self, seat: int) -> int:
+        """The seat's time bank now, in ms."""
+        return self.banks.get(seat, int(self.settings.time_bank_s * 1000))
+
+    def saga(self, seat: int) -> Saga | None:
+        return self.sagas.get(seat)
+
+
+# --- folding --------------------------------------------------------------------------------
+
+def apply(room: Room, events: Sequence[AnyEvent], *, at: float, first_sequence: int,
+          turn: Turn | None = None, table: TableState | None = None) -> Room:
+    """``room`` with ``events`` folded in (sequences ``first_sequence``, ...; ``at`` their
+    time). ``table`` is the rules' state after them when the caller has it (it is not
+    folded again); ``turn`` the clock the last event's envelope carries."""
+    f = _Fold(room)
+    state = room.table
+    for offset, event in enumerate(events):
+        sequence = first_sequence + offset
+        if isinstance(event, Message):
+            f.room_event(event, at)
+            continue
+        f.game_event(event, state, at, sequence)
+        if table is None:
+            state = rules.evolve(state, event)
+        f.visible = sequence
+    if turn is not None:
+        f.turn = turn
+    final = table if table is not None else state
+    for event in events:
+        if isinstance(event, HandEnded):
+            f.hand_result(final, event.hand_number)
+        elif isinstance(event, StakesChanged):
+            f.set("pending_stakes", None)
+    return f.build(final, first_sequence + len(events) - 1 if events else room.version)
+
+
+def hand_result(table: TableState) -> tuple[SeatResult, ...]:
+    """Each seat dealt into the table's last hand, once over: its stack at the start (the
+    end, less what it won, plus what it put in: antes and wagers net of uncalled ones) and
+    at the end (a voided hand gives back everything put in)."""
+    done = settlement(table)
+    hand = table.hand
+    if done is None or hand is None:
+        return ()
+    return tuple(SeatResult(s.seat, s.player_id, hand.player(s.seat).stack - s.net,
+                            hand.player(s.seat).stack) for s in done.seats)
+
+
+class _Fold:
+    """The room's fields while a batch of events is folded (copied on first write)."""
+
+    def __init__(self, room: Room) -> None:
+        self.room = room
+        self.changes: dict[str, object] = {}
+        self.turn = room.turn
+        self.visible = room.visible
+
+    def get(self, name: str) -> dict[Any, Any]:
+        """The field ``name`` (a mapping) to change: copied on the first write."""
+        if name not in self.changes:
+            self.changes[name] = dict(getattr(self.room, name))
+        value: dict[Any, Any] = self.changes[name]  # type: ignore[assignment]
+        return value
+
+    def set(self, name: str, value: object) -> None:
+        self.changes[name] = value
+
+    def now(self, name: str) -> Any:
+        return self.changes.get(name, getattr(self.room, name))
+
+    def game_event(self, event: Event, before: TableState, at: float, sequence: int) -> None:
+        turn = self.turn
+        if isinstance(event, ACTIONS):
+            if turn is not None and event.seat == turn.seat:
+                used_ms = max(0, int((at - turn.action_deadline) * 1000))
+                self.get("banks")[event.seat] = max(0, turn.bank_ms - used_ms)
+                self.turn = None
+            if isinstance(event, ActionTimedOut) and event.seat not in self.now("leaving"):
+                self.set("timed_out", frozenset(self.now("timed_out")) | {event.seat})
+            return
+        if isinstance(event, TableOpened):
+            self.set("settings", self.room.settings.for_config(event.config))
+        elif isinstance(event, HandStarted):
+            seatings = self.get("seatings")
+            seatings[event.hand_number] = {s: seat.player_id for s in event.seats
+                                           if (seat := before.seat(s)) is not None}
+            for old in sorted(seatings)[:-SEATINGS_KEPT]:
+                del seatings[old]
+            self.get("hand_starts")[event.hand_number] = sequence
+            self.set("hand_started_at", (*self.now("hand_started_at"),
+                                         at)[-STARTS_KEPT:])
+            self.set("timed_out", frozenset())
+            if reason := self.now("one_hand"):  # dealt its one hand: paused from now on
+                self.set("paused", True)
+                self.set("pause_reason", reason)
+                self.set("one_hand", "")
+        elif isinstance(event, HandEnded):
+            self.set("last_hand_ended_at", at)
+            self.turn = None
+            streak = self.get("timeout_streak")
+            timed_out = self.now("timed_out")
+            for s in self.now("seatings").get(event.hand_number, {}):
+                streak[s] = streak.get(s, 0) + 1 if s in timed_out else 0
+        elif isinstance(event, PlayerSeated):
+            self.get("banks")[event.seat] = int(self.room.settings.time_bank_s * 1000)
+            self.get("timeout_streak").pop(event.seat, None)
+            self.get("sat_out_since").pop(event.seat, None)
+            self._end_saga(event.seat, BUY_IN)
+        elif isinstance(event, PlayerLeft):
+            self.get("departures")[event.player_id] = (event.stack, at)
+            self.get("sat_out_since").pop(event.seat, None)
+            self.get("timeout_streak").pop(event.seat, None)
+            self.get("leaving").pop(event.seat, None)
+            self.set("muck", frozenset(self.now("muck")) - {event.seat})
+        elif isinstance(event, PlayerSatOut):
+            self.get("sat_out_since")[event.seat] = at
+        elif isinstance(event, PlayerSatIn):
+            self.get("sat_out_since").pop(event.seat, None)
+        elif isinstance(event, ChipsAdded):
+            self._end_saga(event.seat, TOP_UP)
+
+    def hand_result(self, table: TableState, number: int) -> None:
+        if table.hand is None or table.hand.hand_number != number:
+            return
+        results = self.get("results")
+        results[number] = hand_result(table)
+        for old in sorted(results)[:-SEATINGS_KEPT]:
+            del results[old]
+
+    def _end_saga(self, seat: int, kind: str) -> None:
+        saga = self.now("sagas").get(seat)
+        if saga is not None and saga.kind == kind:
+            del self.get("sagas")[seat]
+
+    def room_event(self, event: Message, at: float) -> None:
+        name = event.DESCRIPTOR.name
+        e: object = event
+        if isinstance(e, rpb.SettingsSet):
+            self.set("settings", settings_from_stored(e.settings))
+        elif isinstance(e, rpb.BuyInRequested):
+            self.get("sagas")[e.seat] = Saga(BUY_IN, e.player_id, e.amount, e.wallet_key,
+                                             e.command_id)
+        elif isinstance(e, rpb.BuyInRefundDue):
+            saga = self.now("sagas")[e.seat]
+            self.get("sagas")[e.seat] = replace(saga, refund_due=True)
+        elif isinstance(e, rpb.BuyInFailed | rpb.BuyInRefunded):
+            self._end_saga(e.seat, BUY_IN)
+        elif isinstance(e, rpb.TopUpQueued):
+            self.get("sagas")[e.seat] = Saga(TOP_UP, e.player_id, e.amount, e.wallet_key,
+                                             e.command_id)
+        elif isinstance(e, rpb.TopUpDropped):
+            self._end_saga(e.seat, TOP_UP)
+        elif isinstance(e, rpb.CashOutRequested):
+            self.get("sagas")[e.seat] = Saga(CASH_OUT, e.player_id, e.amount, e.wallet_key)
+        elif isinstance(e, rpb.CashOutPaid):
+            self._end_saga(e.seat, CASH_OUT)
+        elif isinstance(e, rpb.LeaveRequested):
+            self.get("leaving")[e.seat] = e.player_id
+        elif isinstance(e, rpb.MuckPreferenceSet):
+            muck = frozenset(self.now("muck"))
+            self.set("muck", muck | {e.seat} if e.muck else muck - {e.seat})
+        elif isinstance(e, rpb.TableClosed):
+            self.set("closed", True)
+        elif isinstance(e, rpb.HandSettled):
+            self.set("settled", max(int(self.now("settled")), e.hand_number))
+        elif isinstance(e, rpb.DealingStopped):
+            self.set("stopped", e.reason or "stopped")
+        elif isinstance(e, rpb.DealingResumed):
+            self.set("stopped", "")
+        elif isinstance(e, rpb.TournamentModeSet):
+            self.set("tournament_id", e.tournament_id)
+        elif isinstance(e, rpb.StakesQueued):
+            self.set("pending_stakes", Stakes(e.small_bet, e.big_bet, e.ante, e.bring_in))
+        elif isinstance(e, rpb.DealingPaused):
+            self.set("paused", e.paused)
+            self.set("pause_reason", e.reason if e.paused else "")
+            self.set("one_hand", (e.reason or "hand_for_hand")
+                     if e.one_hand and not e.paused else "")
+        elif not isinstance(e, rpb.OrphanEscrowRefunded):
+            raise ValueError(f"not a room event: {name}")
+
+    def build(self, table: TableState, version: int) -> Room:
+        return replace(self.room, table=table, version=version, turn=self.turn,
+                       visible=self.visible, **self.changes)  # type: ignore[arg-type]

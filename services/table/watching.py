@@ -1,0 +1,132 @@
+"""Reading a table: who the caller is to a hand, the live watch (a catch-up read a page at a
+time, then the actor's fan-out) and one hand's events (read from where the hand starts, not
+the whole stream). Room events are the table's own state and are not sent to watchers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.auth import Principal, Role
+from studkit.errors import FailedPrecondition, NotFound, OutOfRange
+from studkit.mapping import is_room_event
+from studkit.store import EventStore, TrimmedRange
+from table.actor import TableActor
+from table.driver import Driver
+from table.inbox import Watcher, WatcherTooSlow
+
+HAND_PAGE = 100
+"""Events per read of one hand's history: a hand is about 40 events with four players
+dealt in, 80 with eight, so most hands take one read, which decodes a few entries past the
+hand's end rather than the store's whole page (500: 4.4 ms of the table's CPU per
+``GetHandHistory`` on a 15,000-event table, ``bench/bench_long_table.py``)."""
+
+
+class Watching:
+    """The reading use cases (mixed into the app)."""
+
+    _store: EventStore
+
+    async def routed(self, table_id: str) -> Driver:
+        raise NotImplementedError
+
+    @staticmethod
+    def viewer_seat(principal: Principal, actor: TableActor) -> int | None:
+        """The caller's seat at the table now, None for an observer."""
+        if principal.role is not Role.PLAYER:
+            return None
+        for number, seat in enumerate(actor.room.table.seats, start=1):
+            if seat is not None and seat.player_id == principal.name:
+                return number
+        return None
+
+    def hand_viewer(self, principal: Principal, actor: TableActor, hand_number: int
+                    ) -> tuple[int | None, bool]:
+        """Who the caller is to an event of hand ``hand_number``: the seat they held in
+        that hand and True when they were dealt in (whoever holds that seat now is not);
+        outside a hand (0) their seat now."""
+        if not hand_number:
+            return self.viewer_seat(principal, actor), False
+        if principal.role is Role.PLAYER:
+            for seat, holder in actor.room.seatings.get(hand_number, {}).items():
+                if holder == principal.name:
+                    return seat, True
+        return None, False
+
+    async def _archived(self, table_id: str, after: int) -> FailedPrecondition:
+        return FailedPrecondition(
+            f"the events after {after} were archived; watch from "
+            f"{await self._store.trimmed(table_id)} (stud replay reads archives)",
+            reason="archived")
+
+    async def watch(self, principal: Principal, table_id: str, after: int
+                    ) -> AsyncIterator[EventEnvelope]:
+        """The table's game envelopes after sequence ``after``, then live ones; a watcher
+        that falls ``watcher_buffer`` events behind is cut off (:class:`WatcherTooSlow`)."""
+        actor = (await self.routed(table_id)).actor
+        if after > actor.version:
+            raise OutOfRange(f"the table is at sequence {actor.version}; resume at or "
+                             "before it", reason="after_the_end")
+        watcher = Watcher(limit=actor.deps.watcher_buffer)
+        upto = actor.version  # no await between this and registering: nothing is missed
+        actor.watchers.add(watcher)
+        try:
+            last = after
+            if after < upto:
+                # In a generator of its own: the pages it read are freed once it is done,
+                # not held by this frame for as long as the watch lasts.
+                async for envelope in self._caught_up(table_id, after, upto):
+                    last = envelope.sequence
+                    if not is_room_event(envelope):
+                        yield envelope
+            while True:
+                if watcher.overflowed and watcher.queue.empty():
+                    raise WatcherTooSlow(f"fell behind; resume after sequence {last}")
+                envelope = await watcher.queue.get()
+                if envelope.sequence <= last:
+                    continue
+                yield envelope
+                last = envelope.sequence
+        finally:
+            actor.watchers.discard(watcher)
+
+    async def _caught_up(self, table_id: str, after: int, upto: int
+                         ) -> AsyncIterator[EventEnvelope]:
+        """The stored envelopes after ``after`` up to ``upto``, a page at a time."""
+        try:
+            async for page in self._store.pages(table_id, after):
+                for stored in page:
+                    if stored.envelope.sequence > upto:
+                        return
+                    yield stored.envelope
+                if page[-1].envelope.sequence >= upto:
+                    return
+        except TrimmedRange:
+            raise await self._archived(table_id, after) from None
+
+    async def hand_events(self, table_id: str, hand_number: int
+                          ) -> tuple[list[EventEnvelope], bool]:
+        """The game envelopes of one hand, and whether it has ended."""
+        actor = (await self.routed(table_id)).actor
+        if hand_number < 1 or hand_number > actor.room.table.hands_started:
+            raise NotFound(f"hand {hand_number} has not been played", reason="unknown_hand")
+        start = actor.room.hand_starts.get(hand_number)
+        out: list[EventEnvelope] = []
+        try:
+            async for page in self._store.pages(table_id, start - 1 if start else 0,
+                                                page=min(HAND_PAGE, self._store.page_size)):
+                for stored in page:
+                    env = stored.envelope
+                    if env.hand_number != hand_number or is_room_event(env):
+                        if out and env.event_type == "HandStarted":
+                            return out, False
+                        continue
+                    out.append(env)
+                    if env.event_type == "HandEnded":
+                        return out, True
+        except TrimmedRange:
+            out = []
+        if not out:  # played, but no longer in Redis
+            raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
+                           reason="archived")
+        return out, False

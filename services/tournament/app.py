@@ -1,0 +1,244 @@
+"""The tournament's use cases: load a tournament from its stream, decide a command, append
+its events at the version it was decided on (the store's script: conditional, idempotent by
+command id), and read or follow the stream.
+
+Each tournament is one fenced stream ``stud:tournament:{id}:events`` written by the same
+event store as the tables' (``studkit.store``); its events are ``stud.v1.TournamentEvent``
+messages in the store's envelopes. Two write paths (docs/tournament.md, "Replicas"):
+
+- the process manager's (``epoch=`` the lease this replica holds, :mod:`tournament.leases`):
+  fenced, a former owner's append is refused ``not_owner`` (:class:`NotOwner` raised);
+- a caller's command (create, register, unregister, re-enter, cancel), served by any
+  replica: appended with the stream's current owner epoch, read just before, and decided
+  again if a takeover moved it in between. The version condition orders it with the
+  owner's appends and the command id makes a retry a replay, so it is never lost nor
+  applied twice. The app keeps each tournament's folded state with its
+version and reads only what is new, so a replica that did not write an event still sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from stud.v1 import tournament_pb2 as pb
+from stud.v1.envelope_pb2 import EventEnvelope
+from studkit import keys
+from studkit.auth import Forbidden, Principal, Role, require_role
+from studkit.commit import Proposal, commit
+from studkit.errors import AlreadyExists, Conflict, NotFound
+from studkit.store import (
+    AppendResult,
+    CommandIdReused,
+    EventStore,
+    StoredEvent,
+)
+from tournament import commands as c
+from tournament import events as ev
+from tournament.codec import event_at, event_from_proto, event_to_proto, seconds, timestamp
+from tournament.decide import decide
+from tournament.state import Tournament, apply
+
+EVENT_TYPE = "TournamentEvent"
+Clock = Callable[[], float]
+
+
+def tournament_store(client: object) -> EventStore:
+    """The event store over the tournament service's own keys."""
+    return EventStore(client, key=keys.tournament_key,  # type: ignore[arg-type]
+                      index=keys.tournament_index())
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    sequence: int
+    at: float
+    event: ev.Event
+
+    def to_proto(self) -> pb.TournamentEventRecord:
+        return pb.TournamentEventRecord(sequence=self.sequence, occurred_at=timestamp(self.at),
+                                        event=event_to_proto(self.event))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    version: int
+    records: tuple[Record, ...]
+    duplicate: bool
+
+
+def _record(stored: StoredEvent) -> Record:
+    envelope = stored.envelope
+    if envelope.event_type != EVENT_TYPE:
+        raise ValueError(f"not a tournament event: {envelope.event_type}")
+    at = seconds(envelope.occurred_at)
+    return Record(envelope.sequence, at,
+                  event_from_proto(pb.TournamentEvent.FromString(envelope.payload), at))
+
+
+def _fingerprint(cmd: c.Command) -> str:
+    return hashlib.sha256(repr(cmd).encode()).hexdigest()[:32]
+
+
+class Writer(Protocol):
+    """What the process manager's steps read and write through (:class:`TournamentApp`,
+    or its fenced view :class:`tournament.leases.Fenced`)."""
+
+    async def load(self, tournament_id: str) -> Tournament: ...
+
+    async def execute(self, tournament_id: str, cmd: c.Command,
+                      command_id: str) -> Outcome: ...
+
+
+class TournamentApp:
+    """Commands and reads of every tournament, over one event store."""
+
+    def __init__(self, store: EventStore, *, clock: Clock = time.time,
+                 seed: Callable[[], int] = lambda: int.from_bytes(os.urandom(8), "big"),
+                 conflict_retries: int = 5) -> None:
+        self._store = store
+        self._clock = clock
+        self._seed = seed
+        self._retries = conflict_retries
+        self._states: dict[str, Tournament] = {}
+
+    @property
+    def store(self) -> EventStore:
+        return self._store
+
+    def now(self) -> float:
+        return self._clock()
+
+    async def load(self, tournament_id: str) -> Tournament:
+        """The tournament folded up to its stream's end (``NotFound`` if it has no events)."""
+        t = self._states.get(tournament_id, Tournament())
+        new = await self._store.read(tournament_id, t.version)
+        if new:
+            t = apply(t, (_record(s).event for s in new))
+            self._states[tournament_id] = t
+        if t.config is None:
+            raise NotFound(f"no tournament {tournament_id}", reason="no_tournament")
+        return t
+
+    async def ids(self) -> list[str]:
+        return await self._store.table_ids()
+
+    async def execute(self, tournament_id: str, cmd: c.Command, command_id: str, *,
+                      epoch: int | None = None) -> Outcome:
+        """Decide ``cmd`` on the latest state and append its events (idempotent by
+        ``command_id``: a retry answers the recorded outcome, nothing new written).
+
+        ``epoch``: the lease the process manager holds (fenced: :class:`NotOwner` if it is
+        not the stream's any more, nothing written). None: a caller's command, appended with
+        the owner's current epoch (none before the first lease)."""
+        fingerprint = _fingerprint(cmd)
+        try:
+            recorded = await self._store.recorded(tournament_id, command_id, fingerprint)
+        except CommandIdReused as exc:
+            raise self._reused(command_id) from exc
+        if recorded is not None:
+            return await self._replay(tournament_id, recorded)
+        decided: list[tuple[tuple[ev.Event, ...], float]] = []
+
+        async def catch_up() -> None:
+            try:
+                await self.load(tournament_id)
+            except NotFound:
+                if not isinstance(cmd, c.Create):
+                    raise
+
+        def current() -> tuple[Tournament, int]:
+            t = self._states.get(tournament_id, Tournament())
+            return t, t.version
+
+        def propose(t: Tournament, _version: int) -> Proposal[Tournament]:
+            now = self._clock()
+            events = tuple(decide(t, cmd, now, self._seed()))
+            decided.append((events, now))
+            return Proposal([self._envelope(e, now) for e in events], apply(t, events))
+
+        async def owner() -> int | None:
+            return await self._store.owner_epoch(tournament_id)
+
+        await catch_up()
+        try:
+            done = await commit(self._store, tournament_id, current=current,
+                                catch_up=catch_up, propose=propose, command_id=command_id,
+                                fingerprint=fingerprint, epoch=epoch,
+                                fence=owner if epoch is None else None,
+                                attempts=self._retries, record_empty=False)
+        except CommandIdReused as exc:
+            raise self._reused(command_id) from exc
+        except Conflict:
+            raise Conflict("the tournament kept changing; retry", reason="conflict") from None
+        if done.result.duplicate:
+            return await self._replay(tournament_id, done.result)
+        events, now = decided[-1]
+        if not events:
+            return Outcome(done.result.version, (), False)
+        assert done.state is not None
+        self._states[tournament_id] = done.state
+        first = done.result.version - len(events)
+        records = tuple(Record(first + i, event_at(e) or now, e)
+                        for i, e in enumerate(events, start=1))
+        return Outcome(done.result.version, records, False)
+
+    @staticmethod
+    def _reused(command_id: str) -> AlreadyExists:
+        return AlreadyExists(f"command id {command_id} was used for another command",
+                             reason="command_id_reused")
+
+    async def _replay(self, tournament_id: str, result: AppendResult) -> Outcome:
+        """The recorded outcome of a command already appended (its events re-read)."""
+        last = result.version
+        first = last - len(result.stream_ids) + 1
+        stored = await self._store.read(tournament_id, first - 1) if result.stream_ids else []
+        records = tuple(_record(s) for s in stored if s.envelope.sequence <= last)
+        return Outcome(last, records, True)
+
+    def _envelope(self, e: ev.Event, now: float) -> EventEnvelope:
+        at: Timestamp = timestamp(event_at(e) or now)
+        return EventEnvelope(event_type=EVENT_TYPE, schema_version=1, occurred_at=at,
+                             payload=event_to_proto(e).SerializeToString())
+
+    # --- use cases -------------------------------------------------------------------------
+
+    async def create(self, who: Principal, tournament_id: str, config: ev.Config,
+                     command_id: str) -> Outcome:
+        require_role(who, Role.OPERATOR)
+        return await self.execute(tournament_id, c.Create(tournament_id, config), command_id)
+
+    async def cancel(self, who: Principal, tournament_id: str, reason: str,
+                     command_id: str) -> Outcome:
+        require_role(who, Role.OPERATOR)
+        return await self.execute(tournament_id, c.Cancel(reason), command_id)
+
+    async def player_command(self, who: Principal, tournament_id: str,
+                             make: Callable[[str], c.Command], command_id: str) -> Outcome:
+        """Register, unregister or re-enter: a player, for themself (the token's name)."""
+        if who.role is not Role.PLAYER:
+            raise Forbidden("only a player enters a tournament, for themself",
+                            reason="players_only")
+        return await self.execute(tournament_id, make(who.name), command_id)
+
+    async def records(self, tournament_id: str, after: int) -> list[Record]:
+        return [_record(s) for s in await self._store.read(tournament_id, after)]
+
+    async def follow(self, tournament_id: str, after: int,
+                     poll_s: float = 0.2) -> AsyncIterator[Record]:
+        """The records after ``after``, then each new one as it is appended."""
+        await self.load(tournament_id)
+        while True:
+            batch = await self.records(tournament_id, after)
+            for record in batch:
+                yield record
+                after = record.sequence
+            if not batch:
+                await asyncio.sleep(poll_s)

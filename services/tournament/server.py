@@ -1,0 +1,136 @@
+"""The tournament's gRPC face: a thin servicer (proto -> command -> app -> proto) and
+``create_server(settings, deps) -> (server, port)``. Refusals are raised, never aborted here:
+``studkit``'s error table maps them in the interceptor (each logged and counted)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import grpc
+
+from stud.v1 import tournament_pb2 as pb
+from stud.v1 import tournament_pb2_grpc as pb_grpc
+from studkit.errors import BadRequest
+from studkit.grpc_server import BASE_ERRORS, GrpcServer, create_grpc_server, current_principal
+from studkit.keys import check_id
+from studkit.limits import StreamLimiter
+from tournament import commands as c
+from tournament.app import Outcome, TournamentApp
+from tournament.bootstrap import TournamentDeps
+from tournament.codec import config_from_proto
+from tournament.config import Settings
+from tournament.views import PHASES, summary, view
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TournamentService"].full_name
+PHASE_NAMES = {v: k for k, v in PHASES.items()}
+PAGE_TOKEN = re.compile(r"[0-9]{1,9}")
+"""A ``ListTournaments`` page token: where the next page starts, in ASCII digits only (a
+``str.isdigit`` check took Arabic-Indic digits for a number, and 10,000 digits made ``int``
+raise past Python's digit limit: ``INTERNAL``)."""
+
+
+def ident(value: str, field: str) -> str:
+    try:
+        return check_id(value, field)
+    except ValueError as exc:
+        raise BadRequest(field, str(exc), reason="malformed_id") from None
+
+
+def reply(outcome: Outcome) -> pb.TournamentReply:
+    return pb.TournamentReply(version=outcome.version, duplicate=outcome.duplicate,
+                              events=[r.to_proto() for r in outcome.records])
+
+
+class TournamentServicer(pb_grpc.TournamentServiceServicer):
+    def __init__(self, app: TournamentApp, limiter: StreamLimiter) -> None:
+        self._app = app
+        self._limiter = limiter
+
+    async def CreateTournament(self, request: pb.CreateTournamentRequest,
+                               context: grpc.aio.ServicerContext) -> pb.TournamentReply:
+        tid = ident(request.tournament_id, "tournament_id")
+        command_id = ident(request.command_id, "command_id")
+        if not request.HasField("config"):
+            raise BadRequest("config", "required")
+        config = config_from_proto(request.config)
+        return reply(await self._app.create(current_principal(), tid, config, command_id))
+
+    async def CancelTournament(self, request: pb.CancelTournamentRequest,
+                               context: grpc.aio.ServicerContext) -> pb.TournamentReply:
+        tid = ident(request.tournament_id, "tournament_id")
+        command_id = ident(request.command_id, "command_id")
+        if not 1 <= len(request.reason) <= 200:
+            raise BadRequest("reason", "1 to 200 characters")
+        return reply(await self._app.cancel(current_principal(), tid, request.reason,
+                                            command_id))
+
+    async def _player(self, request: pb.RegisterRequest | pb.UnregisterRequest
+                      | pb.ReEnterRequest, make: type[c.Register | c.Unregister | c.ReEnter]
+                      ) -> pb.TournamentReply:
+        tid = ident(request.tournament_id, "tournament_id")
+        command_id = ident(request.command_id, "command_id")
+        return reply(await self._app.player_command(current_principal(), tid, make,
+                                                    command_id))
+
+    async def Register(self, request: pb.RegisterRequest,
+                       context: grpc.aio.ServicerContext) -> pb.TournamentReply:
+        return await self._player(request, c.Register)
+
+    async def Unregister(self, request: pb.UnregisterRequest,
+                         context: grpc.aio.ServicerContext) -> pb.TournamentReply:
+        return await self._player(request, c.Unregister)
+
+    async def ReEnter(self, request: pb.ReEnterRequest,
+                      context: grpc.aio.ServicerContext) -> pb.TournamentReply:
+        return await self._player(request, c.ReEnter)
+
+    async def ListTournaments(self, request: pb.ListTournamentsRequest,
+                              context: grpc.aio.ServicerContext) -> pb.ListTournamentsResponse:
+        current_principal()
+        size = request.page_size or 50
+        if not 1 <= size <= 200:
+            raise BadRequest("page_size", "1 to 200")
+        start = 0
+        if request.page_token:
+            if PAGE_TOKEN.fullmatch(request.page_token) is None:
+                raise BadRequest("page_token", "a token from a previous page")
+            start = int(request.page_token)
+        phase = PHASE_NAMES.get(request.phase, "")
+        ids = sorted(await self._app.ids(), reverse=True)
+        out = pb.ListTournamentsResponse()
+        i = start
+        while i < len(ids) and len(out.tournaments) < size:
+            t = await self._app.load(ids[i])
+            if not phase or t.phase == phase:
+                out.tournaments.append(summary(t))
+            i += 1
+        out.next_page_token = str(i) if i < len(ids) else ""
+        return out
+
+    async def GetTournament(self, request: pb.GetTournamentRequest,
+                            context: grpc.aio.ServicerContext) -> pb.TournamentView:
+        current_principal()
+        t = await self._app.load(ident(request.tournament_id, "tournament_id"))
+        return view(t, self._app.now())
+
+    async def WatchTournament(self, request: pb.WatchTournamentRequest,
+                              context: grpc.aio.ServicerContext
+                              ) -> AsyncIterator[pb.TournamentEventRecord]:
+        principal = current_principal()
+        tid = ident(request.tournament_id, "tournament_id")
+        async with self._limiter.hold(principal, context.peer()):
+            async for record in self._app.follow(tid, request.after_sequence):
+                yield record.to_proto()
+
+
+def create_server(settings: Settings, deps: TournamentDeps) -> tuple[GrpcServer, int]:
+    """The tournament server bound to ``settings.addr`` (not started) and its port."""
+    server = create_grpc_server(
+        settings.addr,
+        [(pb_grpc.add_TournamentServiceServicer_to_server,
+          TournamentServicer(deps.app, StreamLimiter(
+              per_principal=settings.watches_per_player,
+              per_peer=settings.watches_per_connection)), SERVICE_NAME)],
+        verifier=deps.verifier, errors=BASE_ERRORS, metrics=deps.metrics)
+    return server, server.port

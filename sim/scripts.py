@@ -1,0 +1,199 @@
+"""The Lua scripts the stores run, ported to Python line for line (``studkit/append.lua``,
+``wallet/apply.lua``, the dealer's ``create_hand.lua``, ``record_deal.lua`` and ``seeds.lua``),
+each run on the simulated Redis's keys between two awaits, so atomically.
+``tests/sim/test_store_contract.py`` holds the append's port to the real script."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ResponseError
+
+if TYPE_CHECKING:
+    from sim.redis import Data, SimRedis
+
+
+MAX_BALANCE = 9007199254740991
+"""``apply.lua``'s MAX: no balance beyond 2^53 - 1 either way."""
+
+
+def _b(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode()
+
+
+def script_name(source: str) -> str:
+    for name, mark in (("apply", "Apply one wallet transaction"), ("seeds", "'too_late'"),
+                       ("create_hand", "'commitment'"), ("record_deal", "'missing'")):
+        if mark in source:
+            return name
+    raise ValueError("the simulated store has no port of this script")
+
+
+def append_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
+    """``studkit/append.lua``, in Python."""
+    stream, commands, version_key, owner, trimmed_key = keys_
+    expected, command_id, table, fingerprint, epoch = argv[:5]
+    hashes = data.hashes
+    recorded = hashes.get(commands, {}).get(command_id)
+    if recorded is not None:
+        seen = hashes[commands].get(command_id + b"#fp")
+        if seen is not None and fingerprint != b"" and seen != fingerprint:
+            return [b"reused", recorded]
+        return [b"duplicate", recorded]
+    fence = hashes.get(owner, {}).get(b"epoch")
+    if fence is not None and fence != epoch and not data.unfenced:
+        return [b"not_owner", int(fence)]
+    current = int(data.strings.get(version_key, b"0"))
+    if current != int(expected):
+        return [b"conflict", current]
+    length = len(data.streams.get(stream, []))
+    trimmed = int(data.strings.get(trimmed_key, b"0"))
+    if length + trimmed != current:
+        raise ResponseError(f"STORECORRUPT stream length {length} + trimmed {trimmed} "
+                            f"!= version {current}")
+    ids = [data.xadd(stream, b"0-%d" % (current + i), {b"envelope": payload})
+           for i, payload in enumerate(argv[5:], start=1)]
+    version = current + len(ids)
+    outcome = b"%d" % version
+    if ids:
+        outcome += b" " + b" ".join(ids)
+        data.strings[version_key] = b"%d" % version
+    hashes.setdefault(commands, {})[command_id] = outcome
+    if fingerprint != b"":
+        hashes[commands][command_id + b"#fp"] = fingerprint
+    data.appends.append((stream.decode(), epoch.decode(), len(ids)))
+    if data.audit is not None:
+        data.audit.appended(table.decode(), stream, epoch, command_id, argv[5:], length,
+                            current)
+    return [b"appended", outcome]
+
+
+def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
+    """``wallet/apply.lua``, in Python (decoded replies: the wallet decodes)."""
+    h = r.data.hashes
+    ledger, balances, idem, accounts, seats, last_hand = keys_[:6]
+    scope, fingerprint = argv[0], argv[1].decode()
+    seen = h.get(idem, {}).get(scope)
+    if seen is not None:
+        record = json.loads(seen)
+        if record["fingerprint"] != fingerprint:
+            return ["error", "idempotency_key_reused", scope.decode()]
+        return ["ok", record["outcome"], 1]
+    plan = json.loads(argv[2])
+    if "pool" in plan:
+        raise ValueError("apply.lua's tournament pools are not simulated")
+    for player in plan["players"]:
+        if _b(player) not in h.get(accounts, {}):
+            return ["error", "unknown_account", f"player:{player}"]
+    held = h.get(seats, {})
+    for rule in plan["seats"]:
+        holder = held.get(_b(rule["seat"]))
+        holder_s = None if holder is None else holder.decode()
+        if rule["action"] == "claim":
+            if holder_s is not None and holder_s != rule["player"]:
+                return ["error", "seat_taken",
+                        f"seat {rule['seat']} is held for another player"]
+        elif holder_s != rule["player"]:
+            return ["error", "seat_not_held",
+                    f"seat {rule['seat']} is not held for {rule['player']}"]
+
+    def balance(account: str) -> int:
+        return int(h.get(balances, {}).get(_b(account), b"0"))
+
+    for guard in plan["guards"]:
+        have, want = balance(guard["account"]), int(guard["value"])
+        if guard["op"] == "at_least" and have < want:
+            return ["error", "insufficient_funds", guard["account"]]
+        if guard["op"] == "exactly" and have != want:
+            return ["error", "balance_changed", guard["account"]]
+    after: dict[str, int] = {}
+    posting_after = []
+    for posting in plan["postings"]:
+        account = posting["account"]
+        value = after.get(account, balance(account)) + int(posting["amount"])
+        if value < 0 and account != "external":
+            return ["error", "insufficient_funds", account]
+        if value > MAX_BALANCE or value < -MAX_BALANCE:
+            return ["error", "balance_limit", account]
+        after[account] = value
+        posting_after.append(value)
+    tx_id = r.data.xadd(ledger, None, {b"tx": argv[3], b"scope": scope})
+    data = r.data
+    if data.mint_every:
+        data._mints += 1
+        if data._mints % data.mint_every == 0:
+            first = plan["postings"][0]["account"]
+            after[first] += 1
+    if data.audit is not None:
+        data.audit.applied(scope.decode(), {a: balance(a) for a in after}, after)
+    for account, value in after.items():
+        h.setdefault(balances, {})[_b(account)] = b"%d" % value
+    for i, posting in enumerate(plan["postings"]):
+        r.data.xadd(keys_[7 + i], None, {  # KEYS[7] is the (unsimulated) pool's
+            b"tx_id": tx_id, b"kind": _b(plan["kind"]), b"amount": _b(posting["amount"]),
+            b"balance_after": b"%d" % posting_after[i], b"table_id": _b(plan["table_id"]),
+            b"hand_id": _b(plan["hand_id"]), b"tournament_id": b""})
+    for rule in plan["seats"]:
+        if rule["action"] == "claim":
+            h.setdefault(seats, {})[_b(rule["seat"])] = _b(rule["player"])
+        elif rule["action"] == "release":
+            h.get(seats, {}).pop(_b(rule["seat"]), None)
+    if plan["hand_id"] != "":
+        h.setdefault(last_hand, {})[_b(plan["table_id"])] = _b(plan["hand_id"])
+    report = {a: str(after.get(a, balance(a))) for a in plan["report"]}
+    outcome = json.dumps({"tx_id": tx_id.decode(), "balances": report or None,
+                          "amount": plan["amount"]})
+    h.setdefault(idem, {})[scope] = _b(json.dumps({"fingerprint": fingerprint,
+                                                   "outcome": outcome}))
+    return ["ok", outcome, 0]
+
+
+def _create_hand(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
+    """``dealer/create_hand.lua``."""
+    h = r.data.hashes.setdefault(keys_[0], {})
+    if b"commitment" in h:
+        return [0, h[b"commitment"], h.get(b"card_commitment", b"")]
+    h.update({b"order": argv[0], b"reshuffle_key": argv[1], b"salt": argv[2],
+              b"commitment": argv[3], b"created_ms": argv[4], b"deals": b"0"})
+    if len(argv) > 5 and argv[5] != b"":
+        h.update({b"card_commitment": argv[5], b"card_salts": argv[6],
+                  b"dealer_seed": argv[7], b"seed_commitments": argv[8]})
+    return [1, argv[3], argv[5] if len(argv) > 5 else b""]
+
+
+def _record_deal(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
+    """``dealer/record_deal.lua``."""
+    h = r.data.hashes.get(keys_[0])
+    if not h:
+        return [b"missing"]
+    if argv[0] in h:
+        return [b"exists", h[argv[0]]]
+    deals = int(h.get(b"deals", b"0"))
+    if deals != int(argv[1]):
+        return [b"conflict", deals]
+    h[argv[0]] = argv[2]
+    h[b"deals"] = b"%d" % (deals + 1)
+    return [b"recorded"]
+
+
+def _seeds(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> Any:
+    """``dealer/seeds.lua`` (no player commits seeds in the simulation; close and freeze)."""
+    hashes = r.data.hashes
+    op = argv[0]
+    if op == b"close":
+        seeds = hashes.setdefault(keys_[0], {})
+        seeds[b"~closed"] = b"1"
+        return [x for k, v in seeds.items() for x in (k, v)]
+    if op == b"freeze":
+        hashes.setdefault(keys_[1], {})[b"seeds_frozen"] = b"1"
+        return 1
+    raise ValueError(f"seeds.lua {op!r} is not simulated")
+
+
+SCRIPTS: dict[str, Callable[[SimRedis, list[bytes], list[bytes]], Any]] = {
+    "apply": _apply, "create_hand": _create_hand, "record_deal": _record_deal,
+    "seeds": _seeds}

@@ -1,0 +1,88 @@
+"""Simulated watchers: an observer per table follows ``WatchTable`` (``TableApp.watch``) as a
+client would, disconnects at random, and resumes from the last sequence it saw, on whichever
+process owns the table then. Checked: what it received is exactly the table's game events,
+in order, with no gap or repeat across its resumptions, and no event as an observer sees it
+(``rules.views.event_for``) carries a down card or a mucked hand."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+from rules.events import DownCardDealt, HandMucked
+from rules.views import event_for
+from sim.world import World
+from studkit.auth import Principal, Role
+from studkit.mapping import event_from_envelope, is_room_event
+
+OBSERVER = Principal(Role.PLAYER, "observer")
+
+
+class TableWatcher:
+    """One observer of one table."""
+
+    def __init__(self, world: World, table_id: str, rng: random.Random) -> None:
+        self.world = world
+        self.table_id = table_id
+        self.rng = rng
+        self.received: list[int] = []
+        self.problems: list[str] = []
+        self.resumes = 0
+
+    @property
+    def last(self) -> int:
+        return self.received[-1] if self.received else 0
+
+    async def run(self, until: Callable[[], bool]) -> None:
+        while not until():
+            proc = self.world.owner.get(self.table_id)
+            if proc is None or proc.dead:
+                await asyncio.sleep(1.0)
+                continue
+            stream: Any = None
+            try:
+                stream = proc.app.watch(OBSERVER, self.table_id, self.last)
+                while not until():
+                    async with asyncio.timeout(15.0):  # no task per event (wait_for's)
+                        envelope = await stream.__anext__()
+                    self._receive(envelope)
+                    if self.rng.random() < self.world.probabilities.watcher_disconnect:
+                        self.world.count("watcher_disconnected")
+                        break
+            except (TimeoutError, StopAsyncIteration):
+                pass  # its process died or paused: resume elsewhere
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                pass
+            finally:
+                if stream is not None:
+                    await stream.aclose()
+            self.resumes += 1
+            await asyncio.sleep(self.rng.uniform(0.1, 2.0))
+
+    def _receive(self, envelope: Any) -> None:
+        if envelope.sequence <= self.last:
+            self.problems.append(f"watch: table {self.table_id}: sequence {envelope.sequence} "
+                                 f"again after {self.last}")
+            return
+        self.received.append(envelope.sequence)
+        if envelope.event_type not in ("DownCardDealt", "HandMucked"):
+            return  # no other event can carry a down card to an observer
+        seen = event_for(event_from_envelope(envelope), None, False)
+        if (isinstance(seen, DownCardDealt) and seen.card is not None) or \
+                (isinstance(seen, HandMucked) and seen.down):
+            self.problems.append(f"watch: table {self.table_id}: an observer saw a down "
+                                 f"card at sequence {envelope.sequence}")
+
+    def check(self, stored: list[Any]) -> list[str]:
+        """What it received equals the stream's game events up to the last it saw."""
+        out, self.problems = self.problems, []
+        want = [e.sequence for e in stored if not is_room_event(e) and e.sequence <= self.last]
+        if want != self.received:
+            missing = sorted(set(want) - set(self.received))[:5]
+            out.append(f"watch: table {self.table_id}: received {len(self.received)} events, "
+                       f"the log has {len(want)} up to {self.last} (missing {missing})")
+        return out

@@ -1,0 +1,105 @@
+"""Issue 17, F3: a long table's history is never read whole. Over a real Redis, with the
+table's stream read in small pages (``events_page``), every XRANGE the table service sends
+for the table is recorded (a spy on its real client: the entries are Redis's answers):
+``GetHandHistory(N)`` starts reading at hand N's ``HandStarted`` and reads little more than
+that hand, and a catch-up watch from sequence 0 has never read more than one page beyond
+the events it has handed on."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from stud.v1 import table_pb2 as pb
+from studkit.keys import table_key
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, Room, play_until, player, running_room
+from studtools.devkeys import DevKeys
+
+pytestmark = pytest.mark.integration
+PAGE = 8
+HANDS = 5
+
+
+class Reads:
+    """The XRANGEs of one table's stream, as (the range's start, the entries answered)."""
+
+    def __init__(self, room: Room, table_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, int]] = []
+        client = room.table_deps.events.client
+        real = client.xrange
+        stream = table_key(table_id, "events")
+
+        async def xrange(name: Any, *args: Any, **kwargs: Any) -> Any:
+            entries = await real(name, *args, **kwargs)
+            if (name.decode() if isinstance(name, bytes) else name) == stream:
+                start = kwargs.get("min", args[0] if args else "-")
+                self.calls.append((str(start), len(entries or [])))
+            return entries
+
+        monkeypatch.setattr(client, "xrange", xrange)
+
+    def entries(self) -> int:
+        return sum(n for _, n in self.calls)
+
+
+@pytest.fixture
+async def long_room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys
+                    ) -> AsyncIterator[tuple[Room, str]]:
+    """A room whose table reads its stream ``PAGE`` events at a time, and a table that has
+    played ``HANDS`` hands."""
+    async with running_room(redis_server, redis_url, dev_keys, events_page=PAGE) as room:
+        table_id = await room.client.open_table()
+        for seat, name in {1: "ann", 3: "bob", 5: "cat"}.items():
+            await room.fund(name)
+            await room.client.call("SitDown", pb.SitDownRequest(
+                table_id=table_id, seat=seat, buy_in=10_000), player(name))
+        await play_until(room.client, table_id, HANDS, random.Random(3).choice)
+        yield room, table_id
+
+
+async def test_one_hand_is_read_from_its_start_not_the_whole_stream(
+        long_room: tuple[Room, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    room, table_id = long_room
+    actor = (await room.table_deps.app.routed(table_id)).actor
+    starts = actor.room.hand_starts
+    total = actor.version
+    for hand in (HANDS - 1, 2):
+        reads = Reads(room, table_id, monkeypatch)
+        history = await room.client.call("GetHandHistory", pb.GetHandHistoryRequest(
+            table_id=table_id, hand_number=hand), OPERATOR)
+        assert history.complete and history.events
+        first, last = history.events[0].sequence, history.events[-1].sequence
+        assert first == starts[hand]
+        # The first read starts just before the hand's HandStarted, never at the stream's
+        # start; the reads end within a page past its HandEnded.
+        assert reads.calls[0][0] == f"(0-{starts[hand] - 1}", reads.calls
+        assert reads.entries() <= last - first + 1 + PAGE, (reads.calls, first, last)
+        assert reads.entries() < total / 2, (reads.entries(), total)
+
+
+async def test_a_catch_up_watch_reads_a_page_ahead_at_most(
+        long_room: tuple[Room, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    room, table_id = long_room
+    app = room.table_deps.app
+    upto = (await app.routed(table_id)).actor.version
+    assert upto > 10 * PAGE  # a table several pages long
+    reads = Reads(room, table_id, monkeypatch)
+    watch = app.watch(OPERATOR, table_id, 0)
+    seen = 0
+    try:
+        async for envelope in watch:
+            assert envelope.sequence > seen
+            seen = envelope.sequence
+            # What the watch holds: the entries read past the last one handed on.
+            assert reads.entries() <= seen + PAGE, (seen, reads.calls)
+            assert all(n <= PAGE for _, n in reads.calls)
+            if seen >= upto - 1:
+                break
+    finally:
+        await watch.aclose()  # type: ignore[attr-defined]
+    assert reads.entries() >= upto - PAGE  # the catch-up was read, page by page
+    assert len(reads.calls) >= upto // PAGE

@@ -1,0 +1,182 @@
+"""A thousand tables in one table service (issue 17, F2: a replica holding more than about
+100 tables lost its leases). One replica's ``Tables`` (its keeper, ``rebalance`` and
+``publish_summaries``, on the service's own Redis pool of 100 connections) takes 1,000 opened
+tables in its first round and keeps them over several ownership rounds while players call
+it: no round fails, no table is lost or taken again (every epoch stays the one it was taken
+at), and no lease ever lapses (its time left, read from Redis every 100 ms, stays above 0).
+On a real Redis, over real gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+
+from stud.v1 import table_pb2 as pb
+from stud.v1 import table_pb2_grpc as pb_grpc
+from studkit import keys
+from studkit.redis_client import POOL_SIZE, Client, connect
+from studtest.redis import TestRedis
+from studtest.table import TableClient, player, running_room
+from studtest.table import table_settings as make_settings
+from studtools.devkeys import DevKeys
+from table.bootstrap import TableDeps, build_deps
+from table.server import create_server
+
+pytestmark = pytest.mark.integration
+
+TABLES = 1_000
+ROUNDS = 6
+"""Ownership rounds watched after the first (a round every third of the lease)."""
+LEASE_MS = 3_000
+"""The service's default (``TABLE_LEASE_MS``)."""
+PLAYERS = 20
+"""Player calls in flight all along (``GetTable`` as a player, and lobby pages)."""
+
+
+class Rounds:
+    """Wraps a replica's ``rebalance``: how long each round took, and what each one raised."""
+
+    def __init__(self, deps: TableDeps) -> None:
+        self.tables = deps.app.tables
+        self.inner = self.tables.rebalance
+        self.times_ms: list[float] = []
+        self.failures: list[BaseException] = []
+        self.tables.rebalance = self.round  # type: ignore[method-assign]
+
+    async def round(self) -> None:
+        started = time.monotonic()
+        try:
+            await self.inner()
+        except Exception as exc:
+            self.failures.append(exc)
+            raise
+        finally:
+            self.times_ms.append((time.monotonic() - started) * 1000)
+
+
+@contextlib.asynccontextmanager
+async def big_replica(settings: Any) -> AsyncIterator[tuple[TableDeps, int, Rounds]]:
+    """A table service as ``studtest.table.running_table`` starts it, with its rounds
+    watched from the first one (taken within ``start``)."""
+    deps = build_deps(settings)
+    server, port = create_server(settings, deps)
+    rounds = Rounds(deps)
+    await server.start()
+    try:
+        yield deps, port, rounds
+    finally:
+        await server.stop(None)
+        await deps.close()
+
+
+async def leases(admin: Client, table_ids: list[str], replica: str) -> dict[str, tuple[int, int]]:
+    """Each table ``replica`` holds now: (epoch, its lease's time left in ms, Redis's clock)."""
+    pipe = admin.pipeline(transaction=False)
+    for table_id in table_ids:
+        pipe.hmget(keys.table_owner(table_id), ["replica", "epoch", "expires"])
+    records = await pipe.execute()
+    seconds, micros = await admin.time()
+    now = int(seconds) * 1000 + int(micros) // 1000
+    return {t: (int(epoch), int(expires) - now)
+            for t, (owner, epoch, expires) in zip(table_ids, records, strict=True)
+            if owner is not None and owner.decode() == replica}
+
+
+# Out of make test (slow): on a fresh clone in CI conditions it once hung past pytest's 300 s
+# (the cause not found yet; see the closing note of 2026-12-02). Run it with
+# `.venv/bin/python -m pytest -m slow -s tests/integration/table/test_many_tables.py`.
+@pytest.mark.slow
+async def test_one_replica_keeps_a_thousand_tables_round_after_round(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
+                            replica_id="r-room") as room:
+        started = time.monotonic()
+        ids = [f"many-{i:04d}" for i in range(TABLES)]
+        gate = asyncio.Semaphore(32)
+
+        async def open_one(table_id: str) -> None:
+            async with gate:
+                await room.client.open_table(table_id)
+
+        await asyncio.gather(*(open_one(t) for t in ids))
+        opened_s = time.monotonic() - started
+        await room.table_deps.app.stop()  # hands every lease back: the big replica takes all
+        admin = connect(redis_url)
+        settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
+                                 room.wallet.port, lease_ms=LEASE_MS, replica_id="r-big")
+        lapsed: list[tuple[str, int]] = []
+        lowest = [LEASE_MS]
+        epochs: dict[str, int] = {}
+        changed: set[str] = set()
+
+        async def watch_leases() -> None:
+            while True:
+                for table_id, (epoch, left) in (await leases(admin, ids, "r-big")).items():
+                    lowest[0] = min(lowest[0], left)
+                    if left <= 0:
+                        lapsed.append((table_id, left))
+                    if epochs.setdefault(table_id, epoch) != epoch:
+                        changed.add(table_id)
+                await asyncio.sleep(0.1)
+
+        async with big_replica(settings) as (deps, port, rounds), \
+                grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            watcher = asyncio.create_task(watch_leases())
+            tables = deps.app.tables
+            taking = time.monotonic()
+            await deps.start()  # the first round: every table taken
+            first_round_s = time.monotonic() - taking
+            assert len(tables.drivers) == TABLES
+            client = TableClient(pb_grpc.TableServiceStub(channel), room.client.tokens)
+            rng = random.Random(17)
+            calls = errors = 0
+            stop = asyncio.Event()
+
+            async def a_player(i: int) -> None:
+                nonlocal calls, errors
+                who = player(f"p{i}")
+                while not stop.is_set():
+                    try:
+                        if rng.random() < 0.05:
+                            await client.stub.ListTables(pb.ListTablesRequest(page_size=500),
+                                                         metadata=client.md(who), timeout=10)
+                        else:
+                            await client.view(rng.choice(ids), who)
+                        calls += 1
+                    except grpc.aio.AioRpcError as exc:
+                        errors += 1
+                        print(f"player call refused: {exc.code().name} {exc.details()}")
+                    # paced as players are: the 20 share one connection, whose budget
+                    # (STUD_RATE_PER_CONNECTION) a loop without pause would exceed
+                    await asyncio.sleep(0.1)
+
+            players = [asyncio.create_task(a_player(i)) for i in range(PLAYERS)]
+            try:
+                async with asyncio.timeout(ROUNDS * LEASE_MS / 1000 * 4):
+                    while len(rounds.times_ms) < ROUNDS + 1:
+                        await asyncio.sleep(0.1)
+            finally:
+                stop.set()
+                await asyncio.gather(*players)
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+            print(f"\n{TABLES} tables on a pool of {POOL_SIZE}: opened in {opened_s:.1f} s; "
+                  f"first round (taking them all) {first_round_s * 1000:.0f} ms; "
+                  f"rounds after: {sorted(round(t, 1) for t in rounds.times_ms[1:])} ms; "
+                  f"lowest lease time left {lowest[0]} ms; player calls {calls}, "
+                  f"errors {errors}")
+            assert rounds.failures == []
+            assert lapsed == []
+            assert changed == set()
+            assert len(tables.drivers) == TABLES and len(epochs) == TABLES
+            assert errors == 0 and calls > 0
+            assert lowest[0] > 0
+        await admin.aclose()

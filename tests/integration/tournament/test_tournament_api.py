@@ -1,0 +1,351 @@
+"""The tournament service over real gRPC and a real Redis, with a real wallet: a sit & go
+filled and started with every buy-in charged through the wallet's tournament pool;
+unregistering and an operator's cancel refunded through the wallet; a retried command
+answered from the log; the watch resumed; a restart that carries a pending entry on from the
+log; and hostile requests (registering twice or as someone else, odd ids, forged tokens,
+undecodable bodies), each with its status and reason, counted, changing nothing (the
+tournament's stream version)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from stud.v1 import tournament_pb2 as pb
+from studkit.auth import Principal, Role, TokenBook
+from studkit.grpc_server import rpc_error_reason
+from studtest.tournament_service import (
+    OPERATOR,
+    RunningTournament,
+    TournamentClient,
+    eventually,
+    running_tournament,
+)
+from studtest.wallet import RunningWallet
+from studtools.devkeys import DevKeys
+
+pytestmark = pytest.mark.integration
+
+C = grpc.StatusCode
+SNG = pb.TournamentConfig(name="sng", format=pb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=100,
+                          fee=10, seats=3,
+                          structure=pb.TournamentStructure(preset="turbo"))
+
+
+def player(name: str) -> Principal:
+    return Principal(Role.PLAYER, name)
+
+
+async def funded(wallet: RunningWallet, *names: str, funds: int = 1000) -> None:
+    for name in names:
+        await wallet.client.create_account(name)
+        await wallet.client.deposit(name, funds, f"d-{name}")
+
+
+async def version(t: RunningTournament, tid: str) -> int:
+    return (await t.client.get(tid)).version
+
+
+async def test_a_sit_and_go_fills_and_starts_with_every_buy_in_in_the_pool(
+        tournament: RunningTournament, wallet: RunningWallet) -> None:
+    client = tournament.client
+    await funded(wallet, "ann", "bob", "cy", "dee")
+    await client.create("sng1", SNG)
+    for name in ("ann", "bob"):
+        await client.register("sng1", player(name), f"reg-{name}")
+    await client.register("sng1", player("dee"), "reg-dee")
+
+    async def paid(n: int) -> bool:
+        return sum(e.paid for e in (await client.get("sng1")).entries) == n
+    await eventually(lambda: paid(3))
+    view = await client.get("sng1")
+    assert view.phase == pb.TOURNAMENT_PHASE_RUNNING
+    assert sorted(e.player_id for e in view.entries) == ["ann", "bob", "dee"]
+    assert all(e.table_id == "sng1.1" and 1 <= e.seat <= 3 and e.chips == 20000
+               for e in view.entries)
+    assert len({e.seat for e in view.entries}) == 3
+    assert view.prize_pool == 300 and sum(view.prizes) == 300
+    assert (view.clock.level, view.clock.stakes.big_bet) == (1, 1000)
+    pool = await wallet.client.pool("sng1")
+    assert pool.balance == 300 and len(pool.entries) == 3
+    assert await wallet.client.player_balance("ann") == 890
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        await client.register("sng1", player("cy"), "reg-cy")
+    assert late.value.code() is C.FAILED_PRECONDITION
+    assert rpc_error_reason(late.value) == "registration_closed"
+
+
+async def test_unregistering_and_a_cancel_are_refunded_through_the_wallet(
+        tournament: RunningTournament, wallet: RunningWallet) -> None:
+    client = tournament.client
+    await funded(wallet, "ann", "bob")
+    mtt = pb.TournamentConfig(name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, buy_in=50,
+                              fee=5, seats=8, min_entrants=2,
+                              start_at={"seconds": 4_000_000_000},
+                              structure=pb.TournamentStructure(preset="default"))
+    await client.create("mtt1", mtt)
+    await client.register("mtt1", player("ann"), "r-ann")
+    await client.register("mtt1", player("bob"), "r-bob")
+
+    async def both_paid() -> bool:
+        return sum(e.paid for e in (await client.get("mtt1")).entries) == 2
+    await eventually(both_paid)
+    assert await wallet.client.player_balance("ann") == 945
+    await client.unregister("mtt1", player("ann"), "u-ann")
+
+    async def refunded(name: str) -> bool:
+        return await wallet.client.player_balance(name) == 1000
+    await eventually(lambda: refunded("ann"))
+    reply = await client.cancel("mtt1", "the room closes", "c-1")
+    kinds = [r.event.WhichOneof("kind") for r in reply.events]
+    assert kinds == ["cancelled", "refund_due"]
+    await eventually(lambda: refunded("bob"))
+    assert (await wallet.client.pool("mtt1")).balance == 0
+    with pytest.raises(grpc.aio.AioRpcError) as over:
+        await client.cancel("mtt1", "again", "c-2")
+    assert rpc_error_reason(over.value) == "over"
+
+
+async def test_a_retried_command_answers_from_the_log(tournament: RunningTournament,
+                                                      wallet: RunningWallet) -> None:
+    client = tournament.client
+    await funded(wallet, "ann")
+    first = await client.create("t1", SNG, "same-id")
+    again = await client.create("t1", SNG, "same-id")
+    assert not first.duplicate and again.duplicate
+    assert [r.sequence for r in again.events] == [r.sequence for r in first.events] == [1]
+    reg = await client.register("t1", player("ann"), "reg-1")
+    assert (await client.register("t1", player("ann"), "reg-1")).duplicate
+    assert reg.events[0].event.entry_requested.player_id == "ann"
+
+
+async def test_the_watch_resumes_after_the_last_sequence_seen(
+        tournament: RunningTournament, wallet: RunningWallet) -> None:
+    client = tournament.client
+    await funded(wallet, "ann", "bob")
+    await client.create("w1", SNG)
+    await client.register("w1", player("ann"), "r-ann")
+    seen: list[int] = []
+    stream = client.stub.WatchTournament(pb.WatchTournamentRequest(tournament_id="w1"),
+                                         metadata=client.md(player("bob")))
+    async for record in stream:
+        seen.append(record.sequence)
+        if record.event.HasField("entry_paid"):
+            break
+    stream.cancel()
+    assert seen == list(range(1, len(seen) + 1)) and len(seen) >= 3
+    await client.register("w1", player("bob"), "r-bob")
+    resumed = client.stub.WatchTournament(
+        pb.WatchTournamentRequest(tournament_id="w1", after_sequence=seen[-1]),
+        metadata=client.md(player("bob")))
+    first = await resumed.read()
+    resumed.cancel()
+    assert first.sequence == seen[-1] + 1
+
+
+async def test_a_restart_carries_a_pending_entry_on_from_the_log(
+        tournament: RunningTournament, wallet: RunningWallet, dev_keys: DevKeys) -> None:
+    await funded(wallet, "ann")
+    await tournament.client.create("r1", SNG)
+    await tournament.deps.stop_driver()  # the process manager stops before the buy-in
+    await tournament.client.register("r1", player("ann"), "r-ann")
+    assert not (await tournament.client.get("r1")).entries[0].paid
+    settings = tournament.settings
+    async with running_tournament(settings, dev_keys) as second:
+        async def paid() -> bool:
+            return (await second.client.get("r1")).entries[0].paid
+        await eventually(paid)
+    assert (await wallet.client.pool("r1")).balance == 100
+
+
+async def test_a_player_the_wallet_refuses_is_dropped_and_charged_nothing(
+        tournament: RunningTournament, wallet: RunningWallet) -> None:
+    await funded(wallet, "poor", funds=50)
+    await tournament.client.create("p1", SNG)
+    await tournament.client.register("p1", player("poor"), "r-poor")
+
+    async def dropped() -> bool:
+        return not (await tournament.client.get("p1")).entries
+    await eventually(dropped)
+    assert await wallet.client.player_balance("poor") == 50
+
+
+def refusals(t: RunningTournament, method: str, code: grpc.StatusCode) -> float:
+    return t.deps.metrics.sample("stud_grpc_requests_total",
+                                 service="stud.v1.TournamentService", method=method,
+                                 code=code.name)
+
+
+@pytest.mark.parametrize(("name", "method", "request_", "who", "code", "reason"), [
+    ("twice", "Register", pb.RegisterRequest(tournament_id="h1", command_id="again"),
+     player("ann"), C.ALREADY_EXISTS, "already_registered"),
+    ("operator_registers", "Register", pb.RegisterRequest(tournament_id="h1", command_id="x"),
+     OPERATOR, C.PERMISSION_DENIED, "players_only"),
+    ("service_registers", "Register", pb.RegisterRequest(tournament_id="h1", command_id="x"),
+     Principal(Role.SERVICE, "table"), C.PERMISSION_DENIED, "players_only"),
+    ("player_creates", "CreateTournament",
+     pb.CreateTournamentRequest(tournament_id="h2", config=SNG, command_id="x"),
+     player("ann"), C.PERMISSION_DENIED, "permission_denied"),
+    ("player_cancels", "CancelTournament",
+     pb.CancelTournamentRequest(tournament_id="h1", reason="mine", command_id="x"),
+     player("ann"), C.PERMISSION_DENIED, "permission_denied"),
+    ("odd_id", "Register", pb.RegisterRequest(tournament_id="h1\n", command_id="x"),
+     player("bob"), C.INVALID_ARGUMENT, "malformed_id"),
+    ("odd_command_id", "Register", pb.RegisterRequest(tournament_id="h1", command_id="a b"),
+     player("bob"), C.INVALID_ARGUMENT, "malformed_id"),
+    ("huge_id", "Register", pb.RegisterRequest(tournament_id="h" * 10_000, command_id="x"),
+     player("bob"), C.INVALID_ARGUMENT, "malformed_id"),
+    ("unknown", "Register", pb.RegisterRequest(tournament_id="nope", command_id="x"),
+     player("bob"), C.NOT_FOUND, "no_tournament"),
+    ("not_registered", "Unregister", pb.UnregisterRequest(tournament_id="h1", command_id="x"),
+     player("bob"), C.NOT_FOUND, "not_registered"),
+    ("re_entry_in_a_sit_and_go", "ReEnter",
+     pb.ReEnterRequest(tournament_id="h1", command_id="x"), player("ann"),
+     C.FAILED_PRECONDITION, "still_in"),
+    ("bad_stakes", "CreateTournament",
+     pb.CreateTournamentRequest(tournament_id="h3", command_id="x", config=pb.TournamentConfig(
+         name="x", format=pb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=1, seats=2,
+         structure=pb.TournamentStructure(starting_stack=100, levels=[pb.TournamentLevel(
+             ante=1, bring_in=50, small_bet=50, big_bet=100, seconds=60)]))),
+     OPERATOR, C.INVALID_ARGUMENT, "invalid_stakes"),
+    ("no_config", "CreateTournament", pb.CreateTournamentRequest(tournament_id="h4",
+                                                                command_id="x"),
+     OPERATOR, C.INVALID_ARGUMENT, "bad_request"),
+])
+async def test_a_hostile_request_gets_its_status_and_changes_nothing(
+        tournament: RunningTournament, wallet: RunningWallet, name: str, method: str,
+        request_: object, who: Principal, code: grpc.StatusCode, reason: str) -> None:
+    client = tournament.client
+    await funded(wallet, "ann")
+    await client.create("h1", SNG)
+    await client.register("h1", player("ann"), "first")
+    before = await version(tournament, "h1")
+    counted = refusals(tournament, method, code)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await getattr(client.stub, method)(request_, metadata=client.md(who), timeout=10)
+    assert info.value.code() is code, info.value.details()
+    assert rpc_error_reason(info.value) == reason
+    assert refusals(tournament, method, code) == counted + 1
+    await asyncio.sleep(0.2)  # the process manager's rounds add only the entry's payment
+    view = await client.get("h1")
+    assert view.version <= before + 1 and [e.player_id for e in view.entries] == ["ann"]
+    assert (await wallet.client.pool("h1")).balance == 100
+
+
+async def test_forged_tokens_and_undecodable_bodies(tournament: RunningTournament,
+                                                    wallet: RunningWallet) -> None:
+    client = tournament.client
+    await client.create("f1", SNG)
+    before = await version(tournament, "f1")
+    forger = TournamentClient(client.stub, DevKeys.generate().issuer())
+    forged = TokenBook(DevKeys.generate().issuer())
+    for md in (forger.md(OPERATOR), forged.metadata(player("ann")),
+               (("authorization", "Bearer not-a-token"),), ()):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await client.stub.Register(pb.RegisterRequest(tournament_id="f1", command_id="x"),
+                                       metadata=md, timeout=10)
+        assert info.value.code() is C.UNAUTHENTICATED
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{tournament.port}") as channel:
+        for method in ("Register", "CreateTournament", "GetTournament"):
+            call = channel.unary_unary(f"/stud.v1.TournamentService/{method}")
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await call(b"\xff\xff\xff", metadata=client.md(player("ann")), timeout=10)
+            assert info.value.code() is C.INVALID_ARGUMENT
+            assert rpc_error_reason(info.value) == "undecodable_request"
+    assert await version(tournament, "f1") == before
+
+
+@pytest.mark.parametrize("token", [
+    "\u0661\u0662",  # Arabic-Indic "12": str.isdigit() took it for a number
+    "1" * 10_000,  # past Python's 4,300-digit int() limit: ValueError, then INTERNAL
+    "+1", " 1", "1\n", "0x1", "-1",
+])
+async def test_list_tournaments_refuses_a_page_token_that_is_not_ascii_digits(
+        tournament: RunningTournament, token: str) -> None:
+    """Issue 17, F9's class of bug in the tournament's lobby: a page token is 1 to 9 ASCII
+    digits, anything else ``INVALID_ARGUMENT``, counted, never ``INTERNAL``."""
+    client = tournament.client
+    await client.create("p1", SNG)
+    await client.create("p2", SNG)
+    first = await client.stub.ListTournaments(pb.ListTournamentsRequest(page_size=1),
+                                              metadata=client.md(player("ann")), timeout=10)
+    assert first.next_page_token == "1"  # the token a client is given is still taken
+    second = await client.stub.ListTournaments(
+        pb.ListTournamentsRequest(page_size=1, page_token=first.next_page_token),
+        metadata=client.md(player("ann")), timeout=10)
+    assert [t.tournament_id for t in second.tournaments] == ["p1"]
+    counted = refusals(tournament, "ListTournaments", C.INVALID_ARGUMENT)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await client.stub.ListTournaments(pb.ListTournamentsRequest(page_token=token),
+                                          metadata=client.md(player("ann")), timeout=10)
+    assert info.value.code() is C.INVALID_ARGUMENT, info.value.details()
+    assert rpc_error_reason(info.value) == "bad_request"
+    assert refusals(tournament, "ListTournaments", C.INVALID_ARGUMENT) == counted + 1
+
+
+async def test_a_watch_ends_when_its_token_expires_mid_stream(
+        tournament: RunningTournament) -> None:
+    """WatchTournament delivers while the token is valid and ends UNAUTHENTICATED
+    token_expired once it expires, with the stream open; a fresh token resumes it."""
+    client = tournament.client
+    await client.create("x1", SNG)
+    short = TokenBook(client.keys, ttl_seconds=2)
+    call = client.stub.WatchTournament(pb.WatchTournamentRequest(tournament_id="x1"),
+                                       metadata=tuple(short.metadata(player("eve"))))
+    first = await call.read()
+    assert first.sequence == 1
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async with asyncio.timeout(30):
+            while True:
+                await call.read()
+    assert caught.value.code() is C.UNAUTHENTICATED
+    assert rpc_error_reason(caught.value) == "token_expired"
+    again = client.stub.WatchTournament(
+        pb.WatchTournamentRequest(tournament_id="x1", after_sequence=0),
+        metadata=client.md(player("eve")))
+    assert (await again.read()).sequence == 1
+    again.cancel()
+
+
+async def test_floods_of_watches_are_limited(tournament: RunningTournament) -> None:
+    """One caller may hold a bounded number of open watches (RESOURCE_EXHAUSTED
+    too_many_streams past it, counted); another caller still watches; a closed one frees
+    its place."""
+    client = tournament.client
+    await client.create("x2", SNG)
+    limit = tournament.settings.watches_per_player
+    calls = []
+    for _ in range(limit):
+        call = client.stub.WatchTournament(pb.WatchTournamentRequest(tournament_id="x2"),
+                                           metadata=client.md(player("zed")))
+        await call.read()  # open and delivering
+        calls.append(call)
+    counted = refusals(tournament, "WatchTournament", C.RESOURCE_EXHAUSTED)
+    extra = client.stub.WatchTournament(pb.WatchTournamentRequest(tournament_id="x2"),
+                                        metadata=client.md(player("zed")))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await extra.read()
+    assert caught.value.code() is C.RESOURCE_EXHAUSTED
+    assert rpc_error_reason(caught.value) == "too_many_streams"
+    assert refusals(tournament, "WatchTournament", C.RESOURCE_EXHAUSTED) == counted + 1
+    other = client.stub.WatchTournament(pb.WatchTournamentRequest(tournament_id="x2"),
+                                        metadata=client.md(player("amy")))
+    assert (await other.read()).sequence == 1
+    other.cancel()
+    calls.pop().cancel()
+
+    async def reopened() -> bool:
+        again = client.stub.WatchTournament(pb.WatchTournamentRequest(tournament_id="x2"),
+                                            metadata=client.md(player("zed")))
+        try:
+            return (await again.read()).sequence == 1
+        except grpc.aio.AioRpcError:
+            return False
+        finally:
+            again.cancel()
+
+    await eventually(reopened)
+    for call in calls:
+        call.cancel()

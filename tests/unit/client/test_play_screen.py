@@ -1,0 +1,116 @@
+"""``stud play``'s screen without a room (issue 17): the dealer log stays scrolled to its
+newest line when the table above it grows, and ``q`` sends LeaveSeat and exits without
+waiting for the answer. The SDK client is a stand-in here (the app only calls its
+``leave`` and ``close``); tests/integration/client/test_play_tui.py plays the same keys
+against the real room."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from stud.v1 import table_pb2 as pb
+from studclient.tui.app import PlayApp, PlayOptions, screen_text
+
+
+def no_room() -> Any:
+    raise ConnectionRefusedError("no room in a unit test")
+
+
+def a_view(players: int) -> pb.TableView:
+    """A hand in progress with ``players`` players, two down cards each."""
+    view = pb.TableView(table_id="demo", version=5, viewer_seat=1)
+    view.config.small_bet, view.config.big_bet, view.config.seats = 200, 400, 8
+    for seat in range(1, players + 1):
+        view.seats.append(pb.SeatView(seat=seat, player_id=f"p{seat}", stack=10_000))
+    view.hand.hand_number, view.hand.phase, view.hand.to_act = 1, pb.HAND_PHASE_BETTING, 2
+    for seat in range(1, players + 1):
+        player = view.hand.players.add(seat=seat, stack=9_000)
+        player.down.add()
+        player.down.add()
+    return view
+
+
+async def test_the_dealer_log_keeps_its_newest_line_in_sight() -> None:
+    """Narrow screen (the log under the table): lines written while two players sit, then
+    six more sit down and the table grows by six rows, shrinking the log. The newest line
+    is still on screen (it used to fall six lines below the log's bottom edge)."""
+    app = PlayApp(no_room, PlayOptions("demo"))
+    async with app.run_test(size=(80, 30)) as pilot:
+        await pilot.pause(0.1)
+        app.show(a_view(2))
+        await pilot.pause(0.1)
+        for i in range(40):
+            app.say(f"dealer line {i:02d}")
+        await pilot.pause(0.2)
+        assert "dealer line 39" in screen_text(app)
+        app.show(a_view(8))
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "p8" in text
+        shown = [line for line in text.splitlines() if "dealer line" in line]
+        assert shown and "dealer line 39" in shown[-1], text
+
+
+class SlowTable:
+    """An SDK client whose LeaveSeat is answered only when the test says so."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int | None]] = []
+        self.answer = asyncio.Event()
+        self.closed = False
+
+    async def leave(self, table_id: str, *, seat: int | None = None,
+                    **_: Any) -> pb.CommandReply:
+        self.asked.append((table_id, seat))
+        await self.answer.wait()
+        return pb.CommandReply(version=9)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_q_sends_leave_seat_and_exits_without_waiting_for_the_answer() -> None:
+    table = SlowTable()
+    app = PlayApp(no_room, PlayOptions("demo"))
+    async with asyncio.timeout(10):  # the old q waited for the answer: it never came
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause(0.1)
+            app.client, app.seat = table, 3  # type: ignore[assignment]
+            await pilot.press("q")
+    assert table.asked == [("demo", 3)]  # sent before the app stopped
+    assert not table.closed  # the call still needs the connection
+    table.answer.set()
+    await app.wait_closed()
+    assert table.closed
+    assert any("You leave the seat" in line for line in app.log_lines)
+
+
+async def test_a_leave_never_answered_does_not_hold_the_exit() -> None:
+    table = SlowTable()
+    app = PlayApp(no_room, PlayOptions("demo"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.1)
+        app.client, app.seat = table, 3  # type: ignore[assignment]
+        await pilot.press("q")
+    await asyncio.wait_for(app.wait_closed(timeout=0.2), 5)
+    assert table.asked == [("demo", 3)] and table.closed
+
+
+def test_a_hand_without_a_commitment_or_without_your_seed_is_a_warning() -> None:
+    """A hand with no per-card commitment (a production dealer always commits) and one whose
+    order rests on the dealer after it refused your seed are warnings in the dealer log and
+    the title, never the dim mark or the green verified one."""
+    from studkit.cardcheck import Outcome, Verdict
+
+    app = PlayApp(no_room, PlayOptions("demo"))
+    app._on_verdict(Verdict(table_id="demo", hand_number=1, outcome=Outcome.UNVERIFIABLE,
+                            problems=("the hand has no per-card commitment",)))
+    assert app.log_lines[-1] == ("⚠ WARNING: hand 1: not verifiable (the hand has no "
+                                 "per-card commitment)")
+    assert app._fair_mark() == "#1 ⚠ NOT VERIFIABLE"
+    app._on_verdict(Verdict(table_id="demo", hand_number=2,
+                            outcome=Outcome.WITHOUT_YOUR_SEED, seed_note="refused"))
+    assert app.log_lines[-1].startswith("⚠ WARNING: hand 2: verified WITHOUT YOUR SEED")
+    assert app._fair_mark() == "#2 ⚠ WITHOUT YOUR SEED"
+    assert all("yellow" in style for _line, style in app._styled[-2:])

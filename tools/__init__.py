@@ -1,0 +1,1 @@
+"""Build tools of the repository (tools/compile_core.py: the compiled core)."""
