@@ -56,6 +56,8 @@ from studtools.redis_server import (
 
 SERVICES = ("dealer", "wallet", "table", "tournament")
 LOOPBACK = "127.0.0.1"
+#: Restarts of one service on a fresh port after its port was taken before it could bind.
+BIND_RETRIES: Final = 3
 PORTS: Final[Mapping[str, int]] = {"table": 50051, "dealer": 50052, "wallet": 50053,
                                     "tournament": 50054}
 """Each service's port when free: the SDK's and ``stud bots``' default addresses."""
@@ -163,6 +165,15 @@ def log_file(logs_dir: Path, name: str) -> IO[bytes]:
     return os.fdopen(fd, "ab")
 
 
+def log_tail(logs_dir: Path, name: str, lines: int = 20) -> str:
+    """The last ``lines`` lines of ``<logs-dir>/<name>.log``, indented."""
+    try:
+        text = (logs_dir / f"{name}.log").read_text(errors="replace")
+    except OSError as error:
+        return f"  ({error})"
+    return "\n".join(f"  {line}" for line in text.splitlines()[-lines:])
+
+
 def start_demo(env: Mapping[str, str], logs_dir: Path) -> subprocess.Popen[bytes]:
     """The demo room (:mod:`studclient.demo`) in its own session: its feed on this terminal,
     its diagnostics in ``<logs-dir>/demo.log``."""
@@ -189,6 +200,32 @@ def service_env(name: str, addrs: Mapping[str, str]) -> dict[str, str]:
         return {"TOURNAMENT_TABLE_TARGET": addrs.get("table", ""),
                 "TOURNAMENT_WALLET_TARGET": addrs.get("wallet", "")}
     return {f"{other.upper()}_ADDR": addr for other, addr in addrs.items() if other != name}
+
+
+def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_dir: Path,
+                  called: Mapping[str, str]) -> tuple[Running, int]:
+    """Start service ``name`` on ``addr`` as its own Redis user, calling the services in
+    ``called``; its output appends to ``<logs-dir>/<name>.log``. Returns it and its metrics
+    port."""
+    metrics_port = free_port()
+    env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
+           f"{name.upper()}_ADDR": addr, "METRICS_PORT": str(metrics_port),
+           "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
+               os.environ.get(f"{name.upper()}_SHUTDOWN_GRACE", SERVICE_SHUTDOWN_GRACE),
+           "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
+    env.update(service_env(name, called))
+    with log_file(logs_dir, name) as log:
+        process = subprocess.Popen([sys.executable, "-m", name], env=env, stdout=log,
+                                   stderr=log, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    return Running(name=name, addr=addr, process=process), metrics_port
+
+
+def lost_its_port(service: Running) -> bool:
+    """Whether ``service`` exited while another process listens on its port: it could not
+    bind, because the port was taken after it was found free."""
+    return service.process.poll() is not None and \
+        not port_free(int(service.addr.rsplit(":", 1)[1]))
 
 
 def stop_all(running: list[Running], redis: RedisServer) -> None:
@@ -271,32 +308,29 @@ def main(argv: list[str] | None = None) -> int:
         for batch in ([n for n in services if n in ("dealer", "wallet")],
                       [n for n in services if n == "table"],
                       [n for n in services if n == "tournament"]):
-            started: list[tuple[Running, int]] = []
-            for name in batch:
-                metrics_port = free_port()
-                env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
-                       f"{name.upper()}_ADDR": addrs[name], "METRICS_PORT": str(metrics_port),
-                       "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
-                           os.environ.get(f"{name.upper()}_SHUTDOWN_GRACE",
-                                          SERVICE_SHUTDOWN_GRACE),
-                       "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
-                env.update(service_env(name, {r.name: r.addr for r in running}))
-                with log_file(logs_dir, name) as log:
-                    process = subprocess.Popen([sys.executable, "-m", name], env=env,
-                                               stdout=log, stderr=log,
-                                               stdin=subprocess.DEVNULL,
-                                               start_new_session=True)
-                started.append((Running(name=name, addr=addrs[name], process=process),
-                                metrics_port))
+            called = {r.name: r.addr for r in running}
+            started = [start_service(name, addrs[name], redis, keys, logs_dir, called)
+                       for name in batch]
             running.extend(service for service, _ in started)
             for service, metrics_port in started:
-                ok = wait_serving(service.addr, process=service.process)
+                for attempt in range(BIND_RETRIES + 1):
+                    ok = wait_serving(service.addr, process=service.process)
+                    if ok or attempt == BIND_RETRIES or not lost_its_port(service):
+                        break
+                    # Another process took the port between its choice and the bind (a
+                    # second `make run`, a test): the same service again, on a free one.
+                    addrs[service.name] = f"{LOOPBACK}:{free_port()}"
+                    lost = service
+                    service, metrics_port = start_service(
+                        service.name, addrs[service.name], redis, keys, logs_dir, called)
+                    running[running.index(lost)] = service
                 print(f"{service.name:<10} {service.addr} "
                       f"{'SERVING' if ok else 'NOT SERVING'}"
                       f"  metrics http://{LOOPBACK}:{metrics_port}/metrics", flush=True)
                 if not ok:
                     print(f"make run: {service.name} did not start; see "
-                          f"{logs_dir}/{service.name}.log", file=sys.stderr, flush=True)
+                          f"{logs_dir}/{service.name}.log, which ends:\n"
+                          f"{log_tail(logs_dir, service.name)}", file=sys.stderr, flush=True)
                     return 1
         issuer = keys.issuer()
         print("dev tokens (1 hour):")
