@@ -74,6 +74,8 @@ from stud.v1 import wallet_pb2 as wpb
 from studtest.processes import CHANNEL_OPTIONS, ServiceProcess
 from studtest.tournament_service import OPERATOR, TournamentClient
 from studtest.wallet import TOURNAMENT
+from studtools.replay_source import RedisSource
+from studtools.replay_tournament import Record, read_records
 from tournament import events as ev
 from tournament.app import TournamentApp, tournament_store
 from tournament.state import Tournament
@@ -375,6 +377,9 @@ async def campaign(entrants: int, kills: int, seed: int, work: Path, level_s: in
             try:
                 t = await wait_finished(app, limit_s)
                 over = True
+            except AssertionError:
+                await explain(room, app, work)
+                raise
             finally:
                 stop.set()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -400,6 +405,37 @@ async def wait_finished(app: TournamentApp, limit_s: float) -> Tournament:
         if time.monotonic() > deadline:
             raise AssertionError(f"the tournament is not over after {limit_s:.0f}s")
         await asyncio.sleep(0.5)
+
+
+async def explain(room: CampaignRoom, app: TournamentApp, work: Path) -> None:
+    """What a tournament that did not finish was waiting for (printed for the failure's
+    report): its last events, its tables as they are, and the last warnings and errors of its
+    service and of the tables."""
+    with contextlib.suppress(*UNREADABLE):
+        records = await replay_tournament_records(room)
+        for record in records[-40:]:
+            kind = record.event.WhichOneof("kind") or "?"
+            print(f"#{record.sequence} {kind}: "
+                  f"{str(getattr(record.event, kind, '')).strip()!r}"[:240], flush=True)
+        t = await app.load(TID)
+        print(f"phase={t.phase} level={t.level} move={t.move} payments={sorted(t.payments)} "
+              f"paid={sorted(t.paid)}", flush=True)
+        for table_id in t.tables:
+            view = await room.router.view(table_id, OPERATOR)
+            print(f"{table_id}: closed={table_id in t.closed} hands={view.hands_started} "
+                  f"in_progress={view.hand_in_progress} paused={view.dealing_paused} "
+                  f"reason={view.pause_reason!r} seats="
+                  f"{[(s.seat, s.player_id, s.stack) for s in view.seats]}", flush=True)
+    for log in sorted((work / "logs").glob("t*.log")):  # the tournament's and the tables'
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if '"level": "info"' not in line]
+        for line in lines[-15:]:
+            print(f"{log.name}: {line[:300]}", flush=True)
+
+
+async def replay_tournament_records(room: CampaignRoom) -> list[Record]:
+    """The tournament's log, as ``stud replay tournament`` reads it."""
+    return await read_records(RedisSource(room.admin), TID)
 
 
 def reap(bots: list[subprocess.Popen[str]], work: Path, timeout_s: float) -> list[str]:

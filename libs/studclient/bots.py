@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
+import signal
 import sys
 import time
 import uuid
@@ -344,9 +346,26 @@ async def _open(ops: Client, table_id: str, args: argparse.Namespace) -> bool:
         return False
 
 
+def print_tasks() -> None:
+    """Each asyncio task of the process and where it waits, on stderr (a bot run that
+    seems stuck says why on SIGUSR1)."""
+    for task in asyncio.all_tasks():
+        where: list[str] = []
+        awaited: Any = task.get_coro()
+        while awaited is not None and len(where) < 20:  # down the chain of awaits
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+            if frame is not None:
+                where.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+        print(f"task {task.get_name()}: {' > '.join(where) or repr(task)}", file=sys.stderr)
+    sys.stderr.flush()
+
+
 async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
     """The whole run; the exit status. ``env``: ``stud``'s environment (the process's over
-    make run's ``.run/env``)."""
+    make run's ``.run/env``). SIGUSR1 prints what each of its tasks is waiting for."""
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not on every platform
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, print_tasks)
     if args.tournament:
         from studclient import tourney_bots
         return await tourney_bots.run(args, out, env)

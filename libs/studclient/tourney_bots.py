@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import random
 import sys
 import uuid
@@ -58,6 +59,7 @@ PHASES: Final[dict[int, str]] = {pb.TOURNAMENT_PHASE_REGISTERING: "registering",
 OPEN_RETRY_S: Final = 0.1
 RATE_RETRIES: Final = 5
 RATE_PAUSE_S: Final = 0.5
+REWATCH_MAX_S: Final = 2.0
 
 
 def phase_name(phase: int) -> str:
@@ -68,6 +70,8 @@ def phase_name(phase: int) -> str:
 class TourneyTally(Tally):
     moves: int = 0
     busts: int = 0
+    rewatches: int = 0
+    """Table watches opened again after they failed (counted, expected under faults)."""
 
 
 @dataclass
@@ -96,7 +100,9 @@ class TourneyBot:
                               f"{update.moved.table_id} seat {update.moved.seat}",
                               file=out, flush=True)
                     self.tables.append(update.moved.table_id)
-                    task = asyncio.create_task(self._play_table(update.moved.table_id, tally))
+                    task = asyncio.create_task(
+                        self._play_table(update.moved.table_id, tally, out))
+                    task.add_done_callback(functools.partial(self._ended, tally))
                 if update.busted:
                     tally.busts += 1
                     print(f"bot {self.name} busted at {update.record.event.busted.table_id}",
@@ -108,6 +114,12 @@ class TourneyBot:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    def _ended(self, tally: TourneyTally, task: asyncio.Task[None]) -> None:
+        """A table's play that ended other than by being cancelled (moved, out) is an error
+        of the run: the bot would stop acting there, silently."""
+        if not task.cancelled() and (error := task.exception()) is not None:
+            tally.error(f"{self.name} at {self.tables[-1] if self.tables else '?'}", error)
 
     async def _act(self, table_id: str, action: common_pb2.LegalAction, version: int,
                    tally: TourneyTally) -> None:
@@ -123,14 +135,19 @@ class TourneyBot:
                 tally.refused += 1
                 await asyncio.sleep(RATE_PAUSE_S)
 
-    async def _play_table(self, table_id: str, tally: TourneyTally) -> None:
-        """Act at each of the bot's turns at ``table_id`` until cancelled (moved, out)."""
+    async def _play_table(self, table_id: str, tally: TourneyTally, out: TextIO) -> None:
+        """Act at each of the bot's turns at ``table_id`` until cancelled (moved, out). A
+        watch that fails (the table's replicas changing hands, Redis restarting, a stream
+        cut) is opened again after a pause, as a player's app reconnects: a bot that stopped
+        watching would only be folded on time-out from then on."""
         self.bot.table_id = table_id
+        pause = OPEN_RETRY_S
         while True:
             try:
                 async with self.client.watch(table_id) as watch:
                     acted_at = -1
                     async for view in watch.views():
+                        pause = OPEN_RETRY_S
                         if view.version > acted_at and my_turn(view):
                             acted_at = view.version
                             action = self.bot.strategy(view, self.bot.rng)
@@ -140,6 +157,12 @@ class TourneyBot:
                 return
             except NotFound:
                 await asyncio.sleep(OPEN_RETRY_S)  # the tournament is opening it now
+            except StudError as exc:
+                tally.rewatches += 1
+                print(f"bot {self.name} watches {table_id} again in {pause:.1f}s "
+                      f"({exc.code.name} {exc.reason or exc})", file=out, flush=True)
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, REWATCH_MAX_S)
 
 
 def live_entry(view: pb.TournamentView, player_id: str) -> pb.TournamentEntryView | None:
@@ -248,6 +271,9 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                   f"prize {entry.prize}", file=out)
     for error in tally.errors[:10]:
         print(f"error: {error}", file=out)
+    if tally.rewatches:
+        print(f"rewatches={tally.rewatches} (table watches opened again after a failure)",
+              file=out)
     phase = phase_name(view.phase)
     print(f"tournament={tid} bots={len(bots)} actions={tally.actions} moves={tally.moves} "
           f"busts={tally.busts} errors={len(tally.errors)} phase={phase}", file=out, flush=True)

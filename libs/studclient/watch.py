@@ -211,7 +211,9 @@ class TableWatch:
             try:
                 view = await self.client.get_table(self.table_id)
             except StudError as exc:
-                if exc.code not in RESUMABLE:
+                # ``not_owner`` past the call's patience: the table is still changing hands
+                # between replicas (a slow takeover), as the stream waits it out.
+                if exc.code not in RESUMABLE and exc.reason != "not_owner":
                     await self._fail(exc)
                     return
                 self._dirty.set()

@@ -238,6 +238,11 @@ class TableActor:
 
     # --- watchers ------------------------------------------------------------------------
 
+    def close_watchers(self) -> None:
+        """End every live watch of this table here (the replica let it go)."""
+        for watcher in list(self.watchers):
+            watcher.close()
+
     def _fan_out(self, envelopes: Sequence[EventEnvelope]) -> None:
         visible = [e for e in envelopes if not is_room_event(e)]
         if visible:

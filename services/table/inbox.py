@@ -22,17 +22,31 @@ class Watcher:
     """One live viewer's inbox: appended envelopes of the game, bounded."""
 
     limit: int
-    queue: asyncio.Queue[EventEnvelope] = field(init=False)
+    queue: asyncio.Queue[EventEnvelope | None] = field(init=False)
     overflowed: bool = False
+    closed: bool = False
+    """The replica no longer serves the table (handed over, lease lost, stopping): the
+    watch ends so that its client resumes at the owner (``None`` in the queue wakes it)."""
 
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue(maxsize=self.limit)
 
     def offer(self, envelopes: Sequence[EventEnvelope]) -> None:
         for envelope in envelopes:
-            if self.overflowed:
+            if self.overflowed or self.closed:
                 return
             try:
                 self.queue.put_nowait(envelope)
             except asyncio.QueueFull:
                 self.overflowed = True
+
+    def close(self) -> None:
+        """End the watch: what is queued is still sent, then the watch ends (a full inbox
+        ends it as too slow, which the client resumes from the same sequence too)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.queue.put_nowait(None)
+        except asyncio.QueueFull:
+            self.overflowed = True

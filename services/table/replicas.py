@@ -76,9 +76,15 @@ class Tables:
         """Stop every driver and hand each lease back (another replica takes over at once)."""
         self._stopping = True
         await cancel_until_done(self._keeper)
-        for table_id in list(self.drivers):
-            await self.drop(table_id, release=True)
+        drivers = list(self.drivers.items())
+        for table_id, _ in drivers:
+            await self.drop(table_id, release=False)
+        held = {t: d.actor.epoch for t, d in drivers
+                if d.actor.epoch is not None and not d.actor.fenced}
         if self.ownership is not None:
+            if held:  # in one batched round, not a call per table (issue 17 F2)
+                with contextlib.suppress(Exception):
+                    await self.ownership.release_many(held)
             with contextlib.suppress(Exception):
                 await self.ownership.heartbeat(alive=False)
 
@@ -219,6 +225,7 @@ class Tables:
             return
         await driver.stop()
         actor = driver.actor
+        actor.close_watchers()  # their clients resume at the new owner (not here, silently)
         if release and self.ownership is not None and actor.epoch is not None \
                 and not actor.fenced:
             with contextlib.suppress(Exception):
@@ -230,7 +237,10 @@ class Tables:
         """Where a call for a table this replica does not own should go."""
         assert self.ownership is not None
         owner_id, epoch = await self.ownership.owner(table_id)
-        owner = self.live.get(owner_id) or rendezvous(table_id, self.live.values())
+        # Never itself by the record: this replica knows it does not serve the table (it
+        # has just handed it over, or its lease lapsed); then the live replica it is due to.
+        owner = (self.live.get(owner_id) if owner_id != self.ownership.replica.id else None) \
+            or rendezvous(table_id, self.live.values())
         error = NotOwner(table_id, None, epoch)
         error.error_metadata = {"owner": owner.address if owner else "",
                                 "owner_id": owner.id if owner else ""}

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Principal, Role
-from studkit.errors import FailedPrecondition, NotFound, OutOfRange
+from studkit.errors import FailedPrecondition, NotFound, OutOfRange, Unavailable
 from studkit.mapping import is_room_event
 from studkit.store import EventStore, TrimmedRange
 from table.actor import TableActor
@@ -82,11 +82,15 @@ class Watching:
             while True:
                 if watcher.overflowed and watcher.queue.empty():
                     raise WatcherTooSlow(f"fell behind; resume after sequence {last}")
-                envelope = await watcher.queue.get()
-                if envelope.sequence <= last:
+                live = await watcher.queue.get()
+                if live is None:  # the replica let the table go: resume at its owner
+                    await self.routed(table_id)  # not_owner, naming the owner, if it is known
+                    raise Unavailable(f"the table moved between replicas; resume after "
+                                      f"sequence {last}", reason="table_moved")
+                if live.sequence <= last:
                     continue
-                yield envelope
-                last = envelope.sequence
+                yield live
+                last = live.sequence
         finally:
             actor.watchers.discard(watcher)
 

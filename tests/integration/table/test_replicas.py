@@ -275,3 +275,55 @@ async def test_a_table_taken_through_a_lapsed_lease_comes_back_when_its_taker_st
             assert again.hand.hand_number == mid.hand.hand_number
             await _play(client, table_id, rng, lambda v: v.hands_started >= 2)
             await client.close()
+
+
+async def test_a_watch_at_a_replica_that_hands_its_table_over_ends_naming_the_owner(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    """A replica that lets a table go (handed over to a replica that joined, its lease lost,
+    or stopping) ends the table's live watches there with ``not_owner`` naming the new
+    owner, so that their clients resume at it. Before, such a watch stayed open at the old
+    replica and received nothing for ever: a tournament campaign's bots, watching through a
+    replica that had stood in for a killed one, stopped acting once it handed the tables
+    back (each turn then ran to its time-out)."""
+    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
+                            replica_id="r-room") as room:
+        await room.table_deps.app.stop()
+        async with contextlib.AsyncExitStack() as stack:
+            first = await stack.enter_async_context(running_table(make_settings(
+                redis_server, redis_url, dev_keys, room.dealer.port, room.wallet.port,
+                lease_ms=LEASE_MS, replica_id="r0")))
+            r0, r0_port = first[0].app, first[1]
+            await r0.rebalance()
+            table_id = owned_by("r1", ["r0", "r1"])
+            client = Routed(room, [f"127.0.0.1:{r0_port}"])
+            await _open(client, table_id)
+            assert table_id in r0.actors  # the only live replica holds it
+            watch = client.stubs[client.first].WatchTable(
+                pb.WatchTableRequest(table_id=table_id), metadata=room.client.md(OPERATOR))
+            assert (await watch.read()).sequence == 1  # open and delivering
+
+            second = await stack.enter_async_context(running_table(make_settings(
+                redis_server, redis_url, dev_keys, room.dealer.port, room.wallet.port,
+                lease_ms=LEASE_MS, replica_id="r1")))
+            r1, r1_port = second[0].app, second[1]
+            await r1.rebalance()  # r1 is live: the table is r1's by rendezvous now
+            await r0.rebalance()  # no hand in progress: r0 hands it over
+            assert table_id not in r0.actors
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                async with asyncio.timeout(10):
+                    while True:
+                        await watch.read()
+            assert ended.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert rpc_error_reason(ended.value) == "not_owner"
+            info = rpc_error_info(ended.value)
+            assert info is not None and info.metadata["owner"] == f"127.0.0.1:{r1_port}"
+            await r1.rebalance()
+            assert table_id in r1.actors
+            await client.close()
+
+
+def owned_by(replica_id: str, replica_ids: list[str]) -> str:
+    """A table id whose rendezvous owner among ``replica_ids`` is ``replica_id``."""
+    live = [Replica(r, "") for r in replica_ids]
+    return next(t for t in ids_spread(replica_ids, 1)
+                if (owner := rendezvous(t, live)) is not None and owner.id == replica_id)
