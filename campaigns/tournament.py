@@ -98,10 +98,13 @@ UNREADABLE: Final = (grpc.aio.AioRpcError, redis.exceptions.RedisError, OSError)
 
 def levels(level_s: int) -> list[pb.TournamentLevel]:
     """Fast levels on a 1,000-chip stack, each big bet double the last from 100 on (ante a
-    tenth, bring-in a fifth, small bet a half of it); the last repeats."""
+    tenth, bring-in a fifth, small bet a half of it) up to 51,200, whose ante (5,120) is more
+    than half the short run's 8,000 chips: from there every hand has a player all in from
+    the ante, so a field that lasts that long ends soon (no long heads-up at a level too
+    small for its stacks); the last repeats."""
     return [pb.TournamentLevel(ante=big // 10, bring_in=big // 5, small_bet=big // 2,
                                big_bet=big, seconds=level_s)
-            for big in (100, 200, 400, 800, 1600, 3200)]
+            for big in (100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200)]
 
 
 @dataclass
