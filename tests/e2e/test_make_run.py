@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -49,10 +50,18 @@ class TestDevRun:
             chosen = devrun.service_port
             monkeypatch.setattr(devrun, "service_port",
                                 lambda name: port if name == "dealer" else chosen(name))
-            status = devrun.main(["--once", "--data-dir", str(tmp_path / "redis"),
-                                  "--keys-dir", str(tmp_path / "keys"),
-                                  "--logs-dir", str(tmp_path / "logs"),
-                                  "--env-file", str(tmp_path / "env")])
+            # main() takes the stop signals (and ignores them while it stops): given back
+            # after, or every process this pytest worker starts later inherits SIGTERM
+            # ignored (a later test's server then outlived its terminate()).
+            handlers = {signum: signal.getsignal(signum) for signum in devrun.STOP_SIGNALS}
+            try:
+                status = devrun.main(["--once", "--data-dir", str(tmp_path / "redis"),
+                                      "--keys-dir", str(tmp_path / "keys"),
+                                      "--logs-dir", str(tmp_path / "logs"),
+                                      "--env-file", str(tmp_path / "env")])
+            finally:
+                for signum, handler in handlers.items():
+                    signal.signal(signum, handler)
         said = capsys.readouterr()
         assert status == 0, said.out + said.err
         dealer = next(line for line in said.out.splitlines() if line.startswith("dealer "))
