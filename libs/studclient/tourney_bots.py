@@ -49,6 +49,7 @@ from studclient.errors import (
 )
 from studclient.tournament import SeatTracker
 from studclient.views import my_turn
+from studclient.watch import RESUMABLE
 
 TOURNAMENT_TARGET_ENV: Final = "STUD_TOURNAMENT_TARGET"
 DEFAULT_TOURNAMENT_TARGET: Final = "127.0.0.1:50054"
@@ -158,6 +159,8 @@ class TourneyBot:
             except NotFound:
                 await asyncio.sleep(OPEN_RETRY_S)  # the tournament is opening it now
             except StudError as exc:
+                if exc.code not in RESUMABLE and exc.reason != "not_owner":
+                    raise  # not a fault that passes (a refusal): an error of the run
                 tally.rewatches += 1
                 print(f"bot {self.name} watches {table_id} again in {pause:.1f}s "
                       f"({exc.code.name} {exc.reason or exc})", file=out, flush=True)
