@@ -19,6 +19,7 @@ import grpc
 from dealer import mapping as dmap
 from dealer.app import DealerApp
 from dealer.errors import DEALER_ERRORS
+from sim.loop import pause
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import wallet_pb2 as wpb
 from studkit.auth import Principal, Role
@@ -172,7 +173,7 @@ class SimChannel:
         if roll < f.delay:
             count(f"{self.name}_delayed")
             delay += f.delay_s * rng.random()
-        await asyncio.sleep(delay)
+        await pause(delay)
         task = self._spawn(method, request)
         roll -= f.delay
         if roll < f.duplicate:
@@ -187,7 +188,7 @@ class SimChannel:
                 reply, exc = await asyncio.shield(task)
         except TimeoutError:
             raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "", "simulated: too late") from None
-        await asyncio.sleep(f.latency_s)
+        await pause(f.latency_s)
         if rng.random() < f.lose_reply:
             count(f"{self.name}_reply_lost")
             raise _error(grpc.StatusCode.UNAVAILABLE, "", "simulated: reply lost")

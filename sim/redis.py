@@ -24,6 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sim import scripts
+from sim.loop import pause
 from studkit.redis_client import Client
 
 Value = bytes
@@ -162,7 +163,7 @@ class SimRedis:
     async def io(self, *, may_fail: bool = True) -> None:
         """A round trip: the latency, the gate of a paused process, a fault before."""
         faults = self.faults
-        await asyncio.sleep(faults.latency_s)
+        await pause(faults.latency_s)
         if not self.gate.is_set():
             await self.gate.wait()
         if self.dead:
