@@ -49,7 +49,7 @@ class SimLoop(asyncio.SelectorEventLoop):
     def wall_ms(self) -> int:
         return int(self.wall() * 1000)
 
-    def call_at(self, when: float, callback: Callable[..., object], *args: Any,
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any,  # type: ignore[override]
                 context: Any = None) -> TimerHandle:
         handle = TimerHandle(when, callback, args, self, context)
         heapq.heappush(self._timers, (when, next(self._order), handle))
@@ -76,7 +76,7 @@ class SimLoop(asyncio.SelectorEventLoop):
         while timers and timers[0][0] < end:
             timer = heapq.heappop(timers)[2]
             if type(timer) is TimerHandle:
-                if not timer._cancelled:  # type: ignore[attr-defined]
+                if not timer._cancelled:
                     timer._scheduled = False  # type: ignore[attr-defined]
                     ready.append(timer)
             elif not timer.done():
