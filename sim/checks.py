@@ -49,15 +49,19 @@ def ledger(world: World, start: int = 0, settled: Counter[tuple[str, str]] | Non
     ``settled``)."""
     out = []
     settled = Counter() if settled is None else settled
+    twice = [key for key, n in settled.items() if n > 1] if start == 0 else []
     for entry_id, fields in world.data.streams.get(LEDGER.encode(), [])[start:]:
         record = json.loads(fields[b"tx"])
         total = sum(int(amount) for _account, amount in record["postings"])
         if total != 0:
             out.append(f"ledger: transaction {entry_id.decode()} sums to {total}")
         if record["kind"] == "settlement":
-            settled[(record["table_id"], record["hand_id"])] += 1
-    out += [f"ledger: hand {hand} of {table} settled {n} times"
-            for (table, hand), n in settled.items() if n > 1]
+            key = (record["table_id"], record["hand_id"])
+            settled[key] += 1
+            if settled[key] == 2:
+                twice.append(key)
+    out += [f"ledger: hand {hand} of {table} settled {settled[(table, hand)]} times"
+            for table, hand in twice]
     return out, settled
 
 

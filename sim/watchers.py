@@ -30,6 +30,8 @@ class TableWatcher:
         self.received: list[int] = []
         self.problems: list[str] = []
         self.resumes = 0
+        self._at = self._matched = 0
+        """How far into the log, and into :attr:`received`, an earlier check matched."""
 
     @property
     def last(self) -> int:
@@ -78,9 +80,21 @@ class TableWatcher:
                                  f"card at sequence {envelope.sequence}")
 
     def check(self, stored: list[Any]) -> list[str]:
-        """What it received equals the stream's game events up to the last it saw."""
+        """What it received equals the stream's game events up to the last it saw (the log
+        from its start: the part matched at an earlier check is not walked again)."""
         out, self.problems = self.problems, []
-        want = [e.sequence for e in stored if not is_room_event(e) and e.sequence <= self.last]
+        at, matched, received, last = self._at, self._matched, self.received, self.last
+        while at < len(stored) and stored[at].sequence <= last:
+            if not is_room_event(stored[at]):
+                if matched == len(received) or received[matched] != stored[at].sequence:
+                    break
+                matched += 1
+            at += 1
+        else:
+            if matched == len(received):
+                self._at, self._matched = at, matched
+                return out
+        want = [e.sequence for e in stored if not is_room_event(e) and e.sequence <= last]
         if want != self.received:
             missing = sorted(set(want) - set(self.received))[:5]
             out.append(f"watch: table {self.table_id}: received {len(self.received)} events, "
