@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import pytest
 
@@ -90,6 +91,19 @@ def test_a_live_state_the_log_does_not_give_is_seen() -> None:
         assert actor is not None
         actor.room = replace(actor.room, muck=actor.room.muck | {8})
     assert found(violations(sabotage=once(30, drift)), "fold:")
+
+
+def test_a_live_state_changed_in_place_is_seen() -> None:
+    """The per-step comparison skips the fields that still hold the objects found equal
+    last time; the full one every FULL_EVERY steps still sees one changed in place."""
+    def mutate(run: Run) -> None:
+        actor = run.world.owner["s21t0"].actor("s21t0")
+        assert actor is not None
+        cast(dict[int, str], actor.room.leaving)[9] = "nobody"
+    result = run_seed(21, tables=2, hands=HANDS, sabotage=once(30, mutate))
+    assert found(result.violations, "fold:")
+    assert result.first_step is not None and result.first_step <= 30 + checks.FULL_EVERY, \
+        "seen only at the end, not by a step's full comparison"
 
 
 def test_a_down_card_in_the_stream_is_seen() -> None:
