@@ -31,7 +31,7 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import FailedPrecondition
 from studkit.mapping import is_room_event
 from studkit.repository import TableRepository
-from studkit.store import EventStore
+from studkit.store import EventStore, StoredEvent
 
 Decoder = Callable[[EventEnvelope], Event]
 _DRAW_EVENTS: Final = (CardBurned, DownCardDealt, UpCardDealt, CommunityCardDealt)
@@ -136,11 +136,16 @@ class PublicTables:
         """The table as of now (an empty view for a table with no events)."""
         async with self._lock(table_id):
             view = self._views.get(table_id) or TableView(table_id)
-            if view.version and await self._events.version(table_id) < view.version:
-                view = TableView(table_id)
-            if view.version < await self._events.trimmed(table_id):
-                view = await self._from_snapshot(table_id)
-            stored = await self._events.read(table_id, from_version=view.version)
+            # One round trip while the cached view is a prefix of the stream: every call
+            # but the first after a reset store or an archive's trim, which read again.
+            tail = await self._events.tail(table_id, from_version=view.version)
+            stored: list[StoredEvent] | None = tail.events
+            if view.version and tail.version < view.version:  # a reset store
+                view, stored = TableView(table_id), None
+            if view.version < tail.trimmed:
+                view, stored = await self._from_snapshot(table_id), None
+            if stored is None:
+                stored = await self._events.read(table_id, from_version=view.version)
             if stored:
                 # Fold into a copy so a failure leaves the cached view untouched.
                 fresh = TableView(table_id, view.version, view.state, dict(view.seatings),
