@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Sequence
+import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -215,13 +216,20 @@ def shuffle_key(table_id: str, hand_number: int, dealer_seed: bytes,
                 f"{_seed_bytes(dealer_seed).hex()}|{text}".encode())
 
 
-def _below(key: bytes, label: bytes) -> Iterable[int]:
+_WORDS: Final = struct.Struct(">4Q")
+"""A SHA-256 block as four unsigned 64-bit big-endian integers."""
+
+
+def _below(key: bytes, label: bytes) -> Iterator[int]:
+    prefix = key + label
     counter = 0
     while True:
-        block = _sha(key + label + counter.to_bytes(8, "big"))
+        yield from _WORDS.unpack(_sha(prefix + counter.to_bytes(8, "big")))
         counter += 1
-        for i in range(0, HASH_BYTES, 8):
-            yield int.from_bytes(block[i:i + 8], "big")
+
+
+_LIMITS: Final = tuple(2**64 - 2**64 % n if n else 0 for n in range(DECK_SIZE + 1))
+"""``2**64 - 2**64 % n``, the rejection bound of a draw below ``n``, for a deck's sizes."""
 
 
 def permutation_from_draws(size: int, draws: Sequence[int]) -> tuple[int, ...]:
@@ -249,17 +257,17 @@ def permutation_from_draws(size: int, draws: Sequence[int]) -> tuple[int, ...]:
 def derive_permutation(key: bytes, label: bytes, size: int = DECK_SIZE) -> tuple[int, ...]:
     """A uniformly distributed permutation of ``range(size)`` determined by ``key`` and
     ``label`` (Fisher–Yates with unbiased draws from a SHA-256 stream)."""
-    stream = iter(_below(key, label))
-    draws = []
-    for top in range(size - 1, 0, -1):
+    stream = _below(key, label)
+    items = list(range(size))
+    for top in range(size - 1, 0, -1):  # permutation_from_draws, the draws taken as they come
         n = top + 1
-        limit = 2**64 - 2**64 % n
-        while True:
+        limit = _LIMITS[n] if n <= DECK_SIZE else 2**64 - 2**64 % n
+        x = next(stream)
+        while x >= limit:
             x = next(stream)
-            if x < limit:
-                draws.append(x % n)
-                break
-    return permutation_from_draws(size, draws)
+        pick = x % n
+        items[top], items[pick] = items[pick], items[top]
+    return tuple(items)
 
 
 @dataclass(frozen=True, slots=True)

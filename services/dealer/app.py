@@ -230,10 +230,15 @@ class DealerApp:
         self._require_table(principal)
         _bind(table_id, hand_number)
         structlog.contextvars.bind_contextvars(street=int(plan.street))
-        await self._fair.freeze_seeds(table_id, hand_number)
+        # The record freeze_seeds loaded serves the first attempt (a hand frozen already is
+        # every deal but a hand's first); a retry after a lost race loads afresh.
+        preloaded = await self._fair.freeze_seeds(table_id, hand_number)
 
         async def load() -> tuple[StoredHand, TableView | None]:
-            stored = await self._stored(table_id, hand_number)
+            nonlocal preloaded
+            stored, preloaded = preloaded, None
+            if stored is None:
+                stored = await self._stored(table_id, hand_number)
             if stored.deal_for(plan.street) is not None:
                 return stored, None  # a repeat: the table's state is not needed
             return stored, await self._tables.view(table_id)

@@ -83,13 +83,17 @@ class FairDealer:
 
     # --- seeds ------------------------------------------------------------------------------
 
-    async def freeze_seeds(self, table_id: str, hand_number: int) -> None:
+    async def freeze_seeds(self, table_id: str, hand_number: int) -> StoredHand | None:
         """Before a per-card hand's first card: wait (until ``seed_wait_ms`` after the hand's
         deck was made) for the committed seeds of the players dealt in to be opened, then
-        freeze the seeds, so the deal order is fixed before anything is dealt."""
+        freeze the seeds, so the deal order is fixed before anything is dealt.
+
+        Returns the hand as loaded when nothing was left to freeze (no per-card commitment,
+        or frozen already: the record a deal may start from, without loading it again);
+        None when there is no such hand or this call waited or froze (load it again)."""
         stored = await self._store.load_hand(table_id, hand_number)
         if stored is None or stored.fair is None or stored.fair.frozen:
-            return
+            return stored
         view = await self._tables.view(table_id)
         dealt_in = set(view.seatings.get(hand_number, {}).values())
         awaited = {p for p, _c in stored.fair.seeds if p in dealt_in}
@@ -99,10 +103,11 @@ class FairDealer:
             await asyncio.sleep(0.01)
             again = await self._store.load_hand(table_id, hand_number)
             if again is None or again.fair is None or again.fair.frozen:
-                return
+                return None
             fair = again.fair
         await self._store.freeze_seeds(table_id, hand_number)
         log.info("seeds_frozen", committed=len(fair.seeds), opened=len(fair.opened))
+        return None
 
     async def commit_seed(self, principal: Principal, table_id: str, hand_number: int,
                           commitment: str) -> None:

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 from importlib import resources
 from typing import Any, Final, cast
 
@@ -111,13 +112,51 @@ class StoredHand:
         deck in the order that follows from the seeds (only final once they are frozen)."""
         if self.fair is None:
             return self.deck
-        order, key = self.fair.deck.dealing(self.fair.order())
-        return HandDeck(table_id=self.deck.table_id, hand_number=self.deck.hand_number,
-                        order=order, reshuffle_key=key, salt=self.deck.salt)
+        secret = self.fair.deck
+        return _dealing_deck(self.deck.table_id, self.deck.hand_number, secret.base,
+                             secret.dealer_seed, self.deck.salt, self.fair.seed_openings())
 
     def deal_for(self, street: Street) -> StreetDeal | None:
         """The recorded deal of ``street``, if any."""
         return next((d for d in self.deals if d.street == street), None)
+
+
+CACHED_HANDS: Final = 512
+"""Hands whose derived values (the dealing deck, the decoded secret deck and streets) are
+kept in memory: a few kilobytes each, pure functions of the stored record, so one not kept
+is derived again on its next call."""
+
+
+@lru_cache(maxsize=CACHED_HANDS)
+def _dealing_deck(table_id: str, hand_number: int, base: tuple[int, ...], dealer_seed: bytes,
+                  salt: bytes, openings: tuple[tuple[str, bytes | None], ...]) -> HandDeck:
+    """The dealing deck of a per-card hand for the seeds opened so far (memoised: the deal
+    order is two SHA-256-driven shuffles, the same for every street of a hand)."""
+    order = deal_order(table_id, hand_number, dealer_seed, openings)
+    return HandDeck(table_id=table_id, hand_number=hand_number,
+                    order=tuple(base[p] for p in order.deal),
+                    reshuffle_key=tuple(base[p] for p in order.reshuffle), salt=salt)
+
+
+@lru_cache(maxsize=CACHED_HANDS)
+def _decks(table_id: str, hand_number: int, order: bytes, reshuffle_key: bytes, salt: bytes,
+           card_salts: bytes | None, dealer_seed: bytes | None
+           ) -> tuple[HandDeck, FairDeck | None]:
+    """The decks of a hand's record, from the fields written once when it was made
+    (memoised: every call on a hand decodes and checks the same 52 cards and salts)."""
+    deck = HandDeck(table_id=table_id, hand_number=hand_number, order=tuple(order),
+                    reshuffle_key=tuple(reshuffle_key), salt=salt)
+    if card_salts is None or dealer_seed is None:
+        return deck, None
+    salts = tuple(card_salts[i:i + CARD_SALT_BYTES]
+                  for i in range(0, len(card_salts), CARD_SALT_BYTES))
+    return deck, FairDeck(table_id=table_id, hand_number=hand_number, base=deck.order,
+                          salts=salts, dealer_seed=dealer_seed)
+
+
+@lru_cache(maxsize=CACHED_HANDS)
+def _seed_commitments(raw: bytes) -> tuple[tuple[str, str], ...]:
+    return tuple((str(p), str(c)) for p, c in json.loads(raw))
 
 
 def encode_deal(deal: StreetDeal) -> str:
@@ -155,19 +194,19 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _fair(deck: HandDeck, raw: Mapping[bytes, bytes]) -> FairHand | None:
+_decoded_deal: Final = lru_cache(maxsize=8 * CACHED_HANDS)(decode_deal)
+""":func:`decode_deal`, memoised: a street's record never changes once written."""
+
+
+def _fair(secret: FairDeck | None, raw: Mapping[bytes, bytes]) -> FairHand | None:
     if b"card_commitment" not in raw:
         return None
-    blob = raw[b"card_salts"]
-    salts = tuple(blob[i:i + CARD_SALT_BYTES] for i in range(0, len(blob), CARD_SALT_BYTES))
-    seeds = tuple((str(p), str(c)) for p, c in json.loads(raw[b"seed_commitments"]))
+    assert secret is not None
     opened = {name[len(SEED_PREFIX):].decode(): value for name, value in raw.items()
               if name.startswith(SEED_PREFIX)}
-    return FairHand(
-        deck=FairDeck(table_id=deck.table_id, hand_number=deck.hand_number, base=deck.order,
-                      salts=salts, dealer_seed=raw[b"dealer_seed"]),
-        commitment=_text(raw[b"card_commitment"]), seeds=seeds, opened=opened,
-        frozen=b"seeds_frozen" in raw)
+    return FairHand(deck=secret, commitment=_text(raw[b"card_commitment"]),
+                    seeds=_seed_commitments(raw[b"seed_commitments"]), opened=opened,
+                    frozen=b"seeds_frozen" in raw)
 
 
 class DealerStore:
@@ -253,19 +292,17 @@ class DealerStore:
                    await self._redis.hgetall(hand_key(table_id, hand_number)))
         if not raw or b"commitment" not in raw:
             return None
-        deck = HandDeck(
-            table_id=table_id,
-            hand_number=hand_number,
-            order=tuple(raw[b"order"]),
-            reshuffle_key=tuple(raw[b"reshuffle_key"]),
-            salt=raw[b"salt"],
-        )
+        fair = b"card_commitment" in raw
+        deck, secret = _decks(table_id, hand_number, raw[b"order"], raw[b"reshuffle_key"],
+                              raw[b"salt"], raw[b"card_salts"] if fair else None,
+                              raw[b"dealer_seed"] if fair else None)
         deals = sorted(
-            (decode_deal(value) for name, value in raw.items() if name.startswith(DEAL_PREFIX)),
+            (_decoded_deal(value) for name, value in raw.items()
+             if name.startswith(DEAL_PREFIX)),
             key=lambda d: int(d.street),
         )
         return StoredHand(deck=deck, commitment=_text(raw[b"commitment"]), deals=tuple(deals),
-                          fair=_fair(deck, raw), created_ms=int(raw.get(b"created_ms", 0)))
+                          fair=_fair(secret, raw), created_ms=int(raw.get(b"created_ms", 0)))
 
     async def record_deal(
         self, table_id: str, hand_number: int, deal: StreetDeal, expected_deals: int

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from rules import Event, TableState, evolve, initial_state
+from rules import Event, TableState, evolve, fold, initial_state
 from rules.events import (
     CardBurned,
     CommunityCardDealt,
@@ -25,13 +25,14 @@ from rules.events import (
     HandExposed,
     HandShown,
     HandStarted,
+    TableOpened,
     UpCardDealt,
 )
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import FailedPrecondition
 from studkit.mapping import is_room_event
 from studkit.repository import TableRepository
-from studkit.store import EventStore
+from studkit.store import EventStore, StoredEvent
 
 Decoder = Callable[[EventEnvelope], Event]
 _DRAW_EVENTS: Final = (CardBurned, DownCardDealt, UpCardDealt, CommunityCardDealt)
@@ -77,6 +78,35 @@ class TableView:
             self.seatings[event.hand_number] = seats
         self.state = evolve(self.state, event)
         self.version += 1
+
+    def extend(self, events: Sequence[Event]) -> None:
+        """:meth:`apply` each of ``events`` in turn, with the same result; the events between
+        two hand starts are folded at once (``rules.fold``: a run of hand events thaws and
+        freezes the hand once, not once per event)."""
+        run: list[Event] = []
+        number = None if self.state.hand is None else self.state.hand.hand_number
+        for event in events:
+            if isinstance(event, HandStarted | TableOpened):  # the hand number changes
+                self._fold(run, number)
+                run = []
+                self.apply(event)
+                number = None if self.state.hand is None else self.state.hand.hand_number
+            else:
+                run.append(event)
+        self._fold(run, number)
+
+    def _fold(self, run: list[Event], number: int | None) -> None:
+        """Fold ``run``, events of hand ``number`` (None: no hand yet), none a hand start."""
+        if not run:
+            return
+        if number is not None:
+            for event in run:
+                if isinstance(event, _DRAW_EVENTS):
+                    self.draws[number] = self.draws.get(number, 0) + 1
+                elif isinstance(event, HandShown | HandExposed):
+                    self.shown[number] = self.shown.get(number, frozenset()) | {event.seat}
+        self.state = fold(run, self.state)
+        self.version += len(run)
 
     def has_cards_for(self, player_id: str) -> bool:
         """Whether ``player_id`` has cards to follow here: a seat at the table now, or a
@@ -136,20 +166,25 @@ class PublicTables:
         """The table as of now (an empty view for a table with no events)."""
         async with self._lock(table_id):
             view = self._views.get(table_id) or TableView(table_id)
-            if view.version and await self._events.version(table_id) < view.version:
-                view = TableView(table_id)
-            if view.version < await self._events.trimmed(table_id):
-                view = await self._from_snapshot(table_id)
-            stored = await self._events.read(table_id, from_version=view.version)
+            # One round trip while the cached view is a prefix of the stream: every call
+            # but the first after a reset store or an archive's trim, which read again.
+            tail = await self._events.tail(table_id, from_version=view.version)
+            stored: list[StoredEvent] | None = tail.events
+            if view.version and tail.version < view.version:  # a reset store
+                view, stored = TableView(table_id), None
+            if view.version < tail.trimmed:
+                view, stored = await self._from_snapshot(table_id), None
+            if stored is None:
+                stored = await self._events.read(table_id, from_version=view.version)
             if stored:
                 # Fold into a copy so a failure leaves the cached view untouched.
                 fresh = TableView(table_id, view.version, view.state, dict(view.seatings),
                                   dict(view.draws), dict(view.shown))
-                for item in stored:
-                    if is_room_event(item.envelope):  # the room's, not the game's
-                        fresh.version += 1
-                    else:
-                        fresh.apply(self._decode(item.envelope))
+                # The room's events are not the game's: they only count in the version.
+                events = [self._decode(item.envelope) for item in stored
+                          if not is_room_event(item.envelope)]
+                fresh.extend(events)
+                fresh.version += len(stored) - len(events)
                 view = fresh
             self._remember(view)
             return view

@@ -15,7 +15,14 @@ from sim.redis import Data, SimRedis
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.redis_client import connect
-from studkit.store import CommandIdReused, EventStore, NotOwner, StoreCorrupted, StreamConflict
+from studkit.store import (
+    CommandIdReused,
+    EventStore,
+    NotOwner,
+    StoreCorrupted,
+    StreamConflict,
+    Tail,
+)
 
 Case = Callable[[EventStore, Any], Awaitable[list[object]]]
 
@@ -83,8 +90,23 @@ async def corrupt(store: EventStore, client: Any) -> list[object]:
             await outcome(store.append("t", [env("B")], 1, "c0"))]
 
 
+def _tail(tail: Tail) -> tuple[object, ...]:
+    return (tail.version, tail.trimmed, [(s.stream_id, s.envelope.SerializeToString(
+        deterministic=True)) for s in tail.events])
+
+
+async def tail(store: EventStore, client: Any) -> list[object]:
+    """The one-round-trip read (a MULTI of GET, GET, XRANGE), over several pages."""
+    paged = EventStore(client, page_size=2)
+    empty = [_tail(await paged.tail("t")), _tail(await paged.tail("t", 3))]
+    await store.append("t", [env("A"), env("B", 2), env("C", 3)], 0, "c1")
+    await store.append("t", [env("D", 4), env("E", 5)], 3, "c2")
+    return [*empty, *[_tail(await paged.tail("t", v)) for v in range(7)],
+            _tail(await store.tail("t", 1))]
+
+
 CASES = {"conditional": conditional, "idempotent": idempotent, "fenced": fenced,
-         "corrupt": corrupt}
+         "corrupt": corrupt, "tail": tail}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

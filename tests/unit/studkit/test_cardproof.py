@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 
@@ -167,6 +168,21 @@ class TestDealOrder:
         a, b = bytes(32), bytes([1]) * 32
         assert shuffle_key("t", 1, a, [("bob", b), ("alice", a)]) == shuffle_key(
             "t", 1, a, [("alice", a), ("bob", b)])
+
+    def test_the_derived_order_is_the_specified_one(self) -> None:
+        """Known answers (docs/dealer.md's Fisher-Yates over the SHA-256 stream, as first
+        implemented): one deal order, and a digest of 3,600 permutations of several sizes,
+        so a faster derivation can never deal another order."""
+        order = deal_order("t1", 7, bytes(range(32)), [("bob", None), ("ann", bytes(32))])
+        assert order.deal[:12] == (9, 35, 30, 36, 37, 22, 44, 1, 12, 20, 50, 18)
+        assert order.reshuffle[-5:] == (34, 51, 1, 4, 15)
+        digest = hashlib.sha256()
+        for i in range(300):
+            for size in (1, 2, 3, 13, 52, 60):
+                for label in (b"deal", b"reshuffle"):
+                    digest.update(bytes(derive_permutation(i.to_bytes(8, "big"), label, size)))
+        assert digest.hexdigest() == (
+            "b03e1dd2e59bb6bf58b7d6790ac9eeaa8d4a0d429c908856aac1dee65e932939")
 
     def test_the_derived_order_is_uniform_enough(self) -> None:
         """Over 3,000 keys, each position is dealt first about equally often (a chi-square

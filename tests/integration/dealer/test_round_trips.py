@@ -1,0 +1,78 @@
+"""What a table's hot calls cost the dealer in Redis round trips, counted on the real Redis
+(every request redis-py writes, a pipeline's commands together): a Deal loads the hand once
+and reads the table's stream in one MULTI, so a street is three round trips (the hand, the
+stream, the record), a hand's first street a few more (the seeds are frozen), a repeated
+Deal one, a Reveal two."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from redis.asyncio.connection import AbstractConnection
+
+from rules import Phase
+from rules.commands import DealStreet, DealtCard
+from studkit.mapping import card_from_proto
+from studtest.dealer import MakeTable, deal_request
+from studtest.redis import TestRedis
+
+pytestmark = pytest.mark.integration
+
+PLAYERS = {1: "ann", 3: "bob", 8: "cat"}
+
+
+@contextlib.contextmanager
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Count the requests written to Redis (by anyone in this process) inside the block."""
+    count = [0]
+    send = AbstractConnection.send_packed_command
+
+    async def counted(self: AbstractConnection, command: Any, check_health: bool = True
+                      ) -> None:
+        count[0] += 1
+        await send(self, command, check_health)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AbstractConnection, "send_packed_command", counted)
+        yield count
+
+
+async def test_a_deal_reads_the_hand_once_and_the_stream_in_one_round_trip(
+    make_table: MakeTable, redis_server: TestRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if redis_server.cluster:
+        pytest.skip("a cluster client adds its own requests (slots, redirections)")
+    table = await make_table(PLAYERS)
+    await table.start_hand()
+    streets: list[int] = []
+    while not table.t.hand.is_over:
+        phase = table.t.hand.phase
+        if phase == Phase.DEALING:
+            request = deal_request(table.table_id, table.hand_number, table.t)
+            with round_trips(monkeypatch) as count:
+                reply = await table.dealer.deal(request)
+            streets.append(count[0])
+            with round_trips(monkeypatch) as count:
+                again = await table.dealer.deal(request)  # a repeat: the cards recorded
+            assert count[0] == 1 and again == reply
+            await table.apply(DealStreet(
+                cards=tuple(DealtCard(seat=c.seat, up=c.up,
+                                      card=card_from_proto(c.card) if c.up else None)
+                            for c in reply.cards),
+                burned=reply.burned, reshuffled_burns=reply.reshuffled_burns))
+        elif phase == Phase.SHOWDOWN:
+            with round_trips(monkeypatch) as count:
+                await table.revealed()
+            assert count[0] == 2
+            await table.step()
+        else:
+            await table.step()
+    assert len(streets) == 5
+    first, *later = streets
+    # The hand, the stream, the freeze; then the hand, the stream, the record (whose script
+    # this server runs for the first time: EVALSHA refused, SCRIPT LOAD, EVALSHA).
+    assert first <= 8
+    assert later == [3, 3, 3, 3], streets

@@ -1,0 +1,54 @@
+"""The dealer's view of a table folds a batch of public events (``TableView.extend``, a run
+of hand events at once through ``rules.fold``) exactly as it folds them one by one."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dealer.tables import TableView
+from rules import Event, LegalActions, TableConfig, card_from_index
+from rules.betting import ActionKind
+from rules.commands import PlayerCommand
+from rules.testing import StackedDeck, TableDriver, action_command
+
+
+def played(seed: int, hands: int = 4) -> list[Event]:
+    """The events of a few hands (burns on: draws, reshuffles, folds and showdowns)."""
+    rng = random.Random(seed)
+    t = TableDriver(TableConfig(burn_cards=True), {s: 10_000 for s in range(1, 6)},
+                    table_id="t1")
+
+    def act(legal: LegalActions) -> PlayerCommand:
+        kinds = [a.kind for a in legal.actions]
+        calm = [k for k in kinds if k in (ActionKind.BRING_IN, ActionKind.CALL,
+                                          ActionKind.CHECK)]
+        if calm and rng.random() < 0.8:
+            return action_command(legal.seat, calm[0])
+        return action_command(legal.seat, rng.choice(kinds))
+
+    for _ in range(hands):
+        cards = list(range(52))
+        rng.shuffle(cards)
+        t.play_hand(StackedDeck(card_from_index(c) for c in cards), act)
+    return list(t.events)
+
+
+def key(view: TableView) -> tuple[object, ...]:
+    return (view.version, view.state, view.seatings, view.draws, view.shown)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_batch_folds_as_the_events_one_by_one(seed: int) -> None:
+    events = played(seed)
+    one = TableView("t1")
+    for event in events:
+        one.apply(event)
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(events)), 5))
+    batched = TableView("t1")
+    for lo, hi in zip([0, *cuts], [*cuts, len(events)], strict=True):
+        batched.extend(events[lo:hi])
+    assert key(batched) == key(one)
+    assert one.draws and one.shown and len(one.seatings) == 4
