@@ -11,6 +11,7 @@ frozen state (no pickle: a snapshot read from Redis can never run code), stored 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -72,12 +73,19 @@ def decode(kind: Any, value: Any) -> Any:
     if isinstance(kind, type) and issubclass(kind, Enum):
         return kind(value)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        hints = typing.get_type_hints(kind)
-        return kind(**{f.name: decode(hints[f.name], value[f.name])
-                       for f in dataclasses.fields(kind) if f.init and f.name in value})
+        return kind(**{name: decode(hint, value[name])
+                       for name, hint in _init_fields(kind) if name in value})
     if kind in (int, str, bool) and not isinstance(value, kind):
         raise TypeError(f"expected {kind.__name__}, got {value!r}")
     return value
+
+
+@functools.cache
+def _init_fields(kind: type) -> tuple[tuple[str, Any], ...]:
+    """A dataclass's init fields with their resolved types (resolving them is the slow part
+    of a decode; the classes are a fixed few)."""
+    hints = typing.get_type_hints(kind)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(kind) if f.init)
 
 
 def state_to_json(state: TableState) -> str:
