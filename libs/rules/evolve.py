@@ -4,11 +4,10 @@ place state changes. ``fold`` replays a whole log."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import fields, replace
-from operator import attrgetter
+from dataclasses import replace
 from typing import Any, TypeVar, assert_never, cast
 
-from rules._mutable import MutableHand, MutablePlayer
+from rules._mutable import MutableHand, MutablePlayer, become, copier, twin_class
 from rules.betting import (
     bring_in_duty,
     first_to_act,
@@ -63,51 +62,52 @@ _set = object.__setattr__
 _DEALING, _BETTING, _REVEAL = Phase.DEALING, Phase.BETTING, Phase.REVEAL
 _SHOWDOWN, _SETTLING, _COMPLETE = Phase.SHOWDOWN, Phase.SETTLING, Phase.COMPLETE
 _THIRD, _SEVENTH = Street.THIRD, Street.SEVENTH
-_D = TypeVar("_D", HandState, TableState, Seat)
-_FIELDS = {cls: (tuple(f.name for f in fields(cls)), attrgetter(*(f.name for f in fields(cls))))
-           for cls in (HandState, TableState, Seat)}
+_D = TypeVar("_D", HandState, TableState, Seat, Player)
+_TWINS: dict[type, tuple[type, Callable[[object], Any]]] = {}
+for _cls in (HandState, TableState, Seat, Player):
+    _twin = twin_class(_cls)
+    _TWINS[_cls] = (_twin, copier(_cls, _twin))
 
 
 def _derive(obj: _D, **changes: Any) -> _D:
     """``dataclasses.replace`` without going through ``__init__`` (these classes compute and
-    check nothing there), several times as fast."""
+    check nothing there): a copy into a mutable twin of the same layout, changed, then turned
+    into the frozen class (:func:`rules._mutable.become`); several times as fast."""
     cls = type(obj)
-    names, values = _FIELDS[cls]
-    new = _new(cls)
-    for name, value in zip(names, values(obj), strict=True):
-        _set(new, name, value)
+    new = _TWINS[cls][1](obj)
     for name, value in changes.items():
-        _set(new, name, value)
-    return new
+        setattr(new, name, value)
+    result: _D = become(new, cls)
+    return result
 
 
 def _with_hand_copier() -> Callable[[TableState, HandState], TableState]:
     """``_derive(state, hand=hand)`` as straight-line code, generated once (as
     :func:`rules._mutable._copier` does): it runs once per command and per run of events."""
-    lines = [f"    _set(new, {name!r}, {'hand' if name == 'hand' else 'state.' + name})"
-             for name in _FIELDS[TableState][0]]
-    source = ("def with_hand(state, hand):\n    new = _new(TableState)\n" + "\n".join(lines)
-              + "\n    return new\n")
-    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "TableState": TableState}
+    lines = [f"    new.{name} = {'hand' if name == 'hand' else 'state.' + name}"
+             for name in TableState.__slots__]
+    source = ("def with_hand(state, hand):\n    new = _new(Twin)\n" + "\n".join(lines)
+              + "\n    _set(new, '__class__', TableState)\n    return new\n")
+    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "TableState": TableState,
+                                 "Twin": _TWINS[TableState][0]}
     exec(source, namespace)  # the source holds only dataclass field names
     return cast(Callable[[TableState, HandState], TableState], namespace["with_hand"])
 
 
-_with_hand_fast = _with_hand_copier()
-
-
-def with_hand(state: TableState, hand: HandState) -> TableState:
-    """``state`` with ``hand`` (private to the rules package)."""
-    return _with_hand_fast(state, hand)
-
-
+with_hand: Callable[[TableState, HandState], TableState] = _with_hand_copier()
+"""``with_hand(state, hand)``: ``state`` with ``hand`` (private to the rules package)."""
 _with_hand = with_hand
+
+_BLANK_PLAYER = Player(seat=0, stack=0)
+_BLANK_HAND = HandState(hand_number=0, players=())
+"""A player and a hand with every default, to derive the ones a hand starts with from (the
+same values as their ``__init__`` makes, which computes nothing)."""
 
 
 def _set_seat(state: TableState, number: int, seat: Seat | None) -> TableState:
     seats = list(state.seats)
     seats[number - 1] = seat
-    return replace(state, seats=tuple(seats))
+    return _derive(state, seats=tuple(seats))
 
 
 def _street_dealt(hand: MutableHand, seat: int = 0) -> bool:
@@ -116,7 +116,7 @@ def _street_dealt(hand: MutableHand, seat: int = 0) -> bool:
     assert hand.street is not None
     want = int(hand.street) - (1 if hand.community is not None else 0)
     if seat:
-        q = hand.twins.get(seat) or hand.player(seat)
+        q = hand.player(seat)
         if not q.folded and len(q.down) + len(q.up) != want:
             return False
     for p in hand.players:  # noqa: SIM110 (a loop: no generator on the hot path)
@@ -373,25 +373,25 @@ def evolve(state: TableState, event: Event) -> TableState:
         case PlayerSatOut(seat=seat):
             current = state.seats[seat - 1]
             assert current is not None
-            return _set_seat(state, seat, replace(current, sitting_out=True))
+            return _set_seat(state, seat, _derive(current, sitting_out=True))
         case PlayerSatIn(seat=seat):
             current = state.seats[seat - 1]
             assert current is not None
-            return _set_seat(state, seat, replace(current, sitting_out=False))
+            return _set_seat(state, seat, _derive(current, sitting_out=False))
         case ChipsAdded(seat=seat, amount=amount):
             current = state.seats[seat - 1]
             assert current is not None
-            return _set_seat(state, seat, replace(current, stack=current.stack + amount))
+            return _set_seat(state, seat, _derive(current, stack=current.stack + amount))
         case HandStarted(hand_number=number, seats=seats, deck_commitment=commitment,
                          card_commitment=cards):
             players = []
             for n in seats:
                 seat_state = state.seats[n - 1]
                 assert seat_state is not None
-                players.append(Player(seat=n, stack=seat_state.stack,
-                                      player_id=seat_state.player_id))
-            hand = HandState(hand_number=number, players=tuple(players),
-                             deck_commitment=commitment, card_commitment=cards)
+                players.append(_derive(_BLANK_PLAYER, seat=n, stack=seat_state.stack,
+                                       player_id=seat_state.player_id))
+            hand = _derive(_BLANK_HAND, hand_number=number, players=tuple(players),
+                           deck_commitment=commitment, card_commitment=cards)
             return _derive(state, hand=hand, hands_started=state.hands_started + 1)
         case StakesChanged(small_bet=small, big_bet=big, ante=ante, bring_in=bring_in):
             assert state.config is not None
