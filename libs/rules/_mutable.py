@@ -184,14 +184,15 @@ class MutableHand:
     def mutable(self, seat: int) -> MutablePlayer:
         """The player at ``seat``, as a twin that may be changed (KeyError if not dealt in)."""
         players = self.players
-        for i, p in enumerate(players):
+        i = 0
+        for p in players:
             if p.seat == seat:
                 if type(p) is MutablePlayer:
                     return p
-                assert type(p) is Player
                 twin: MutablePlayer = _thaw_player(p)
                 players[i] = twin
                 return twin
+            i += 1  # noqa: SIM113 (no enumerate on the hot path)
         raise KeyError(seat)
 
     # The methods and properties of HandState, read by the helpers in rules.betting.
