@@ -66,6 +66,23 @@ def copier(frozen: type, twin: type) -> Callable[[object], Any]:
     return _copier(tuple(f.name for f in fields(frozen)), twin)
 
 
+def maker(frozen: type) -> Callable[..., Any]:
+    """A constructor of the frozen, slotted dataclass ``frozen`` taking every field by
+    position, in field order: the same value as its ``__init__`` (which must compute and check
+    nothing: no ``__post_init__``), made with plain stores into a twin of the same layout that
+    then becomes the frozen value (private to the rules package; for values built on hot
+    paths)."""
+    assert "__post_init__" not in vars(frozen)
+    names = tuple(f.name for f in fields(frozen))
+    lines = [f"    new.{name} = {name}" for name in names]
+    source = (f"def make({', '.join(names)}):\n    new = _new(twin)\n" + "\n".join(lines)
+              + "\n    _set(new, '__class__', frozen)\n    return new\n")
+    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "frozen": frozen,
+                                 "twin": twin_class(frozen)}
+    exec(source, namespace)  # the source holds only dataclass field names
+    return cast(Callable[..., Any], namespace["make"])
+
+
 def become(twin: object, frozen: type) -> Any:
     """``twin`` (every slot set) turned into a value of ``frozen``, in place: nothing is
     copied, and ``twin`` is the frozen value from now on (TypeError if the layouts differ)."""
