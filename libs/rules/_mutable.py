@@ -212,6 +212,15 @@ class MutableHand:
             i += 1  # noqa: SIM113 (no enumerate on the hot path)
         raise KeyError(seat)
 
+    def mutable_at(self, index: int) -> MutablePlayer:
+        """``players[index]``, as a twin that may be changed."""
+        p = self.players[index]
+        if type(p) is MutablePlayer:
+            return p
+        twin: MutablePlayer = _thaw_player(p)
+        self.players[index] = twin
+        return twin
+
     # The methods and properties of HandState, read by the helpers in rules.betting.
     def player(self, seat: int) -> Player | MutablePlayer:
         """The player at ``seat`` (KeyError if not dealt in)."""

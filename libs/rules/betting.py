@@ -95,7 +95,7 @@ def highest_board_seat(hand: HandState) -> int:
     for p in hand.players:
         if p.folded:
             continue
-        key = (board_value(p.board), -p.seat)
+        key = (board_value(p.up[:4]), -p.seat)  # p.board, inlined
         if best is None or key > best:
             best = key
     assert best is not None
