@@ -10,6 +10,15 @@ changed in place by ``evolve`` only, and turned back into a frozen value once
 Players are copied on write: a thawed hand holds the frozen players it was made from until
 one of them changes (:meth:`MutableHand.mutable`), so applying a single event copies only the
 player it touches.
+
+A twin has exactly the slots of its frozen value, in the same order (the same memory layout),
+so freezing it copies nothing: the twin *becomes* the frozen value, its class set to the frozen
+class (``object.__setattr__(twin, "__class__", ...)``, which Python allows between classes of
+the same layout and refuses, with a TypeError, otherwise). Thawing copies with plain attribute
+stores, several times as fast as the ``object.__setattr__`` a frozen class needs. A frozen value
+made so is an ordinary instance of its class (``type(x) is HandState``), holding the same
+values as one made by its ``__init__`` (which computes and checks nothing). After
+:meth:`MutableHand.freeze` the twin is gone: use only what freeze returned.
 """
 
 from __future__ import annotations
@@ -29,17 +38,56 @@ _COMPLETE = Phase.COMPLETE  # a module constant: cheaper than the enum's lookup
 
 _PLAYER_FIELDS = tuple(f.name for f in fields(Player))
 _HAND_FIELDS = tuple(f.name for f in fields(HandState))
+assert Player.__slots__ == _PLAYER_FIELDS and HandState.__slots__ == _HAND_FIELDS
 
 
 def _copier(names: tuple[str, ...], target: type) -> Callable[[object], Any]:
-    """A function copying the attributes ``names`` of an object into a new ``target`` made
-    without ``__init__``: straight-line code, generated once (as ``dataclasses`` does), about
-    twice as fast as a loop over the names."""
-    lines = [f"    _set(new, {name!r}, obj.{name})" for name in names]
+    """A function copying the attributes ``names`` of an object into a new ``target`` (a
+    mutable class) made without ``__init__``: straight-line code of plain attribute stores,
+    generated once (as ``dataclasses`` does)."""
+    lines = [f"    new.{name} = obj.{name}" for name in names]
     source = "def copy(obj):\n    new = _new(target)\n" + "\n".join(lines) + "\n    return new\n"
-    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "target": target}
+    namespace: dict[str, Any] = {"_new": _new, "target": target}
     exec(source, namespace)  # the source holds only dataclass field names
     return cast(Callable[[object], Any], namespace["copy"])
+
+
+def twin_class(frozen: type) -> type:
+    """A mutable class with exactly the slots of the frozen, slotted dataclass ``frozen`` (the
+    same layout): an instance of it, every slot set, becomes a ``frozen`` value by
+    :func:`become` (private to the rules package)."""
+    slots = tuple(f.name for f in fields(frozen))
+    assert vars(frozen)["__slots__"] == slots
+    return type(f"_{frozen.__name__}Twin", (), {"__slots__": slots})
+
+
+def copier(frozen: type, twin: type) -> Callable[[object], Any]:
+    """A function copying a ``frozen`` value into a new ``twin`` (of :func:`twin_class`)."""
+    return _copier(tuple(f.name for f in fields(frozen)), twin)
+
+
+def maker(frozen: type) -> Callable[..., Any]:
+    """A constructor of the frozen, slotted dataclass ``frozen`` taking every field by
+    position, in field order: the same value as its ``__init__`` (which must compute and check
+    nothing: no ``__post_init__``), made with plain stores into a twin of the same layout that
+    then becomes the frozen value (private to the rules package; for values built on hot
+    paths)."""
+    assert "__post_init__" not in vars(frozen)
+    names = tuple(f.name for f in fields(frozen))
+    lines = [f"    new.{name} = {name}" for name in names]
+    source = (f"def make({', '.join(names)}):\n    new = _new(twin)\n" + "\n".join(lines)
+              + "\n    _set(new, '__class__', frozen)\n    return new\n")
+    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "frozen": frozen,
+                                 "twin": twin_class(frozen)}
+    exec(source, namespace)  # the source holds only dataclass field names
+    return cast(Callable[..., Any], namespace["make"])
+
+
+def become(twin: object, frozen: type) -> Any:
+    """``twin`` (every slot set) turned into a value of ``frozen``, in place: nothing is
+    copied, and ``twin`` is the frozen value from now on (TypeError if the layouts differ)."""
+    _set(twin, "__class__", frozen)
+    return twin
 
 
 class MutablePlayer:
@@ -68,9 +116,9 @@ class MutablePlayer:
         return twin
 
     def freeze(self) -> Player:
-        """The frozen value equal to this twin."""
-        player: Player = _freeze_player(self)
-        return player
+        """This twin turned into the frozen value equal to it (in place: the twin is gone)."""
+        _set(self, "__class__", Player)
+        return cast(Player, self)
 
     # The properties of Player, read by the helpers in rules.betting.
     @property
@@ -100,12 +148,10 @@ class MutablePlayer:
 
 class MutableHand:
     """A :class:`HandState` that can be changed in place; ``players`` is a list holding frozen
-    players not changed yet and twins of the others."""
+    players not changed yet and twins (:class:`MutablePlayer`) of the others."""
 
-    __slots__ = (*_HAND_FIELDS, "twins")
+    __slots__ = _HAND_FIELDS
 
-    twins: dict[int, MutablePlayer]
-    """The players changed so far (twins in ``players``), by seat."""
     hand_number: int
     players: list[Player | MutablePlayer]
     phase: Phase
@@ -134,18 +180,18 @@ class MutableHand:
         """A twin of ``hand`` (sharing its frozen players until they change)."""
         twin: MutableHand = _thaw_hand(hand)
         twin.players = list(hand.players)
-        twin.twins = {}
         return twin
 
     def freeze(self) -> HandState:
-        """The frozen value equal to this twin."""
-        hand: HandState = _freeze_hand(self)
+        """This twin turned into the frozen value equal to it, with its players frozen (in
+        place: the twin is gone, use only the value returned)."""
         players = self.players
-        if self.twins:
-            players = [p if type(p) is Player else cast(MutablePlayer, p).freeze()
-                       for p in players]
-        _set(hand, "players", tuple(players))
-        return hand
+        for p in players:
+            if type(p) is MutablePlayer:
+                _set(p, "__class__", Player)
+        self.players = tuple(players)  # type: ignore[assignment]
+        _set(self, "__class__", HandState)
+        return cast(HandState, self)
 
     def view(self) -> HandState:
         """This twin typed as the frozen hand it mirrors, for the read-only helpers of
@@ -154,16 +200,26 @@ class MutableHand:
 
     def mutable(self, seat: int) -> MutablePlayer:
         """The player at ``seat``, as a twin that may be changed (KeyError if not dealt in)."""
-        twin = self.twins.get(seat)
-        if twin is not None:
-            return twin
         players = self.players
-        for i, p in enumerate(players):
+        i = 0
+        for p in players:
             if p.seat == seat:
-                assert type(p) is Player
-                twin = players[i] = self.twins[seat] = MutablePlayer.thaw(p)
+                if type(p) is MutablePlayer:
+                    return p
+                twin: MutablePlayer = _thaw_player(p)
+                players[i] = twin
                 return twin
+            i += 1  # noqa: SIM113 (no enumerate on the hot path)
         raise KeyError(seat)
+
+    def mutable_at(self, index: int) -> MutablePlayer:
+        """``players[index]``, as a twin that may be changed."""
+        p = self.players[index]
+        if type(p) is MutablePlayer:
+            return p
+        twin: MutablePlayer = _thaw_player(p)
+        self.players[index] = twin
+        return twin
 
     # The methods and properties of HandState, read by the helpers in rules.betting.
     def player(self, seat: int) -> Player | MutablePlayer:
@@ -202,6 +258,4 @@ class MutableHand:
 
 
 _thaw_player = _copier(_PLAYER_FIELDS, MutablePlayer)
-_freeze_player = _copier(_PLAYER_FIELDS, Player)
 _thaw_hand = _copier(_HAND_FIELDS, MutableHand)
-_freeze_hand = _copier(_HAND_FIELDS, HandState)

@@ -6,10 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum, unique
 
+from rules._mutable import maker
 from rules.config import HeadsUpRaises, TableConfig
 from rules.errors import Reason, RuleViolation
 from rules.hands import board_value
-from rules.state import HandState, Player
+from rules.state import HandState, Phase, Player
 from rules.streets import Street, bet_size
 
 
@@ -36,6 +37,7 @@ _COMPLETE, _BET, _RAISE = ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE
 _ROUND_STARTS_HEADS_UP = HeadsUpRaises.ROUND_STARTS_HEADS_UP
 _HEADS_UP_BEFORE_CAP = HeadsUpRaises.HEADS_UP_BEFORE_CAP
 _THIRD = Street.THIRD
+_BETTING_PHASE = Phase.BETTING
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +70,12 @@ class LegalActions:
         return frozenset(a.kind for a in self.actions)
 
 
+_legal: Callable[[ActionKind, int, int, bool], LegalAction] = maker(LegalAction)
+"""``_legal(kind, amount, to, all_in)``: ``LegalAction(kind=..., ...)``, built faster."""
+_legal_actions: Callable[[int, tuple[LegalAction, ...]], LegalActions] = maker(LegalActions)
+"""``_legal_actions(seat, actions)``: ``LegalActions(seat=..., actions=...)``, built faster."""
+
+
 def clockwise_after(hand: HandState, seat: int, wanted: Callable[[Player], bool]) -> int | None:
     """The first player clockwise after ``seat`` (not ``seat`` itself unless it is the only
     one) for whom ``wanted`` holds."""
@@ -87,7 +95,7 @@ def highest_board_seat(hand: HandState) -> int:
     for p in hand.players:
         if p.folded:
             continue
-        key = (board_value(p.board), -p.seat)
+        key = (board_value(p.up[:4]), -p.seat)  # p.board, inlined
         if best is None or key > best:
             best = key
     assert best is not None
@@ -145,24 +153,47 @@ def street_bet(hand: HandState, config: TableConfig) -> int:
     return bet_size(config, hand.street)
 
 
-def raise_refusal(hand: HandState, config: TableConfig, p: Player) -> RuleViolation | None:
-    """Why ``p`` may not bet, complete or raise now, or None if they may (RULES 6.6-6.8)."""
-    if is_capped(hand, config):
-        return RuleViolation(Reason.CAP_REACHED, "the betting is capped: call or fold")
+_RAISE_REFUSALS: tuple[tuple[Reason, str], ...] = (
+    (Reason.CAP_REACHED, "the betting is capped: call or fold"),
+    (Reason.INSUFFICIENT_CHIPS, "not enough chips to raise"),
+    (Reason.ILLEGAL_ACTION, "nobody else can call a wager"),
+    (Reason.RAISE_NOT_REOPENED, "the betting was not reopened for you: call or fold"),
+)
+"""Why a wager is refused, by the index :func:`_raise_block` gives."""
+
+
+def _raise_block(hand: HandState, config: TableConfig, p: Player) -> int:
+    """-1 if ``p`` may bet, complete or raise now, else the index in :data:`_RAISE_REFUSALS`
+    of why not (RULES 6.6-6.8): the one test behind :func:`raise_refusal` and the listing of
+    :func:`legal_actions_for`, with no refusal built."""
+    if hand.full_wagers >= config.cap and not hand.cap_lifted:  # is_capped, inlined
+        return 0
     if p.stack <= hand.target - p.street_total:
-        return RuleViolation(Reason.INSUFFICIENT_CHIPS, "not enough chips to raise")
-    if not any(q.able for q in hand.players if q.seat != p.seat):
-        return RuleViolation(Reason.ILLEGAL_ACTION, "nobody else can call a wager")
+        return 1
+    seat = p.seat
+    for q in hand.players:
+        if q.seat != seat and not q.folded and q.stack > 0:  # q.able, inlined
+            break
+    else:
+        return 2
     # RULES 6.6: after acting, only wagers adding up to half a bet reopen the raising.
     if p.acted and 2 * (hand.target - p.reference) < street_bet(hand, config):
-        return RuleViolation(Reason.RAISE_NOT_REOPENED,
-                             "the betting was not reopened for you: call or fold")
-    return None
+        return 3
+    return -1
+
+
+def raise_refusal(hand: HandState, config: TableConfig, p: Player) -> RuleViolation | None:
+    """Why ``p`` may not bet, complete or raise now, or None if they may (RULES 6.6-6.8)."""
+    block = _raise_block(hand, config, p)
+    if block < 0:
+        return None
+    reason, detail = _RAISE_REFUSALS[block]
+    return RuleViolation(reason, detail)
 
 
 def may_raise(hand: HandState, config: TableConfig, p: Player) -> bool:
     """Whether ``p`` may bet, complete or raise now (RULES 6.6-6.8)."""
-    return raise_refusal(hand, config, p) is None
+    return _raise_block(hand, config, p) < 0
 
 
 def wager_kind(hand: HandState) -> ActionKind:
@@ -194,10 +225,10 @@ def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
     if hand.bring_in_pending:
         if kind == _BRING_IN:
             amount = min(config.bring_in, p.stack)
-            return LegalAction(kind=kind, amount=amount, to=amount, all_in=amount == p.stack)
+            return _legal(kind, amount, amount, amount == p.stack)
         if kind == _COMPLETE and p.stack > config.bring_in:
             to = min(config.small_bet, reach)
-            return LegalAction(kind=kind, amount=to, to=to, all_in=to == reach)
+            return _legal(kind, to, to, to == reach)
         if p.stack > config.bring_in:
             return RuleViolation(Reason.ILLEGAL_ACTION, "post the bring-in or complete")
         return RuleViolation(Reason.ILLEGAL_ACTION,
@@ -208,18 +239,17 @@ def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
     if kind == _CHECK:
         if to_call > 0:
             return RuleViolation(Reason.CHECK_NOT_ALLOWED, "there is a wager to call")
-        return LegalAction(kind=kind, to=p.street_total)
+        return _legal(kind, 0, p.street_total, False)
     if kind == _FOLD:
         if to_call <= 0:
             return RuleViolation(Reason.FOLD_NOT_ALLOWED,
                                  "folding is not allowed when you can check")
-        return LegalAction(kind=kind, to=p.street_total)
+        return _legal(kind, 0, p.street_total, False)
     if kind == _CALL:
         if to_call <= 0:
             return RuleViolation(Reason.ILLEGAL_ACTION, "nothing to call: check")
         amount = min(to_call, p.stack)
-        return LegalAction(kind=kind, amount=amount, to=p.street_total + amount,
-                           all_in=amount == p.stack)
+        return _legal(kind, amount, p.street_total + amount, amount == p.stack)
     refusal = raise_refusal(hand, config, p)
     if refusal is not None:
         return refusal
@@ -227,22 +257,41 @@ def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
     if kind != wager:
         return RuleViolation(Reason.ILLEGAL_ACTION, f"this wager is a {wager.value}")
     to = min(hand.level + street_bet(hand, config), reach)
-    return LegalAction(kind=kind, amount=to - p.street_total, to=to, all_in=to == reach)
+    return _legal(kind, to - p.street_total, to, to == reach)
 
 
 def legal_actions_for(hand: HandState, config: TableConfig) -> LegalActions | None:
     """Exactly what the player to act may do, with amounts (every kind
-    :func:`judge_action` allows); None when nobody is to act."""
-    from rules.state import Phase  # local: avoid a cycle in type checking order
+    :func:`judge_action` allows, in :data:`ACTION_ORDER`); None when nobody is to act.
 
-    if hand.phase != Phase.BETTING or hand.to_act is None:
+    The same list as ``judge_action`` for each kind of :data:`ACTION_ORDER`, keeping the
+    legal ones, written out branch by branch so that no refusal is built (checked over random
+    play by ``tests/property/test_one_legality.py``)."""
+    if hand.phase != _BETTING_PHASE or hand.to_act is None:
         return None
-    actions = []
-    for kind in ACTION_ORDER:
-        verdict = judge_action(hand, config, kind)
-        if isinstance(verdict, LegalAction):
-            actions.append(verdict)
-    return LegalActions(seat=hand.to_act, actions=tuple(actions))
+    seat = hand.to_act
+    p = hand.player(seat)
+    stack, street_total = p.stack, p.street_total
+    reach = street_total + stack
+    if hand.bring_in_pending:
+        # judge_action: the bring-in, and completing with more chips than the bring-in.
+        amount = min(config.bring_in, stack)
+        actions = [_legal(_BRING_IN, amount, amount, amount == stack)]
+        if stack > config.bring_in:
+            to = min(config.small_bet, reach)
+            actions.append(_legal(_COMPLETE, to, to, to == reach))
+        return _legal_actions(seat, tuple(actions))
+    to_call = hand.target - street_total
+    if to_call > 0:  # fold and call (check refused), in ACTION_ORDER
+        amount = min(to_call, stack)
+        actions = [_legal(_FOLD, 0, street_total, False),
+                   _legal(_CALL, amount, street_total + amount, amount == stack)]
+    else:  # check (fold and call refused)
+        actions = [_legal(_CHECK, 0, street_total, False)]
+    if _raise_block(hand, config, p) < 0:  # the one wager kind that fits, last in the order
+        to = min(hand.level + street_bet(hand, config), reach)
+        actions.append(_legal(wager_kind(hand), to - street_total, to, to == reach))
+    return _legal_actions(seat, tuple(actions))
 
 
 def round_over(hand: HandState) -> bool:

@@ -428,21 +428,24 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
     if twin is not None:
         state = with_hand(state, twin.freeze())
     hand = state.hand
-    if hand is not None and not hand.is_over:
+    if hand is None:
+        return tuple(out), state
+    phase = hand.phase
+    # A hand in SETTLING ends now, even when no pot holds a chip (ante 0, everyone folds to
+    # the bring-in: RULES 7.6, 9.6); so does an exposed one at the showdown. (Neither phase
+    # is that of a hand over: nothing to do for one, nor for any other phase.)
+    if phase == _SETTLING:
         config = _config(state)
         settle: list[Event] = []
-        # A hand in SETTLING ends now, even when no pot holds a chip (ante 0, everyone
-        # folds to the bring-in: RULES 7.6, 9.6).
-        ends = hand.phase == _SETTLING
-        if ends and not (hand.awards or hand.rake_pots or hand.voided):
+        if not (hand.awards or hand.rake_pots or hand.voided):
             settle = _uncontested(hand, config)
-        elif hand.phase == _SHOWDOWN and hand.exposed:
-            settle = _exposed_showdown(hand, config)
-            ends = True
-        if ends:
-            settle.append(HandEnded(hand_number=hand.hand_number))
-            state = fold(settle, state)
-            out.extend(settle)
+    elif phase == _SHOWDOWN and hand.exposed:
+        settle = _exposed_showdown(hand, _config(state))
+    else:
+        return tuple(out), state
+    settle.append(HandEnded(hand_number=hand.hand_number))
+    state = fold(settle, state)
+    out.extend(settle)
     return tuple(out), state
 
 

@@ -4,11 +4,10 @@ place state changes. ``fold`` replays a whole log."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import fields, replace
-from operator import attrgetter
+from dataclasses import replace
 from typing import Any, TypeVar, assert_never, cast
 
-from rules._mutable import MutableHand, MutablePlayer
+from rules._mutable import MutableHand, MutablePlayer, become, copier, twin_class
 from rules.betting import (
     bring_in_duty,
     first_to_act,
@@ -63,74 +62,91 @@ _set = object.__setattr__
 _DEALING, _BETTING, _REVEAL = Phase.DEALING, Phase.BETTING, Phase.REVEAL
 _SHOWDOWN, _SETTLING, _COMPLETE = Phase.SHOWDOWN, Phase.SETTLING, Phase.COMPLETE
 _THIRD, _SEVENTH = Street.THIRD, Street.SEVENTH
-_D = TypeVar("_D", HandState, TableState, Seat)
-_FIELDS = {cls: (tuple(f.name for f in fields(cls)), attrgetter(*(f.name for f in fields(cls))))
-           for cls in (HandState, TableState, Seat)}
+_D = TypeVar("_D", HandState, TableState, Seat, Player)
+_TWINS: dict[type, tuple[type, Callable[[object], Any]]] = {}
+for _cls in (HandState, TableState, Seat, Player):
+    _twin = twin_class(_cls)
+    _TWINS[_cls] = (_twin, copier(_cls, _twin))
 
 
 def _derive(obj: _D, **changes: Any) -> _D:
     """``dataclasses.replace`` without going through ``__init__`` (these classes compute and
-    check nothing there), several times as fast."""
+    check nothing there): a copy into a mutable twin of the same layout, changed, then turned
+    into the frozen class (:func:`rules._mutable.become`); several times as fast."""
     cls = type(obj)
-    names, values = _FIELDS[cls]
-    new = _new(cls)
-    for name, value in zip(names, values(obj), strict=True):
-        _set(new, name, value)
+    new = _TWINS[cls][1](obj)
     for name, value in changes.items():
-        _set(new, name, value)
-    return new
+        setattr(new, name, value)
+    result: _D = become(new, cls)
+    return result
 
 
 def _with_hand_copier() -> Callable[[TableState, HandState], TableState]:
     """``_derive(state, hand=hand)`` as straight-line code, generated once (as
     :func:`rules._mutable._copier` does): it runs once per command and per run of events."""
-    lines = [f"    _set(new, {name!r}, {'hand' if name == 'hand' else 'state.' + name})"
-             for name in _FIELDS[TableState][0]]
-    source = ("def with_hand(state, hand):\n    new = _new(TableState)\n" + "\n".join(lines)
-              + "\n    return new\n")
-    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "TableState": TableState}
+    lines = [f"    new.{name} = {'hand' if name == 'hand' else 'state.' + name}"
+             for name in TableState.__slots__]
+    source = ("def with_hand(state, hand):\n    new = _new(Twin)\n" + "\n".join(lines)
+              + "\n    _set(new, '__class__', TableState)\n    return new\n")
+    namespace: dict[str, Any] = {"_new": _new, "_set": _set, "TableState": TableState,
+                                 "Twin": _TWINS[TableState][0]}
     exec(source, namespace)  # the source holds only dataclass field names
     return cast(Callable[[TableState, HandState], TableState], namespace["with_hand"])
 
 
-_with_hand_fast = _with_hand_copier()
-
-
-def with_hand(state: TableState, hand: HandState) -> TableState:
-    """``state`` with ``hand`` (private to the rules package)."""
-    return _with_hand_fast(state, hand)
-
-
+with_hand: Callable[[TableState, HandState], TableState] = _with_hand_copier()
+"""``with_hand(state, hand)``: ``state`` with ``hand`` (private to the rules package)."""
 _with_hand = with_hand
+
+_copy_player, _copy_seat = _TWINS[Player][1], _TWINS[Seat][1]
+_BLANK_PLAYER = Player(seat=0, stack=0)
+_BLANK_HAND = HandState(hand_number=0, players=())
+"""A player and a hand with every default, to derive the ones a hand starts with from (the
+same values as their ``__init__`` makes, which computes nothing)."""
 
 
 def _set_seat(state: TableState, number: int, seat: Seat | None) -> TableState:
     seats = list(state.seats)
     seats[number - 1] = seat
-    return replace(state, seats=tuple(seats))
+    return _derive(state, seats=tuple(seats))
 
 
-def _street_dealt(hand: MutableHand, seat: int = 0) -> bool:
-    """Whether every player still in has this street's cards (``seat``, if given, is the
-    player who just got a card: checked first, as the one most likely still short)."""
-    assert hand.street is not None
-    want = int(hand.street) - (1 if hand.community is not None else 0)
-    if seat:
-        q = hand.twins.get(seat) or hand.player(seat)
-        if not q.folded and len(q.down) + len(q.up) != want:
+def _street_dealt(hand: MutableHand, q: MutablePlayer | None = None) -> bool:
+    """Whether every player still in has this street's cards (``q``, if given, is the player
+    who just got a card: checked first, then the players after it in seat order, as the ones
+    most likely still short when the cards go round in seat order, then those before it)."""
+    street = hand.street
+    assert street is not None
+    want = street - 1 if hand.community is not None else street + 0  # plain ints
+    players = hand.players
+    if q is None:
+        for p in players:  # noqa: SIM110 (a loop: no generator on the hot path)
+            if not p.folded and len(p.down) + len(p.up) != want:
+                return False
+        return True
+    if not q.folded and len(q.down) + len(q.up) != want:
+        return False
+    seat = q.seat
+    for p in players:
+        if p.seat > seat and not p.folded and len(p.down) + len(p.up) != want:
             return False
-    for p in hand.players:  # noqa: SIM110 (a loop: no generator on the hot path)
-        if not p.folded and len(p.down) + len(p.up) != want:
+    for p in players:
+        if p.seat < seat and not p.folded and len(p.down) + len(p.up) != want:
             return False
     return True
 
 
 def _start_round(hand: MutableHand, config: TableConfig) -> None:
     """Reset the street's betting and find who acts first (or that nobody does)."""
-    for p in hand.players:
+    players = hand.players
+    able = 0
+    for i in range(len(players)):
+        p = players[i]
         if p.street_total != 0 or p.acted or p.reference != 0:
-            twin = hand.mutable(p.seat)
+            twin = hand.mutable_at(i)
             twin.street_total, twin.acted, twin.reference = 0, False, 0
+        if not p.folded and p.stack > 0:  # p.able, inlined
+            able += 1
     hand.target = hand.level = hand.full_wagers = 0
     hand.to_act = None
     hand.cap_lifted = hand.bring_in_pending = False
@@ -147,7 +163,7 @@ def _start_round(hand: MutableHand, config: TableConfig) -> None:
             hand.cap_lifted = lifts_cap(view, config, round_start=True)
             hand.phase, hand.to_act, hand.bring_in_seat = _BETTING, duty, duty
             hand.bring_in_pending = True
-    elif sum(1 for p in hand.players if p.able) < 2:
+    elif able < 2:
         hand.phase = _SHOWDOWN if street == _SEVENTH else _REVEAL
     else:
         hand.cap_lifted = lifts_cap(view, config, round_start=True)
@@ -156,12 +172,17 @@ def _start_round(hand: MutableHand, config: TableConfig) -> None:
 
 def _end_round(hand: MutableHand, cap_lifted: bool) -> None:
     """Choose what follows a finished betting round."""
-    in_hand = [p for p in hand.players if not p.folded]
-    if len(in_hand) <= 1:
+    in_hand = able = 0
+    for p in hand.players:
+        if not p.folded:
+            in_hand += 1
+            if p.stack > 0:  # p.able, inlined
+                able += 1
+    if in_hand <= 1:
         phase = _SETTLING
     elif hand.street == _SEVENTH:
         phase = _SHOWDOWN
-    elif sum(1 for p in in_hand if p.able) <= 1:
+    elif able <= 1:
         phase = _DEALING if hand.exposed else _REVEAL
     else:
         phase = _DEALING
@@ -193,8 +214,11 @@ def _put_in(hand: MutableHand, seat: int, amount: int) -> MutablePlayer:
 
 
 def _act(hand: MutableHand, seat: int, amount: int, reference: int) -> None:
-    """The player at ``seat`` acts, putting ``amount`` in."""
-    p = _put_in(hand, seat, amount)
+    """The player at ``seat`` acts, putting ``amount`` in (``_put_in``, inlined)."""
+    p = hand.mutable(seat)
+    p.stack -= amount
+    p.street_total += amount
+    p.hand_total += amount
     p.acted, p.reference = True, reference
 
 
@@ -209,13 +233,6 @@ def _wager(hand: MutableHand, config: TableConfig, seat: int, amount: int, to: i
     _after_action(hand, config, seat)
 
 
-def _card_dealt(hand: MutableHand, config: TableConfig, seat: int = 0) -> None:
-    """``hand`` has just received a card (at ``seat``; 0: the community card): start the
-    round once the street is dealt."""
-    if _street_dealt(hand, seat):
-        _start_round(hand, config)
-
-
 # One function per hand event, changing the hand in place.
 
 def _up_card(hand: MutableHand, config: TableConfig, event: UpCardDealt) -> None:
@@ -223,7 +240,8 @@ def _up_card(hand: MutableHand, config: TableConfig, event: UpCardDealt) -> None
     p.up = (*p.up, event.card)
     hand.street = event.street
     hand.dealt += 1
-    _card_dealt(hand, config, event.seat)
+    if _street_dealt(hand, p):  # the street is dealt: its round starts
+        _start_round(hand, config)
 
 
 def _down_card(hand: MutableHand, config: TableConfig, event: DownCardDealt) -> None:
@@ -231,7 +249,8 @@ def _down_card(hand: MutableHand, config: TableConfig, event: DownCardDealt) -> 
     p.down = (*p.down, event.card)
     hand.street = event.street
     hand.dealt += 1
-    _card_dealt(hand, config, event.seat)
+    if _street_dealt(hand, p):
+        _start_round(hand, config)
 
 
 def _called(hand: MutableHand, config: TableConfig, event: Called) -> None:
@@ -276,7 +295,8 @@ def _reshuffled(hand: MutableHand, config: TableConfig, event: BurnsReshuffled) 
 def _community(hand: MutableHand, config: TableConfig, event: CommunityCardDealt) -> None:
     hand.community, hand.street = event.card, _SEVENTH
     hand.dealt += 1
-    _card_dealt(hand, config)
+    if _street_dealt(hand):
+        _start_round(hand, config)
 
 
 def _timed_out(hand: MutableHand, config: TableConfig, event: ActionTimedOut) -> None:
@@ -373,25 +393,27 @@ def evolve(state: TableState, event: Event) -> TableState:
         case PlayerSatOut(seat=seat):
             current = state.seats[seat - 1]
             assert current is not None
-            return _set_seat(state, seat, replace(current, sitting_out=True))
+            return _set_seat(state, seat, _derive(current, sitting_out=True))
         case PlayerSatIn(seat=seat):
             current = state.seats[seat - 1]
             assert current is not None
-            return _set_seat(state, seat, replace(current, sitting_out=False))
+            return _set_seat(state, seat, _derive(current, sitting_out=False))
         case ChipsAdded(seat=seat, amount=amount):
             current = state.seats[seat - 1]
             assert current is not None
-            return _set_seat(state, seat, replace(current, stack=current.stack + amount))
+            return _set_seat(state, seat, _derive(current, stack=current.stack + amount))
         case HandStarted(hand_number=number, seats=seats, deck_commitment=commitment,
                          card_commitment=cards):
             players = []
             for n in seats:
                 seat_state = state.seats[n - 1]
                 assert seat_state is not None
-                players.append(Player(seat=n, stack=seat_state.stack,
-                                      player_id=seat_state.player_id))
-            hand = HandState(hand_number=number, players=tuple(players),
-                             deck_commitment=commitment, card_commitment=cards)
+                player = _copy_player(_BLANK_PLAYER)
+                player.seat, player.stack, player.player_id = (n, seat_state.stack,
+                                                               seat_state.player_id)
+                players.append(become(player, Player))
+            hand = _derive(_BLANK_HAND, hand_number=number, players=tuple(players),
+                           deck_commitment=commitment, card_commitment=cards)
             return _derive(state, hand=hand, hands_started=state.hands_started + 1)
         case StakesChanged(small_bet=small, big_bet=big, ante=ante, bring_in=bring_in):
             assert state.config is not None
@@ -403,7 +425,9 @@ def evolve(state: TableState, event: Event) -> TableState:
             for p in state.hand.players:
                 current = table_seats[p.seat - 1]
                 if current is not None:
-                    table_seats[p.seat - 1] = _derive(current, stack=p.stack)
+                    seat_twin = _copy_seat(current)
+                    seat_twin.stack = p.stack
+                    table_seats[p.seat - 1] = become(seat_twin, Seat)
             return _derive(state, seats=tuple(table_seats),
                            hand=_derive(state.hand, phase=_COMPLETE, to_act=None))
         case (

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import rules
 from rules import ActionKind, LegalAction, RuleViolation, decide
-from rules.betting import judge_action
+from rules.betting import ACTION_ORDER, judge_action
 from rules.commands import RevealHands, Showdown, StartHand
 from rules.events import AntePosted, HandStarted
 from rules.state import Phase, TableState
@@ -30,6 +30,10 @@ pytestmark = pytest.mark.timeout(900)
 def _check_actions(state: TableState) -> None:
     legal = rules.legal_actions(state)
     assert legal is not None and state.hand is not None and state.config is not None
+    # legal_actions_for is written out apart from judge_action: the very list judge_action
+    # gives, kind by kind in ACTION_ORDER.
+    judged = (judge_action(state.hand, state.config, kind) for kind in ACTION_ORDER)
+    assert legal.actions == tuple(v for v in judged if isinstance(v, LegalAction))
     for kind, cls in ACTION_COMMANDS.items():
         verdict = judge_action(state.hand, state.config, kind)
         offered = legal.get(kind)

@@ -163,15 +163,42 @@ def test_fold_leaves_its_input_state_alone(tables: tuple[Table, ...]) -> None:
                                 for p in step.before.hand.players]
 
 
-@pytest.mark.parametrize(("frozen", "twin", "extra"), [
-    (Player, MutablePlayer, set()),
-    (HandState, MutableHand, {"twins"}),
+@pytest.mark.parametrize(("frozen", "twin"), [
+    (Player, MutablePlayer),
+    (HandState, MutableHand),
 ])
-def test_the_twins_mirror_the_frozen_values(frozen: type, twin: type, extra: set[str]) -> None:
+def test_the_twins_mirror_the_frozen_values(frozen: type, twin: type) -> None:
     """Same attributes (and annotations, for mypy) and every public property and method, so
-    the helpers of rules.betting read a twin as they read the frozen value."""
+    the helpers of rules.betting read a twin as they read the frozen value; and exactly the
+    frozen value's slots in the same order (the same layout), which freezing relies on."""
     names = {f.name for f in fields(frozen)}
-    assert set(vars(twin)["__slots__"]) == names | extra
-    assert set(twin.__annotations__) == names | extra
+    assert vars(twin)["__slots__"] == frozen.__slots__ == tuple(f.name for f in fields(frozen))
+    assert set(twin.__annotations__) == names
     public = {n for n in dir(frozen) if not n.startswith("_")}
     assert public <= set(dir(twin))
+
+
+def test_a_frozen_twin_is_an_ordinary_frozen_value(tables: tuple[Table, ...]) -> None:
+    """Freezing turns the twin into a value of the frozen class itself, equal to the hand it
+    was thawed from and as immutable as one made by ``__init__``."""
+    for table in tables[:20]:
+        for step in table.steps:
+            hand = step.after.hand
+            if hand is None:
+                continue
+            frozen = MutableHand.thaw(hand).freeze()
+            assert type(frozen) is HandState and frozen == hand and frozen is not hand
+            assert frozen.players == hand.players and type(frozen.players) is tuple
+            assert hash(frozen) == hash(hand)
+            with pytest.raises(AttributeError):
+                frozen.target = 1  # type: ignore[misc]
+            twin = MutableHand.thaw(hand)
+            changed = twin.mutable(hand.players[0].seat)
+            changed.stack += 1
+            after = twin.freeze()
+            assert type(after.players[0]) is Player
+            assert after.players[0].stack == hand.players[0].stack + 1
+            assert after.players[1:] == hand.players[1:]
+            assert all(a is b for a, b in zip(after.players[1:], hand.players[1:], strict=True))
+            with pytest.raises(AttributeError):
+                after.players[0].stack = 0  # type: ignore[misc]
