@@ -5,6 +5,7 @@ in ``tests/sim/test_invariants.py`` break each one on purpose and see it reporte
 from __future__ import annotations
 
 import json
+import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -252,7 +253,8 @@ class Audit:
 
 FULL_EVERY = 20
 """A follower compares the whole of the rooms every this many comparisons."""
-_ROOM_FIELDS = tuple(Room.__dataclass_fields__)
+_room_fields = operator.attrgetter(*Room.__dataclass_fields__)
+"""A room's fields, as a tuple."""
 
 
 class Follower:
@@ -273,8 +275,8 @@ class Follower:
         self.raw: list[bytes] = []
         """The stored bytes of :attr:`log` as they were read."""
         self.folded_to = 0
-        self._verified: tuple[Room, Room] | None = None
-        """The shadow's and the live room when last found equal."""
+        self._verified: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
+        """The shadow's and the live room's fields when last found equal."""
         self.compared = 0
         """How many of :attr:`log` the shadow folded; the rest are read, not yet folded (the
         live table is not there yet: an append that timed out after it was applied is
@@ -307,19 +309,17 @@ class Follower:
         compared. Every :data:`FULL_EVERY`-th comparison compares it all, which catches a
         field changed in place behind the immutability."""
         self.compared += 1
+        shadow_fields, live_fields = _room_fields(shadow), _room_fields(live)
         verified = self._verified
         if verified is None or self.compared % FULL_EVERY == 0:
             equal = shadow == live
         else:
-            was_shadow, was_live = verified
             equal = True
-            for name in _ROOM_FIELDS:
-                a, b = getattr(shadow, name), getattr(live, name)
-                if (a is not getattr(was_shadow, name) or b is not getattr(was_live, name)) \
-                        and a != b:
+            for a, b, was_a, was_b in zip(shadow_fields, live_fields, *verified, strict=True):
+                if (a is not was_a or b is not was_b) and a != b:
                     equal = False
                     break
-        self._verified = (shadow, live) if equal else None
+        self._verified = (shadow_fields, live_fields) if equal else None
         return equal
 
     def final(self, actor: TableActor) -> list[str] | None:
