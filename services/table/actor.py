@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import structlog
@@ -38,7 +38,7 @@ from table.clients import DealerClient, WalletClient
 from table.clock import as_logged, next_turn, turn_from_proto, turn_to_proto
 from table.inbox import Watcher
 from table.room import Room, RoomCommand, apply, decide
-from table.room_state import AnyEvent
+from table.room_state import AnyEvent, updated
 from table.snapshot import from_extra, to_extra
 
 log = structlog.get_logger("table")
@@ -151,7 +151,7 @@ class TableActor:
             envelopes = self._envelopes(room, events, now)
             turn = next_turn(room, after, events, now)
             if turn is not None and envelopes:
-                after = replace(after, turn=turn)
+                after = updated(after, {"turn": turn})
                 envelopes[-1].turn_clock.CopyFrom(turn_to_proto(turn))
             return Proposal(envelopes, after)
         return propose

@@ -7,7 +7,7 @@ events, the rules' and the room's (``room.proto``), into it. Pure: time comes in
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final, TypeAlias
 
 from google.protobuf.message import Message
@@ -148,6 +148,25 @@ class Room:
 
     def saga(self, seat: int) -> Saga | None:
         return self.sagas.get(seat)
+
+
+_SLOTS: Final = tuple(Room.__dict__[f.name] for f in fields(Room))
+_COPY: Final = tuple((slot.__get__, slot.__set__) for slot in _SLOTS)
+_SET: Final = {f.name: slot.__set__ for f, slot in zip(fields(Room), _SLOTS, strict=True)}
+
+
+def updated(room: Room, changes: Mapping[str, object]) -> Room:
+    """``dataclasses.replace(room, **changes)``, the same value at half the cost: a room is
+    copied once per fold and once per command, and ``replace`` checks every field and goes
+    through the generated frozen ``__init__`` (a ``Room`` has no ``__post_init__``, and every
+    field is an init field, so nothing runs there that this leaves out). A name that is not
+    a field raises ``KeyError``."""
+    new = object.__new__(Room)
+    for get, put in _COPY:
+        put(new, get(room))
+    for name, value in changes.items():
+        _SET[name](new, value)
+    return new
 
 
 # --- folding --------------------------------------------------------------------------------
@@ -325,5 +344,6 @@ class _Fold:
             raise ValueError(f"not a room event: {name}")
 
     def build(self, table: TableState, version: int) -> Room:
-        return replace(self.room, table=table, version=version, turn=self.turn,
-                       visible=self.visible, **self.changes)  # type: ignore[arg-type]
+        changes = self.changes
+        changes.update(table=table, version=version, turn=self.turn, visible=self.visible)
+        return updated(self.room, changes)
