@@ -24,11 +24,12 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.commit import Committed, Proposal, commit
 from studkit.errors import FailedPrecondition
 from studkit.mapping import (
-    envelope_for,
+    envelope_at,
     event_from_envelope,
     is_room_event,
-    room_envelope,
+    room_envelope_at,
     room_event_from_envelope,
+    timestamp,
 )
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
@@ -158,7 +159,7 @@ class TableActor:
 
     def _envelopes(self, room: Room, events: Sequence[AnyEvent], now: float
                    ) -> list[EventEnvelope]:
-        occurred = datetime.fromtimestamp(now, UTC)
+        occurred = timestamp(datetime.fromtimestamp(now, UTC))  # one for every envelope
         hand = room.table.hand
         number = hand.hand_number if hand is not None and room.table.hand_in_progress else 0
         out = []
@@ -166,11 +167,12 @@ class TableActor:
             if isinstance(event, HandStarted):
                 number = event.hand_number
             if isinstance(event, Message):
-                out.append(room_envelope(event, table_id=self.table_id, hand_number=number,
-                                         command_id="", occurred_at=occurred))
+                out.append(room_envelope_at(event, table_id=self.table_id,
+                                            hand_number=number, command_id="",
+                                            occurred_at=occurred))
             else:
-                out.append(envelope_for(event, table_id=self.table_id, hand_number=number,
-                                        command_id="", occurred_at=occurred))
+                out.append(envelope_at(event, table_id=self.table_id, hand_number=number,
+                                       command_id="", occurred_at=occurred))
             if isinstance(event, HandEnded):
                 number = 0
         return out

@@ -31,23 +31,33 @@ from studkit.mapping.common import (
 )
 from studkit.mapping.envelope import (
     SCHEMA_VERSION,
+    envelope_at,
     envelope_for,
     event_from_envelope,
     event_type,
     table_event_from_envelope,
+    timestamp,
 )
-from studkit.mapping.events import event_from_proto, event_to_proto
+from studkit.mapping.events import (
+    event_from_message,
+    event_from_proto,
+    event_message,
+    event_to_proto,
+)
 from studkit.mapping.room import (
+    ROOM_EVENT_TYPES,
     ROOM_EVENTS,
     game_envelopes,
     is_room_event,
     room_envelope,
+    room_envelope_at,
     room_event_from_envelope,
 )
 
 __all__ = [
     "MAX_SEAT",
     "ROOM_EVENTS",
+    "ROOM_EVENT_TYPES",
     "SCHEMA_VERSION",
     "card_from_proto",
     "card_to_proto",
@@ -55,9 +65,12 @@ __all__ = [
     "command_to_proto",
     "config_from_proto",
     "config_to_proto",
+    "envelope_at",
     "envelope_for",
     "event_from_envelope",
+    "event_from_message",
     "event_from_proto",
+    "event_message",
     "event_to_proto",
     "event_type",
     "game_envelopes",
@@ -65,8 +78,10 @@ __all__ = [
     "legal_actions_from_proto",
     "legal_actions_to_proto",
     "room_envelope",
+    "room_envelope_at",
     "room_event_from_envelope",
     "street_from_proto",
     "street_to_proto",
     "table_event_from_envelope",
+    "timestamp",
 ]

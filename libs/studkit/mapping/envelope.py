@@ -7,13 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from rules.events import DownCardDealt, Event
 from stud.v1 import events_pb2 as epb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import BadRequest
-from studkit.mapping.events import event_from_proto, event_to_proto
+from studkit.mapping.events import event_from_message, event_message
 
 SCHEMA_VERSION: Final = 1
 """The ``schema_version`` written into every envelope (see envelope.proto)."""
@@ -22,6 +23,11 @@ SCHEMA_VERSION: Final = 1
 _EVENT_FIELDS: Final[dict[str, str]] = {
     f.message_type.name: f.name
     for f in epb.TableEvent.DESCRIPTOR.oneofs_by_name["event"].fields
+}
+# event_type -> (that oneof field, the message class): a stored payload parsed as it is.
+_EVENT_MESSAGES: Final[dict[str, tuple[str, type[Message]]]] = {
+    event_type: (name, type(getattr(epb.TableEvent(), name)))
+    for event_type, name in _EVENT_FIELDS.items()
 }
 
 
@@ -35,26 +41,39 @@ def event_type(event: Event) -> str:
     return type(event).__name__
 
 
+def timestamp(occurred_at: datetime) -> Timestamp:
+    """An envelope's ``occurred_at`` for a timezone-aware time (the writer's clock; the rules
+    never read one): a writer that seals several envelopes at one time makes it once."""
+    if occurred_at.tzinfo is None:
+        raise ValueError("occurred_at must be timezone-aware")
+    stamp = Timestamp()
+    stamp.FromDatetime(occurred_at)
+    return stamp
+
+
 def envelope_for(
     event: Event, *, table_id: str, hand_number: int, command_id: str, occurred_at: datetime,
 ) -> EventEnvelope:
     """The envelope to append for ``event``: ``payload`` is the typed message named by
     ``event_type``, serialized. ``sequence`` is left to the event store. ``occurred_at`` must
     be timezone-aware (the writer's clock; the rules never read one)."""
-    if occurred_at.tzinfo is None:
-        raise ValueError("occurred_at must be timezone-aware")
+    return envelope_at(event, table_id=table_id, hand_number=hand_number,
+                       command_id=command_id, occurred_at=timestamp(occurred_at))
+
+
+def envelope_at(
+    event: Event, *, table_id: str, hand_number: int, command_id: str, occurred_at: Timestamp,
+) -> EventEnvelope:
+    """:func:`envelope_for` with its time already a Timestamp (see :func:`timestamp`)."""
     if isinstance(event, DownCardDealt) and event.card is not None:
         # Envelopes go to the table's public stream: a down card is only "a down card" there.
         raise HoleCardInPublicRecord(f"seat {event.seat}'s down card carries its value")
-    wrapped = event_to_proto(event)
-    typed = getattr(wrapped, str(wrapped.WhichOneof("event")))
-    envelope = EventEnvelope(
+    return EventEnvelope(
         event_type=event_type(event), schema_version=SCHEMA_VERSION, table_id=table_id,
         hand_number=hand_number, command_id=command_id,
-        payload=typed.SerializeToString(deterministic=True),
+        payload=event_message(event).SerializeToString(deterministic=True),
+        occurred_at=occurred_at,
     )
-    envelope.occurred_at.FromDatetime(occurred_at)
-    return envelope
 
 
 def table_event_from_envelope(envelope: EventEnvelope) -> epb.TableEvent:
@@ -77,5 +96,17 @@ def table_event_from_envelope(envelope: EventEnvelope) -> epb.TableEvent:
 def event_from_envelope(envelope: EventEnvelope) -> Event:
     """The rules event a stored envelope holds. A payload written by an older schema parses
     (absent fields read as their defaults); one written by a newer schema parses too (unknown
-    fields are ignored), as long as the event type is known."""
-    return event_from_proto(table_event_from_envelope(envelope))
+    fields are ignored), as long as the event type is known. Refused as
+    :func:`table_event_from_envelope` refuses, and then as :func:`event_from_proto` does;
+    the payload is parsed as its own message, with no TableEvent around it."""
+    if envelope.schema_version < 1:
+        raise BadRequest("schema_version", "missing (envelopes start at schema_version 1)")
+    known = _EVENT_MESSAGES.get(envelope.event_type)
+    if known is None:
+        raise BadRequest("event_type", f"unknown event type {envelope.event_type!r}")
+    name, kind = known
+    try:
+        typed = kind.FromString(envelope.payload)
+    except DecodeError as exc:
+        raise BadRequest("payload", f"not a {envelope.event_type}: {exc}") from None
+    return event_from_message(name, typed)

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Final
 
 from google.protobuf.message import DecodeError, Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from stud.v1 import room_pb2 as rpb
 from stud.v1.envelope_pb2 import EventEnvelope
@@ -25,22 +26,31 @@ ROOM_EVENTS: Final[dict[str, type[Message]]] = {
     for f in rpb.RoomEvent.DESCRIPTOR.oneofs_by_name["event"].fields
 }
 """event_type -> the room.proto message class."""
+ROOM_EVENT_TYPES: Final = frozenset(ROOM_EVENTS)
+"""Every room event's ``event_type`` (what :func:`is_room_event` looks up)."""
 
 
 def is_room_event(envelope: EventEnvelope) -> bool:
     """Whether ``envelope`` holds a room event (not one of the rules')."""
-    return envelope.event_type in ROOM_EVENTS
+    return envelope.event_type in ROOM_EVENT_TYPES
 
 
 def room_envelope(event: Message, *, table_id: str, hand_number: int, command_id: str,
                   occurred_at: datetime) -> EventEnvelope:
     """The envelope to append for a room event."""
-    envelope = EventEnvelope(
+    stamp = Timestamp()
+    stamp.FromDatetime(occurred_at)
+    return room_envelope_at(event, table_id=table_id, hand_number=hand_number,
+                            command_id=command_id, occurred_at=stamp)
+
+
+def room_envelope_at(event: Message, *, table_id: str, hand_number: int, command_id: str,
+                     occurred_at: Timestamp) -> EventEnvelope:
+    """:func:`room_envelope` with its time already a Timestamp."""
+    return EventEnvelope(
         event_type=event.DESCRIPTOR.name, schema_version=SCHEMA_VERSION, table_id=table_id,
         hand_number=hand_number, command_id=command_id,
-        payload=event.SerializeToString(deterministic=True))
-    envelope.occurred_at.FromDatetime(occurred_at)
-    return envelope
+        payload=event.SerializeToString(deterministic=True), occurred_at=occurred_at)
 
 
 def room_event_from_envelope(envelope: EventEnvelope) -> Message:
@@ -57,4 +67,4 @@ def room_event_from_envelope(envelope: EventEnvelope) -> Message:
 def game_envelopes(envelopes: Iterable[EventEnvelope]) -> list[EventEnvelope]:
     """The rules' envelopes of a stream read (its room events left out), for a fold of
     the game."""
-    return [e for e in envelopes if e.event_type not in ROOM_EVENTS]
+    return [e for e in envelopes if e.event_type not in ROOM_EVENT_TYPES]

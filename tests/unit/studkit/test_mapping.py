@@ -97,6 +97,7 @@ from studkit.mapping import (
     command_to_proto,
     config_from_proto,
     config_to_proto,
+    envelope_at,
     envelope_for,
     event_from_envelope,
     event_from_proto,
@@ -105,6 +106,7 @@ from studkit.mapping import (
     legal_actions_to_proto,
     street_from_proto,
     street_to_proto,
+    timestamp,
 )
 from studkit.mapping.envelope import HoleCardInPublicRecord
 
@@ -283,6 +285,32 @@ class TestEventRoundTrip:
         assert stored.occurred_at.ToDatetime(tzinfo=UTC) == WHEN
         typed = getattr(epb, kind.__name__).FromString(stored.payload)
         assert getattr(event_to_proto(event), event_to_proto(event).WhichOneof("event")) == typed
+
+    @pytest.mark.parametrize("kind", EVENT_TYPES, ids=_name)
+    @given(data=st.data(), hand=st.integers(0, 2**40), command_id=ids)
+    def test_envelope_bytes_are_the_wrapped_message_s(self, kind: type[Event],
+                                                      data: st.DataObject, hand: int,
+                                                      command_id: str) -> None:
+        """An envelope, with its time given as a datetime or as a Timestamp made once, is
+        byte for byte the envelope built from the TableEvent case's message and the time set
+        from the datetime."""
+        event = data.draw(EVENT_STRATEGIES[kind])
+        if isinstance(event, DownCardDealt):
+            event = replace(event, card=None)
+        wrapped = event_to_proto(event)
+        expected = EventEnvelope(
+            event_type=kind.__name__, schema_version=SCHEMA_VERSION, table_id="t-1",
+            hand_number=hand, command_id=command_id,
+            payload=getattr(wrapped, str(wrapped.WhichOneof("event"))).SerializeToString(
+                deterministic=True))
+        expected.occurred_at.FromDatetime(WHEN)
+        for envelope in (
+                envelope_for(event, table_id="t-1", hand_number=hand, command_id=command_id,
+                             occurred_at=WHEN),
+                envelope_at(event, table_id="t-1", hand_number=hand, command_id=command_id,
+                            occurred_at=timestamp(WHEN))):
+            assert envelope.SerializeToString(deterministic=True) == expected.SerializeToString(
+                deterministic=True)
 
     def test_public_down_card_has_no_card_on_the_wire(self) -> None:
         """A down card without its value stays without one: the field is absent."""
@@ -688,3 +716,32 @@ class TestMalformedEnvelopes:
         with pytest.raises(BadRequest) as caught:
             event_from_envelope(stored("Folded", epb.Folded(seat=12).SerializeToString()))
         assert caught.value.field == "folded.seat"
+
+
+def test_room_envelope_bytes_with_its_time_made_once() -> None:
+    """A room event's envelope, with its time given as a datetime or as a Timestamp made
+    once, is byte for byte the envelope with the time set from the datetime; its type is
+    one :func:`is_room_event` knows."""
+    from stud.v1 import room_pb2 as rpb
+    from studkit.mapping import (
+        ROOM_EVENT_TYPES,
+        ROOM_EVENTS,
+        is_room_event,
+        room_envelope,
+        room_envelope_at,
+    )
+
+    event = rpb.BuyInRequested(seat=3, player_id="p-1", amount=500, wallet_key="w",
+                               command_id="c")
+    expected = EventEnvelope(event_type="BuyInRequested", schema_version=1, table_id="t-1",
+                             hand_number=4, command_id="x",
+                             payload=event.SerializeToString(deterministic=True))
+    expected.occurred_at.FromDatetime(WHEN)
+    for envelope in (
+            room_envelope(event, table_id="t-1", hand_number=4, command_id="x",
+                          occurred_at=WHEN),
+            room_envelope_at(event, table_id="t-1", hand_number=4, command_id="x",
+                             occurred_at=timestamp(WHEN))):
+        assert envelope.SerializeToString() == expected.SerializeToString()
+        assert is_room_event(envelope)
+    assert set(ROOM_EVENTS) == ROOM_EVENT_TYPES
