@@ -46,13 +46,17 @@ class TableWatcher:
             stream: Any = None
             try:
                 stream = proc.app.watch(OBSERVER, self.table_id, self.last)
-                while not until():
-                    async with asyncio.timeout(15.0):  # no task per event (wait_for's)
+                loop = asyncio.get_running_loop()
+                # One timeout for the connection, moved on at each event: no task per
+                # event (wait_for's), nor a Timeout entered and left for each.
+                async with asyncio.timeout(None) as silence:
+                    while not until():
+                        silence.reschedule(loop.time() + 15.0)
                         envelope = await stream.__anext__()
-                    self._receive(envelope)
-                    if self.rng.random() < self.world.probabilities.watcher_disconnect:
-                        self.world.count("watcher_disconnected")
-                        break
+                        self._receive(envelope)
+                        if self.rng.random() < self.world.probabilities.watcher_disconnect:
+                            self.world.count("watcher_disconnected")
+                            break
             except (TimeoutError, StopAsyncIteration):
                 pass  # its process died or paused: resume elsewhere
             except asyncio.CancelledError:

@@ -5,7 +5,8 @@ rest of such a table's room comes from its old side keys (:mod:`table.migrate`).
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
+from functools import cache
 from typing import Any, Final
 
 from rules import TableState
@@ -21,15 +22,27 @@ def _by_seat(raw: dict[str, Any], kind: type) -> dict[int, Any]:
     return {int(k): kind(v) for k, v in raw.items()}
 
 
+@cache
+def _names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind))
+
+
+def _flat(value: Any) -> dict[str, Any]:
+    """``dataclasses.asdict`` of a dataclass whose fields all hold plain values (no
+    dataclass, list or dict inside), without its deep copy: a snapshot writes a room's
+    last results, a few hundred of them, every few hands."""
+    return {name: getattr(value, name) for name in _names(type(value))}
+
+
 def to_extra(room: Room) -> dict[str, object]:
     """The room's state as JSON-ready data."""
     return {
         "room_format": FORMAT,
-        "settings": asdict(room.settings),
-        "sagas": {s: asdict(saga) for s, saga in room.sagas.items()},
+        "settings": _flat(room.settings),
+        "sagas": {s: _flat(saga) for s, saga in room.sagas.items()},
         "leaving": dict(room.leaving), "muck": sorted(room.muck), "closed": room.closed,
         "stopped": room.stopped, "settled": room.settled,
-        "turn": asdict(room.turn) if room.turn is not None else None,
+        "turn": _flat(room.turn) if room.turn is not None else None,
         "banks": dict(room.banks), "timeout_streak": dict(room.timeout_streak),
         "timed_out": sorted(room.timed_out), "sat_out_since": dict(room.sat_out_since),
         "departures": {p: list(v) for p, v in room.departures.items()},
@@ -39,8 +52,8 @@ def to_extra(room: Room) -> dict[str, object]:
         "last_hand_ended_at": room.last_hand_ended_at, "visible": room.visible,
         "tournament_id": room.tournament_id, "paused": room.paused,
         "pause_reason": room.pause_reason, "one_hand": room.one_hand,
-        "pending_stakes": asdict(room.pending_stakes) if room.pending_stakes else None,
-        "results": {n: [asdict(r) for r in seats] for n, seats in room.results.items()},
+        "pending_stakes": _flat(room.pending_stakes) if room.pending_stakes else None,
+        "results": {n: [_flat(r) for r in seats] for n, seats in room.results.items()},
     }
 
 

@@ -453,6 +453,25 @@ def test_a_snapshot_holds_the_whole_room() -> None:
     assert again == room
 
 
+def test_a_snapshot_writes_each_value_as_asdict_does() -> None:
+    """The snapshot's flat copy of a settings, saga, turn, result or stakes value is what
+    ``dataclasses.asdict`` gives (it would not be if a field came to hold a dataclass)."""
+    from dataclasses import asdict
+
+    from table.room import Saga, Turn
+    from table.room_state import SeatResult, Stakes
+    from table.snapshot import _flat
+    values = [TableSettings(), Saga("buy_in", "ann", 100, "k", "c", True),
+              Turn(1, 2.0, 3.0, 4.0, 5), SeatResult(1, "ann", 10, 20), Stakes(1, 2, 3, 4)]
+    for value in values:
+        assert _flat(value) == asdict(value)
+    room = run(run(in_hand(), Leave(1, "ann", "kc")), SetMuck(2, "bob", True))
+    extra = to_extra(room)
+    assert extra["settings"] == asdict(room.settings)
+    assert extra["results"] == {n: [asdict(r) for r in seats]
+                                for n, seats in room.results.items()}
+
+
 def test_a_snapshot_older_than_the_room_events_keeps_the_clock() -> None:
     old = {"banks": {"1": 5}, "timeout_streak": {"2": 1}, "seatings": {"3": {"1": "ann"}}}
     room = from_extra(Room().table, 7, old)
