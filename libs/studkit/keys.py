@@ -4,6 +4,7 @@ what the per-service Redis ACL users are scoped to."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -51,8 +52,10 @@ def legacy_table_key(table_id: str, name: str) -> str:
     return f"{TABLE_PREFIX}{{{check_id(table_id, 'table id')}}}:{name}"
 
 
+@functools.lru_cache(maxsize=8192)
 def table_key(table_id: str, name: str) -> str:
     """The table's key ``name`` (one of :data:`TABLE_KEYS`): ``stud:table:{<id>}:<name>``.
+    Kept for the tables in use (every append and read names several; a refusal is not kept).
 
     >>> table_key("t1", "summary")
     'stud:table:{t1}:summary'

@@ -13,7 +13,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import structlog
 from google.protobuf.message import Message
@@ -29,7 +28,7 @@ from studkit.mapping import (
     is_room_event,
     room_envelope_at,
     room_event_from_envelope,
-    timestamp,
+    timestamp_of,
 )
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
@@ -159,7 +158,7 @@ class TableActor:
 
     def _envelopes(self, room: Room, events: Sequence[AnyEvent], now: float
                    ) -> list[EventEnvelope]:
-        occurred = timestamp(datetime.fromtimestamp(now, UTC))  # one for every envelope
+        occurred = timestamp_of(now)  # one for every envelope
         hand = room.table.hand
         number = hand.hand_number if hand is not None and room.table.hand_in_progress else 0
         out = []

@@ -37,6 +37,7 @@ from studkit.mapping.envelope import (
     event_type,
     table_event_from_envelope,
     timestamp,
+    timestamp_of,
 )
 from studkit.mapping.events import (
     event_from_message,
@@ -84,4 +85,5 @@ __all__ = [
     "street_to_proto",
     "table_event_from_envelope",
     "timestamp",
+    "timestamp_of",
 ]

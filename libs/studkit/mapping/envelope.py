@@ -4,7 +4,7 @@ message, serialized."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 
 from google.protobuf.message import DecodeError, Message
@@ -49,6 +49,18 @@ def timestamp(occurred_at: datetime) -> Timestamp:
     stamp = Timestamp()
     stamp.FromDatetime(occurred_at)
     return stamp
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def timestamp_of(seconds: float) -> Timestamp:
+    """``timestamp(datetime.fromtimestamp(seconds, UTC))``, the same Timestamp (the time is
+    rounded to the microsecond as ``fromtimestamp`` rounds it) without protobuf's
+    ``FromDatetime``, which goes through a ``struct_time``: a table seals one per command."""
+    delta = datetime.fromtimestamp(seconds, UTC) - _EPOCH
+    return Timestamp(seconds=delta.days * 86_400 + delta.seconds,
+                     nanos=delta.microseconds * 1000)
 
 
 def envelope_for(

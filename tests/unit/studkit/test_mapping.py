@@ -745,3 +745,11 @@ def test_room_envelope_bytes_with_its_time_made_once() -> None:
         assert envelope.SerializeToString() == expected.SerializeToString()
         assert is_room_event(envelope)
     assert set(ROOM_EVENTS) == ROOM_EVENT_TYPES
+
+
+@given(st.floats(min_value=0, max_value=4_102_444_800, allow_nan=False, allow_infinity=False))
+def test_a_time_in_seconds_makes_the_timestamp_its_datetime_makes(seconds: float) -> None:
+    from studkit.mapping import timestamp, timestamp_of
+    assert timestamp_of(seconds) == timestamp(datetime.fromtimestamp(seconds, UTC))
+    assert timestamp_of(round(seconds, 3)) == timestamp(
+        datetime.fromtimestamp(round(seconds, 3), UTC))
