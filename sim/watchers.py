@@ -19,6 +19,33 @@ from studkit.mapping import event_from_envelope, is_room_event
 
 OBSERVER = Principal(Role.PLAYER, "observer")
 
+SILENCE_S = 15.0
+"""A watcher that hears nothing for this long (up to twice it) takes its process for dead or
+paused and resumes elsewhere."""
+
+
+class _Watchdog:
+    """Expires ``timeout`` once a whole ``period`` passes with nothing heard: one timer per
+    period, where a timeout moved on at each event would set (and cancel) one per event."""
+
+    def __init__(self, timeout: asyncio.Timeout, period: float) -> None:
+        self.heard = 0
+        self._timeout = timeout
+        self._period = period
+        self._seen = 0
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_later(period, self._check)
+
+    def _check(self) -> None:
+        if self.heard == self._seen:
+            self._timeout.reschedule(self._loop.time())  # expires: the stream is silent
+            return
+        self._seen = self.heard
+        self._handle = self._loop.call_later(self._period, self._check)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
 
 class TableWatcher:
     """One observer of one table."""
@@ -46,17 +73,19 @@ class TableWatcher:
             stream: Any = None
             try:
                 stream = proc.app.watch(OBSERVER, self.table_id, self.last)
-                loop = asyncio.get_running_loop()
-                # One timeout for the connection, moved on at each event: no task per
-                # event (wait_for's), nor a Timeout entered and left for each.
                 async with asyncio.timeout(None) as silence:
-                    while not until():
-                        silence.reschedule(loop.time() + 15.0)
-                        envelope = await stream.__anext__()
-                        self._receive(envelope)
-                        if self.rng.random() < self.world.probabilities.watcher_disconnect:
-                            self.world.count("watcher_disconnected")
-                            break
+                    watchdog = _Watchdog(silence, SILENCE_S)
+                    try:
+                        while not until():
+                            envelope = await stream.__anext__()
+                            watchdog.heard += 1
+                            self._receive(envelope)
+                            if self.rng.random() < \
+                                    self.world.probabilities.watcher_disconnect:
+                                self.world.count("watcher_disconnected")
+                                break
+                    finally:
+                        watchdog.stop()
             except (TimeoutError, StopAsyncIteration):
                 pass  # its process died or paused: resume elsewhere
             except asyncio.CancelledError:
