@@ -6,7 +6,6 @@ rest of such a table's room comes from its old side keys (:mod:`table.migrate`).
 from __future__ import annotations
 
 from dataclasses import fields
-from functools import cache
 from typing import Any, Final
 
 from rules import TableState
@@ -22,16 +21,18 @@ def _by_seat(raw: dict[str, Any], kind: type) -> dict[int, Any]:
     return {int(k): kind(v) for k, v in raw.items()}
 
 
-@cache
-def _names(kind: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(kind))
+_NAMES: dict[type, tuple[str, ...]] = {}
+"""A dataclass -> its fields' names."""
 
 
 def _flat(value: Any) -> dict[str, Any]:
     """``dataclasses.asdict`` of a dataclass whose fields all hold plain values (no
     dataclass, list or dict inside), without its deep copy: a snapshot writes a room's
     last results, a few hundred of them, every few hands."""
-    return {name: getattr(value, name) for name in _names(type(value))}
+    names = _NAMES.get(type(value))
+    if names is None:
+        names = _NAMES[type(value)] = tuple(f.name for f in fields(value))
+    return {name: getattr(value, name) for name in names}
 
 
 def to_extra(room: Room) -> dict[str, object]:
