@@ -1,9 +1,10 @@
 # One Makefile drives everything. `make test` works on a fresh machine: it creates .venv,
 # installs the pinned dependencies, generates the protobuf code and runs the whole suite.
 SHELL := /bin/bash
-# The interpreter the venv is made from: PYTHON when given, else the fastest Python 3.11+ on
-# PATH that can make a venv and has its headers (tools/pick_python.py: an optimized build, as
-# distributions make, runs the services' code about a fifth faster than a plain source build).
+# The interpreter the venv is made from: PYTHON when given, else the fastest build on PATH of
+# python3's own version that can make a venv and has its headers (tools/pick_python.py: an
+# optimized build, as distributions make, runs the services' code about a quarter faster than
+# a plain source build).
 PYTHON ?=
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -1,9 +1,11 @@
-"""Print the interpreter ``make venv`` builds the venv from: of the Python 3.11+ interpreters
-on ``PATH`` (``python3``, ``python3.11``, ``python3.12``, ``python3.13``) that can make a venv
-and have their C headers (the compiled core is built against them), the fastest.
+"""Print the interpreter ``make venv`` builds the venv from: of the interpreters on ``PATH``
+(``python3``, ``python3.X``) of the same Python version as the ``python3`` that runs this
+(3.11 or newer), that can make a venv and have their C headers (the compiled core is built
+against them), the fastest. The choice never changes the version a machine would use, only
+which build of it.
 
 Why measure: CPython built with profile-guided optimization and link-time optimization (as
-distributions and the official images build it) runs this project's hot paths about a fifth
+distributions and the official images build it) runs this project's hot paths about a quarter
 faster than one built from source without them (as pyenv builds it by default), and two such
 interpreters are often both on a machine, the slower one first on ``PATH``. Which one is
 which cannot be read from ``sysconfig``; a short loop of the kind of code the services run
@@ -16,15 +18,15 @@ Prints ``python3`` when no candidate qualifies.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
-NAMES = ("python3", "python3.11", "python3.12", "python3.13")
+WANTED = sys.version_info[:2]
+NAMES = ("python3", f"python3.{WANTED[1]}")
 
 PROBE = r"""
 import os, sys, sysconfig, time
-if sys.version_info < (3, 11):
+if sys.version_info[:2] != (int(sys.argv[1]), int(sys.argv[2])) or sys.version_info < (3, 11):
     raise SystemExit(2)
 import ensurepip, venv  # noqa: F401  (a Debian python3 without python3-venv has no ensurepip)
 if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
@@ -67,8 +69,8 @@ def main(argv: list[str]) -> int:
     timed: dict[str, float] = {}
     for path in candidates():
         try:
-            done = subprocess.run([path, "-c", PROBE], capture_output=True, text=True,
-                                  timeout=60, check=False)
+            done = subprocess.run([path, "-c", PROBE, *map(str, WANTED)],
+                                  capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if done.returncode != 0 or not done.stdout.strip():
@@ -79,7 +81,7 @@ def main(argv: list[str]) -> int:
         if verbose:
             print(f"{path} -> {executable}: {float(seconds) * 1000:.1f} ms", file=sys.stderr)
     if not timed:
-        print(shutil.which("python3") or "python3")
+        print("python3")
         return 0
     print(min(timed, key=lambda k: timed[k]))
     return 0
