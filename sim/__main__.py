@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import gc
 import multiprocessing
+import queue
 import sys
 import time
 from collections import Counter
@@ -53,6 +54,73 @@ def _tune_gc() -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
+class Plan:
+    """The seeds a run of at least ``hands`` hands takes: seeds ``first``, ``first + 1``, ...,
+    the fewest of them whose settled hands add up to ``hands`` (a seed settles at least
+    ``per_seed`` unless it breaks an invariant), and never more than ``hands / per_seed``
+    (rounded up). A seed is started only while the ones before it could still fall short
+    (each not yet done counted as ``per_seed``), so the seeds a run takes are the same
+    whatever order its processes finish them in, and it runs few past ``hands``."""
+
+    def __init__(self, first: int, hands: int, per_seed: int) -> None:
+        self.first = first
+        self.hands = hands
+        self.per_seed = per_seed
+        self.limit = max(1, -(-hands // per_seed))
+        self.started = 0
+        self.done: dict[int, int] = {}
+        """seed -> the hands it settled."""
+
+    def next(self) -> int | None:
+        """The next seed to start, or None when none is needed now."""
+        if self.started >= self.limit:
+            return None
+        seeds = range(self.first, self.first + self.started)
+        if sum(self.done.get(seed, self.per_seed) for seed in seeds) >= self.hands:
+            return None
+        self.started += 1
+        return self.first + self.started - 1
+
+    def finish(self, seed: int, hands: int) -> None:
+        self.done[seed] = hands
+
+    def taken(self) -> list[int] | None:
+        """The run's seeds, once the ones done decide them (None until then)."""
+        total = 0
+        for seed in range(self.first, self.first + self.limit):
+            if seed not in self.done:
+                return None
+            total += self.done[seed]
+            if total >= self.hands:
+                return list(range(self.first, seed + 1))
+        return list(range(self.first, self.first + self.limit))
+
+
+def _run_seeds(args: argparse.Namespace) -> list[Result]:
+    """The plan's seeds, ``args.jobs`` at a time; a seed run past the plan's is left out
+    unless it found a violation."""
+    plan = Plan(args.first_seed, args.hands, args.hands_per_seed)
+    finished: queue.SimpleQueue[Result | BaseException] = queue.SimpleQueue()
+    results: dict[int, Result] = {}
+    # A worker runs seed after seed: a seed's run is the same whatever its process ran
+    # before (tests/sim/test_sim.py), so one reported here replays as `--seed N`.
+    with multiprocessing.Pool(args.jobs) as pool:  # its exit stops a seed not needed
+        running = 0
+        while (taken := plan.taken()) is None:
+            while running < args.jobs and (seed := plan.next()) is not None:
+                pool.apply_async(_one, ((seed, args.tables, args.hands_per_seed),),
+                                 callback=finished.put, error_callback=finished.put)
+                running += 1
+            item = finished.get()
+            running -= 1
+            if isinstance(item, BaseException):
+                raise item
+            results[item.seed] = item
+            plan.finish(item.seed, item.hands)
+            _report(item, verbose=False)
+    return [r for seed, r in sorted(results.items()) if seed in taken or r.violations]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim", description=__doc__)
     parser.add_argument("--seed", type=int, default=None, help="replay this one seed")
@@ -68,16 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [_one((args.seed, args.tables, args.hands_per_seed))]
         _report(results[0], verbose=True)
     else:
-        count = max(1, -(-args.hands // args.hands_per_seed))
-        work = [(seed, args.tables, args.hands_per_seed)
-                for seed in range(args.first_seed, args.first_seed + count)]
-        results = []
-        # A worker runs seed after seed: a seed's run is the same whatever its process ran
-        # before (tests/sim/test_sim.py), so one reported here replays as `--seed N`.
-        with multiprocessing.Pool(args.jobs) as pool:
-            for result in pool.imap_unordered(_one, work):
-                results.append(result)
-                _report(result, verbose=False)
+        results = _run_seeds(args)
     elapsed = time.monotonic() - started
     hands = sum(r.hands for r in results)
     bad = [r for r in results if r.violations]
