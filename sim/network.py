@@ -153,14 +153,15 @@ class SimChannel:
             return None, exc
 
     def _spawn(self, method: str, request: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(self._serve(method, request))
+        task = asyncio.get_running_loop().create_task(self._serve(method, request))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
 
     async def _call(self, method: str, request: Any, timeout: float | None) -> Any:
         f, rng, count = self.faults, self._rng, self._counter.add
-        await self.paused.wait()
+        if not self.paused.is_set():
+            await self.paused.wait()
         if not self._alive():
             raise _error(grpc.StatusCode.UNAVAILABLE, "", "the caller is dead")
         roll = rng.random()
@@ -183,11 +184,9 @@ class SimChannel:
             count(f"{self.name}_answered_twice")
             await asyncio.shield(task)
             task = self._spawn(method, request)
-        try:
-            async with asyncio.timeout(None if timeout is None else timeout - delay):
-                reply, exc = await asyncio.shield(task)
-        except TimeoutError:
-            raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "", "simulated: too late") from None
+        if not await _within(task, None if timeout is None else timeout - delay):
+            raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "", "simulated: too late")
+        reply, exc = task.result()
         await pause(f.latency_s)
         if rng.random() < f.lose_reply:
             count(f"{self.name}_reply_lost")
@@ -205,6 +204,30 @@ class SimChannel:
                     f"{self.name} {method}: {type(exc).__name__}: {exc}")
             raise _error(mapped.code, mapped.reason, mapped.message)
         return reply
+
+
+async def _within(task: asyncio.Task[Any], seconds: float | None) -> bool:
+    """Wait for ``task`` at most ``seconds`` (None: for ever); whether it is done. The task
+    runs on when the wait ends or the waiter is cancelled: ``asyncio.shield`` under
+    ``asyncio.timeout``, with one future and one timer where those take two futures, a
+    timeout's context and its timer (a call waits so once per call)."""
+    if task.done():
+        return True
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_done: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+    task.add_done_callback(wake)
+    timer = None if seconds is None else loop.call_later(seconds, wake, None)
+    try:
+        await waiter
+    finally:
+        task.remove_done_callback(wake)
+        if timer is not None:
+            timer.cancel()
+    return task.done()
 
 
 def as_channel(channel: SimChannel) -> grpc.aio.Channel:
