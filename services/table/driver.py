@@ -185,18 +185,21 @@ class Driver:
         assert hand is not None
         n, version = hand.hand_number, room.version
         dealer, waiting = actor.deps.dealer, self.status.waiting
-        give_up = self.status.give_up_after(room.settings.outage_limit_s)
         try:
             if hand.phase == Phase.DEALING:
                 plan = rules.pending_deal(room.table)
                 if plan is None:
                     return 1.0
+                # The outage clock starts here, at the first call the hand waits on (a
+                # wake-up in a betting round starts none: it waits on nobody).
+                give_up = self.status.give_up_after(room.settings.outage_limit_s)
                 deal = await dealer.deal(actor.table_id, n, plan, give_up, waiting)
                 self.status.resumed()
                 if actor.version == version:
                     await actor.system(Play(deal), f"h{n}:deal:{int(plan.street)}")
                 return None
             if hand.phase in (Phase.REVEAL, Phase.SHOWDOWN):
+                give_up = self.status.give_up_after(room.settings.outage_limit_s)
                 hands = await dealer.reveal(actor.table_id, n, (), give_up, waiting)
                 self.status.resumed()
                 if actor.version != version:

@@ -3,13 +3,17 @@ and network, which ``test_store_contract.py`` holds to the real ones)."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 
 import pytest
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from rules import ActionKind, Phase, Street, legal_actions
+from rules.commands import Call, Check, PostBringIn
 from sim.loop import SimLoop
+from sim.network import NetFaults
 from sim.players import CONFIG, SETTINGS, Table
 from sim.run import cancel_all
 from sim.world import Probabilities, World
@@ -17,6 +21,10 @@ from studkit.auth import Principal, Role
 from studkit.store import NotOwner
 from table.actor import TableActor
 from wallet.model import AccountId, AccountKind
+
+_COMMANDS: dict[ActionKind, Callable[[int], PostBringIn | Call | Check]] = {
+    ActionKind.BRING_IN: lambda s: PostBringIn(seat=s), ActionKind.CALL: lambda s: Call(seat=s),
+    ActionKind.CHECK: lambda s: Check(seat=s)}
 
 
 def run(body: Callable[[World], Awaitable[None]], seed: int = 7) -> None:
@@ -108,5 +116,51 @@ def test_a_retry_of_an_append_whose_reply_was_lost_catches_the_table_up() -> Non
         assert actor.version == before + 1 == await actor.deps.store.version("t")
         holder = actor.room.table.seat(1)
         assert holder is not None and holder.sitting_out
+
+    run(body)
+
+
+def test_a_long_betting_round_does_not_use_up_the_wait_for_the_dealer() -> None:
+    """Found reading the driver (issue 19's profile): every wake-up in a betting round
+    started the hand's outage clock, which only a dealer's answer stops, so after a round
+    longer than the outage limit the next street's first lost call voided the hand at
+    once. The clock now starts when the table first waits for the dealer or the wallet."""
+    async def body(world: World) -> None:
+        proc = world.new_process()
+        await world.take("t", proc)
+        table = Table(world, "t", players=2)
+        await table.open()  # outage_limit_s=30
+        actor = proc.app.actor_of("t")
+        assert actor is not None
+        amount = SETTINGS.for_config(CONFIG).buy_in_min
+        for n, name in enumerate(table.players, start=1):
+            await proc.app.sit_down(Principal(Role.PLAYER, name), "t", f"c{n}", n, amount,
+                                    f"fp{n}", None)
+        while not (actor.room.table.hand_in_progress and actor.room.table.hand is not None
+                   and actor.room.table.hand.phase == Phase.BETTING):
+            await asyncio.sleep(0.1)
+        acted = 0
+        while actor.room.table.hand.phase == Phase.BETTING:  # each player thinks for 18 s
+            await asyncio.sleep(18)
+            legal = legal_actions(actor.room.table)
+            assert legal is not None
+            pick = next(a for a in legal.actions if a.kind in (
+                ActionKind.BRING_IN, ActionKind.CALL, ActionKind.CHECK))
+            if actor.room.table.hand.street == Street.THIRD and acted == 1:
+                # The street's last action: the dealer loses the next street's first call
+                # (a 3 s deadline), then answers again.
+                proc.dealer_channel.faults = NetFaults(lose_request=1.0)
+                world.loop.call_later(1.0, setattr, proc.dealer_channel, "faults",
+                                      NetFaults())
+            await proc.app.act(Principal(Role.PLAYER, table.players[legal.seat - 1]), "t",
+                               f"a{acted}", legal.seat, _COMMANDS[pick.kind](legal.seat),
+                               f"fpa{acted}", None)
+            acted += 1
+        assert acted == 2  # a 36 s round, past the 30 s limit
+        while actor.room.table.hand.phase == Phase.DEALING:
+            await asyncio.sleep(0.1)
+        assert world.counter.counts.get("dealer_request_lost") == 1
+        assert not actor.room.table.hand.voided
+        assert actor.room.table.hand.street == Street.FOURTH
 
     run(body)
