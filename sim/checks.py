@@ -75,10 +75,7 @@ def fold_equals_live(table_id: str, actor: TableActor, stored: list[EventEnvelop
     if actor.lock.locked():
         return []  # a commit is between its append and its adoption
     fresh = TableActor(table_id, actor.deps)
-    for envelope in stored:
-        if envelope.sequence > actor.version:
-            break
-        fresh.fold(envelope)
+    fresh.fold([envelope for envelope in stored if envelope.sequence <= actor.version])
     if fresh.room != actor.room:
         return [f"fold: table {table_id} at version {actor.version}: the fold of its log "
                 f"differs from the live state ({_diff(fresh.room, actor.room)})"]
@@ -291,10 +288,11 @@ class Follower:
         self.raw += raw
         if actor is None or actor.lock.locked():
             return out
-        log, version = self.log, actor.version
+        log, version, start = self.log, actor.version, self.folded_to
         while self.folded_to < len(log) and log[self.folded_to].sequence <= version:
-            self.shadow.fold(log[self.folded_to])
             self.folded_to += 1
+        if self.folded_to > start:
+            self.shadow.fold(log[start:self.folded_to])
         if self.shadow.version == actor.version and not self._same(self.shadow.room,
                                                                    actor.room):
             out.append(f"fold: table {self.table_id} at version {actor.version}: the fold "

@@ -110,20 +110,36 @@ class TableActor:
         loaded = await TableRepository(self.deps.store).load(self.table_id)
         self.room = from_extra(loaded.state, loaded.version, loaded.extra)
         self.snapshot_hand = loaded.state.hands_started
-        for stored in loaded.after:
-            self.fold(stored.envelope)
+        self.fold([stored.envelope for stored in loaded.after])
 
-    def fold(self, envelope: EventEnvelope) -> None:
-        """Fold one stored envelope in."""
-        turn = turn_from_proto(envelope.turn_clock) if envelope.HasField("turn_clock") else None
-        self.room = apply(self.room, [decode(envelope)], at=_seconds(envelope),
-                          first_sequence=envelope.sequence, turn=turn)
+    def fold(self, envelopes: Sequence[EventEnvelope]) -> None:
+        """Fold stored envelopes in (the next ones of the stream, in order), each command's
+        at once, as its append was folded when it was decided: the envelopes in a row that
+        carry one command id and one time, up to one that carries a turn's clock (the last
+        of its command)."""
+        start = 0
+        for end, envelope in enumerate(envelopes, start=1):
+            following = envelopes[end] if end < len(envelopes) else None
+            if (following is None or envelope.HasField("turn_clock")
+                    or following.command_id != envelope.command_id
+                    or following.sequence != envelope.sequence + 1
+                    or following.occurred_at != envelope.occurred_at):
+                self._fold_command(envelopes[start:end])
+                start = end
+
+    def _fold_command(self, envelopes: Sequence[EventEnvelope]) -> None:
+        first, last = envelopes[0], envelopes[-1]
+        turn = turn_from_proto(last.turn_clock) if last.HasField("turn_clock") else None
+        self.room = apply(self.room, [decode(e) for e in envelopes], at=_seconds(first),
+                          first_sequence=first.sequence, turn=turn)
 
     async def catch_up(self) -> None:
         """Fold what another writer appended (then this one's append is refused anyway)."""
-        for stored in await self.deps.store.read(self.table_id, from_version=self.version):
-            self.fold(stored.envelope)
-            self._fan_out([stored.envelope])
+        stored = await self.deps.store.read(self.table_id, from_version=self.version)
+        if stored:
+            envelopes = [s.envelope for s in stored]
+            self.fold(envelopes)
+            self._fan_out(envelopes)
 
     async def maybe_snapshot(self) -> None:
         """Every ``snapshot_every`` hands, at a hand boundary, save a snapshot."""

@@ -179,15 +179,23 @@ def apply(room: Room, events: Sequence[AnyEvent], *, at: float, first_sequence: 
     folded again); ``turn`` the clock the last event's envelope carries."""
     f = _Fold(room)
     state = room.table
+    run: list[Event] = []
+    """The game events not yet folded into ``state``: folded together (``rules.fold``: a run
+    of hand events thaws and freezes the hand once), up to a hand's start, the one event
+    whose bookkeeping reads the state before it."""
     for offset, event in enumerate(events):
         sequence = first_sequence + offset
         if isinstance(event, Message):
             f.room_event(event, at)
             continue
+        if run and isinstance(event, HandStarted):
+            state, run = rules.fold(run, state), []
         f.game_event(event, state, at, sequence)
         if table is None:
-            state = rules.evolve(state, event)
+            run.append(event)
         f.visible = sequence
+    if run:
+        state = rules.fold(run, state)
     if turn is not None:
         f.turn = turn
     final = table if table is not None else state
@@ -234,6 +242,8 @@ class _Fold:
         return self.changes.get(name, getattr(self.room, name))
 
     def game_event(self, event: Event, before: TableState, at: float, sequence: int) -> None:
+        """Note ``event``'s bookkeeping; ``before`` is the table before it when ``event`` is
+        a hand's start (read there only)."""
         turn = self.turn
         if isinstance(event, ACTIONS):
             if turn is not None and event.seat == turn.seat:
