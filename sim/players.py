@@ -16,6 +16,7 @@ import grpc
 
 from rules import ActionKind, Phase, TableConfig, legal_actions
 from rules.commands import Bet, Call, Check, Complete, Fold, PostBringIn, Raise
+from sim.loop import pause
 from sim.world import World
 from studkit.auth import Principal, Role
 from studkit.store import STORE_UNAVAILABLE_ERRORS
@@ -99,7 +100,7 @@ class Table:
 
     async def run(self, until: Callable[[], bool]) -> None:
         while not until():
-            await asyncio.sleep(self.rng.uniform(0.1, 1.5))
+            await pause(self.rng.uniform(0.1, 1.5))
             self.tick()
 
     def tick(self) -> None:

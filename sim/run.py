@@ -17,7 +17,7 @@ import structlog
 
 from rules import Phase
 from sim import checks
-from sim.loop import SimLoop
+from sim.loop import SimLoop, pause
 from sim.network import NetFaults
 from sim.players import BANKROLL, Table
 from sim.watchers import TableWatcher
@@ -104,7 +104,7 @@ class Run:
                     for w in self.watchers.values()]
         faults = asyncio.ensure_future(self._faults())
         while not self.done:
-            await asyncio.sleep(STEP_S)
+            await pause(STEP_S)
             self.result.steps += 1
             if self.sabotage is not None:
                 self.sabotage(self)
@@ -140,7 +140,7 @@ class Run:
     async def _faults(self) -> None:
         world, rng, p = self.world, self.world.rngs.faults, self.world.probabilities
         while True:
-            await asyncio.sleep(1.0)
+            await pause(1.0)
             for table_id in self.table_ids:
                 proc = world.owner.get(table_id)
                 if proc is None or proc.dead:

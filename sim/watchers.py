@@ -13,6 +13,7 @@ from typing import Any
 
 from rules.events import DownCardDealt, HandMucked
 from rules.views import event_for
+from sim.loop import pause
 from sim.world import World
 from studkit.auth import Principal, Role
 from studkit.mapping import event_from_envelope, is_room_event
@@ -96,7 +97,7 @@ class TableWatcher:
                 if stream is not None:
                     await stream.aclose()
             self.resumes += 1
-            await asyncio.sleep(self.rng.uniform(0.1, 2.0))
+            await pause(self.rng.uniform(0.1, 2.0))
 
     def _receive(self, envelope: Any) -> None:
         if envelope.sequence <= self.last:
