@@ -3,7 +3,10 @@ commands are refused; the rake rule; evolve and replay."""
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
+import hashlib
+import json
 
 import pytest
 from hypothesis import given
@@ -150,6 +153,31 @@ class TestDecide:
         b = hand((1, "a", 100, 0), (2, "b", 100, 200))
         assert fingerprint(a) == fingerprint(hand((1, "a", 100, 200), (2, "b", 100, 0)))
         assert fingerprint(a) != fingerprint(b)
+
+    @pytest.mark.parametrize("command", [
+        Deposit(player_id="alice", amount=5, idempotency_key="k1"),
+        Withdraw(player_id="alice", amount=5, idempotency_key="k2"),
+        BuyIn(player_id="alice", table_id="t1", seat=2, amount=400, idempotency_key="k3"),
+        SettleHand(table_id="t1", hand_id="h3", rake=5,
+                   results=(SeatResult(seat=1, player_id="a", amount_in=100, amount_won=195),
+                            SeatResult(seat=2, player_id="b", amount_in=100, amount_won=0)),
+                   rake_policy=RakePolicy(percent_bps=500, cap=30), ended_on=Street.FIFTH),
+        SettleHand(table_id="t1", hand_id="h4", results=(), ended_on=None),
+        CashOut(table_id="t1", seat=2, player_id="alice", idempotency_key="k4"),
+        model.EnterTournament(player_id="alice", tournament_id="T", entry_id="e1", buy_in=100,
+                              fee=10, idempotency_key="k5"),
+        model.RefundEntry(player_id="alice", tournament_id="T", entry_id="e1",
+                          idempotency_key="k6"),
+        model.PayPrize(player_id="alice", tournament_id="T", amount=300, place=1,
+                       idempotency_key="k7"),
+    ])
+    def test_fingerprint_is_the_digest_of_the_commands_asdict(self, command: model.Command
+                                                               ) -> None:
+        """The text hashed is the canonical JSON of ``asdict``'s view, as it always was: a
+        fingerprint recorded before stays the same."""
+        payload = {"type": type(command).__name__, **dataclasses.asdict(command)}
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+        assert fingerprint(command) == hashlib.sha256(text.encode()).hexdigest()
 
 
 class TestRake:
