@@ -390,9 +390,7 @@ class DealerApp:
                 raise NotFound(f"no hand has started at table {view.table_id}",
                                reason="unknown_hand")
             hand_number = latest.hand_number
-        if hand_number not in view.seatings:
-            raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
-        seat = view.seat_of(hand_number, principal.name)
+        seat = (await self._tables.started_hand(view, hand_number)).seat_of(principal.name)
         if seat is None:
             raise Forbidden(f"you were not dealt into hand {hand_number}",
                             reason="not_dealt_in")

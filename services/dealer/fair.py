@@ -183,15 +183,15 @@ class FairDealer:
         if not view.state.opened:
             raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
         latest = view.state.hand
-        if latest is None or hand_number > latest.hand_number or hand_number not in view.seatings:
+        if latest is None or hand_number > latest.hand_number:
             raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
+        record = await self._tables.started_hand(view, hand_number)
         stored = await stored_hand(self._store, table_id, hand_number)
         fair = stored.fair
         if fair is None:
             raise NoCardCommitment(f"hand {hand_number} has no per-card commitment")
         over = latest.hand_number > hand_number or latest.is_over
-        public = view.draws.get(hand_number, 0)
-        shown = view.shown.get(hand_number, frozenset())
+        public, shown = record.draws, record.shown
         leaves = fair.deck.leaves()
         openings = tuple(
             PublicOpening(draw=d.index, opening=fair.deck.opening(

@@ -5,7 +5,11 @@ record and never from a caller's word.
 A view is cached per table and brought up to date incrementally (streams only grow); a stream
 found shorter than the cache (a reset store) is folded again from the start. The cache is
 bounded (least recently used goes) and never holds a table without events, so callers naming
-made-up tables cannot grow it.
+made-up tables cannot grow it. A view keeps what it notes per hand (the seating, the cards
+drawn, the hands shown) for the latest :data:`HANDS_KEPT` hands only, so a table that deals
+for months costs the dealer no more memory, and no more work per refresh, than one that
+opened today; an older hand's are folded again from the stream when asked
+(:meth:`PublicTables.hand`).
 """
 
 from __future__ import annotations
@@ -29,13 +33,36 @@ from rules.events import (
     UpCardDealt,
 )
 from stud.v1.envelope_pb2 import EventEnvelope
-from studkit.errors import FailedPrecondition
+from studkit.errors import FailedPrecondition, NotFound
 from studkit.mapping import is_room_event
 from studkit.repository import TableRepository
-from studkit.store import EventStore, StoredEvent
+from studkit.store import EventStore, StoredEvent, TrimmedRange
 
 Decoder = Callable[[EventEnvelope], Event]
 _DRAW_EVENTS: Final = (CardBurned, DownCardDealt, UpCardDealt, CommunityCardDealt)
+
+HANDS_KEPT: Final = 256
+"""The latest hands whose seating, draws and shown seats a view keeps."""
+
+OLD_HANDS_CACHED: Final = 256
+"""Older hands' records kept once folded again (a finished hand's never changes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandRecord:
+    """What the public record says of one hand: who was dealt in at which seat, how many
+    cards it took from the deck (burns included), and whose down cards it shows."""
+
+    seating: Mapping[int, str]
+    draws: int = 0
+    shown: frozenset[int] = frozenset()
+
+    def seat_of(self, player_id: str) -> int | None:
+        """The seat ``player_id`` was dealt in at, if any."""
+        for seat, player in self.seating.items():
+            if player == player_id:
+                return seat
+        return None
 
 
 class NotSeated(FailedPrecondition):
@@ -53,7 +80,8 @@ class TableView:
     version: int = 0
     state: TableState = field(default_factory=initial_state)
     seatings: dict[int, Mapping[int, str]] = field(default_factory=dict)
-    """hand number -> {seat: player id} of the players dealt into that hand."""
+    """hand number -> {seat: player id} of the players dealt into that hand (the latest
+    :data:`HANDS_KEPT` hands, in the order they started)."""
     draws: dict[int, int] = field(default_factory=dict)
     """hand number -> cards the public record took from the deck (burns included)."""
     shown: dict[int, frozenset[int]] = field(default_factory=dict)
@@ -76,8 +104,25 @@ class TableView:
                 if seat is not None:
                     seats[number] = seat.player_id
             self.seatings[event.hand_number] = seats
+            self._forget_before(event.hand_number - HANDS_KEPT + 1)
         self.state = evolve(self.state, event)
         self.version += 1
+
+    def _forget_before(self, first_kept: int) -> None:
+        """Drop what is noted of the hands numbered below ``first_kept`` (each map holds
+        hands in the order they started: the oldest first)."""
+        for notes in (self.seatings, self.draws, self.shown):
+            while notes and (oldest := next(iter(notes))) < first_kept:
+                del notes[oldest]
+
+    def record(self, hand_number: int) -> HandRecord | None:
+        """What this view notes of hand ``hand_number``: None for a hand not started, or
+        one older than the hands it keeps."""
+        seating = self.seatings.get(hand_number)
+        if seating is None:
+            return None
+        return HandRecord(seating, self.draws.get(hand_number, 0),
+                          self.shown.get(hand_number, frozenset()))
 
     def extend(self, events: Sequence[Event]) -> None:
         """:meth:`apply` each of ``events`` in turn, with the same result; the events between
@@ -148,6 +193,10 @@ class PublicTables:
         self._max_tables = max_tables
         self._views: OrderedDict[str, TableView] = OrderedDict()
         self._locks: dict[str, _TableLock] = {}
+        self._old: OrderedDict[tuple[str, int], HandRecord] = OrderedDict()
+        """(table, hand) -> an older hand's record, folded again (least recently used goes)."""
+        self._old_lock = asyncio.Lock()
+        """One fold of an older hand at a time: each reads its table's stream from the start."""
 
     @property
     def max_tables(self) -> int:
@@ -189,6 +238,56 @@ class PublicTables:
             self._remember(view)
             return view
 
+    async def hand(self, view: TableView, hand_number: int) -> HandRecord | None:
+        """What the public record says of hand ``hand_number`` at ``view``'s table: the
+        view's own notes for its latest hands, else the hand folded again from the stream
+        (and cached: a finished hand's record never changes). None for a hand ``view`` has
+        not seen start, or one archived out of the stream."""
+        record = view.record(hand_number)
+        if record is not None or not 1 <= hand_number <= view.state.hands_started:
+            return record
+        key = (view.table_id, hand_number)
+        async with self._old_lock:
+            record = self._old.get(key)
+            if record is None:
+                record = await self._fold_hand(view.table_id, hand_number)
+                if record is None:
+                    return None
+                self._old[key] = record
+                while len(self._old) > OLD_HANDS_CACHED:
+                    self._old.popitem(last=False)
+            self._old.move_to_end(key)
+            return record
+
+    async def started_hand(self, view: TableView, hand_number: int) -> HandRecord:
+        """:meth:`hand`, or :class:`NotFound`: ``unknown_hand`` for a hand not started,
+        ``archived`` for one no longer in the stream."""
+        record = await self.hand(view, hand_number)
+        if record is not None:
+            return record
+        if 1 <= hand_number <= view.state.hands_started:
+            raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
+                           reason="archived")
+        raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
+
+    async def _fold_hand(self, table_id: str, hand_number: int) -> HandRecord | None:
+        """Hand ``hand_number``'s record, folding the stream from its start up to the next
+        hand's start (the hand is over: a view keeps every hand still being played)."""
+        past = TableView(table_id)
+        try:
+            async for page in self._events.pages(table_id, 0):
+                events = [self._decode(item.envelope) for item in page
+                          if not is_room_event(item.envelope)]
+                end = next((i for i, event in enumerate(events)
+                            if isinstance(event, HandStarted)
+                            and event.hand_number > hand_number), None)
+                past.extend(events if end is None else events[:end])
+                if end is not None:
+                    return past.record(hand_number)
+        except TrimmedRange:  # archived: stud replay reads it
+            return None
+        return None
+
     async def _from_snapshot(self, table_id: str) -> TableView:
         """The view at the table's snapshot, for a table whose oldest events were archived
         (``stud archive`` trims only up to the snapshot): its state and the seatings of the
@@ -196,7 +295,8 @@ class PublicTables:
         loaded = await TableRepository(self._events).load(table_id)
         seatings: dict[int, Mapping[int, str]] = {
             int(hand): {int(seat): str(player) for seat, player in seats.items()}
-            for hand, seats in loaded.extra.get("seatings", {}).items()}
+            for hand, seats in sorted(loaded.extra.get("seatings", {}).items(),
+                                      key=lambda item: int(item[0]))}
         return TableView(table_id, loaded.version, loaded.state, seatings)
 
     def _remember(self, view: TableView) -> None:

@@ -17,6 +17,7 @@ import redis.asyncio as aredis
 from redis.exceptions import NoPermissionError
 from structlog.testing import capture_logs
 
+import dealer.tables as dealer_tables
 from dealer.store import hand_key
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2 as pb
@@ -135,6 +136,32 @@ class TestOwnCards:
         latest = await table.dealer.my_cards(table.table_id, player("bob"))
         assert latest.hand_number == 2 and list(latest.down) == []
         error = await refused(table.dealer.my_cards(table.table_id, player("bob"), 3))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+    async def test_hands_older_than_a_view_keeps(self, make_table: MakeTable,
+                                                 dealer: RunningDealer,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+        """A hand older than the dealer's view keeps notes of (``HANDS_KEPT``, 1 here) is
+        folded again from the stream when asked: the same cards and the same proof as when
+        it was the latest, and still nothing for a player not dealt into it."""
+        monkeypatch.setattr(dealer_tables, "HANDS_KEPT", 1)
+        table = await make_table(PLAYERS)
+        await table.play_hand(folds={2: 3})
+        first = await table.dealer.my_cards(table.table_id, player("bob"), hand_number=1)
+        proof = await dealer.client.hand_proof(table.table_id, 1, player("ann"))
+        await table.play_hand()
+        await table.start_hand()
+        view = await dealer.deps.app._tables.view(table.table_id)
+        assert view.record(1) is None and view.record(3) is not None
+        for _ in range(2):  # folded again, then from the cache of older hands
+            again = await table.dealer.my_cards(table.table_id, player("bob"), hand_number=1)
+            assert again == first and len(again.down) == 3
+            assert await dealer.client.hand_proof(table.table_id, 1, player("ann")) == proof
+        assert proof.complete and proof.openings
+        error = await refused(table.dealer.my_cards(table.table_id, player("dan"), 1))
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        error = await refused(table.dealer.my_cards(table.table_id, player("bob"), 4))
         assert error.code() == grpc.StatusCode.NOT_FOUND
 
 

@@ -1,5 +1,6 @@
 """The dealer's view of a table folds a batch of public events (``TableView.extend``, a run
-of hand events at once through ``rules.fold``) exactly as it folds them one by one."""
+of hand events at once through ``rules.fold``) exactly as it folds them one by one, and keeps
+its notes of the latest ``HANDS_KEPT`` hands only."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import random
 
 import pytest
 
-from dealer.tables import TableView
+import dealer.tables
+from dealer.tables import HandRecord, TableView
 from rules import Event, LegalActions, TableConfig, card_from_index
 from rules.betting import ActionKind
 from rules.commands import PlayerCommand
@@ -52,3 +54,31 @@ def test_a_batch_folds_as_the_events_one_by_one(seed: int) -> None:
         batched.extend(events[lo:hi])
     assert key(batched) == key(one)
     assert one.draws and one.shown and len(one.seatings) == 4
+
+
+@pytest.mark.parametrize("kept", [1, 2, 3])
+def test_a_view_keeps_the_latest_hands_only(kept: int, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    """A table that deals for months costs the dealer the same as a new one: what a view
+    notes per hand (seating, draws, shown) is dropped once ``HANDS_KEPT`` later hands have
+    started, whether it folds one event at a time or in batches; the state is unchanged."""
+    events = played(1, hands=5)
+    full = TableView("t1")
+    full.extend(events)
+    monkeypatch.setattr(dealer.tables, "HANDS_KEPT", kept)
+    one = TableView("t1")
+    for event in events:
+        one.apply(event)
+    batched = TableView("t1")
+    batched.extend(events[:40])
+    batched.extend(events[40:])
+    assert key(one) == key(batched)
+    latest = list(range(6 - kept, 6))
+    assert list(one.seatings) == latest
+    assert set(one.draws) <= set(latest) and set(one.shown) <= set(latest)
+    assert one.state == full.state and one.version == full.version
+    for number in range(1, 6):
+        expected = (HandRecord(full.seatings[number], full.draws.get(number, 0),
+                               full.shown.get(number, frozenset()))
+                    if number in latest else None)
+        assert one.record(number) == expected
