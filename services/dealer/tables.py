@@ -271,11 +271,17 @@ class PublicTables:
         raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
 
     async def _fold_hand(self, table_id: str, hand_number: int) -> HandRecord | None:
-        """Hand ``hand_number``'s record, folding the stream from its start up to the next
-        hand's start (the hand is over: a view keeps every hand still being played)."""
+        """Hand ``hand_number``'s record, folding the stream up to the next hand's start
+        (the hand is over: a view keeps every hand still being played), from its first
+        event, or from the table's snapshot when the stream's head was archived (a hand
+        started before the snapshot is then archived: None)."""
         past = TableView(table_id)
         try:
-            async for page in self._events.pages(table_id, 0):
+            if await self._events.trimmed(table_id):
+                past = await self._from_snapshot(table_id)
+                if hand_number <= past.state.hands_started:
+                    return None
+            async for page in self._events.pages(table_id, past.version):
                 events = [self._decode(item.envelope) for item in page
                           if not is_room_event(item.envelope)]
                 end = next((i for i, event in enumerate(events)

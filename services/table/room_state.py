@@ -42,6 +42,9 @@ ACTIONS: Final = (BringInPosted, Completed, BetMade, Raised, Called, Checked, Fo
 SEATINGS_KEPT: Final = 200
 """Hands whose seating (who was dealt in where) the room keeps, for hand histories."""
 STARTS_KEPT: Final = 500
+HAND_STARTS_KEPT: Final = 1000
+"""Hands whose first sequence the room keeps, so that reading one of them starts there (an
+older hand's start is found by bisecting the stream: ``Watching.hand_events``)."""
 
 RoomEvent: TypeAlias = Message
 """A message of ``room.proto`` (``rpb.BuyInRequested``, ...)."""
@@ -121,7 +124,8 @@ class Room:
     departures: Mapping[str, tuple[int, float]] = field(default_factory=dict)
     seatings: Mapping[int, Mapping[int, str]] = field(default_factory=dict)
     hand_starts: Mapping[int, int] = field(default_factory=dict)
-    """hand number -> the sequence of its HandStarted (reads one hand, not the stream)."""
+    """hand number -> the sequence of its HandStarted, for the latest
+    :data:`HAND_STARTS_KEPT` hands (reads one hand, not the stream)."""
     hand_started_at: tuple[float, ...] = ()
     last_hand_ended_at: float = 0.0
     visible: int = 0
@@ -261,7 +265,11 @@ class _Fold:
                                            if (seat := before.seat(s)) is not None}
             for old in sorted(seatings)[:-SEATINGS_KEPT]:
                 del seatings[old]
-            self.get("hand_starts")[event.hand_number] = sequence
+            starts = self.get("hand_starts")
+            starts[event.hand_number] = sequence
+            if len(starts) > HAND_STARTS_KEPT:
+                for old in [n for n in starts if n <= event.hand_number - HAND_STARTS_KEPT]:
+                    del starts[old]
             self.set("hand_started_at", (*self.now("hand_started_at"),
                                          at)[-STARTS_KEPT:])
             self.set("timed_out", frozenset())

@@ -5,6 +5,7 @@ the whole stream). Room events are the table's own state and are not sent to wat
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import NoReturn
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Principal, Role
@@ -20,6 +21,11 @@ HAND_PAGE = 100
 dealt in, 80 with eight, so most hands take one read, which decodes a few entries past the
 hand's end rather than the store's whole page (500: 4.4 ms of the table's CPU per
 ``GetHandHistory`` on a 15,000-event table, ``bench/bench_long_table.py``)."""
+
+
+PROBE_PAGE = 16
+"""Events per read of one step of :meth:`Watching._bisect_hand` (an envelope that names a
+hand is rarely more than a few room events away)."""
 
 
 class Watching:
@@ -114,13 +120,19 @@ class Watching:
         actor = (await self.routed(table_id)).actor
         if hand_number < 1 or hand_number > actor.room.table.hands_started:
             raise NotFound(f"hand {hand_number} has not been played", reason="unknown_hand")
-        start = actor.room.hand_starts.get(hand_number)
         out: list[EventEnvelope] = []
         try:
-            async for page in self._store.pages(table_id, start - 1 if start else 0,
+            start = actor.room.hand_starts.get(hand_number)
+            if start is None:  # older than the room keeps
+                start = await self._bisect_hand(table_id, hand_number, actor.version)
+            async for page in self._store.pages(table_id, start - 1,
                                                 page=min(HAND_PAGE, self._store.page_size)):
                 for stored in page:
                     env = stored.envelope
+                    if env.hand_number > hand_number:  # past it, or it was archived
+                        if not out:
+                            _archived_hand(hand_number)
+                        return out, False
                     if env.hand_number != hand_number or is_room_event(env):
                         if out and env.event_type == "HandStarted":
                             return out, False
@@ -131,6 +143,33 @@ class Watching:
         except TrimmedRange:
             out = []
         if not out:  # played, but no longer in Redis
-            raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
-                           reason="archived")
+            _archived_hand(hand_number)
         return out, False
+
+    async def _bisect_hand(self, table_id: str, hand_number: int, version: int) -> int:
+        """Where a hand older than the room keeps the start of begins to be read: the
+        first sequence from which the next envelope that names a hand names this one or a
+        later one (an envelope's hand number is 0 between hands and never goes down), found
+        by bisecting the stream that is still in Redis with a few small reads, never by
+        reading it from its start."""
+        lo = await self._store.trimmed(table_id) + 1
+        hi = version + 1  # the answer is in [lo, hi]; hi: no envelope there at all
+        page = min(PROBE_PAGE, self._store.page_size)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            named = 0
+            async for entries in self._store.pages(table_id, mid - 1, page=page):
+                named = next((e.envelope.hand_number for e in entries
+                              if e.envelope.hand_number), 0)
+                if named:
+                    break
+            if not named or named >= hand_number:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+def _archived_hand(hand_number: int) -> NoReturn:
+    raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
+                   reason="archived")

@@ -13,17 +13,21 @@ import io
 import random
 from pathlib import Path
 
+import grpc
 import pytest
 
+import dealer.tables as dealer_tables
+import table.room_state as room_state
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Principal, Role
+from studkit.grpc_errors import rpc_error_reason
 from studkit.redis_client import Client, connect
 from studkit.repository import TableRepository, snapshot_key
 from studkit.store import EventStore, StoreCorrupted, TrimmedRange, TrimRefused, trimmed_key
 from studtest.redis import TestRedis
-from studtest.table import TableClient, act_once, player, running_room
+from studtest.table import OPERATOR, TableClient, act_once, player, running_room
 from studtools import archive
 from studtools.cli import build_parser
 from studtools.devkeys import DevKeys
@@ -81,7 +85,8 @@ def parse(raw: bytes) -> EventEnvelope:
 
 
 async def test_archive_trim_restart_and_nothing_lost(
-        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path) -> None:
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "archive"
     admin = connect(redis_url)
     store = EventStore(admin)
@@ -142,10 +147,33 @@ async def test_archive_trim_restart_and_nothing_lost(
                                                       view_before.hands_started)
         assert [(s.seat, s.player_id, s.stack) for s in view.seats] == [
             (s.seat, s.player_id, s.stack) for s in view_before.seats]
-        await play(room.client, table_id, view.hands_started + 3, rng)
+        # The table and the dealer keep notes of their latest hand only from here: an
+        # archived hand is NOT_FOUND "archived" to both; a hand still in Redis is found by
+        # the table (bisecting the stream), and by the dealer when it follows the table's
+        # latest snapshot (the fold of an older hand starts there once the head is archived).
+        monkeypatch.setattr(room_state, "HAND_STARTS_KEPT", 1)
+        monkeypatch.setattr(dealer_tables, "HANDS_KEPT", 1)
+        await play(room.client, table_id, view.hands_started + 6, rng)
         length, trimmed_now, version = await stream_counts(admin, table_id)
         assert version > view_before.version and trimmed_now == trimmed
         assert length + trimmed == version
+        snapshot = (await TableRepository(store).load(table_id)).state.hands_started
+        latest = (await room.client.view(table_id, player("ann"))).hands_started
+        assert view.hands_started < snapshot < latest - 1
+        cases = [(grpc.StatusCode.NOT_FOUND, "archived", 1, "table"),
+                 (grpc.StatusCode.NOT_FOUND, "archived", 1, "dealer"),
+                 (grpc.StatusCode.OK, "", view.hands_started + 1, "table"),
+                 (grpc.StatusCode.OK, "", latest - 1, "dealer")]
+        for code, reason, hand, service in cases:
+            call = (room.client.call("GetHandHistory", pb.GetHandHistoryRequest(
+                        table_id=table_id, hand_number=hand), OPERATOR) if service == "table"
+                    else room.dealer.client.my_cards(table_id, player("ann"), hand))
+            try:
+                reply = await call
+            except grpc.aio.AioRpcError as error:
+                assert (error.code(), rpc_error_reason(error)) == (code, reason), (hand, service)
+            else:
+                assert code is grpc.StatusCode.OK and reply.hand_number == hand
 
         # A second run archives the next hands after the first (one archive, two segments),
         # as the table's own Redis user (what the archive needs is in its key space).

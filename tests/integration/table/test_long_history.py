@@ -7,14 +7,17 @@ the events it has handed on."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+import table.room_state
 from stud.v1 import table_pb2 as pb
 from studkit.keys import table_key
+from studkit.mapping import is_room_event
 from studtest.redis import TestRedis
 from studtest.table import OPERATOR, Room, play_until, player, running_room
 from studtools.devkeys import DevKeys
@@ -46,19 +49,26 @@ class Reads:
         return sum(n for _, n in self.calls)
 
 
-@pytest.fixture
-async def long_room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys
-                    ) -> AsyncIterator[tuple[Room, str]]:
+@contextlib.asynccontextmanager
+async def played_room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+                      hands: int = HANDS) -> AsyncIterator[tuple[Room, str]]:
     """A room whose table reads its stream ``PAGE`` events at a time, and a table that has
-    played ``HANDS`` hands."""
+    played ``hands`` hands."""
     async with running_room(redis_server, redis_url, dev_keys, events_page=PAGE) as room:
         table_id = await room.client.open_table()
         for seat, name in {1: "ann", 3: "bob", 5: "cat"}.items():
             await room.fund(name)
             await room.client.call("SitDown", pb.SitDownRequest(
                 table_id=table_id, seat=seat, buy_in=10_000), player(name))
-        await play_until(room.client, table_id, HANDS, random.Random(3).choice)
+        await play_until(room.client, table_id, hands, random.Random(3).choice)
         yield room, table_id
+
+
+@pytest.fixture
+async def long_room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys
+                    ) -> AsyncIterator[tuple[Room, str]]:
+    async with played_room(redis_server, redis_url, dev_keys) as played:
+        yield played
 
 
 async def test_one_hand_is_read_from_its_start_not_the_whole_stream(
@@ -103,3 +113,32 @@ async def test_a_catch_up_watch_reads_a_page_ahead_at_most(
         await watch.aclose()  # type: ignore[attr-defined]
     assert reads.entries() >= upto - PAGE  # the catch-up was read, page by page
     assert len(reads.calls) >= upto // PAGE
+
+
+async def test_a_hand_older_than_the_room_keeps_is_found_by_bisecting(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The room keeps the first sequence of its latest ``HAND_STARTS_KEPT`` hands only (one
+    here), so a table dealing for months does not carry every hand's in its state and
+    snapshots: an older hand's start is found by bisecting the stream, a few small reads,
+    and its history is the same hand, still never the stream read whole."""
+    monkeypatch.setattr(table.room_state, "HAND_STARTS_KEPT", 1)
+    async with played_room(redis_server, redis_url, dev_keys, 3 * HANDS) as (room, table_id):
+        actor = (await room.table_deps.app.routed(table_id)).actor
+        latest = actor.room.table.hands_started
+        assert list(actor.room.hand_starts) == [latest]
+        total = actor.version
+        stream = [s.envelope for s in await room.table_deps.events.read(table_id)]
+        for hand in (1, 2, latest - 1):
+            reads = Reads(room, table_id, monkeypatch)
+            history = await room.client.call("GetHandHistory", pb.GetHandHistoryRequest(
+                table_id=table_id, hand_number=hand), OPERATOR)
+            expected = [e for e in stream if e.hand_number == hand and not is_room_event(e)]
+            assert history.complete and history.events
+            assert [e.sequence for e in history.events] == [e.sequence for e in expected]
+            assert history.events[0].event.WhichOneof("event") == "hand_started"
+            assert history.events[-1].event.WhichOneof("event") == "hand_ended"
+            # The bisection's steps (a read of at most a page each), then the hand.
+            steps = total.bit_length() + 1
+            assert reads.entries() <= steps * PAGE + len(expected) + PAGE, reads.calls
+            assert reads.entries() < total / 2, (reads.entries(), total)
