@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 
@@ -21,15 +21,16 @@ from dealer.corruption import Corruption
 from dealer.deck import deal_street, seat_draws
 from dealer.fair import FairDealer, stored_hand
 from dealer.fair import bind_hand as _bind
+from dealer.players import OwnCards, PlayerCards
 from dealer.shuffle import CSPRNG, Entropy
 from dealer.stacking import StackedDecks
 from dealer.store import IDENTITY, DealerStore, FairHand, Recorded, StoredHand
-from dealer.tables import NotSeated, PublicTables, TableView
+from dealer.tables import PublicTables, TableView
 from rules import DealPlan, HandState, pending_deal
 from rules.views import revealable_seats
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.cardcheck import HandProof
-from studkit.cardproof import CardOpening, DealHeader, FairDeck
+from studkit.cardproof import FairDeck
 from studkit.deckproof import FairAudit, HandAudit, HandDeck, StreetDeal, commit
 from studkit.errors import FailedPrecondition, NotFound
 from studkit.metrics import ClosedCounter, Metrics
@@ -102,24 +103,6 @@ class DealerCounters:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OwnCards:
-    """A player's cards in one hand, as the dealer gives them to that player only."""
-
-    table_id: str
-    hand_number: int
-    seat: int
-    down: tuple[int, ...]
-    up: tuple[int, ...]
-    openings: tuple[CardOpening | None, ...] = field(default=(), repr=False)
-    """One per down card, in order (None: the corrupted test dealer's withheld opening);
-    empty for a hand without a per-card commitment."""
-    header: DealHeader | None = None
-
-    def __repr__(self) -> str:
-        return f"OwnCards(table_id={self.table_id!r}, hand_number={self.hand_number})"
-
-
 def _hand_of(view: TableView, hand_number: int) -> HandState:
     hand = view.state.hand
     if not view.state.opened:
@@ -162,6 +145,8 @@ class DealerApp:
         self._fair = FairDealer(store, tables, clock_ms=clock_ms, seed_wait_ms=seed_wait_ms,
                                 corruption=corruption)
         """Seeds, proofs and openings of per-card hands (and the test-only corruption)."""
+        self._players = PlayerCards(store, tables, self._fair)
+        """The players' own cards."""
 
     # --- who may ask ------------------------------------------------------------------------
 
@@ -375,70 +360,13 @@ class DealerApp:
 
     async def own_cards(self, principal: Principal, table_id: str,
                         hand_number: int = 0) -> OwnCards:
-        """The caller's own cards in hand ``hand_number`` (0: the table's latest hand)."""
-        if principal.role is not Role.PLAYER:
-            raise Forbidden("only a player may read their own cards")
-        _bind(table_id, hand_number or None)
-        view = await self._tables.view(table_id)
-        return await self._own_cards(view, principal, hand_number)
+        """See :meth:`dealer.players.PlayerCards.own_cards`."""
+        return await self._players.own_cards(principal, table_id, hand_number)
 
-    async def _own_cards(self, view: TableView, principal: Principal,
-                         hand_number: int) -> OwnCards:
-        latest = view.state.hand
-        if hand_number == 0:
-            if latest is None:
-                raise NotFound(f"no hand has started at table {view.table_id}",
-                               reason="unknown_hand")
-            hand_number = latest.hand_number
-        seat = (await self._tables.started_hand(view, hand_number)).seat_of(principal.name)
-        if seat is None:
-            raise Forbidden(f"you were not dealt into hand {hand_number}",
-                            reason="not_dealt_in")
-        stored = await self._stored(view.table_id, hand_number)
-        draws = seat_draws(stored.deals, seat)
-        if latest is not None and latest.hand_number == hand_number:
-            # Only cards the public record shows as dealt: a street the table never
-            # recorded is not the player's yet.
-            player = latest.player(seat)
-            draws = draws[: len(player.down) + len(player.up)]
-        downs = tuple(d for d in draws if not d.up)
-        return OwnCards(table_id=view.table_id, hand_number=hand_number, seat=seat,
-                        down=tuple(d.card for d in downs),
-                        up=tuple(d.card for d in draws if d.up),
-                        openings=self._fair.openings(stored, downs),
-                        header=None if stored.fair is None
-                        else stored.fair.deck.header(stored.fair.seeds))
-
-    async def watch_own_cards(self, principal: Principal, table_id: str,
-                              changes: AsyncIterator[object]) -> AsyncIterator[OwnCards]:
-        """The caller's cards of the latest hand they were dealt into, now and again after
-        every change of the table's stream that changes them. ``changes`` yields once per
-        new public event. A table with no public record is :class:`NotFound` (watching a
-        made-up table would hold a stream reader for nothing); a caller with no seat there
-        and no place in the hand being played is :class:`NotSeated`, at once and whenever
-        that becomes true later (they left), so no stream waits for cards that never come."""
-        if principal.role is not Role.PLAYER:
-            raise Forbidden("only a player may read their own cards")
-        _bind(table_id)
-        view = await self._tables.view(table_id)
-        if not view.state.opened:
-            raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
-        if not view.has_cards_for(principal.name):
-            raise NotSeated(f"{principal.name} has no seat at table {table_id}: sit down "
-                            "first, then watch")
-        last: OwnCards | None = None
-        async for _change in changes:
-            view = await self._tables.view(table_id)
-            if not view.has_cards_for(principal.name):
-                raise NotSeated(f"{principal.name} no longer has a seat at table {table_id}")
-            hand = view.state.hand
-            if hand is None or view.seat_of(hand.hand_number, principal.name) is None:
-                continue
-            cards = await self._own_cards(view, principal, hand.hand_number)
-            if last is None or (cards.hand_number, cards.down, cards.up) != (
-                    last.hand_number, last.down, last.up):
-                last = cards
-                yield cards
+    def watch_own_cards(self, principal: Principal, table_id: str,
+                        changes: AsyncIterator[object]) -> AsyncIterator[OwnCards]:
+        """See :meth:`dealer.players.PlayerCards.watch_own_cards`."""
+        return self._players.watch_own_cards(principal, table_id, changes)
 
     # --- auditors ---------------------------------------------------------------------------
 

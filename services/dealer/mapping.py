@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from dealer.app import OwnCards
+from dealer.players import OwnCards
 from rules import DealPlan, DealSlot, card_from_index
 from stud.v1 import commands_pb2 as cpb
 from stud.v1 import common_pb2 as pb
