@@ -428,6 +428,31 @@ class EventStore:
         raw = await self._client.get(self._key(table_id, "trimmed"))
         return int(raw) if raw is not None else 0
 
+    async def hand_start(self, table_id: str, hand_number: int, *, page: int = 16) -> int:
+        """Where hand ``hand_number`` begins in the part of the stream still in Redis: the
+        first sequence from which the next envelope that names a hand names this one or a
+        later one (an envelope's hand number is 0 between hands and never goes down), so a
+        read from just before it meets the hand's ``HandStarted`` first, or, for a hand
+        archived, a later hand. Found by bisection, reads of ``page`` events each (a hand is
+        rarely more than a few room events away), never by reading the stream from its
+        start; past the last event when no envelope from there names such a hand."""
+        lo = await self.trimmed(table_id) + 1
+        hi = await self.version(table_id) + 1  # the answer is in [lo, hi]
+        size = min(page, self._page_size)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            named = 0
+            async for entries in self.pages(table_id, mid - 1, page=size):
+                named = next((e.envelope.hand_number for e in entries
+                              if e.envelope.hand_number), 0)
+                if named:
+                    break
+            if not named or named >= hand_number:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
     async def table_ids(self) -> list[str]:
         """Every table that has events, sorted (from the index set, never a key scan)."""
         members = await self._client.smembers(self._index)

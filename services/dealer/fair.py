@@ -185,7 +185,7 @@ class FairDealer:
         latest = view.state.hand
         if latest is None or hand_number > latest.hand_number:
             raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
-        record = await self._tables.started_hand(view, hand_number)
+        record = await self._tables.started_hand(view, hand_number, counted=True)
         stored = await stored_hand(self._store, table_id, hand_number)
         fair = stored.fair
         if fair is None:

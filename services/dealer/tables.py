@@ -56,6 +56,9 @@ class HandRecord:
     seating: Mapping[int, str]
     draws: int = 0
     shown: frozenset[int] = frozenset()
+    counted: bool = True
+    """Whether ``draws`` and ``shown`` are the hand's (False: a view begun at a snapshot
+    knows only the seating of the hands before it)."""
 
     def seat_of(self, player_id: str) -> int | None:
         """The seat ``player_id`` was dealt in at, if any."""
@@ -86,6 +89,9 @@ class TableView:
     """hand number -> cards the public record took from the deck (burns included)."""
     shown: dict[int, frozenset[int]] = field(default_factory=dict)
     """hand number -> seats whose down cards the public record shows (shown or exposed)."""
+    counted_from: int = 1
+    """The first hand whose draws and shown seats this view counted (a view begun at a
+    table's snapshot has the seatings of the hands before it, not their cards)."""
 
     def apply(self, event: Event) -> None:
         """Fold one event (and note the seating when a hand starts, and per hand the cards
@@ -122,7 +128,8 @@ class TableView:
         if seating is None:
             return None
         return HandRecord(seating, self.draws.get(hand_number, 0),
-                          self.shown.get(hand_number, frozenset()))
+                          self.shown.get(hand_number, frozenset()),
+                          counted=hand_number >= self.counted_from)
 
     def extend(self, events: Sequence[Event]) -> None:
         """:meth:`apply` each of ``events`` in turn, with the same result; the events between
@@ -228,7 +235,7 @@ class PublicTables:
             if stored:
                 # Fold into a copy so a failure leaves the cached view untouched.
                 fresh = TableView(table_id, view.version, view.state, dict(view.seatings),
-                                  dict(view.draws), dict(view.shown))
+                                  dict(view.draws), dict(view.shown), view.counted_from)
                 # The room's events are not the game's: they only count in the version.
                 events = [self._decode(item.envelope) for item in stored
                           if not is_room_event(item.envelope)]
@@ -238,31 +245,39 @@ class PublicTables:
             self._remember(view)
             return view
 
-    async def hand(self, view: TableView, hand_number: int) -> HandRecord | None:
+    async def hand(self, view: TableView, hand_number: int, *, counted: bool = False
+                   ) -> HandRecord | None:
         """What the public record says of hand ``hand_number`` at ``view``'s table: the
         view's own notes for its latest hands, else the hand folded again from the stream
-        (and cached: a finished hand's record never changes). None for a hand ``view`` has
-        not seen start, or one archived out of the stream."""
+        (and cached: a finished hand's record never changes); with ``counted``, its draws
+        and shown seats too (a hand a view begun at a snapshot knows the seating of only
+        has them counted from its events). None for a hand ``view`` has not seen start, or
+        one archived out of the stream."""
         record = view.record(hand_number)
-        if record is not None or not 1 <= hand_number <= view.state.hands_started:
+        if record is not None and (record.counted or not counted):
             return record
+        if record is None and not 1 <= hand_number <= view.state.hands_started:
+            return None
         key = (view.table_id, hand_number)
         async with self._old_lock:
-            record = self._old.get(key)
-            if record is None:
-                record = await self._fold_hand(view.table_id, hand_number)
-                if record is None:
+            found = self._old.get(key)
+            if found is None:
+                found = await (self._fold_hand(view.table_id, hand_number) if record is None
+                               else self._count_hand(view.table_id, hand_number,
+                                                     record.seating))
+                if found is None:
                     return None
-                self._old[key] = record
+                self._old[key] = found
                 while len(self._old) > OLD_HANDS_CACHED:
                     self._old.popitem(last=False)
             self._old.move_to_end(key)
-            return record
+            return found
 
-    async def started_hand(self, view: TableView, hand_number: int) -> HandRecord:
+    async def started_hand(self, view: TableView, hand_number: int, *,
+                           counted: bool = False) -> HandRecord:
         """:meth:`hand`, or :class:`NotFound`: ``unknown_hand`` for a hand not started,
         ``archived`` for one no longer in the stream."""
-        record = await self.hand(view, hand_number)
+        record = await self.hand(view, hand_number, counted=counted)
         if record is not None:
             return record
         if 1 <= hand_number <= view.state.hands_started:
@@ -274,13 +289,16 @@ class PublicTables:
         """Hand ``hand_number``'s record, folding the stream up to the next hand's start
         (the hand is over: a view keeps every hand still being played), from its first
         event, or from the table's snapshot when the stream's head was archived (a hand
-        started before the snapshot is then archived: None)."""
+        started before the snapshot has the seating the snapshot keeps, and its cards
+        counted from its events while they are still in the stream; else None)."""
         past = TableView(table_id)
         try:
             if await self._events.trimmed(table_id):
                 past = await self._from_snapshot(table_id)
-                if hand_number <= past.state.hands_started:
-                    return None
+                if hand_number <= past.state.hands_started:  # the snapshot's seating
+                    partial = past.record(hand_number)
+                    return None if partial is None else await self._count_hand(
+                        table_id, hand_number, partial.seating)
             async for page in self._events.pages(table_id, past.version):
                 events = [self._decode(item.envelope) for item in page
                           if not is_room_event(item.envelope)]
@@ -294,6 +312,33 @@ class PublicTables:
             return None
         return None
 
+    async def _count_hand(self, table_id: str, hand_number: int, seating: Mapping[int, str]
+                          ) -> HandRecord | None:
+        """Hand ``hand_number``'s record with its draws and shown seats counted from its
+        own events (read from where the stream's bisection finds it begins); None when its
+        start is no longer in the stream."""
+        draws, shown, begun = 0, set[int](), False
+        try:
+            start = await self._events.hand_start(table_id, hand_number)
+            async for page in self._events.pages(table_id, start - 1):
+                for item in page:
+                    envelope = item.envelope
+                    if envelope.hand_number > hand_number:  # the hand is over
+                        return HandRecord(seating, draws, frozenset(shown)) if begun else None
+                    if envelope.hand_number != hand_number or is_room_event(envelope):
+                        continue
+                    event = self._decode(envelope)
+                    if not begun and not isinstance(event, HandStarted):
+                        return None  # its start was archived
+                    begun = True
+                    if isinstance(event, _DRAW_EVENTS):
+                        draws += 1
+                    elif isinstance(event, HandShown | HandExposed):
+                        shown.add(event.seat)
+        except TrimmedRange:
+            return None
+        return HandRecord(seating, draws, frozenset(shown)) if begun else None
+
     async def _from_snapshot(self, table_id: str) -> TableView:
         """The view at the table's snapshot, for a table whose oldest events were archived
         (``stud archive`` trims only up to the snapshot): its state and the seatings of the
@@ -303,7 +348,8 @@ class PublicTables:
             int(hand): {int(seat): str(player) for seat, player in seats.items()}
             for hand, seats in sorted(loaded.extra.get("seatings", {}).items(),
                                       key=lambda item: int(item[0]))}
-        return TableView(table_id, loaded.version, loaded.state, seatings)
+        return TableView(table_id, loaded.version, loaded.state, seatings,
+                         counted_from=loaded.state.hands_started + 1)
 
     def _remember(self, view: TableView) -> None:
         if not view.version:  # no events: nothing worth keeping (and ids are free to invent)

@@ -23,11 +23,6 @@ hand's end rather than the store's whole page (500: 4.4 ms of the table's CPU pe
 ``GetHandHistory`` on a 15,000-event table, ``bench/bench_long_table.py``)."""
 
 
-PROBE_PAGE = 16
-"""Events per read of one step of :meth:`Watching._bisect_hand` (an envelope that names a
-hand is rarely more than a few room events away)."""
-
-
 class Watching:
     """The reading use cases (mixed into the app)."""
 
@@ -124,7 +119,7 @@ class Watching:
         try:
             start = actor.room.hand_starts.get(hand_number)
             if start is None:  # older than the room keeps
-                start = await self._bisect_hand(table_id, hand_number, actor.version)
+                start = await self._store.hand_start(table_id, hand_number)
             async for page in self._store.pages(table_id, start - 1,
                                                 page=min(HAND_PAGE, self._store.page_size)):
                 for stored in page:
@@ -145,29 +140,6 @@ class Watching:
         if not out:  # played, but no longer in Redis
             _archived_hand(hand_number)
         return out, False
-
-    async def _bisect_hand(self, table_id: str, hand_number: int, version: int) -> int:
-        """Where a hand older than the room keeps the start of begins to be read: the
-        first sequence from which the next envelope that names a hand names this one or a
-        later one (an envelope's hand number is 0 between hands and never goes down), found
-        by bisecting the stream that is still in Redis with a few small reads, never by
-        reading it from its start."""
-        lo = await self._store.trimmed(table_id) + 1
-        hi = version + 1  # the answer is in [lo, hi]; hi: no envelope there at all
-        page = min(PROBE_PAGE, self._store.page_size)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            named = 0
-            async for entries in self._store.pages(table_id, mid - 1, page=page):
-                named = next((e.envelope.hand_number for e in entries
-                              if e.envelope.hand_number), 0)
-                if named:
-                    break
-            if not named or named >= hand_number:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
 
 
 def _archived_hand(hand_number: int) -> NoReturn:

@@ -18,11 +18,20 @@ import pytest
 
 import dealer.tables as dealer_tables
 import table.room_state as room_state
+from rules.events import (
+    CardBurned,
+    CommunityCardDealt,
+    DownCardDealt,
+    HandExposed,
+    HandShown,
+    UpCardDealt,
+)
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Principal, Role
 from studkit.grpc_errors import rpc_error_reason
+from studkit.mapping import event_from_envelope, is_room_event
 from studkit.redis_client import Client, connect
 from studkit.repository import TableRepository, snapshot_key
 from studkit.store import EventStore, StoreCorrupted, TrimmedRange, TrimRefused, trimmed_key
@@ -35,6 +44,7 @@ from studtools.devkeys import DevKeys
 pytestmark = pytest.mark.integration
 
 NAMES = {1: "ann", 2: "bob", 3: "cat"}
+DRAWS = (CardBurned, DownCardDealt, UpCardDealt, CommunityCardDealt)
 
 
 async def play(client: TableClient, table_id: str, hands: int, rng: random.Random) -> None:
@@ -174,6 +184,37 @@ async def test_archive_trim_restart_and_nothing_lost(
                 assert (error.code(), rpc_error_reason(error)) == (code, reason), (hand, service)
             else:
                 assert code is grpc.StatusCode.OK and reply.hand_number == hand
+
+        # A dealer's view begun at the table's snapshot (a dealer started after the head
+        # was archived) knows the seating of the hands before the snapshot, not their
+        # cards: a proof counts them from the hand's own events while they are in Redis,
+        # as the dealer that followed the table counted them; an archived one is None.
+        following = room.dealer.deps.app._tables
+        monkeypatch.setattr(dealer_tables, "HANDS_KEPT", 256)
+        fresh = dealer_tables.PublicTables(store, event_from_envelope)
+        begun = await fresh.view(table_id)
+        assert begun.counted_from == snapshot + 1
+        live = await following.view(table_id)
+        kept = await store.read(table_id)
+        kept_hands = {e.envelope.hand_number for e in kept
+                      if e.envelope.event_type == "HandStarted"}
+        assert 1 not in kept_hands and latest - 1 in kept_hands
+        assert any(hand <= snapshot for hand in kept_hands)  # counted from their events
+        for hand in range(1, latest):
+            mine = await fresh.hand(begun, hand, counted=True)
+            if hand not in kept_hands:
+                assert mine is None, hand  # archived
+                continue
+            theirs = await following.hand(live, hand, counted=True)
+            events = [event_from_envelope(e.envelope) for e in kept
+                      if e.envelope.hand_number == hand and not is_room_event(e.envelope)]
+            draws = sum(isinstance(e, DRAWS) for e in events)
+            shown = frozenset(e.seat for e in events if isinstance(e, HandShown | HandExposed))
+            assert theirs is not None and (theirs.draws, theirs.shown) == (draws, shown), hand
+            assert draws > 0 and mine == theirs, hand
+            if hand <= snapshot:
+                assert begun.record(hand) == dealer_tables.HandRecord(
+                    theirs.seating, counted=False), hand
 
         # A second run archives the next hands after the first (one archive, two segments),
         # as the table's own Redis user (what the archive needs is in its key space).
