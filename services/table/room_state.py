@@ -122,6 +122,8 @@ class Room:
     timed_out: frozenset[int] = frozenset()
     sat_out_since: Mapping[int, float] = field(default_factory=dict)
     departures: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    """player id -> (the stack they left with, when): the players who left within the
+    rathole window (older departures are dropped at the next one)."""
     seatings: Mapping[int, Mapping[int, str]] = field(default_factory=dict)
     hand_starts: Mapping[int, int] = field(default_factory=dict)
     """hand number -> the sequence of its HandStarted, for the latest
@@ -290,7 +292,13 @@ class _Fold:
             self.get("sat_out_since").pop(event.seat, None)
             self._end_saga(event.seat, BUY_IN)
         elif isinstance(event, PlayerLeft):
-            self.get("departures")[event.player_id] = (event.stack, at)
+            departures = self.get("departures")
+            # Only a departure within the rathole window counts (room.buy_in_range): the
+            # older ones go, so the map holds the recent leavers, not everyone who ever sat.
+            window = self.room.settings.rathole_window_s
+            for player in [p for p, (_, when) in departures.items() if at - when >= window]:
+                del departures[player]
+            departures[event.player_id] = (event.stack, at)
             self.get("sat_out_since").pop(event.seat, None)
             self.get("timeout_streak").pop(event.seat, None)
             self.get("leaving").pop(event.seat, None)

@@ -210,6 +210,22 @@ def test_the_rathole_window_ends() -> None:
     assert buy_in_range(room, "ann", NOW + 1801)[2] == 0
 
 
+def test_a_departure_past_the_window_is_dropped_at_the_next_one() -> None:
+    """The room keeps the players who left within the rathole window, not everyone who
+    ever left: an older departure goes when another player leaves; the rule is unchanged."""
+    room = seated(seated(opened(), 1, "ann", 30_000), 2, "bob", 20_000)
+    room = run(run(room, Leave(1, "ann", "ka")), PayCashOut(1, "ka"))
+    window = room.settings.rathole_window_s
+    room = run(room, Leave(2, "bob", "kb"), now=NOW + window - 1)
+    assert set(room.departures) == {"ann", "bob"}
+    assert buy_in_range(room, "ann", NOW + window - 1)[2] == 30_000
+    room = seated(run(room, PayCashOut(2, "kb")), 4, "dan")
+    room = run(room, Leave(4, "dan", "kd"), now=NOW + window)
+    assert set(room.departures) == {"bob", "dan"}
+    assert buy_in_range(room, "ann", NOW + window)[2] == 0
+    assert buy_in_range(room, "bob", NOW + window)[2] == 20_000
+
+
 def test_the_rathole_rule_may_exceed_the_table_maximum() -> None:
     room = run(seated(opened(buy_in_max=20_000), 1, "ann", 20_000), Play(AddChips(seat=1,
                                                                                   amount=5_000)))
