@@ -15,6 +15,7 @@ opened today; an older hand's are folded again from the stream when asked
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -43,6 +44,10 @@ _DRAW_EVENTS: Final = (CardBurned, DownCardDealt, UpCardDealt, CommunityCardDeal
 
 HANDS_KEPT: Final = 256
 """The latest hands whose seating, draws and shown seats a view keeps."""
+
+SEATING_RUNS_KEPT: Final = 4096
+"""Runs of hands dealt to one seating that a view keeps for the hands older than the
+latest (a seating changes when a player sits down or leaves, not every hand)."""
 
 OLD_HANDS_CACHED: Final = 256
 """Older hands' records kept once folded again (a finished hand's never changes)."""
@@ -92,6 +97,12 @@ class TableView:
     counted_from: int = 1
     """The first hand whose draws and shown seats this view counted (a view begun at a
     table's snapshot has the seatings of the hands before it, not their cards)."""
+    runs: tuple[tuple[int, Mapping[int, str] | None], ...] = ()
+    """The seatings of the hands no longer in ``seatings``, as runs: (first hand, seating,
+    None where a hand is unknown), each up to the next run's first hand, the last up to
+    ``runs_end``; at most :data:`SEATING_RUNS_KEPT`, the oldest go first."""
+    runs_end: int = 0
+    """The last hand the runs cover (0: none)."""
 
     def apply(self, event: Event) -> None:
         """Fold one event (and note the seating when a hand starts, and per hand the cards
@@ -116,17 +127,39 @@ class TableView:
 
     def _forget_before(self, first_kept: int) -> None:
         """Drop what is noted of the hands numbered below ``first_kept`` (each map holds
-        hands in the order they started: the oldest first)."""
-        for notes in (self.seatings, self.draws, self.shown):
-            while notes and (oldest := next(iter(notes))) < first_kept:
-                del notes[oldest]
+        hands in the order they started: the oldest first), their seatings kept as runs."""
+        seatings = self.seatings
+        while seatings and (oldest := next(iter(seatings))) < first_kept:
+            self._keep_run(oldest, seatings.pop(oldest))
+        for notes in (self.draws, self.shown):
+            while notes and next(iter(notes)) < first_kept:
+                del notes[next(iter(notes))]
+
+    def _keep_run(self, hand_number: int, seating: Mapping[int, str]) -> None:
+        runs = self.runs
+        if runs and self.runs_end + 1 != hand_number:  # a gap: nothing known of it
+            runs = (*runs, (self.runs_end + 1, None))
+        if not runs or runs[-1][1] != seating:
+            runs = (*runs, (hand_number, seating))
+        if len(runs) > SEATING_RUNS_KEPT:
+            runs = runs[len(runs) - SEATING_RUNS_KEPT:]
+        self.runs, self.runs_end = runs, hand_number
+
+    def _earlier_seating(self, hand_number: int) -> Mapping[int, str] | None:
+        runs = self.runs
+        if not runs or not runs[0][0] <= hand_number <= self.runs_end:
+            return None
+        at = bisect.bisect_right(runs, hand_number, key=lambda run: run[0]) - 1
+        return runs[at][1]
 
     def record(self, hand_number: int) -> HandRecord | None:
-        """What this view notes of hand ``hand_number``: None for a hand not started, or
-        one older than the hands it keeps."""
+        """What this view notes of hand ``hand_number``: all of it for its latest hands,
+        the seating only (not ``counted``) for an older one its runs cover, None for a
+        hand not started or one older than that."""
         seating = self.seatings.get(hand_number)
         if seating is None:
-            return None
+            earlier = self._earlier_seating(hand_number)
+            return None if earlier is None else HandRecord(earlier, counted=False)
         return HandRecord(seating, self.draws.get(hand_number, 0),
                           self.shown.get(hand_number, frozenset()),
                           counted=hand_number >= self.counted_from)
@@ -228,6 +261,8 @@ class PublicTables:
             stored: list[StoredEvent] | None = tail.events
             if view.version and tail.version < view.version:  # a reset store
                 view, stored = TableView(table_id), None
+                for key in [key for key in self._old if key[0] == table_id]:
+                    del self._old[key]  # its older hands are other hands now
             if view.version < tail.trimmed:
                 view, stored = await self._from_snapshot(table_id), None
             if stored is None:
@@ -235,7 +270,8 @@ class PublicTables:
             if stored:
                 # Fold into a copy so a failure leaves the cached view untouched.
                 fresh = TableView(table_id, view.version, view.state, dict(view.seatings),
-                                  dict(view.draws), dict(view.shown), view.counted_from)
+                                  dict(view.draws), dict(view.shown), view.counted_from,
+                                  view.runs, view.runs_end)
                 # The room's events are not the game's: they only count in the version.
                 events = [self._decode(item.envelope) for item in stored
                           if not is_room_event(item.envelope)]
@@ -248,30 +284,32 @@ class PublicTables:
     async def hand(self, view: TableView, hand_number: int, *, counted: bool = False
                    ) -> HandRecord | None:
         """What the public record says of hand ``hand_number`` at ``view``'s table: the
-        view's own notes for its latest hands, else the hand folded again from the stream
-        (and cached: a finished hand's record never changes); with ``counted``, its draws
-        and shown seats too (a hand a view begun at a snapshot knows the seating of only
-        has them counted from its events). None for a hand ``view`` has not seen start, or
-        one archived out of the stream."""
+        view's own notes for its latest hands; for an older one the seating its runs keep
+        and, with ``counted``, its draws and shown seats counted from the hand's own events;
+        for one older than its runs, the stream folded again up to it (one such fold at a
+        time). What is read is cached: a finished hand's record never changes. None for a
+        hand ``view`` has not seen start, or one archived out of the stream."""
         record = view.record(hand_number)
         if record is not None and (record.counted or not counted):
             return record
         if record is None and not 1 <= hand_number <= view.state.hands_started:
             return None
         key = (view.table_id, hand_number)
-        async with self._old_lock:
-            found = self._old.get(key)
+        found = self._old.get(key)
+        if found is None:
+            if record is not None:  # its seating known: its cards counted from its events
+                found = await self._count_hand(view.table_id, hand_number, record.seating)
+            else:  # older than the view's runs: the stream folded up to it, one at a time
+                async with self._old_lock:
+                    found = (self._old.get(key)
+                             or await self._fold_hand(view.table_id, hand_number))
             if found is None:
-                found = await (self._fold_hand(view.table_id, hand_number) if record is None
-                               else self._count_hand(view.table_id, hand_number,
-                                                     record.seating))
-                if found is None:
-                    return None
-                self._old[key] = found
-                while len(self._old) > OLD_HANDS_CACHED:
-                    self._old.popitem(last=False)
-            self._old.move_to_end(key)
-            return found
+                return None
+            self._old[key] = found
+            while len(self._old) > OLD_HANDS_CACHED:
+                self._old.popitem(last=False)
+        self._old.move_to_end(key)
+        return found
 
     async def started_hand(self, view: TableView, hand_number: int, *,
                            counted: bool = False) -> HandRecord:

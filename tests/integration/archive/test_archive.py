@@ -12,6 +12,7 @@ import asyncio
 import io
 import random
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -157,10 +158,11 @@ async def test_archive_trim_restart_and_nothing_lost(
                                                       view_before.hands_started)
         assert [(s.seat, s.player_id, s.stack) for s in view.seats] == [
             (s.seat, s.player_id, s.stack) for s in view_before.seats]
-        # The table and the dealer keep notes of their latest hand only from here: an
-        # archived hand is NOT_FOUND "archived" to both; a hand still in Redis is found by
-        # the table (bisecting the stream), and by the dealer when it follows the table's
-        # latest snapshot (the fold of an older hand starts there once the head is archived).
+        # The table and the dealer keep notes of their latest hand only from here: the
+        # history and the proof of an archived hand are NOT_FOUND "archived"; a hand still in
+        # Redis is found by the table (bisecting the stream) and by the dealer (its seating
+        # from the view's runs, its cards counted from its events); a player's own cards of
+        # an archived hand are still theirs (the dealer keeps its decks).
         monkeypatch.setattr(room_state, "HAND_STARTS_KEPT", 1)
         monkeypatch.setattr(dealer_tables, "HANDS_KEPT", 1)
         await play(room.client, table_id, view.hands_started + 6, rng)
@@ -170,20 +172,29 @@ async def test_archive_trim_restart_and_nothing_lost(
         snapshot = (await TableRepository(store).load(table_id)).state.hands_started
         latest = (await room.client.view(table_id, player("ann"))).hands_started
         assert view.hands_started < snapshot < latest - 1
-        cases = [(grpc.StatusCode.NOT_FOUND, "archived", 1, "table"),
-                 (grpc.StatusCode.NOT_FOUND, "archived", 1, "dealer"),
-                 (grpc.StatusCode.OK, "", view.hands_started + 1, "table"),
-                 (grpc.StatusCode.OK, "", latest - 1, "dealer")]
-        for code, reason, hand, service in cases:
-            call = (room.client.call("GetHandHistory", pb.GetHandHistoryRequest(
-                        table_id=table_id, hand_number=hand), OPERATOR) if service == "table"
-                    else room.dealer.client.my_cards(table_id, player("ann"), hand))
+        async def ask(rpc: str, hand: int) -> Any:
+            if rpc == "history":
+                return await room.client.call("GetHandHistory", pb.GetHandHistoryRequest(
+                    table_id=table_id, hand_number=hand), OPERATOR)
+            if rpc == "proof":
+                return await room.dealer.client.hand_proof(table_id, hand, player("ann"))
+            return await room.dealer.client.my_cards(table_id, player("ann"), hand)
+
+        ok, gone = grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND
+        cases = [(gone, "archived", 1, "history"),
+                 (gone, "archived", 1, "proof"),
+                 (ok, "", 1, "cards"),  # its seating is known, its cards are the dealer's
+                 (ok, "", view.hands_started + 1, "history"),
+                 (ok, "", latest - 1, "proof"),
+                 (ok, "", latest - 1, "cards")]
+        for code, reason, hand, rpc in cases:
             try:
-                reply = await call
+                reply = await ask(rpc, hand)
             except grpc.aio.AioRpcError as error:
-                assert (error.code(), rpc_error_reason(error)) == (code, reason), (hand, service)
+                assert (error.code(), rpc_error_reason(error)) == (code, reason), (hand, rpc)
             else:
-                assert code is grpc.StatusCode.OK and reply.hand_number == hand
+                assert code is ok, (hand, rpc)
+                assert rpc == "proof" or reply.hand_number == hand
 
         # A dealer's view begun at the table's snapshot (a dealer started after the head
         # was archived) knows the seating of the hands before the snapshot, not their

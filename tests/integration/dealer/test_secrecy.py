@@ -139,13 +139,17 @@ class TestOwnCards:
         assert error.code() == grpc.StatusCode.NOT_FOUND
 
 
+    @pytest.mark.parametrize("runs", [dealer_tables.SEATING_RUNS_KEPT, 0])
     async def test_hands_older_than_a_view_keeps(self, make_table: MakeTable,
-                                                 dealer: RunningDealer,
+                                                 dealer: RunningDealer, runs: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-        """A hand older than the dealer's view keeps notes of (``HANDS_KEPT``, 1 here) is
-        folded again from the stream when asked: the same cards and the same proof as when
-        it was the latest, and still nothing for a player not dealt into it."""
+        """A hand older than the dealer's view keeps notes of (``HANDS_KEPT``, 1 here) has
+        its seating from the view's runs and its cards counted from its events, or, older
+        than the runs (none kept here), the stream folded again: the same cards and the
+        same proof as when it was the latest, and still nothing for a player not dealt
+        into it."""
         monkeypatch.setattr(dealer_tables, "HANDS_KEPT", 1)
+        monkeypatch.setattr(dealer_tables, "SEATING_RUNS_KEPT", runs)
         table = await make_table(PLAYERS)
         await table.play_hand(folds={2: 3})
         first = await table.dealer.my_cards(table.table_id, player("bob"), hand_number=1)
@@ -153,7 +157,9 @@ class TestOwnCards:
         await table.play_hand()
         await table.start_hand()
         view = await dealer.deps.app._tables.view(table.table_id)
-        assert view.record(1) is None and view.record(3) is not None
+        assert view.record(3) is not None and view.record(3).counted  # type: ignore[union-attr]
+        assert view.record(1) == (None if not runs else dealer_tables.HandRecord(
+            {2: "ann", 5: "bob", 7: "cat"}, counted=False))
         for _ in range(2):  # folded again, then from the cache of older hands
             again = await table.dealer.my_cards(table.table_id, player("bob"), hand_number=1)
             assert again == first and len(again.down) == 3

@@ -80,5 +80,29 @@ def test_a_view_keeps_the_latest_hands_only(kept: int, monkeypatch: pytest.Monke
     for number in range(1, 6):
         expected = (HandRecord(full.seatings[number], full.draws.get(number, 0),
                                full.shown.get(number, frozenset()))
-                    if number in latest else None)
+                    if number in latest else HandRecord(full.seatings[number], counted=False))
         assert one.record(number) == expected
+    assert len(one.runs) == 1  # one seating all along: one run
+    assert one.record(6) is None
+
+
+def test_the_older_hands_seatings_are_kept_as_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view keeps the seatings of its older hands as runs of hands dealt to one seating
+    (a seating changes when a player sits down or leaves), nothing for a hand it never saw,
+    and at most ``SEATING_RUNS_KEPT`` runs, the oldest going first."""
+    a, b = {1: "ann", 2: "bob"}, {1: "ann", 3: "cat"}
+    view = TableView("t1", seatings={1: a, 2: a, 3: b, 5: b, 6: a, 7: a})
+    view._forget_before(7)
+    assert list(view.seatings) == [7]
+    assert [view.record(n) for n in range(1, 9)] == [
+        HandRecord(a, counted=False), HandRecord(a, counted=False),
+        HandRecord(b, counted=False), None, HandRecord(b, counted=False),
+        HandRecord(a, counted=False), HandRecord(a), None]
+    assert view.runs == ((1, a), (3, b), (4, None), (5, b), (6, a))
+    monkeypatch.setattr(dealer.tables, "SEATING_RUNS_KEPT", 2)
+    view.seatings.update({8: b, 9: b})
+    view._forget_before(10)
+    assert view.runs == ((6, a), (8, b)) and view.runs_end == 9
+    assert [view.record(n) for n in (5, 6, 7, 8, 9)] == [
+        None, HandRecord(a, counted=False), HandRecord(a, counted=False),
+        HandRecord(b, counted=False), HandRecord(b, counted=False)]
