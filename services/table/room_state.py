@@ -295,7 +295,7 @@ class _Fold:
             departures = self.get("departures")
             # Only a departure within the rathole window counts (room.buy_in_range): the
             # older ones go, so the map holds the recent leavers, not everyone who ever sat.
-            window = self.room.settings.rathole_window_s
+            window = self.now("settings").rathole_window_s
             for player in [p for p, (_, when) in departures.items() if at - when >= window]:
                 del departures[player]
             departures[event.player_id] = (event.stack, at)
