@@ -192,14 +192,14 @@ class Driver:
                     return 1.0
                 # The outage clock starts here, at the first call the hand waits on (a
                 # wake-up in a betting round starts none: it waits on nobody).
-                give_up = self.status.give_up_after(room.settings.outage_limit_s)
+                give_up = self.status.give_up_after(room.settings.outage_limit_s, n)
                 deal = await dealer.deal(actor.table_id, n, plan, give_up, waiting)
                 self.status.resumed()
                 if actor.version == version:
                     await actor.system(Play(deal), f"h{n}:deal:{int(plan.street)}")
                 return None
             if hand.phase in (Phase.REVEAL, Phase.SHOWDOWN):
-                give_up = self.status.give_up_after(room.settings.outage_limit_s)
+                give_up = self.status.give_up_after(room.settings.outage_limit_s, n)
                 hands = await dealer.reveal(actor.table_id, n, (), give_up, waiting)
                 self.status.resumed()
                 if actor.version != version:
@@ -221,6 +221,7 @@ class Driver:
         except Refused as exc:
             log.error("dealer_refused", hand_number=n, code=exc.code.name, reason=exc.reason)
             waiting(f"dealer refused: {exc.reason or exc.code.name}")
+            self.status.answered()
             return 2.0
         if hand.phase == Phase.BETTING and hand.to_act:
             seat = hand.to_act

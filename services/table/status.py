@@ -28,6 +28,7 @@ class Status:
         self.table_id = table_id
         self.waiting_for = ""
         self.outage_since: float | None = None
+        self._outage_hand = 0
         self._on_change = on_change
         self._last = (OPEN, "")
 
@@ -56,9 +57,17 @@ class Status:
         self.waiting_for = ""
         self.outage_since = None
 
-    def give_up_after(self, outage_limit_s: float) -> float:
-        """How much longer a hand waits for the dealer or the wallet before it is void."""
+    def give_up_after(self, outage_limit_s: float, hand_number: int = 0) -> float:
+        """How much longer hand ``hand_number`` waits for the dealer or the wallet before
+        it is void: the clock runs from the first call of the hand that went unanswered
+        until one is answered, and starts again with each hand (a hand that ended while
+        its clock ran, voided by an operator say, leaves none to the next)."""
         now = asyncio.get_running_loop().time()  # monotonic (simulated in sim/)
-        if self.outage_since is None:
-            self.outage_since = now
+        if self.outage_since is None or self._outage_hand != hand_number:
+            self.outage_since, self._outage_hand = now, hand_number
         return max(0.0, outage_limit_s - (now - self.outage_since))
+
+    def answered(self) -> None:
+        """The dealer or the wallet answered, if only to refuse: it is not out (the
+        waiting reason stays until a call succeeds)."""
+        self.outage_since = None
