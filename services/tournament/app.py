@@ -22,9 +22,10 @@ import asyncio
 import hashlib
 import os
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -47,6 +48,8 @@ from tournament.decide import decide
 from tournament.state import Tournament, apply
 
 EVENT_TYPE = "TournamentEvent"
+STATES_KEPT: Final = 1024
+"""Folded tournaments a process keeps (least recently read goes first)."""
 Clock = Callable[[], float]
 
 
@@ -107,7 +110,10 @@ class TournamentApp:
         self._clock = clock
         self._seed = seed
         self._retries = conflict_retries
-        self._states: dict[str, Tournament] = {}
+        self._states: OrderedDict[str, Tournament] = OrderedDict()
+        """Folded tournaments, the :data:`STATES_KEPT` most recently read (a process that
+        runs for months has seen every tournament of those months: one no longer kept is
+        folded again from its stream when it is next read)."""
 
     @property
     def store(self) -> EventStore:
@@ -122,10 +128,18 @@ class TournamentApp:
         new = await self._store.read(tournament_id, t.version)
         if new:
             t = apply(t, (_record(s).event for s in new))
-            self._states[tournament_id] = t
         if t.config is None:
             raise NotFound(f"no tournament {tournament_id}", reason="no_tournament")
+        self._keep(tournament_id, t)
         return t
+
+    def _keep(self, tournament_id: str, t: Tournament) -> None:
+        kept = self._states.get(tournament_id)
+        if kept is None or kept.version <= t.version:  # never one older than is kept
+            self._states[tournament_id] = t
+        self._states.move_to_end(tournament_id)
+        while len(self._states) > STATES_KEPT:
+            self._states.popitem(last=False)
 
     async def ids(self) -> list[str]:
         return await self._store.table_ids()
@@ -146,17 +160,19 @@ class TournamentApp:
         if recorded is not None:
             return await self._replay(tournament_id, recorded)
         decided: list[tuple[tuple[ev.Event, ...], float]] = []
+        latest = Tournament()
+        """The state this command is decided on (its own: the cache may let it go)."""
 
         async def catch_up() -> None:
+            nonlocal latest
             try:
-                await self.load(tournament_id)
+                latest = await self.load(tournament_id)
             except NotFound:
                 if not isinstance(cmd, c.Create):
                     raise
 
         def current() -> tuple[Tournament, int]:
-            t = self._states.get(tournament_id, Tournament())
-            return t, t.version
+            return latest, latest.version
 
         def propose(t: Tournament, _version: int) -> Proposal[Tournament]:
             now = self._clock()
@@ -184,7 +200,7 @@ class TournamentApp:
         if not events:
             return Outcome(done.result.version, (), False)
         assert done.state is not None
-        self._states[tournament_id] = done.state
+        self._keep(tournament_id, done.state)
         first = done.result.version - len(events)
         records = tuple(Record(first + i, event_at(e) or now, e)
                         for i, e in enumerate(events, start=1))

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+import tournament.app
 from stud.v1 import tournament_pb2 as pb
 from studkit import keys
 from studkit.ownership import Ownership, Replica
@@ -83,3 +84,39 @@ async def test_a_callers_command_that_races_a_takeover_is_appended_once(
     assert again.duplicate and again.version == 2
     t = await app.load("f2")
     assert [e.player_id for e in t.field()] == ["ann"]
+
+
+async def test_a_process_keeps_a_bounded_number_of_tournaments(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that runs for months reads every tournament of those months: it keeps
+    ``STATES_KEPT`` folded (one here) and folds one it let go again from its stream, the
+    same state. A command whose tournament is let go while it is under way, and that loses
+    a race to another writer meanwhile, is decided again on the state folded again."""
+    monkeypatch.setattr(tournament.app, "STATES_KEPT", 1)
+    app = TournamentApp(tournament_store(client))
+    for tid in ("k1", "k2"):
+        await app.execute(tid, c.Create(tid, SNG), f"create-{tid}")
+        await app.execute(tid, c.Register("ann"), f"r-ann-{tid}")
+    assert list(app._states) == ["k2"]
+    other = TournamentApp(tournament_store(client))
+    assert await app.load("k1") == await other.load("k1")
+    assert list(app._states) == ["k1"]
+    read = app.store.owner_epoch
+    raced: list[str] = []
+
+    async def let_go_and_race(tournament_id: str) -> int | None:
+        if not raced:  # the first attempt: k1 let go, and another writer appends first
+            raced.append(tournament_id)
+            await app.load("k2")
+            assert "k1" not in app._states
+            await other.execute("k1", c.Register("cat"), "r-cat-k1")
+        return await read(tournament_id)
+
+    app.store.owner_epoch = let_go_and_race  # type: ignore[method-assign]
+    out = await app.execute("k1", c.Register("bob"), "r-bob-k1")
+    assert raced == ["k1"] and out.version == 4 and not out.duplicate
+    assert list(app._states) == ["k1"]
+    fresh = TournamentApp(tournament_store(client))
+    assert await app.load("k1") == await fresh.load("k1")
+    assert {e.player_id for e in (await fresh.load("k1")).entries.values()} == {
+        "ann", "bob", "cat"}
