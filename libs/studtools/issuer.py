@@ -58,7 +58,7 @@ def _key_parser() -> argparse.ArgumentParser:
     public.add_argument("--add-to", type=Path,
                         help="add the entry to this key-set file (created if absent)")
     retire = commands.add_parser("retire", help="remove a key from a key-set file")
-    retire.add_argument("kid")
+    retire.add_argument("kid", nargs="?", help="the key id (keygen printed it)")
     retire.add_argument("--from", dest="key_set", type=Path, required=True)
     dev = commands.add_parser("dev-keys", help="generate dev keys into a directory")
     dev.add_argument("directory", type=Path)
@@ -96,12 +96,27 @@ def _keys(args: argparse.Namespace) -> None:
         print(f"dev keys for the issuer and {', '.join(services)} in {args.directory}")
 
 
+def _key_args(argv: list[str]) -> argparse.Namespace:
+    """The key commands' arguments. ``retire KID``: a key id is a base64url thumbprint, and
+    one in 64 starts with "-", which argparse takes for an unknown option (and ``--`` does
+    not help under a subcommand): such a word is the key id."""
+    parser = _key_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "retire" and args.kid is None and len(extra) == 1:
+        args.kid, extra = extra[0], []
+    if args.command == "retire" and args.kid is None:
+        parser.error("retire: the key id to retire is required")
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Mint a token, or manage keys; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in KEY_COMMANDS:
-            _keys(_key_parser().parse_args(argv))
+            _keys(_key_args(argv))
             return 0
         args = _token_parser().parse_args(argv)
         issuer = (TokenIssuer(SigningKey.from_pem(args.key.read_text())) if args.key
