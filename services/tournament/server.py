@@ -46,6 +46,18 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def __init__(self, app: TournamentApp, limiter: StreamLimiter) -> None:
         self._app = app
         self._limiter = limiter
+        self._listed: dict[str, tuple[int, str, pb.TournamentSummary]] = {}
+        """tournament -> (its version, phase and lobby line when last listed): a lobby walks
+        every tournament, and the app keeps the states of the latest read only, so one is
+        folded again only when its version moved (a few hundred bytes a tournament)."""
+
+    async def _listing(self, tournament_id: str) -> tuple[str, pb.TournamentSummary]:
+        version = await self._app.store.version(tournament_id)
+        listed = self._listed.get(tournament_id)
+        if listed is None or listed[0] != version:
+            t = await self._app.load(tournament_id)
+            listed = self._listed[tournament_id] = (t.version, t.phase, summary(t))
+        return listed[1], listed[2]
 
     async def CreateTournament(self, request: pb.CreateTournamentRequest,
                                context: grpc.aio.ServicerContext) -> pb.TournamentReply:
@@ -101,9 +113,9 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         out = pb.ListTournamentsResponse()
         i = start
         while i < len(ids) and len(out.tournaments) < size:
-            t = await self._app.load(ids[i])
-            if not phase or t.phase == phase:
-                out.tournaments.append(summary(t))
+            listed_phase, line = await self._listing(ids[i])
+            if not phase or listed_phase == phase:
+                out.tournaments.append(line)
             i += 1
         out.next_page_token = str(i) if i < len(ids) else ""
         return out

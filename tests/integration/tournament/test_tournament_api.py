@@ -13,6 +13,8 @@ import asyncio
 import grpc
 import pytest
 
+import tournament.app as tournament_app
+import tournament.server as tournament_server
 from stud.v1 import tournament_pb2 as pb
 from studkit.auth import Principal, Role, TokenBook
 from studkit.grpc_server import rpc_error_reason
@@ -25,6 +27,8 @@ from studtest.tournament_service import (
 )
 from studtest.wallet import RunningWallet
 from studtools.devkeys import DevKeys
+from tournament.state import Tournament
+from tournament.views import summary
 
 pytestmark = pytest.mark.integration
 
@@ -283,6 +287,44 @@ async def test_list_tournaments_refuses_a_page_token_that_is_not_ascii_digits(
     assert info.value.code() is C.INVALID_ARGUMENT, info.value.details()
     assert rpc_error_reason(info.value) == "bad_request"
     assert refusals(tournament, "ListTournaments", C.INVALID_ARGUMENT) == counted + 1
+
+
+async def test_the_lobby_folds_only_a_tournament_that_changed(
+        tournament: RunningTournament, wallet: RunningWallet,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app keeps the states of the tournaments read last only (one here): a lobby that
+    walks them all reads each one's version and folds again only one whose version moved,
+    and shows it as it now is."""
+    monkeypatch.setattr(tournament_app, "STATES_KEPT", 1)
+    client = tournament.client
+    for tid in ("l1", "l2", "l3"):
+        await client.create(tid, SNG)
+    loads: list[str] = []  # the lobby's folds (the process manager's own loads not counted)
+
+    def counted(t: Tournament) -> pb.TournamentSummary:
+        loads.append(t.tournament_id)
+        return summary(t)
+
+    monkeypatch.setattr(tournament_server, "summary", counted)
+
+    async def lobby() -> dict[str, int]:
+        page = await client.stub.ListTournaments(pb.ListTournamentsRequest(),
+                                                 metadata=client.md(player("ann")), timeout=10)
+        return {t.tournament_id: t.entries for t in page.tournaments}
+
+    first = await lobby()
+    assert first == {"l1": 0, "l2": 0, "l3": 0}
+    loads.clear()
+    assert await lobby() == first and loads == []  # nothing moved: nothing folded
+    await funded(wallet, "ann")
+    await client.register("l2", player("ann"), "reg-ann-l2")
+    await eventually(lambda: _entries(client, "l2", 1))
+    loads.clear()
+    assert await lobby() == {"l1": 0, "l2": 1, "l3": 0} and loads == ["l2"]
+
+
+async def _entries(client: TournamentClient, tid: str, n: int) -> bool:
+    return sum(e.paid for e in (await client.get(tid)).entries) == n
 
 
 async def test_a_watch_ends_when_its_token_expires_mid_stream(
