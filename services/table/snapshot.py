@@ -5,10 +5,10 @@ rest of such a table's room comes from its old side keys (:mod:`table.migrate`).
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any, Final
 
 from rules import TableState
+from studkit.plain import plain
 from table.model import TableSettings
 from table.room import Room, Saga, Turn
 from table.room_state import SeatResult, Stakes
@@ -21,29 +21,15 @@ def _by_seat(raw: dict[str, Any], kind: type) -> dict[int, Any]:
     return {int(k): kind(v) for k, v in raw.items()}
 
 
-_NAMES: dict[type, tuple[str, ...]] = {}
-"""A dataclass -> its fields' names."""
-
-
-def _flat(value: Any) -> dict[str, Any]:
-    """``dataclasses.asdict`` of a dataclass whose fields all hold plain values (no
-    dataclass, list or dict inside), without its deep copy: a snapshot writes a room's
-    last results, a few hundred of them, every few hands."""
-    names = _NAMES.get(type(value))
-    if names is None:
-        names = _NAMES[type(value)] = tuple(f.name for f in fields(value))
-    return {name: getattr(value, name) for name in names}
-
-
 def to_extra(room: Room) -> dict[str, object]:
     """The room's state as JSON-ready data."""
     return {
         "room_format": FORMAT,
-        "settings": _flat(room.settings),
-        "sagas": {s: _flat(saga) for s, saga in room.sagas.items()},
+        "settings": plain(room.settings),
+        "sagas": {s: plain(saga) for s, saga in room.sagas.items()},
         "leaving": dict(room.leaving), "muck": sorted(room.muck), "closed": room.closed,
         "stopped": room.stopped, "settled": room.settled,
-        "turn": _flat(room.turn) if room.turn is not None else None,
+        "turn": plain(room.turn) if room.turn is not None else None,
         "banks": dict(room.banks), "timeout_streak": dict(room.timeout_streak),
         "timed_out": sorted(room.timed_out), "sat_out_since": dict(room.sat_out_since),
         "departures": {p: list(v) for p, v in room.departures.items()},
@@ -53,8 +39,8 @@ def to_extra(room: Room) -> dict[str, object]:
         "last_hand_ended_at": room.last_hand_ended_at, "visible": room.visible,
         "tournament_id": room.tournament_id, "paused": room.paused,
         "pause_reason": room.pause_reason, "one_hand": room.one_hand,
-        "pending_stakes": _flat(room.pending_stakes) if room.pending_stakes else None,
-        "results": {n: [_flat(r) for r in seats] for n, seats in room.results.items()},
+        "pending_stakes": plain(room.pending_stakes) if room.pending_stakes else None,
+        "results": {n: [plain(r) for r in seats] for n, seats in room.results.items()},
     }
 
 

@@ -19,14 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, is_dataclass
-from typing import Any, Final, assert_never
+from dataclasses import dataclass
+from typing import Final, assert_never
 
 from rules.config import BASIS_POINTS as RULES_BASIS_POINTS
 from rules.config import Rake
 from rules.errors import RuleViolation
 from rules.rake import rake_due
 from rules.streets import Street
+from studkit.plain import plain
 from wallet.model import (
     EXTERNAL,
     HOUSE,
@@ -115,36 +116,11 @@ class PoolUnavailable(LedgerError):
 
 def fingerprint(command: Command) -> str:
     """A digest of every field of ``command`` (the idempotency check): the canonical JSON of
-    ``{"type": ..., **dataclasses.asdict(command)}``, the same text (a recorded fingerprint
-    stays valid), built without ``asdict``'s deep copy (a wallet call makes one per command)."""
-    payload = {"type": type(command).__name__, **_plain_fields(command)}
+    ``{"type": ..., **dataclasses.asdict(command)}`` (:func:`studkit.plain.plain`, the same
+    values without the deep copy: a wallet call makes one per command)."""
+    payload = {"type": type(command).__name__, **plain(command)}
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-"""A dataclass -> its fields' names, as ``dataclasses.fields`` gives them."""
-
-
-def _plain_fields(value: Any) -> dict[str, Any]:
-    kind = type(value)
-    names = _FIELD_NAMES.get(kind)
-    if names is None:
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
-    return {name: _plain(getattr(value, name)) for name in names}
-
-
-def _plain(value: Any) -> Any:
-    """What ``asdict`` makes of a command's field: a dataclass a dict, a tuple or list of
-    them a list (JSON writes both alike), a dict a dict of its values so made, anything else
-    itself (its ints, strings, enums and None, which its deep copy leaves equal)."""
-    if is_dataclass(value):
-        return _plain_fields(value)
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
 
 
 def _amount(value: int, name: str, *, positive: bool) -> int:

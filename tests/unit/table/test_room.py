@@ -474,13 +474,13 @@ def test_a_snapshot_writes_each_value_as_asdict_does() -> None:
     ``dataclasses.asdict`` gives (it would not be if a field came to hold a dataclass)."""
     from dataclasses import asdict
 
+    from studkit.plain import plain
     from table.room import Saga, Turn
     from table.room_state import SeatResult, Stakes
-    from table.snapshot import _flat
     values = [TableSettings(), Saga("buy_in", "ann", 100, "k", "c", True),
               Turn(1, 2.0, 3.0, 4.0, 5), SeatResult(1, "ann", 10, 20), Stakes(1, 2, 3, 4)]
     for value in values:
-        assert _flat(value) == asdict(value)
+        assert plain(value) == asdict(value)
     room = run(run(in_hand(), Leave(1, "ann", "kc")), SetMuck(2, "bob", True))
     extra = to_extra(room)
     assert extra["settings"] == asdict(room.settings)
