@@ -453,6 +453,24 @@ class EventStore:
                 lo = mid + 1
         return lo
 
+    async def hand_envelopes(self, table_id: str, hand_number: int, *,
+                             start: int | None = None, page: int | None = None
+                             ) -> AsyncIterator[EventEnvelope]:
+        """The envelopes that name hand ``hand_number``, in order (its room events too):
+        read a page at a time from ``start`` (the sequence of its ``HandStarted``, when the
+        caller knows it) or from where :meth:`hand_start` finds it begins, up to the first
+        envelope that names a later hand. Nothing for a hand archived out of the stream;
+        strict: :class:`TrimmedRange` when the read starts in the archived head."""
+        if start is None:
+            start = await self.hand_start(table_id, hand_number)
+        async for entries in self.pages(table_id, start - 1, page=page):
+            for entry in entries:
+                envelope = entry.envelope
+                if envelope.hand_number > hand_number:
+                    return
+                if envelope.hand_number == hand_number:
+                    yield envelope
+
     async def table_ids(self) -> list[str]:
         """Every table that has events, sorted (from the index set, never a key scan)."""
         members = await self._client.smembers(self._index)

@@ -73,6 +73,15 @@ class HandRecord:
         return None
 
 
+def _note(draws: dict[int, int], shown: dict[int, frozenset[int]], number: int,
+          event: Event) -> None:
+    """Count ``event`` of hand ``number``: a card drawn from the deck, or a hand shown."""
+    if isinstance(event, _DRAW_EVENTS):
+        draws[number] = draws.get(number, 0) + 1
+    elif isinstance(event, HandShown | HandExposed):
+        shown[number] = shown.get(number, frozenset()) | {event.seat}
+
+
 class NotSeated(FailedPrecondition):
     """Raised when a player watches their cards at a table where they have no seat and no
     place in the hand being played: nothing would ever be sent. Sit down, then watch."""
@@ -109,11 +118,7 @@ class TableView:
         drawn and the hands shown)."""
         hand = self.state.hand
         if hand is not None:
-            number = hand.hand_number
-            if isinstance(event, _DRAW_EVENTS):
-                self.draws[number] = self.draws.get(number, 0) + 1
-            elif isinstance(event, HandShown | HandExposed):
-                self.shown[number] = self.shown.get(number, frozenset()) | {event.seat}
+            _note(self.draws, self.shown, hand.hand_number, event)
         if isinstance(event, HandStarted):
             seats = {}
             for number in event.seats:
@@ -186,10 +191,7 @@ class TableView:
             return
         if number is not None:
             for event in run:
-                if isinstance(event, _DRAW_EVENTS):
-                    self.draws[number] = self.draws.get(number, 0) + 1
-                elif isinstance(event, HandShown | HandExposed):
-                    self.shown[number] = self.shown.get(number, frozenset()) | {event.seat}
+                _note(self.draws, self.shown, number, event)
         self.state = fold(run, self.state)
         self.version += len(run)
 
@@ -236,7 +238,8 @@ class PublicTables:
         self._old: OrderedDict[tuple[str, int], HandRecord] = OrderedDict()
         """(table, hand) -> an older hand's record, folded again (least recently used goes)."""
         self._old_lock = asyncio.Lock()
-        """One fold of an older hand at a time: each reads its table's stream from the start."""
+        """One fold of a hand older than a view's runs at a time (each reads its table's
+        stream from the start, or from the snapshot)."""
 
     @property
     def max_tables(self) -> int:
@@ -355,27 +358,24 @@ class PublicTables:
         """Hand ``hand_number``'s record with its draws and shown seats counted from its
         own events (read from where the stream's bisection finds it begins); None when its
         start is no longer in the stream."""
-        draws, shown, begun = 0, set[int](), False
+        draws: dict[int, int] = {}
+        shown: dict[int, frozenset[int]] = {}
+        begun = False
         try:
-            start = await self._events.hand_start(table_id, hand_number)
-            async for page in self._events.pages(table_id, start - 1):
-                for item in page:
-                    envelope = item.envelope
-                    if envelope.hand_number > hand_number:  # the hand is over
-                        return HandRecord(seating, draws, frozenset(shown)) if begun else None
-                    if envelope.hand_number != hand_number or is_room_event(envelope):
-                        continue
-                    event = self._decode(envelope)
-                    if not begun and not isinstance(event, HandStarted):
-                        return None  # its start was archived
-                    begun = True
-                    if isinstance(event, _DRAW_EVENTS):
-                        draws += 1
-                    elif isinstance(event, HandShown | HandExposed):
-                        shown.add(event.seat)
+            async for envelope in self._events.hand_envelopes(table_id, hand_number):
+                if is_room_event(envelope):
+                    continue
+                event = self._decode(envelope)
+                if not begun and not isinstance(event, HandStarted):
+                    return None  # its start was archived
+                begun = True
+                _note(draws, shown, hand_number, event)
         except TrimmedRange:
             return None
-        return HandRecord(seating, draws, frozenset(shown)) if begun else None
+        if not begun:
+            return None
+        return HandRecord(seating, draws.get(hand_number, 0),
+                          shown.get(hand_number, frozenset()))
 
     async def _from_snapshot(self, table_id: str) -> TableView:
         """The view at the table's snapshot, for a table whose oldest events were archived

@@ -5,7 +5,6 @@ the whole stream). Room events are the table's own state and are not sent to wat
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import NoReturn
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Principal, Role
@@ -117,31 +116,19 @@ class Watching:
             raise NotFound(f"hand {hand_number} has not been played", reason="unknown_hand")
         out: list[EventEnvelope] = []
         try:
-            start = actor.room.hand_starts.get(hand_number)
-            if start is None:  # older than the room keeps
-                start = await self._store.hand_start(table_id, hand_number)
-            async for page in self._store.pages(table_id, start - 1,
-                                                page=min(HAND_PAGE, self._store.page_size)):
-                for stored in page:
-                    env = stored.envelope
-                    if env.hand_number > hand_number:  # past it, or it was archived
-                        if not out:
-                            _archived_hand(hand_number)
-                        return out, False
-                    if env.hand_number != hand_number or is_room_event(env):
-                        if out and env.event_type == "HandStarted":
-                            return out, False
-                        continue
-                    out.append(env)
-                    if env.event_type == "HandEnded":
-                        return out, True
+            # From its HandStarted when the room still keeps where that is, else from where
+            # a bisection of the stream finds it.
+            async for env in self._store.hand_envelopes(
+                    table_id, hand_number, start=actor.room.hand_starts.get(hand_number),
+                    page=min(HAND_PAGE, self._store.page_size)):
+                if is_room_event(env):
+                    continue
+                out.append(env)
+                if env.event_type == "HandEnded":
+                    return out, True
         except TrimmedRange:
             out = []
         if not out:  # played, but no longer in Redis
-            _archived_hand(hand_number)
+            raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
+                           reason="archived")
         return out, False
-
-
-def _archived_hand(hand_number: int) -> NoReturn:
-    raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
-                   reason="archived")

@@ -154,6 +154,16 @@ class StoreContract:
         assert [await store.hand_start("t1", h) for h in (1, 2, 4, 7)] == [1, 6, 14, 25]
         assert await store.hand_start("nowhere", 1) == 1
 
+        async def hand(number: int, start: int | None = None) -> list[str]:
+            return [e.event_type async for e in store.hand_envelopes(
+                "t1", number, start=start, page=2)]
+
+        for number in range(1, 8):
+            assert await hand(number) == [f"E{i}" for i, n in enumerate(numbers)
+                                          if n == number], number
+        assert await hand(2, start=11) == ["E10", "E11"]  # from its start, given
+        assert await hand(4) == []  # not in the stream: nothing, not the rest of it
+
     async def test_leaves_the_callers_envelopes_untouched(self) -> None:
         """The store numbers copies; the caller's messages keep their fields."""
         store = await self.make_store()
