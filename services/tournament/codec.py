@@ -28,6 +28,24 @@ def seconds(ts: Timestamp) -> float:
     return float(ts.ToNanoseconds()) / 1e9
 
 
+TIMESTAMP_MIN_S = -62_135_596_800
+"""0001-01-01T00:00:00Z, the first instant a ``google.protobuf.Timestamp`` may hold."""
+TIMESTAMP_MAX_S = 253_402_300_799
+"""9999-12-31T23:59:59Z, its last whole second."""
+
+
+def instant(ts: Timestamp, field: str) -> float:
+    """A request's instant in seconds, ``BadRequest`` naming ``field`` unless it is a valid
+    Timestamp (years 1 to 9999, ``nanos`` 0 to 999,999,999): outside that range the
+    library's conversion raises, which reached the caller as INTERNAL (issue 29, G4)."""
+    if not 0 <= ts.nanos <= 999_999_999:
+        raise BadRequest(field, "nanos must be 0 to 999,999,999")
+    if not TIMESTAMP_MIN_S <= ts.seconds <= TIMESTAMP_MAX_S:
+        raise BadRequest(field, "an instant from year 1 to year 9999 (seconds "
+                                f"{TIMESTAMP_MIN_S} to {TIMESTAMP_MAX_S})")
+    return seconds(ts)
+
+
 def level_to_proto(level: Level) -> pb.TournamentLevel:
     return pb.TournamentLevel(ante=level.ante, bring_in=level.bring_in,
                               small_bet=level.small_bet, big_bet=level.big_bet,
@@ -75,7 +93,7 @@ def config_from_proto(m: pb.TournamentConfig) -> ev.Config:
     return ev.Config(
         name=m.name, format=formats[m.format], buy_in=m.buy_in, fee=m.fee,
         structure=structure_from_proto(m.structure), seats=m.seats or 8,
-        start_at=seconds(m.start_at) if m.HasField("start_at") else 0.0,
+        start_at=instant(m.start_at, "config.start_at") if m.HasField("start_at") else 0.0,
         min_entrants=m.min_entrants or 2, max_entrants=m.max_entrants,
         late_through_level=m.late_through_level, re_entries=m.re_entries)
 

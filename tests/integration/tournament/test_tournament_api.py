@@ -176,6 +176,12 @@ async def test_a_player_the_wallet_refuses_is_dropped_and_charged_nothing(
     assert await wallet.client.player_balance("poor") == 50
 
 
+def mtt_starting(start_at: dict[str, int]) -> pb.TournamentConfig:
+    return pb.TournamentConfig(name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, buy_in=50,
+                               fee=5, seats=8, min_entrants=2, start_at=start_at,
+                               structure=pb.TournamentStructure(preset="default"))
+
+
 def refusals(t: RunningTournament, method: str, code: grpc.StatusCode) -> float:
     return t.deps.metrics.sample("stud_grpc_requests_total",
                                  service="stud.v1.TournamentService", method=method,
@@ -217,6 +223,14 @@ def refusals(t: RunningTournament, method: str, code: grpc.StatusCode) -> float:
     ("no_config", "CreateTournament", pb.CreateTournamentRequest(tournament_id="h4",
                                                                 command_id="x"),
      OPERATOR, C.INVALID_ARGUMENT, "bad_request"),
+    *[(f"start_at_{n}", "CreateTournament", pb.CreateTournamentRequest(
+        tournament_id="h5", command_id="x", config=mtt_starting(start)),
+       OPERATOR, C.INVALID_ARGUMENT, "bad_request")
+      for n, start in (("nanos_negative", {"seconds": 4_000_000_000, "nanos": -5}),
+                       ("nanos_past", {"seconds": 4_000_000_000, "nanos": 10**9}),
+                       ("seconds_huge", {"seconds": 2**62}),
+                       ("seconds_negative", {"seconds": -(2**62)}),
+                       ("year_10000", {"seconds": 253_402_300_800}))],
 ])
 async def test_a_hostile_request_gets_its_status_and_changes_nothing(
         tournament: RunningTournament, wallet: RunningWallet, name: str, method: str,
