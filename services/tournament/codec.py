@@ -98,6 +98,16 @@ def config_from_proto(m: pb.TournamentConfig) -> ev.Config:
         late_through_level=m.late_through_level, re_entries=m.re_entries)
 
 
+def config_from_request(m: pb.TournamentConfig) -> ev.Config:
+    """A configuration from a ``CreateTournament``: what only a request can get wrong
+    (``min_entrants`` 0 of a multi-table, which the stream reads as 2, is refused), then
+    :func:`config_from_proto`. The rest (what can be played and paid) is the create's
+    decision, ``Config.playable``."""
+    if m.format == pb.TOURNAMENT_FORMAT_MULTI_TABLE and m.min_entrants < 2:
+        raise BadRequest("config.min_entrants", "a multi-table tournament needs at least 2")
+    return config_from_proto(m)
+
+
 def _stacks(stacks: ev.Stacks) -> list[pb.TableStack]:
     return [pb.TableStack(seat=s, chips=c) for s, c in stacks]
 

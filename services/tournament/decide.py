@@ -51,6 +51,7 @@ def _command(t: Tournament, cmd: c.Command, now: float) -> list[ev.Event]:
         if t.config is not None:
             raise AlreadyExists(f"tournament {cmd.tournament_id} exists",
                                 reason="tournament_exists")
+        cmd.config.playable(now)
         return [ev.Created(cmd.tournament_id, cmd.config, now)]
     if t.config is None:
         raise NotFound("no such tournament", reason="no_tournament")

@@ -9,6 +9,7 @@ event that records its outcome, so a crash between two steps is found by folding
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -20,6 +21,13 @@ MULTI_TABLE = "multi_table"
 
 Stacks: TypeAlias = tuple[tuple[int, int], ...]
 """(seat, chips) pairs of a table report."""
+
+MAX_AMOUNT = 2**53 - 1
+"""The wallet's largest amount or balance: a buy-in and its fee together, and a pool."""
+CHIPS_MAX = 10**15
+"""The table's largest stack or stake (``SeatEntrant``, ``SetStakes``)."""
+MAX_FIELD = 100_000
+"""The entries an uncapped tournament's money and chips are sized for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +67,39 @@ class Config:
             need(self.late_through_level >= 0 and self.re_entries >= 0, "re_entries",
                  "cannot be negative")
             need(self.start_at > 0, "start_at", "a multi-table tournament has a start time")
+
+    def playable(self, now: float) -> None:
+        """Raise ``BadRequest`` (naming the request's field) unless a new tournament of this
+        configuration can be played and paid from ``now``: a buy-in and fee the wallet can
+        charge and a pool it can hold for the most entries there can be, stacks and stakes
+        a table takes for the whole field's chips, late registration within the levels, a
+        name of printable characters, a multi-table start still to come (one in the past was
+        cancelled ``below_minimum`` in the same reply, its id burnt). Checked on a create
+        only: a stream written before these checks still folds."""
+        def need(ok: bool, field: str, detail: str) -> None:
+            if not ok:
+                raise BadRequest(f"config.{field}", detail)
+        most = self.capacity or MAX_FIELD
+        need(self.buy_in <= MAX_AMOUNT // most, "buy_in",
+             f"at most {MAX_AMOUNT // most:,}: the pool of {most:,} entries must stay within "
+             f"the wallet's {MAX_AMOUNT:,}")
+        need(self.fee <= MAX_AMOUNT, "fee", f"at most {MAX_AMOUNT:,}")
+        need(self.buy_in + self.fee <= MAX_AMOUNT, "fee",
+             f"the buy-in and the fee together at most {MAX_AMOUNT:,}")
+        s = self.structure
+        need(s.starting_stack <= CHIPS_MAX // most, "structure.starting_stack",
+             f"at most {CHIPS_MAX // most:,}: {most:,} stacks must stay within a table's "
+             f"{CHIPS_MAX:,}")
+        for i, lv in enumerate(s.levels):
+            need(max(lv.ante, lv.bring_in, lv.small_bet, lv.big_bet) <= CHIPS_MAX,
+                 f"structure.levels[{i}]", f"each stake at most {CHIPS_MAX:,}")
+        need(self.late_through_level <= len(s.levels), "late_through_level",
+             f"at most the {len(s.levels)} levels of the structure")
+        need(all(unicodedata.category(ch)[0] != "C" for ch in self.name), "name",
+             "printable characters only (no control or format characters)")
+        if self.format == MULTI_TABLE:
+            need(self.start_at > now, "start_at", "a multi-table tournament starts later "
+                 "than now (the server's clock)")
 
     @property
     def capacity(self) -> int:

@@ -11,14 +11,14 @@ import grpc
 
 from stud.v1 import tournament_pb2 as pb
 from stud.v1 import tournament_pb2_grpc as pb_grpc
-from studkit.errors import BadRequest
+from studkit.errors import BadRequest, OutOfRange
 from studkit.grpc_server import BASE_ERRORS, GrpcServer, create_grpc_server, current_principal
 from studkit.keys import check_id
 from studkit.limits import StreamLimiter
 from tournament import commands as c
 from tournament.app import Outcome, TournamentApp
 from tournament.bootstrap import TournamentDeps
-from tournament.codec import config_from_proto
+from tournament.codec import config_from_request
 from tournament.config import Settings
 from tournament.views import PHASES, summary, view
 
@@ -65,7 +65,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         command_id = ident(request.command_id, "command_id")
         if not request.HasField("config"):
             raise BadRequest("config", "required")
-        config = config_from_proto(request.config)
+        config = config_from_request(request.config)
         return reply(await self._app.create(current_principal(), tid, config, command_id))
 
     async def CancelTournament(self, request: pb.CancelTournamentRequest,
@@ -131,6 +131,10 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
                               ) -> AsyncIterator[pb.TournamentEventRecord]:
         principal = current_principal()
         tid = ident(request.tournament_id, "tournament_id")
+        version = (await self._app.load(tid)).version
+        if request.after_sequence > version:  # it would wait, silent, for events to come
+            raise OutOfRange(f"the tournament is at sequence {version}; resume at or before "
+                             "it", reason="after_the_end")
         async with self._limiter.hold(principal, context.peer()):
             async for record in self._app.follow(tid, request.after_sequence):
                 yield record.to_proto()

@@ -231,6 +231,20 @@ def refusals(t: RunningTournament, method: str, code: grpc.StatusCode) -> float:
                        ("seconds_huge", {"seconds": 2**62}),
                        ("seconds_negative", {"seconds": -(2**62)}),
                        ("year_10000", {"seconds": 253_402_300_800}))],
+    *[(f"unplayable_{n}", "CreateTournament", pb.CreateTournamentRequest(
+        tournament_id="h6", command_id="x", config=config), OPERATOR, C.INVALID_ARGUMENT,
+        "bad_request")
+      for n, config in (
+          ("sum_overflows", pb.TournamentConfig(
+              name="x", format=pb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=2**62, fee=2**62,
+              seats=3, structure=pb.TournamentStructure(preset="turbo"))),
+          ("nul_name", pb.TournamentConfig(
+              name="a\x00b", format=pb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=10, seats=3,
+              structure=pb.TournamentStructure(preset="turbo"))),
+          ("min_entrants_0", pb.TournamentConfig(
+              name="x", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, buy_in=10, seats=8,
+              start_at={"seconds": 4_000_000_000},
+              structure=pb.TournamentStructure(preset="turbo"))))],
 ])
 async def test_a_hostile_request_gets_its_status_and_changes_nothing(
         tournament: RunningTournament, wallet: RunningWallet, name: str, method: str,
@@ -405,3 +419,41 @@ async def test_floods_of_watches_are_limited(tournament: RunningTournament) -> N
     await eventually(reopened)
     for call in calls:
         call.cancel()
+
+
+@pytest.mark.parametrize("after", [2**64 - 1, 2])
+async def test_a_watch_after_the_end_is_out_of_range(tournament: RunningTournament,
+                                                      after: int) -> None:
+    """G5: a resume point past the tournament's last event is OUT_OF_RANGE ``after_the_end``
+    at once, as the table's watch answers (it stayed open and silent); the last event's own
+    sequence still resumes (nothing after it yet)."""
+    client = tournament.client
+    await client.create("o1", SNG)  # version 1
+    counted = refusals(tournament, "WatchTournament", C.OUT_OF_RANGE)
+    call = client.stub.WatchTournament(
+        pb.WatchTournamentRequest(tournament_id="o1", after_sequence=after),
+        metadata=client.md(player("ann")), timeout=10)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call.read()
+    assert info.value.code() is C.OUT_OF_RANGE, info.value.details()
+    assert rpc_error_reason(info.value) == "after_the_end"
+    assert refusals(tournament, "WatchTournament", C.OUT_OF_RANGE) == counted + 1
+    at_end = client.stub.WatchTournament(
+        pb.WatchTournamentRequest(tournament_id="o1", after_sequence=1),
+        metadata=client.md(player("ann")))
+    await client.register("o1", player("bob"), "r-bob")
+    assert (await at_end.read()).sequence == 2
+    at_end.cancel()
+
+
+async def test_a_past_start_is_refused_and_the_id_stays_free(
+        tournament: RunningTournament) -> None:
+    """G5 over gRPC: a multi-table start in the past is INVALID_ARGUMENT (it was created and
+    cancelled below_minimum in the same reply, the id burnt); the id is still free."""
+    client = tournament.client
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await client.create("past1", mtt_starting({"seconds": 1_000_000_000}))
+    assert info.value.code() is C.INVALID_ARGUMENT
+    assert "config.start_at" in (info.value.details() or "")
+    created = await client.create("past1", mtt_starting({"seconds": 4_000_000_000}), "c-2")
+    assert created.events[0].event.HasField("created") and len(created.events) == 1
