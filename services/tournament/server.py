@@ -124,7 +124,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
                             context: grpc.aio.ServicerContext) -> pb.TournamentView:
         current_principal()
         t = await self._app.load(ident(request.tournament_id, "tournament_id"))
-        return view(t, self._app.now())
+        return view(t)
 
     async def WatchTournament(self, request: pb.WatchTournamentRequest,
                               context: grpc.aio.ServicerContext

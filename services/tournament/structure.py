@@ -97,6 +97,20 @@ def clock_at(structure: Structure, started_at: float, now: float) -> Clock:
         level += 1
 
 
+def period_end(structure: Structure, started_at: float, level: int, on_break: bool) -> float:
+    """When the schedule ends level ``level`` (``on_break``: the break after it) of a
+    tournament started at ``started_at``: the end of the period the log is in, whatever the
+    time now (``GetTournament`` shows the log's level with this end, never the end of a
+    period the process manager has not yet recorded)."""
+    t = started_at
+    for number in range(1, level):
+        t += structure.level(number).seconds
+        if structure.break_after(number):
+            t += structure.break_seconds
+    t += structure.level(level).seconds
+    return t + structure.break_seconds if on_break else t
+
+
 def _ladder(seconds: int) -> tuple[Level, ...]:
     stakes = (
         (100, 200, 500, 1000), (200, 200, 800, 1600), (300, 400, 1200, 2400),

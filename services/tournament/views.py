@@ -8,7 +8,7 @@ from tournament import events as ev
 from tournament.codec import config_to_proto, level_to_proto, timestamp
 from tournament.payouts import prizes
 from tournament.state import CANCELLED, FINISHED, REGISTERING, RUNNING, Tournament
-from tournament.structure import clock_at
+from tournament.structure import period_end
 
 PHASES = {REGISTERING: pb.TOURNAMENT_PHASE_REGISTERING, RUNNING: pb.TOURNAMENT_PHASE_RUNNING,
           FINISHED: pb.TOURNAMENT_PHASE_FINISHED, CANCELLED: pb.TOURNAMENT_PHASE_CANCELLED}
@@ -26,7 +26,7 @@ def summary(t: Tournament) -> pb.TournamentSummary:
         registration_open=t.registration_open)
 
 
-def view(t: Tournament, now: float) -> pb.TournamentView:
+def view(t: Tournament) -> pb.TournamentView:
     cfg = t.cfg
     field = sum(1 for e in t.field() if e.paid)
     won = {p.entry_id: p.amount for p in t.payments.values() if isinstance(p, ev.PrizeDue)}
@@ -37,10 +37,10 @@ def view(t: Tournament, now: float) -> pb.TournamentView:
         prizes=list(prizes(t.pool(), field)) if field >= 2 else [],
         hand_for_hand=t.hand_for_hand, winner=t.winner,
         started_at=timestamp(t.started_at) if t.started_at else None)
-    if t.started_at:
-        clock = clock_at(cfg.structure, t.started_at, now)
+    if t.started_at:  # one source: the log's period, and when the schedule ends it
+        ends_at = period_end(cfg.structure, t.started_at, t.level, t.on_break)
         out.clock.CopyFrom(pb.TournamentClock(
-            level=t.level, on_break=t.on_break, ends_at=timestamp(clock.ends_at),
+            level=t.level, on_break=t.on_break, ends_at=timestamp(ends_at),
             stakes=level_to_proto(cfg.structure.level(t.level)),
             next=level_to_proto(cfg.structure.level(t.level + 1))))
     for e in t.field():
