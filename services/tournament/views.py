@@ -21,7 +21,8 @@ def summary(t: Tournament) -> pb.TournamentSummary:
     return pb.TournamentSummary(
         tournament_id=t.tournament_id, name=cfg.name, format=FORMATS[cfg.format],
         phase=PHASES[t.phase], buy_in=cfg.buy_in, fee=cfg.fee,
-        entries=sum(1 for e in t.field() if e.paid), players_left=len(t.alive()),
+        entries=sum(1 for e in t.field() if e.paid),
+        players_left=0 if t.phase == CANCELLED else len(t.alive()),
         start_at=timestamp(cfg.start_at) if cfg.start_at else None,
         registration_open=t.registration_open)
 

@@ -7,11 +7,12 @@ import random
 
 import pytest
 
+from stud.v1 import tournament_pb2 as pb
 from studtest.tournament import Run
 from tournament import commands as c
 from tournament import events as ev
 from tournament.structure import Level, Structure, clock_at, period_end
-from tournament.views import view
+from tournament.views import summary, view
 
 CLOCKED = Structure(levels=(Level(10, 20, 50, 100, 60), Level(20, 30, 100, 200, 60)),
                     starting_stack=1000, break_every=1, break_seconds=30)
@@ -64,3 +65,18 @@ def test_the_clock_is_the_logs_period_and_its_scheduled_end(late: float) -> None
 def test_a_periods_end_is_where_the_schedule_ends_it(now: float) -> None:
     at = clock_at(CLOCKED, 0.0, now)
     assert period_end(CLOCKED, 0.0, at.level, at.on_break) == at.ends_at
+
+
+def test_a_cancelled_tournament_has_nobody_left_in_the_lobby() -> None:
+    """Issue 29: ListTournaments showed a cancelled sit & go with ``players_left: 1`` (its
+    one paid entry, refunded). Registering: the paid entries; running: those still in;
+    finished: the winner; cancelled: none."""
+    run = Run(random.Random(4))
+    run.do(c.Create("S", ev.Config("sng", ev.SIT_AND_GO, 100, 10, CLOCKED, seats=3)))
+    (req,) = run.do(c.Register("p1"))
+    run.do(c.SettleEntry(req.entry_id, True))
+    assert (summary(run.t).entries, summary(run.t).players_left) == (1, 1)
+    run.do(c.Cancel("no field"))
+    line = summary(run.t)
+    assert line.phase == pb.TOURNAMENT_PHASE_CANCELLED
+    assert (line.entries, line.players_left, line.registration_open) == (1, 0, False)
