@@ -44,10 +44,14 @@ def view(t: Tournament) -> pb.TournamentView:
             level=t.level, on_break=t.on_break, ends_at=timestamp(ends_at),
             stakes=level_to_proto(cfg.structure.level(t.level)),
             next=level_to_proto(cfg.structure.level(t.level + 1))))
+    move = t.move
     for e in t.field():
         s = places.get(e.entry_id)
         busted = e.bust is not None
+        going = move is not None and move.entry_id == e.entry_id
         out.entries.append(pb.TournamentEntryView(
+            moving_to_table=move.to_table if going and move else "",
+            moving_to_seat=move.to_seat if going and move else 0,
             entry_id=e.entry_id, player_id=e.player_id, number=e.number, paid=e.paid,
             chips=e.chips, table_id=e.table_id, seat=e.seat,
             place=s.place if s and (busted or t.phase == FINISHED) else 0,

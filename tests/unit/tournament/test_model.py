@@ -13,6 +13,7 @@ from tournament import commands as c
 from tournament import events as ev
 from tournament.conduct import BREAK, H4H
 from tournament.structure import Level, Structure
+from tournament.views import view
 
 FAST = Structure(levels=(Level(10, 20, 50, 100, 60), Level(20, 30, 100, 200, 60),
                          Level(40, 50, 200, 400, 60)),
@@ -369,3 +370,28 @@ def test_a_hand_seen_in_progress_is_settled_with_the_stacks_the_table_recorded()
     events = run.do(c.ReportHandEnded(table, 1, end, start))
     busts = [e for e in events if isinstance(e, ev.Busted)]
     assert {b.start_stack for b in busts} == {1000} and run.t.phase == "finished"
+
+
+def test_the_entry_view_says_where_a_moving_entry_is_going() -> None:
+    """Issue 29: during a move the entry view showed only the table being left (the
+    destination was in MoveStarted only); it now says the table and seat it goes to, from
+    the move's start until it is seated there (then its table and seat are those)."""
+    run = started_mtt(7)
+    counts = {k: sum(1 for s in t.seats if s) for k, t in run.t.tables.items()}
+    short = min(counts, key=lambda k: counts[k])
+    bust_one(run, short)
+    move = run.t.move
+    assert move is not None
+
+    def shown() -> tuple[str, int, str, int]:
+        (e,) = [e for e in view(run.t).entries if e.entry_id == move.entry_id]
+        return e.table_id, e.seat, e.moving_to_table, e.moving_to_seat
+
+    assert shown() == (move.from_table, move.from_seat, move.to_table, move.to_seat)
+    others = [e for e in view(run.t).entries if e.entry_id != move.entry_id]
+    assert all(not e.moving_to_table and not e.moving_to_seat for e in others)
+    run.carry_out(c.ConfirmUnseated(move.move_id, run.world.seats[move.from_table]
+                                    [move.from_seat][1]))
+    assert shown() == (move.from_table, move.from_seat, move.to_table, move.to_seat)
+    run.carry_out(c.ConfirmReseated(move.move_id))
+    assert shown() == (move.to_table, move.to_seat, "", 0)
