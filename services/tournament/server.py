@@ -16,6 +16,7 @@ from studkit.grpc_server import BASE_ERRORS, GrpcServer, create_grpc_server, cur
 from studkit.keys import check_id
 from studkit.limits import StreamLimiter
 from tournament import commands as c
+from tournament import events as ev
 from tournament.app import Outcome, TournamentApp
 from tournament.bootstrap import TournamentDeps
 from tournament.codec import config_from_request
@@ -38,8 +39,12 @@ def ident(value: str, field: str) -> str:
 
 
 def reply(outcome: Outcome) -> pb.TournamentReply:
+    """The reply to a command; a player's names the entry it made or withdrew (its first
+    ``EntryRequested`` or ``EntryWithdrawn``, a retry's re-read from the log)."""
+    entry = next((r.event.entry_id for r in outcome.records
+                  if isinstance(r.event, ev.EntryRequested | ev.EntryWithdrawn)), "")
     return pb.TournamentReply(version=outcome.version, duplicate=outcome.duplicate,
-                              events=[r.to_proto() for r in outcome.records])
+                              events=[r.to_proto() for r in outcome.records], entry_id=entry)
 
 
 class TournamentServicer(pb_grpc.TournamentServiceServicer):

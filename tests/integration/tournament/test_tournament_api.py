@@ -457,3 +457,22 @@ async def test_a_past_start_is_refused_and_the_id_stays_free(
     assert "config.start_at" in (info.value.details() or "")
     created = await client.create("past1", mtt_starting({"seconds": 4_000_000_000}), "c-2")
     assert created.events[0].event.HasField("created") and len(created.events) == 1
+
+
+async def test_register_answers_the_entry_id_and_a_retry_the_same(
+        tournament: RunningTournament, wallet: RunningWallet) -> None:
+    """Issue 29: the entry id of a registration was only inside the reply's events; the
+    reply names it (``entry_id``), a retry too, and Unregister names the entry withdrawn."""
+    client = tournament.client
+    await funded(wallet, "ann", "bob")
+    await client.create("id1", SNG)
+    first = await client.register("id1", player("ann"), "r-ann")
+    second = await client.register("id1", player("bob"), "r-bob")
+    assert (first.entry_id, second.entry_id) == ("e1", "e2")
+    again = await client.register("id1", player("bob"), "r-bob")
+    assert again.duplicate and again.entry_id == "e2"
+    await eventually(lambda: _entries(client, "id1", 2))
+    gone = await client.unregister("id1", player("ann"), "u-ann")
+    assert gone.entry_id == "e1"
+    created = await client.create("id2", SNG)
+    assert created.entry_id == ""
