@@ -26,7 +26,14 @@ MAX_FOLLOW_UPS = 10_000
 
 
 class TournamentRefusal(FailedPrecondition):
-    """The tournament refuses the command now (``FAILED_PRECONDITION`` with a reason)."""
+    """The tournament refuses the command now (``FAILED_PRECONDITION`` with a reason);
+    ``retry_after_ms``, when the refusal waits on the process manager, goes to the caller in
+    the ErrorInfo metadata."""
+
+    def __init__(self, detail: str, *, reason: str | None = None,
+                 retry_after_ms: int = 0) -> None:
+        super().__init__(detail, reason=reason)
+        self.error_metadata = {"retry_after_ms": str(retry_after_ms)} if retry_after_ms else {}
 
 
 def refuse(reason: str, detail: str) -> TournamentRefusal:

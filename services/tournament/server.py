@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import AsyncIterator
 
@@ -21,6 +22,7 @@ from tournament.app import Outcome, TournamentApp
 from tournament.bootstrap import TournamentDeps
 from tournament.codec import config_from_request
 from tournament.config import Settings
+from tournament.decide import TournamentRefusal
 from tournament.views import PHASES, summary, view
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TournamentService"].full_name
@@ -48,9 +50,13 @@ def reply(outcome: Outcome) -> pb.TournamentReply:
 
 
 class TournamentServicer(pb_grpc.TournamentServiceServicer):
-    def __init__(self, app: TournamentApp, limiter: StreamLimiter) -> None:
+    def __init__(self, app: TournamentApp, limiter: StreamLimiter,
+                 retry_after_s: float = 1.0) -> None:
         self._app = app
         self._limiter = limiter
+        self._retry_after_ms = max(1, math.ceil(retry_after_s * 1000))
+        """When a refusal that waits on the process manager (``payment_pending``) may be
+        retried: its round, ``TOURNAMENT_TICK_S``."""
         self._listed: dict[str, tuple[int, str, pb.TournamentSummary]] = {}
         """tournament -> (its version, phase and lobby line when last listed): a lobby walks
         every tournament, and the app keeps the states of the latest read only, so one is
@@ -87,8 +93,19 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
                       ) -> pb.TournamentReply:
         tid = ident(request.tournament_id, "tournament_id")
         command_id = ident(request.command_id, "command_id")
-        return reply(await self._app.player_command(current_principal(), tid, make,
-                                                    command_id))
+        try:
+            return reply(await self._app.player_command(current_principal(), tid, make,
+                                                        command_id))
+        except TournamentRefusal as refused:
+            if refused.reason == "payment_pending":
+                raise self._retry_later(refused) from None
+            raise
+
+    def _retry_later(self, refused: TournamentRefusal) -> TournamentRefusal:
+        """The refusal with when to retry: ``retry_after_ms`` in its ErrorInfo metadata
+        and in its message (the buy-in is charged at the process manager's next round)."""
+        return TournamentRefusal(f"{refused.detail}; retry in {self._retry_after_ms} ms",
+                                 reason=refused.reason, retry_after_ms=self._retry_after_ms)
 
     async def Register(self, request: pb.RegisterRequest,
                        context: grpc.aio.ServicerContext) -> pb.TournamentReply:
@@ -152,6 +169,6 @@ def create_server(settings: Settings, deps: TournamentDeps) -> tuple[GrpcServer,
         [(pb_grpc.add_TournamentServiceServicer_to_server,
           TournamentServicer(deps.app, StreamLimiter(
               per_principal=settings.watches_per_player,
-              per_peer=settings.watches_per_connection)), SERVICE_NAME)],
+              per_peer=settings.watches_per_connection), settings.tick_s), SERVICE_NAME)],
         verifier=deps.verifier, errors=BASE_ERRORS, metrics=deps.metrics)
     return server, server.port

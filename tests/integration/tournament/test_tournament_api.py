@@ -476,3 +476,25 @@ async def test_register_answers_the_entry_id_and_a_retry_the_same(
     assert gone.entry_id == "e1"
     created = await client.create("id2", SNG)
     assert created.entry_id == ""
+
+
+async def test_unregister_while_the_buy_in_is_charged_says_when_to_retry(
+        tournament: RunningTournament, wallet: RunningWallet) -> None:
+    """Issue 29: Unregister right after Register was ``payment_pending`` with no hint of
+    when to retry; the refusal carries ``retry_after_ms`` (ErrorInfo metadata, the process
+    manager's round) and says it, and a retry after the charge is taken."""
+    from studkit.grpc_errors import rpc_error_info
+    client = tournament.client
+    await funded(wallet, "ann")
+    await client.create("u1", SNG)
+    await tournament.deps.stop_driver()  # nothing charges the buy-in meanwhile
+    await client.register("u1", player("ann"), "r-ann")
+    before = await version(tournament, "u1")
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await client.unregister("u1", player("ann"), "u-ann")
+    assert info.value.code() is C.FAILED_PRECONDITION
+    assert rpc_error_reason(info.value) == "payment_pending"
+    details = rpc_error_info(info.value)
+    assert details is not None and details.metadata["retry_after_ms"] == "50"
+    assert "retry in" in (info.value.details() or "")
+    assert await version(tournament, "u1") == before
