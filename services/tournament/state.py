@@ -28,7 +28,11 @@ class Entry:
     gone: bool = False
     """Dropped (charge refused) or withdrawn (unregistered): not part of the field."""
     chips: int = 0
-    """The stack at the last report (or the seating)."""
+    """The stack at the last report (or the seating): a hand reported started from a view
+    of the table taken during it has its antes and bets posted already."""
+    settled: int = 0
+    """The stack at the last hand's end (or the seating, or a move's unseating): the
+    entries' ``settled`` sum to the field's chips at every step."""
     table_id: str = ""
     seat: int = 0
     seated: bool = False
@@ -154,13 +158,15 @@ def _sit(t: Tournament, table_id: str, seat: int, entry: str | None) -> Mapping[
     return _table(t, table_id, seats=tuple(seats))
 
 
-def _stacks(t: Tournament, table_id: str, stacks: ev.Stacks) -> Mapping[str, Entry]:
+def _stacks(t: Tournament, table_id: str, stacks: ev.Stacks,
+            ended: bool = False) -> Mapping[str, Entry]:
     entries = dict(t.entries)
     seats = t.tables[table_id].seats
     for seat, chips in stacks:
         entry = seats[seat - 1] if 1 <= seat <= len(seats) else None
         if entry is not None:
-            entries[entry] = replace(entries[entry], chips=chips)
+            e = entries[entry]
+            entries[entry] = replace(e, chips=chips, settled=chips if ended else e.settled)
     return entries
 
 
@@ -179,7 +185,8 @@ def evolve(t: Tournament, e: ev.Event) -> Tournament:
                            order=(*t.order, e.entry_id))
         case ev.EntryPaid():
             chips = t.cfg.structure.starting_stack
-            return replace(t, entries=_entry(t, e.entry_id, paid=True, chips=chips))
+            return replace(t, entries=_entry(t, e.entry_id, paid=True, chips=chips,
+                                             settled=chips))
         case ev.EntryDropped() | ev.EntryWithdrawn():
             return replace(t, entries=_entry(t, e.entry_id, gone=True))
         case ev.Started():
@@ -201,7 +208,7 @@ def evolve(t: Tournament, e: ev.Event) -> Tournament:
         case ev.SeatAssigned():
             t = replace(t, tables=_sit(t, e.table_id, e.seat, e.entry_id))
             return replace(t, entries=_entry(t, e.entry_id, table_id=e.table_id, seat=e.seat,
-                                             chips=e.stack))
+                                             chips=e.stack, settled=e.stack))
         case ev.SeatConfirmed():
             return replace(t, entries=_entry(t, e.entry_id, seated=True))
         case ev.TableHeld():
@@ -217,12 +224,12 @@ def evolve(t: Tournament, e: ev.Event) -> Tournament:
                                             start_stacks=e.stacks, hand_h4h_round=r),
                            h4h_waiting=t.h4h_waiting - {e.table_id})
         case ev.HandEnded():
-            t = replace(t, entries=_stacks(t, e.table_id, e.stacks))
+            t = replace(t, entries=_stacks(t, e.table_id, e.stacks, ended=True))
             return replace(t, tables=_table(t, e.table_id, in_hand=0, last_hand=e.hand_no))
         case ev.Busted():
             r = t.tables[e.table_id].hand_h4h_round
             busts = {**t.h4h_busts, r: e.round} if r else t.h4h_busts
-            return replace(t, entries=_entry(t, e.entry_id, bust=e, chips=0),
+            return replace(t, entries=_entry(t, e.entry_id, bust=e, chips=0, settled=0),
                            rounds=max(t.rounds, e.round), h4h_busts=busts)
         case ev.SeatFreed():
             return replace(t, tables=_sit(t, e.table_id, e.seat, None))
@@ -234,7 +241,8 @@ def evolve(t: Tournament, e: ev.Event) -> Tournament:
             assert t.move is not None
             m = t.move
             t = replace(t, tables=_sit(t, m.from_table, m.from_seat, None), move_stack=e.stack)
-            return replace(t, entries=_entry(t, m.entry_id, chips=e.stack, seated=False))
+            return replace(t, entries=_entry(t, m.entry_id, chips=e.stack, settled=e.stack,
+                                             seated=False))
         case ev.MoveSeated():
             assert t.move is not None
             m = t.move

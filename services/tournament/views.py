@@ -27,6 +27,11 @@ def summary(t: Tournament) -> pb.TournamentSummary:
         registration_open=t.registration_open)
 
 
+def _in_hand(t: Tournament, table_id: str) -> bool:
+    table = t.tables.get(table_id)
+    return table is not None and table.in_hand > 0
+
+
 def view(t: Tournament) -> pb.TournamentView:
     cfg = t.cfg
     field = sum(1 for e in t.field() if e.paid)
@@ -53,7 +58,8 @@ def view(t: Tournament) -> pb.TournamentView:
             moving_to_table=move.to_table if going and move else "",
             moving_to_seat=move.to_seat if going and move else 0,
             entry_id=e.entry_id, player_id=e.player_id, number=e.number, paid=e.paid,
-            chips=e.chips, table_id=e.table_id, seat=e.seat,
+            chips=e.settled, table_id=e.table_id, seat=e.seat,
+            hand_start_chips=e.chips if e.bust is None and _in_hand(t, e.table_id) else 0,
             place=s.place if s and (busted or t.phase == FINISHED) else 0,
             place_to=s.place_to if s and (busted or t.phase == FINISHED) else 0,
             prize=won.get(e.entry_id, 0)))

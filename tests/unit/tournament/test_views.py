@@ -80,3 +80,28 @@ def test_a_cancelled_tournament_has_nobody_left_in_the_lobby() -> None:
     line = summary(run.t)
     assert line.phase == pb.TOURNAMENT_PHASE_CANCELLED
     assert (line.entries, line.players_left, line.registration_open) == (1, 0, False)
+
+
+def test_the_entries_chips_sum_to_the_fields_while_a_hand_runs() -> None:
+    """Issue 29: ``chips`` was the stack at the last report, and a hand seen in progress is
+    reported with the stacks the table showed then (antes posted), so the entries' chips did
+    not sum to the field's while hands ran. ``chips`` is the stack at the last hand's end (or
+    as seated) and sums to the field's at every step; ``hand_start_chips`` is the stack the
+    hand in progress was reported started with (0 between hands)."""
+    run = started(1000.0)
+    (table,) = run.t.tables
+    field = 2 * CLOCKED.starting_stack
+    seats = {e.seat: e.entry_id for e in run.t.field()}
+
+    def shown() -> dict[str, tuple[int, int]]:
+        return {e.entry_id: (e.chips, e.hand_start_chips) for e in view(run.t).entries}
+
+    assert shown() == {e: (1000, 0) for e in seats.values()}
+    run.do(c.ReportHandStarted(table, 1, ((1, 990), (2, 990))))  # seen after the antes
+    assert sum(chips for chips, _ in shown().values()) == field
+    assert shown() == {e: (1000, 990) for e in seats.values()}
+    run.do(c.ReportHandEnded(table, 1, ((1, 1300), (2, 700)), ((1, 1000), (2, 1000))))
+    assert shown() == {seats[1]: (1300, 0), seats[2]: (700, 0)}
+    run.do(c.ReportHandStarted(table, 2, ((1, 1300), (2, 700))))
+    assert shown() == {seats[1]: (1300, 1300), seats[2]: (700, 700)}
+    assert sum(chips for chips, _ in shown().values()) == field
