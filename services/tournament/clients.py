@@ -68,6 +68,23 @@ class WalletClient:
                 raise Unavailable(f"wallet: {exc.code().name}") from exc
             raise Refused(rpc_error_reason(exc) or exc.code().name.lower()) from exc
 
+    async def balance(self, player_id: str) -> int | None:
+        """The player's balance, None when they have no account (``unknown_account``): what
+        ``Register`` checks before it takes an entry. :class:`Unavailable` or
+        :class:`Refused` when the wallet does not say."""
+        try:
+            reply = await self._stub.GetBalance(
+                wpb.GetBalanceRequest(account=wpb.AccountRef(player_id=player_id)),
+                metadata=self._metadata(), timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in RETRYABLE:
+                raise Unavailable(f"wallet: {exc.code().name}") from exc
+            reason = rpc_error_reason(exc) or exc.code().name.lower()
+            if reason == "unknown_account":
+                return None
+            raise Refused(reason) from exc
+        return int(reply.balance)
+
     async def enter(self, tournament_id: str, entry_id: str, player_id: str, buy_in: int,
                     fee: int) -> None:
         await self._call(self._stub.EnterTournament, wpb.EnterTournamentRequest(

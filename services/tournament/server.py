@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 import grpc
 
 from stud.v1 import tournament_pb2 as pb
 from stud.v1 import tournament_pb2_grpc as pb_grpc
-from studkit.errors import BadRequest, OutOfRange
+from studkit.auth import Role
+from studkit.errors import BadRequest, OutOfRange, ServiceError
 from studkit.grpc_server import BASE_ERRORS, GrpcServer, create_grpc_server, current_principal
 from studkit.keys import check_id
 from studkit.limits import StreamLimiter
@@ -20,9 +22,10 @@ from tournament import commands as c
 from tournament import events as ev
 from tournament.app import Outcome, TournamentApp
 from tournament.bootstrap import TournamentDeps
+from tournament.clients import Refused, Unavailable
 from tournament.codec import config_from_request
 from tournament.config import Settings
-from tournament.decide import TournamentRefusal
+from tournament.decide import TournamentRefusal, decide
 from tournament.views import PHASES, summary, view
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TournamentService"].full_name
@@ -49,11 +52,19 @@ def reply(outcome: Outcome) -> pb.TournamentReply:
                               events=[r.to_proto() for r in outcome.records], entry_id=entry)
 
 
+class Funds(Protocol):
+    """Where ``Register`` and ``ReEnter`` read a player's balance (the wallet): None for a
+    player with no account; :class:`Unavailable` or :class:`Refused` when it does not say."""
+
+    async def balance(self, player_id: str) -> int | None: ...
+
+
 class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def __init__(self, app: TournamentApp, limiter: StreamLimiter,
-                 retry_after_s: float = 1.0) -> None:
+                 retry_after_s: float = 1.0, funds: Funds | None = None) -> None:
         self._app = app
         self._limiter = limiter
+        self._funds = funds
         self._retry_after_ms = max(1, math.ceil(retry_after_s * 1000))
         """When a refusal that waits on the process manager (``payment_pending``) may be
         retried: its round, ``TOURNAMENT_TICK_S``."""
@@ -93,13 +104,42 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
                       ) -> pb.TournamentReply:
         tid = ident(request.tournament_id, "tournament_id")
         command_id = ident(request.command_id, "command_id")
+        who = current_principal()
+        if make is not c.Unregister and who.role is Role.PLAYER:
+            await self._can_pay(tid, make(who.name))
         try:
-            return reply(await self._app.player_command(current_principal(), tid, make,
-                                                        command_id))
+            return reply(await self._app.player_command(who, tid, make, command_id))
         except TournamentRefusal as refused:
             if refused.reason == "payment_pending":
                 raise self._retry_later(refused) from None
             raise
+
+    async def _can_pay(self, tid: str, cmd: c.Command) -> None:
+        """Refuse at once an entry the wallet's balance shows cannot be paid (no account:
+        ``unknown_account``; less than the buy-in and fee: ``insufficient_funds``), where it
+        was taken and dropped later on the stream only. Only an entry the tournament would
+        take now is checked (anything else, a retry's duplicate included, is the command's
+        to answer), and only when the wallet answers: the charge stays the authority (money
+        spent between this check and the charge still drops the entry)."""
+        if self._funds is None:
+            return
+        t = await self._app.load(tid)
+        try:
+            decide(t, cmd, self._app.now())
+        except ServiceError:
+            return
+        player = getattr(cmd, "player_id", "")
+        try:
+            balance = await self._funds.balance(player)
+        except (Refused, Unavailable):
+            return
+        cost = t.cfg.buy_in + t.cfg.fee
+        if balance is None:
+            raise TournamentRefusal(f"{player} has no wallet account",
+                                    reason="unknown_account")
+        if balance < cost:
+            raise TournamentRefusal(f"the buy-in and fee are {cost:,}; the balance is "
+                                    f"{balance:,}", reason="insufficient_funds")
 
     def _retry_later(self, refused: TournamentRefusal) -> TournamentRefusal:
         """The refusal with when to retry: ``retry_after_ms`` in its ErrorInfo metadata
@@ -169,6 +209,7 @@ def create_server(settings: Settings, deps: TournamentDeps) -> tuple[GrpcServer,
         [(pb_grpc.add_TournamentServiceServicer_to_server,
           TournamentServicer(deps.app, StreamLimiter(
               per_principal=settings.watches_per_player,
-              per_peer=settings.watches_per_connection), settings.tick_s), SERVICE_NAME)],
+              per_peer=settings.watches_per_connection), settings.tick_s, deps.wallet),
+          SERVICE_NAME)],
         verifier=deps.verifier, errors=BASE_ERRORS, metrics=deps.metrics)
     return server, server.port

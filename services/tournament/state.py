@@ -38,6 +38,8 @@ class Entry:
     seated: bool = False
     """The table has confirmed the seat."""
     bust: ev.Busted | None = None
+    dropped: str = ""
+    """Why the wallet refused the entry's charge ("" unless dropped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +189,10 @@ def evolve(t: Tournament, e: ev.Event) -> Tournament:
             chips = t.cfg.structure.starting_stack
             return replace(t, entries=_entry(t, e.entry_id, paid=True, chips=chips,
                                              settled=chips))
-        case ev.EntryDropped() | ev.EntryWithdrawn():
+        case ev.EntryDropped():
+            return replace(t, entries=_entry(t, e.entry_id, gone=True,
+                                             dropped=e.reason or "refused"))
+        case ev.EntryWithdrawn():
             return replace(t, entries=_entry(t, e.entry_id, gone=True))
         case ev.Started():
             return replace(t, phase=RUNNING, started_at=e.at, seed=e.seed, level=1)

@@ -63,6 +63,12 @@ def view(t: Tournament) -> pb.TournamentView:
             place=s.place if s and (busted or t.phase == FINISHED) else 0,
             place_to=s.place_to if s and (busted or t.phase == FINISHED) else 0,
             prize=won.get(e.entry_id, 0)))
+    for k in t.order:
+        e = t.entries[k]
+        if e.dropped:
+            out.dropped_entries.append(pb.TournamentEntryView(
+                entry_id=e.entry_id, player_id=e.player_id, number=e.number,
+                dropped_reason=e.dropped))
     for k, table in t.tables.items():
         out.tables.append(pb.TournamentTableView(
             table_id=k, players=sum(1 for x in table.seats if x in t.alive()),

@@ -165,14 +165,22 @@ async def test_a_restart_carries_a_pending_entry_on_from_the_log(
 
 
 async def test_a_player_the_wallet_refuses_is_dropped_and_charged_nothing(
-        tournament: RunningTournament, wallet: RunningWallet) -> None:
-    await funded(wallet, "poor", funds=50)
+        tournament: RunningTournament, wallet: RunningWallet, dev_keys: DevKeys) -> None:
+    """The money was there at Register (checked at once) and gone at the charge: the entry
+    is dropped, charged nothing, and GetTournament lists it apart with the wallet's reason."""
+    await funded(wallet, "poor", funds=200)
     await tournament.client.create("p1", SNG)
+    await tournament.deps.stop_driver()  # the charge comes after the money went elsewhere
     await tournament.client.register("p1", player("poor"), "r-poor")
-
-    async def dropped() -> bool:
-        return not (await tournament.client.get("p1")).entries
-    await eventually(dropped)
+    await wallet.client.enter("poor", "elsewhere", "x1", 150, 0, "k-elsewhere")
+    async with running_tournament(tournament.settings, dev_keys) as second:
+        async def dropped() -> bool:
+            return bool((await second.client.get("p1")).dropped_entries)
+        await eventually(dropped)
+        view = await second.client.get("p1")
+    assert not view.entries
+    assert [(e.player_id, e.dropped_reason) for e in view.dropped_entries] == [
+        ("poor", "insufficient_funds")]
     assert await wallet.client.player_balance("poor") == 50
 
 
@@ -423,11 +431,13 @@ async def test_floods_of_watches_are_limited(tournament: RunningTournament) -> N
 
 @pytest.mark.parametrize("after", [2**64 - 1, 2])
 async def test_a_watch_after_the_end_is_out_of_range(tournament: RunningTournament,
+                                                      wallet: RunningWallet,
                                                       after: int) -> None:
     """G5: a resume point past the tournament's last event is OUT_OF_RANGE ``after_the_end``
     at once, as the table's watch answers (it stayed open and silent); the last event's own
     sequence still resumes (nothing after it yet)."""
     client = tournament.client
+    await funded(wallet, "bob")
     await client.create("o1", SNG)  # version 1
     counted = refusals(tournament, "WatchTournament", C.OUT_OF_RANGE)
     call = client.stub.WatchTournament(
@@ -498,3 +508,32 @@ async def test_unregister_while_the_buy_in_is_charged_says_when_to_retry(
     assert details is not None and details.metadata["retry_after_ms"] == "50"
     assert "retry in" in (info.value.details() or "")
     assert await version(tournament, "u1") == before
+
+
+@pytest.mark.parametrize(("funds", "reason"), [(None, "unknown_account"),
+                                               (109, "insufficient_funds")])
+async def test_register_without_the_money_is_refused_at_once(
+        tournament: RunningTournament, wallet: RunningWallet, funds: int | None,
+        reason: str) -> None:
+    """Issue 29: Register answered OK for a player with no account or short funds, the
+    refusal coming later as EntryDropped on the stream only. What the wallet's balance
+    shows is refused at once (FAILED_PRECONDITION, the wallet's reason), nothing written;
+    with the money there, the same player registers."""
+    client = tournament.client
+    if funds is not None:
+        await funded(wallet, "poor", funds=funds)
+    await client.create("m1", SNG)  # 100 + 10
+    before = await version(tournament, "m1")
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await client.register("m1", player("poor"), "r-poor")
+    assert info.value.code() is C.FAILED_PRECONDITION, info.value.details()
+    assert rpc_error_reason(info.value) == reason
+    assert await version(tournament, "m1") == before
+    if funds is None:
+        await wallet.client.create_account("poor")
+    await wallet.client.deposit("poor", 1, "d-poor-more")
+    if funds is None:
+        await wallet.client.deposit("poor", 109, "d-poor-rest")
+    ok = await client.register("m1", player("poor"), "r-poor-2")
+    assert ok.entry_id == "e1"
+    await eventually(lambda: _entries(client, "m1", 1))

@@ -105,3 +105,21 @@ def test_the_entries_chips_sum_to_the_fields_while_a_hand_runs() -> None:
     run.do(c.ReportHandStarted(table, 2, ((1, 1300), (2, 700))))
     assert shown() == {seats[1]: (1300, 1300), seats[2]: (700, 700)}
     assert sum(chips for chips, _ in shown().values()) == field
+
+
+def test_a_dropped_entry_is_shown_with_its_reason() -> None:
+    """Issue 29: an entry whose charge the wallet refused vanished from GetTournament (it is
+    not in the field); it is listed apart (``dropped_entries``) with the wallet's reason,
+    a withdrawn one is not."""
+    run = Run(random.Random(5))
+    run.do(c.Create("S", ev.Config("sng", ev.SIT_AND_GO, 100, 10, CLOCKED, seats=3)))
+    for p in ("p1", "p2", "p3"):
+        run.do(c.Register(p))
+    run.do(c.SettleEntry("e1", True))
+    run.do(c.SettleEntry("e2", False, "insufficient_funds"))
+    run.do(c.SettleEntry("e3", True))
+    run.do(c.Unregister("p3"))
+    out = view(run.t)
+    assert [e.entry_id for e in out.entries] == ["e1"]
+    assert [(e.entry_id, e.player_id, e.dropped_reason, e.paid)
+            for e in out.dropped_entries] == [("e2", "p2", "insufficient_funds", False)]
