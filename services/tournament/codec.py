@@ -80,7 +80,11 @@ def config_to_proto(c: ev.Config) -> pb.TournamentConfig:
         structure=structure_to_proto(c.structure), seats=c.seats,
         start_at=timestamp(c.start_at) if c.start_at else None,
         min_entrants=c.min_entrants, max_entrants=c.max_entrants,
-        late_through_level=c.late_through_level, re_entries=c.re_entries)
+        late_through_level=c.late_through_level, re_entries=c.re_entries,
+        pace=pb.TournamentPace(action_time_s=c.pace.action_time_s,
+                               time_bank_s=c.pace.time_bank_s,
+                               next_hand_delay_ms=c.pace.next_hand_delay_ms)
+        if c.pace != ev.Pace() else None)
 
 
 def config_from_proto(m: pb.TournamentConfig) -> ev.Config:
@@ -95,7 +99,8 @@ def config_from_proto(m: pb.TournamentConfig) -> ev.Config:
         structure=structure_from_proto(m.structure), seats=m.seats or 8,
         start_at=instant(m.start_at, "config.start_at") if m.HasField("start_at") else 0.0,
         min_entrants=m.min_entrants or 2, max_entrants=m.max_entrants,
-        late_through_level=m.late_through_level, re_entries=m.re_entries)
+        late_through_level=m.late_through_level, re_entries=m.re_entries,
+        pace=ev.Pace(m.pace.action_time_s, m.pace.time_bank_s, m.pace.next_hand_delay_ms))
 
 
 def config_from_request(m: pb.TournamentConfig) -> ev.Config:

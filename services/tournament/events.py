@@ -31,6 +31,23 @@ MAX_FIELD = 100_000
 
 
 @dataclass(frozen=True, slots=True)
+class Pace:
+    """The table settings of the tables a tournament opens; 0: the service's (its
+    ``table_settings``, else the table service's defaults)."""
+
+    action_time_s: int = 0
+    time_bank_s: int = 0
+    next_hand_delay_ms: int = 0
+
+    def check(self) -> None:
+        """``BadRequest`` past what a table takes (the table's ``settings_from_proto``)."""
+        for name, most in (("action_time_s", 3600), ("time_bank_s", 3600),
+                           ("next_hand_delay_ms", 600_000)):
+            if not 0 <= getattr(self, name) <= most:
+                raise BadRequest(f"config.pace.{name}", f"0 to {most:,}")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     name: str
     format: str
@@ -47,11 +64,14 @@ class Config:
     """Late registration stays open through this level (0: it closes at the start)."""
     re_entries: int = 0
     """How many times a busted player may enter again while registration is open."""
+    pace: Pace = Pace()
+    """The pace of its tables (a stream from before it has none: the service's)."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, detail: str) -> None:
             if not ok:
                 raise BadRequest(field, detail)
+        self.pace.check()
         need(bool(self.name) and len(self.name) <= 80, "name", "1 to 80 characters")
         need(self.format in (SIT_AND_GO, MULTI_TABLE), "format", "sit_and_go or multi_table")
         need(self.buy_in > 0 and self.fee >= 0, "buy_in", "a positive buy-in, a fee >= 0")

@@ -65,7 +65,8 @@ class TableSteps:
             level = t.cfg.structure.level(t.level)
             state = await self._tables.state(k)
             if not state.exists:
-                await self._tables.open(tid, k, t.cfg.seats, level, key(tid, "open", k))
+                await self._tables.open(tid, k, t.cfg.seats, level, key(tid, "open", k),
+                                        t.cfg.pace)
                 state = await self._tables.state(k)
                 done += 1
             await self._tables.stakes(k, level, key(tid, "stakes", k, t.level))

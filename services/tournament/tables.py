@@ -25,10 +25,13 @@ from studkit.grpc_errors import rpc_error_info
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import config_to_proto
 from tournament.clients import RETRYABLE, Refused, Unavailable
+from tournament.events import Pace
 from tournament.structure import Level
 
 Metadata = Callable[[], Sequence[tuple[str, str]]]
 Connect = Callable[[str], grpc.aio.Channel]
+NO_PACE = Pace()
+"""A tournament that names no pace: the service's settings."""
 REDIRECTS = 3
 """How many ``not_owner`` redirects one call follows (tables change hands while replicas
 come and go); past them the refusal is an outage, tried again on the next round."""
@@ -103,7 +106,9 @@ class TableClient:
         raise Unavailable(f"table {table_id}: redirected {REDIRECTS} times")
 
     async def open(self, tournament_id: str, table_id: str, seats: int, level: Level,
-                   command_id: str) -> None:
+                   command_id: str, pace: Pace = NO_PACE) -> None:
+        """Open a tournament table with the service's settings, the tournament's ``pace``
+        over them (a field of it 0: the service's)."""
         config = TableConfig(seats=seats, min_players=2, ante=level.ante,
                              bring_in=level.bring_in, small_bet=level.small_bet,
                              big_bet=level.big_bet)
@@ -112,6 +117,13 @@ class TableClient:
                                        tournament_id=tournament_id)
         if self._settings is not None:
             request.settings.CopyFrom(self._settings)
+        if pace.action_time_s:
+            request.settings.action_time_s = pace.action_time_s
+        if pace.time_bank_s:
+            request.settings.time_bank_s = pace.time_bank_s
+        if pace.next_hand_delay_ms:
+            request.settings.next_hand_delay_ms = pace.next_hand_delay_ms
+            request.settings.next_hand_delay_set = True
         try:
             await self._call("OpenTable", request)
         except Refused as refused:

@@ -11,7 +11,7 @@ from stud.v1 import tournament_pb2 as pb
 from studkit.errors import BadRequest
 from tournament import commands as c
 from tournament import events as ev
-from tournament.codec import config_from_proto, config_from_request
+from tournament.codec import config_from_proto, config_from_request, config_to_proto
 from tournament.decide import decide
 from tournament.events import CHIPS_MAX, MAX_AMOUNT, MAX_FIELD
 from tournament.state import Tournament
@@ -120,3 +120,27 @@ def test_the_largest_playable_tournaments_are_created() -> None:
     assert len(create(sng)) == 1
     assert len(create(changed(MTT, start_at={"seconds": 1001}))) == 1
     assert len(create(changed(SNG, start_at={"seconds": 1}))) == 1  # a sit & go ignores it
+
+
+@pytest.mark.parametrize(("pace", "field"), [
+    ({"action_time_s": 3601}, "config.pace.action_time_s"),
+    ({"time_bank_s": 3601}, "config.pace.time_bank_s"),
+    ({"next_hand_delay_ms": 600_001}, "config.pace.next_hand_delay_ms"),
+])
+def test_a_pace_past_what_a_table_takes_is_refused(pace: dict[str, int], field: str) -> None:
+    m = changed(SNG)
+    m.pace.CopyFrom(pb.TournamentPace(**pace))
+    with pytest.raises(BadRequest) as refused:
+        create(m)
+    assert refused.value.field == field
+
+
+def test_a_pace_round_trips_and_an_old_config_has_the_services() -> None:
+    m = changed(SNG)
+    m.pace.CopyFrom(pb.TournamentPace(action_time_s=7, time_bank_s=0, next_hand_delay_ms=1500))
+    cfg = config_from_request(m)
+    assert cfg.pace == ev.Pace(7, 0, 1500)
+    assert config_from_proto(pb.TournamentConfig.FromString(
+        config_to_proto(cfg).SerializeToString())) == cfg
+    old = config_from_proto(SNG)  # a config stored before the pace: every field the service's
+    assert old.pace == ev.Pace() and not config_to_proto(old).HasField("pace")
