@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -96,6 +97,8 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         command_id = ident(request.command_id, "command_id")
         if not 1 <= len(request.reason) <= 200:
             raise BadRequest("reason", "1 to 200 characters")
+        if any(unicodedata.category(ch)[0] == "C" for ch in request.reason):
+            raise BadRequest("reason", "printable characters only (shown to the players)")
         return reply(await self._app.cancel(current_principal(), tid, request.reason,
                                             command_id))
 
