@@ -27,7 +27,7 @@ import grpc
 
 from stud.v1 import tournament_pb2 as pb
 from stud.v1 import tournament_pb2_grpc
-from studclient.errors import TokenExpired, from_rpc_error
+from studclient.errors import FailedPrecondition, TokenExpired, from_rpc_error
 
 if TYPE_CHECKING:
     from studclient.client import Client
@@ -201,11 +201,28 @@ class TournamentClient:
         return await self._command(self._stub.Register, pb.RegisterRequest(
             tournament_id=tournament_id, command_id=command_id or ""))
 
-    async def unregister(self, tournament_id: str, *, command_id: str | None = None
-                         ) -> pb.TournamentReply:
-        """Withdraw the caller's entry before the start (refunded)."""
-        return await self._command(self._stub.Unregister, pb.UnregisterRequest(
-            tournament_id=tournament_id, command_id=command_id or ""))
+    async def unregister(self, tournament_id: str, *, command_id: str | None = None,
+                         wait_s: float = 0.0) -> pb.TournamentReply:
+        """Withdraw the caller's entry before the start (refunded; the reply's ``entry_id``
+        names it). An entry whose buy-in is still being charged is refused
+        ``payment_pending`` with the service's ``retry_after_ms`` (in the error's
+        ``metadata``); with ``wait_s``, the same command is sent again after that hint until
+        it is taken or ``wait_s`` is spent (then the refusal is raised)."""
+        request = pb.UnregisterRequest(tournament_id=tournament_id,
+                                       command_id=command_id or uuid.uuid4().hex)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + wait_s
+        while True:
+            try:
+                return await self._command(self._stub.Unregister, request)
+            except FailedPrecondition as refused:
+                if refused.reason != "payment_pending":
+                    raise
+                hint = refused.metadata.get("retry_after_ms", "")
+                pause = int(hint) / 1000 if hint.isascii() and hint.isdigit() else 1.0
+                if loop.time() + pause > end:
+                    raise
+                await asyncio.sleep(pause)
 
     async def re_enter(self, tournament_id: str, *, command_id: str | None = None
                        ) -> pb.TournamentReply:

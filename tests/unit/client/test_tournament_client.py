@@ -15,7 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from stud.v1 import tournament_pb2 as pb
 from studclient.client import Client, RetryPolicy
-from studclient.errors import NotFound, Unavailable
+from studclient.errors import FailedPrecondition, NotFound, Unavailable
 from studclient.tournament import Seat, SeatTracker, TournamentUpdate
 from studtest.tournament import Run, play
 from tournament import commands as c
@@ -221,3 +221,56 @@ async def test_a_command_is_retried_past_its_attempts_for_the_patience() -> None
         await client.tournaments.register("T")
     await client.close()
     assert len(service.commands) == 3
+
+
+def pending(retry_after_ms: int) -> grpc.aio.AioRpcError:
+    """The service's ``payment_pending`` refusal, with its retry hint in the ErrorInfo."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    from studkit.grpc_errors import DETAILS_KEY
+    info = error_details_pb2.ErrorInfo(reason="payment_pending", domain="stud-hilo",
+                                       metadata={"retry_after_ms": str(retry_after_ms)})
+    status = status_pb2.Status(code=grpc.StatusCode.FAILED_PRECONDITION.value[0])
+    status.details.add().Pack(info)
+    trailers = grpc.aio.Metadata(("stud-reason", "payment_pending"),
+                                 (DETAILS_KEY, status.SerializeToString()))
+    return grpc.aio.AioRpcError(grpc.StatusCode.FAILED_PRECONDITION, grpc.aio.Metadata(),
+                                trailers, "the buy-in is still being charged")
+
+
+class Pending(Service):
+    """Unregister refused ``payment_pending`` ``refusals`` times, then answered."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__([], 1)
+        self.refusals = refusals
+
+    async def Unregister(self, request: pb.UnregisterRequest, metadata: Any, timeout: float
+                         ) -> pb.TournamentReply:
+        self.commands.append((request.tournament_id, request.command_id))
+        if len(self.commands) <= self.refusals:
+            raise pending(5)
+        return pb.TournamentReply(version=9, entry_id="e1")
+
+
+async def test_unregister_waits_out_a_pending_buy_in_by_the_servers_hint() -> None:
+    """Issue 29: Unregister right after Register is ``payment_pending``; the service says
+    when to retry (``retry_after_ms``), and ``unregister(wait_s=...)`` retries then, with the
+    same command id, until it is taken or the wait is spent; without a wait, the refusal."""
+    service = Pending(refusals=2)
+    client = client_with(service)
+    reply = await client.tournaments.unregister("T", wait_s=5.0)
+    assert reply.entry_id == "e1" and len(service.commands) == 3
+    assert len({cid for _t, cid in service.commands}) == 1
+    service = Pending(refusals=1)
+    client = client_with(service)
+    with pytest.raises(FailedPrecondition) as refused:
+        await client.tournaments.unregister("T")
+    assert refused.value.reason == "payment_pending"
+    assert refused.value.metadata["retry_after_ms"] == "5"
+    service = Pending(refusals=1000)
+    client = client_with(service)
+    with pytest.raises(FailedPrecondition):
+        await client.tournaments.unregister("T", wait_s=0.05)
+    assert 2 <= len(service.commands) <= 12
+    await client.close()
