@@ -96,8 +96,8 @@ def _close_registration(t: Tournament, now: float) -> list[ev.Event]:
 
 def _finish(t: Tournament, now: float) -> list[ev.Event]:
     alive = t.alive()
-    if t.registration_open or len(alive) != 1 or t.move is not None:
-        return []
+    if t.registration_open or len(alive) != 1 or t.move is not None or _pending(t):
+        return []  # an entry still being charged was taken while open: it plays
     (winner,) = alive
     out: list[ev.Event] = [ev.Finished(winner, now)]
     field = sum(1 for e in t.field() if e.paid)

@@ -395,3 +395,26 @@ def test_the_entry_view_says_where_a_moving_entry_is_going() -> None:
     assert shown() == (move.from_table, move.from_seat, move.to_table, move.to_seat)
     run.carry_out(c.ConfirmReseated(move.move_id))
     assert shown() == (move.to_table, move.to_seat, "", 0)
+
+
+def test_the_end_waits_for_an_entry_still_being_charged() -> None:
+    """A late entry requested while registration was open and charged after the field was
+    down to one: the tournament finished without it (its buy-in then counted in the pool,
+    no prize paid from it: 11,000 in the pool, 10,000 in prizes; the property test's
+    example, seed 1). The end waits for the charge; the entry is seated and plays."""
+    run = mtt(seats=4, min_entrants=2, late_through_level=1)
+    register_paid(run, "p1", "p2")
+    run.now = 100.0
+    run.do(c.Tick())
+    seat_all(run)
+    (late,) = run.do(c.Register("p3"))  # its charge is slow
+    assert isinstance(late, ev.EntryRequested)
+    run.now = 100.0 + FAST.levels[0].seconds  # level 2: registration closes, p3 pending
+    run.do(c.Tick())
+    assert not run.t.registration_open
+    (table,) = run.t.tables
+    bust_one(run, table)  # one player left in, one entry still being charged
+    assert run.t.phase == "running" and run.t.winner == ""
+    run.do(c.SettleEntry(late.entry_id, True))
+    entry = run.t.entries[late.entry_id]
+    assert entry.paid and entry.table_id == table and len(run.t.alive()) == 2
