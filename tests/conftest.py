@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from studkit.redis_client import connect_sync
+from studtest.postgres import HistoryDsns, TestPostgres, test_postgres
 from studtest.redis import RedisSource, TestRedis, test_redis
 from studtools.devkeys import DevKeys
 
@@ -51,6 +52,22 @@ def redis_url(redis_server: TestRedis) -> Iterator[str]:
     client.flushall()
     client.close()
     yield redis_server.url
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[TestPostgres]:
+    """A real PostgreSQL for the session, started only when a test asks for it (see
+    ``studtest.postgres``)."""
+    with test_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def history_dsns(postgres: TestPostgres) -> Iterator[HistoryDsns]:
+    """A fresh, migrated archive database for one test, as each role reaches it."""
+    dsns = postgres.fresh()
+    yield dsns
+    postgres.drop(dsns)
 
 
 @pytest.fixture(scope="session")

