@@ -15,7 +15,7 @@ from studkit.auth.principal import Principal, Role
 from studkit.auth.signing import ISSUER_SIGNER, KeySet, SigningKey, service_signer
 from studkit.auth.tokens import Clock, ServiceTokenSource, TokenIssuer, TokenVerifier
 
-DEV_SERVICES: Final = ("table", "dealer", "wallet", "tournament")
+DEV_SERVICES: Final = ("table", "dealer", "wallet", "tournament", "archiver")
 ISSUER_FILE: Final = "issuer.pem"
 SERVICE_FILE: Final = "service-{name}.pem"
 KEY_SET_FILE: Final = "public-keys.json"

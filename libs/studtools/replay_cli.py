@@ -41,6 +41,7 @@ from rules.phh import export_phh
 from stud.v1 import room_pb2 as rpb
 from studkit.deckproof import audit_from_proto, verify_hand
 from studkit.repository import encode
+from studtools import replay_find
 from studtools.replay_hands import (
     HandLog,
     HandVerdict,
@@ -136,12 +137,19 @@ def _event_json(table_id: str, hand: int, item: Logged) -> dict[str, Any]:
 # --- list ------------------------------------------------------------------------------------
 
 async def _list(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
-    source = RedisSource.from_url(settings.redis_url)
+    if args.player:
+        return await replay_find.find(args, out, settings)
+    if not args.table:
+        raise SourceError("give --table T, or --player P")
+    source = RedisSource.from_settings(settings)
     try:
         hands = await _table_hands(source, args.table, args.archive)
     finally:
         await source.aclose()
-    rows = [summary(hand) for hand in hands]
+    since = args.since.timestamp() if args.since else float("-inf")
+    until = args.until.timestamp() if args.until else float("inf")
+    rows = [row for row in map(summary, hands)
+            if since <= row["time"] < until and row["pot"] >= args.min_pot][-args.limit:]
     if args.json:
         json.dump({"table": args.table, "hands": rows}, out, indent=1)
         out.write("\n")
@@ -163,7 +171,7 @@ async def _list(args: argparse.Namespace, out: TextIO, settings: Settings) -> in
 # --- room ------------------------------------------------------------------------------------
 
 async def _room(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
-    source = RedisSource.from_url(settings.redis_url)
+    source = RedisSource.from_settings(settings)
     try:
         log = await source.log(args.table, args.archive)
     finally:
@@ -185,9 +193,14 @@ async def _room(args: argparse.Namespace, out: TextIO, settings: Settings) -> in
 # --- show ------------------------------------------------------------------------------------
 
 async def _show(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
-    source = RedisSource.from_url(settings.redis_url)
+    source = RedisSource.from_settings(settings)
     try:
-        hands, room = await _table_log(source, args.table, args.archive)
+        window = None if args.archive else await source.hand_log(args.table, args.hand)
+        if window is not None:  # archived: read that hand's segment only
+            hands = split_hands(args.table, window.events, window.start)[0]
+            room = window.room
+        else:
+            hands, room = await _table_log(source, args.table, args.archive)
         hand = _pick(hands, args.hand)
     finally:
         await source.aclose()
@@ -284,7 +297,7 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
     if not cards:
         notes.append("dealt cards not checked against the decks: needs the dealer "
                      f"({DEALER_ENV}) and auditor credentials ({AUDITOR_TOKEN_ENV})")
-    source = RedisSource.from_url(settings.redis_url)
+    source = RedisSource.from_settings(settings)
     try:
         tables = list(table_ids) if table_ids else await source.table_ids()
         sizes = await source.sizes(tables)
@@ -358,7 +371,7 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
     """Verify one table's hands (all, or ``hand_number``): commands re-decided, chips, the
     wallet's settlements (``wallet``: readable; never at a tournament table, whose chips the
     wallet never holds) and, with the dealer and auditor credentials, the cards."""
-    source = RedisSource.from_url(settings.redis_url)
+    source = RedisSource.from_settings(settings)
     try:
         log = await source.log(table_id, archive)
         wallet = wallet and not any(isinstance(e.event, rpb.TournamentModeSet)
@@ -406,7 +419,7 @@ async def _recheck_last_settlement(settings: Settings, table_id: str, hands: Seq
     if not missing or verdict.after is None:
         return
     await asyncio.sleep(SETTLE_GRACE_S)
-    source = RedisSource.from_url(settings.redis_url)
+    source = RedisSource.from_settings(settings)
     try:
         ledger = await source.settlements([table_id]) or {}
     finally:
@@ -477,7 +490,7 @@ async def _verify(args: argparse.Namespace, out: TextIO, settings: Settings) -> 
 # --- export ----------------------------------------------------------------------------------
 
 async def _export(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
-    source = RedisSource.from_url(settings.redis_url)
+    source = RedisSource.from_settings(settings)
     try:
         hands = await _table_hands(source, args.table, args.archive)
     finally:
@@ -550,7 +563,7 @@ Command = Callable[[argparse.Namespace, TextIO, Settings], Coroutine[Any, Any, i
 
 async def _tournament(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
     from studtools import replay_tournament
-    source = RedisSource.from_url(settings.redis_url)
+    source = RedisSource.from_settings(settings)
     try:
         return await replay_tournament.run(source, args.tournament, out)
     finally:
@@ -575,9 +588,12 @@ def register(replay_commands: argparse._SubParsersAction[argparse.ArgumentParser
                         help="the `stud archive` directory: hands whose events left Redis")
 
     p = replay_commands.add_parser(
-        "list", parents=[common], help="a table's hands from the live log",
-        description="List a table's hands: time, players, pot, rake and winners.")
-    p.add_argument("--table", required=True, metavar="T")
+        "list", parents=[common], help="a table's hands, or a player's, wherever they live",
+        description="List a table's hands (time, players, pot, rake and winners), or with "
+        "--player the hands a player was dealt into at any table; hands the archiver moved "
+        "to PostgreSQL (STUD_SUPPORT_DSN) and hands still in Redis alike.")
+    p.add_argument("--table", metavar="T")
+    replay_find.add_arguments(p)
     p.set_defaults(handler=_handler(_list))
 
     p = replay_commands.add_parser(

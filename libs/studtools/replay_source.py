@@ -13,6 +13,9 @@ connection and credentials taken from environment variables, the process's over
 ``STUD_ISSUER_KEY``         or: an issuer key (PEM file) to mint a short auditor token. Default:
                             ``<run dir>/keys/issuer.pem`` when it exists (``make run``'s dev key).
 ``STUD_REPLAY_TOKEN``       the token of ``show --as-seat`` (a player's own, or an auditor's).
+``STUD_SUPPORT_DSN``        PostgreSQL, the archive of record, as the support role (or
+                            ``STUD_AUDITOR_DSN``): hands whose events left Redis are read there
+                            (docs/history.md). Default: ``make run``'s ``<run dir>/env``.
 ``STUD_RUN_DIR``            the ``make run`` directory (default ``.run``).
 ==========================  ==================================================================
 """
@@ -57,6 +60,8 @@ DEALER_ENV: Final = "STUD_DEALER_TARGET"
 AUDITOR_TOKEN_ENV: Final = "STUD_AUDITOR_TOKEN"
 ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
 TOKEN_ENV: Final = "STUD_REPLAY_TOKEN"
+SUPPORT_DSN_ENV: Final = "STUD_SUPPORT_DSN"
+AUDITOR_DSN_ENV: Final = "STUD_AUDITOR_DSN"
 LEDGER_KEY: Final = keys.wallet_key("ledger")
 PAGE: Final = 10_000
 StreamRows: TypeAlias = list[tuple[bytes, dict[bytes, bytes]]]
@@ -75,6 +80,8 @@ class Settings:
     dealer_target: str = ""
     auditor_token: str = ""
     token: str = ""
+    history_dsn: str = field(default="", repr=False)
+    """PostgreSQL (the archive of record) as support or auditor; empty: Redis only."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -95,8 +102,10 @@ class Settings:
         if not auditor:
             key_path = env.get(ISSUER_KEY_ENV) or str(run / "keys" / "issuer.pem")
             auditor = mint_auditor_token(Path(key_path))
+        history = (env.get(AUDITOR_DSN_ENV) or env.get(SUPPORT_DSN_ENV)
+                   or made.get(AUDITOR_DSN_ENV) or made.get(SUPPORT_DSN_ENV, ""))
         return cls(redis_url=url, dealer_target=dealer, auditor_token=auditor,
-                   token=env.get(TOKEN_ENV, ""))
+                   token=env.get(TOKEN_ENV, ""), history_dsn=history)
 
 
 def mint_auditor_token(key_path: Path, ttl_seconds: int = 600) -> str:
@@ -204,15 +213,22 @@ def decode_envelope(envelope: EventEnvelope) -> Logged | RoomLogged:
 class RedisSource:
     """Reads tables' logs and the wallet's ledger."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, history_dsn: str = "") -> None:
         self.client = client
+        self.history_dsn = history_dsn
+        """PostgreSQL, where the events trimmed from a stream's head are (empty: none)."""
 
     @classmethod
-    def from_url(cls, url: str) -> RedisSource:
+    def from_url(cls, url: str, history_dsn: str = "") -> RedisSource:
         """A source over a new client (the caller closes it with :meth:`aclose`)."""
         if not url:
             raise SourceError(f"no Redis: set {REDIS_ENV} (or run `make run`)")
-        return cls(connect(url, socket_timeout=30))
+        return cls(connect(url, socket_timeout=30), history_dsn)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisSource:
+        """A source over Redis and, when configured, PostgreSQL."""
+        return cls.from_url(settings.redis_url, settings.history_dsn)
 
     async def aclose(self) -> None:
         """Close the client."""
@@ -272,13 +288,14 @@ class RedisSource:
         if not decoded or decoded[0].sequence <= 1:
             return TableLog(TableState(), events, room=room)
         trimmed = decoded[0].sequence - 1
-        if archive is not None:
-            older = [decode_envelope(e) for e in archived_events(archive, table_id)]
+        if archive is not None or self.history_dsn:
+            older = ([decode_envelope(e) for e in archived_events(archive, table_id)]
+                     if archive is not None else await self._archived(table_id, trimmed))
             if [e.sequence for e in older] == list(range(1, trimmed + 1)):
                 old_events, old_room = _split(older)
                 return TableLog(TableState(), old_events + events, room=old_room + room)
-            raise SourceError(f"table {table_id}: the archive in {archive} does not hold "
-                              f"events 1..{trimmed}")
+            raise SourceError(f"table {table_id}: the archive in {archive or 'PostgreSQL'} "
+                              f"does not hold events 1..{trimmed}")
         snapshot = await self.client.hgetall(snapshot_key(table_id))
         try:
             version = int(snapshot[b"version"])
@@ -290,6 +307,54 @@ class RedisSource:
         return TableLog(state, kept, room=[e for e in room if e.sequence > version], note=(
             f"table {table_id}: events 1..{version} (hands 1..{state.hands_started}) are "
             "archived: give --archive DIR to replay them"))
+
+    async def hand_log(self, table_id: str, hand: int) -> TableLog | None:
+        """Only as much of the log as hand ``hand`` needs, when it left Redis: from the start
+        of the archived segment that holds it (the state before that segment, recorded with
+        the segment before it) up to the next hand's start (the hand's settlement is after
+        its end), from PostgreSQL alone. None when the
+        hand is not archived (or there is no PostgreSQL): read the whole log instead."""
+        if not self.history_dsn:
+            return None
+        import psycopg
+
+        from studhistory.pgarchive import archived
+        try:
+            async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
+                cur = await conn.execute(
+                    "SELECT s.first_sequence, COALESCE((SELECT n.first_sequence - 1 FROM "
+                    "history.hands n WHERE n.table_id = h.table_id AND n.hand = h.hand + 1), "
+                    "s.last_sequence), (SELECT p.state FROM "
+                    "history.segments p WHERE p.table_id = s.table_id AND p.last_sequence = "
+                    "s.first_sequence - 1) FROM history.hands h JOIN history.segments s ON "
+                    "s.table_id = h.table_id AND h.first_sequence BETWEEN s.first_sequence "
+                    "AND s.last_sequence WHERE h.table_id = %s AND h.hand = %s",
+                    (table_id, hand))
+                row = await cur.fetchone()
+                if row is None:
+                    return None
+                first, last, before = int(row[0]), int(row[1]), row[2]
+                if first > 1 and before is None:
+                    return None
+                decoded = [decode_envelope(EventEnvelope.FromString(raw))
+                           async for _, raw in archived(conn, table_id, first, last)]
+        except psycopg.Error as exc:
+            raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None
+        events, room = _split(decoded)
+        start = state_from_json(before) if before is not None else TableState()
+        return TableLog(start, events, room=room)
+
+    async def _archived(self, table_id: str, trimmed: int) -> list[Logged | RoomLogged]:
+        """Events ``1 .. trimmed`` of a table from PostgreSQL, decoded."""
+        import psycopg
+
+        from studhistory.pgarchive import archived
+        try:
+            async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
+                return [decode_envelope(EventEnvelope.FromString(raw))
+                        async for _, raw in archived(conn, table_id, 1, trimmed)]
+        except psycopg.Error as exc:
+            raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None
 
     async def settlements(self, table_ids: Sequence[str] | None = None
                           ) -> dict[tuple[str, str], list[LedgerTx]] | None:

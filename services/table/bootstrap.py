@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from studhistory.pgarchive import HandArchive
 from studkit.auth import ServiceTokenSource, TokenVerifier
 from studkit.metrics import Metrics
 from studkit.redis_client import Client, connect
@@ -53,6 +54,8 @@ class TableDeps:
         await self.app.stop()
         for channel in self.channels:
             await channel.close()
+        if isinstance(self.app.history, HandArchive):
+            await self.app.history.aclose()
         await self.redis.aclose()
 
 
@@ -87,6 +90,8 @@ def build_deps(settings: Settings) -> TableDeps:
                          checks=checks)
 
     app = TableApp(events, deps_for)
+    if settings.history_dsn:  # hands the archiver moved to PostgreSQL stay readable
+        app.history = HandArchive(settings.history_dsn)
     return TableDeps(app=app, redis=client, events=events,
                      verifier=TokenVerifier(settings.auth_keys, audience="table"),
                      channels=(dealer_channel, wallet_channel), metrics=metrics)

@@ -41,7 +41,9 @@ class Settings:
     ``TABLE_LEASE_MS`` (a table's lease: an owner that stops renewing loses its tables after
     this long, ``3000``; see docs/scaling.md), ``METRICS_PORT``
     (``9101``; ``0`` serves none), ``METRICS_ADDR`` (the IP ``/metrics`` binds; all
-    interfaces by default, loopback in ``make run``).
+    interfaces by default, loopback in ``make run``), ``TABLE_HISTORY_DSN`` (PostgreSQL as
+    the support role: ``GetHandHistory`` of a hand the archiver moved out of Redis is read
+    there; empty: such a hand is NOT_FOUND ``archived``).
     """
 
     addr: str = DEFAULT_ADDR
@@ -64,6 +66,7 @@ class Settings:
     lease_ms: int = 3000
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_addr: str = DEFAULT_METRICS_ADDR
+    history_dsn: str = field(default="", repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -91,6 +94,7 @@ class Settings:
             lease_ms=int(env.get("TABLE_LEASE_MS", "3000")),
             metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
             metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
+            history_dsn=env.get("TABLE_HISTORY_DSN", ""),
         )
 
     @property

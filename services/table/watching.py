@@ -5,6 +5,7 @@ the whole stream). Room events are the table's own state and are not sent to wat
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Principal, Role
@@ -22,10 +23,18 @@ hand's end rather than the store's whole page (500: 4.4 ms of the table's CPU pe
 ``GetHandHistory`` on a 15,000-event table, ``bench/bench_long_table.py``)."""
 
 
+class HandArchive(Protocol):
+    """Where hands that left Redis are read (:class:`studhistory.pgarchive.HandArchive`)."""
+
+    async def hand(self, table_id: str, hand: int) -> list[bytes]: ...
+
+
 class Watching:
     """The reading use cases (mixed into the app)."""
 
     _store: EventStore
+    history: HandArchive | None = None
+    """PostgreSQL's archive of hands (None: a hand that left Redis is NOT_FOUND archived)."""
 
     async def routed(self, table_id: str) -> Driver:
         raise NotImplementedError
@@ -128,7 +137,24 @@ class Watching:
                     return out, True
         except TrimmedRange:
             out = []
-        if not out:  # played, but no longer in Redis
+        if not out and self.history is not None:  # played, no longer in Redis: archived
+            return await self._from_archive(table_id, hand_number)
+        if not out:
             raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
                            reason="archived")
         return out, False
+
+    async def _from_archive(self, table_id: str, hand_number: int
+                            ) -> tuple[list[EventEnvelope], bool]:
+        """A hand's game envelopes from the archive of record, byte for byte as appended."""
+        assert self.history is not None
+        try:
+            stored = await self.history.hand(table_id, hand_number)
+        except Exception as exc:  # PostgreSQL unreachable: the caller may retry
+            raise Unavailable("the hand's archive cannot be read now; retry",
+                              reason="archive_unavailable") from exc
+        out = [e for e in map(EventEnvelope.FromString, stored) if not is_room_event(e)]
+        if not out:
+            raise NotFound(f"hand {hand_number} is neither in Redis nor in the archive",
+                           reason="archived")
+        return out, out[-1].event_type == "HandEnded"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SERVICES = ("dealer", "table", "wallet", "tournament")
+SERVICES = ("dealer", "table", "wallet", "tournament", "archiver")
 HARNESS = ("studtest", "campaigns", "tests", "bench")
 
 

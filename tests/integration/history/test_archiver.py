@@ -1,0 +1,388 @@
+"""The archiver over a real room, a real Redis and a real PostgreSQL: settled hands older
+than the hot window leave Redis for PostgreSQL, byte for byte, verified first; a step
+repeated, interrupted between its write and its trim, or run by two archivers at once moves
+each event exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import random
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+
+from stud.v1 import dealer_pb2 as dpb
+from stud.v1 import table_pb2 as pb
+from studhistory import archiver as archiving
+from studhistory.archiver import ArchiveError, RecordUnavailable, archive_table, digest
+from studhistory.dealer_records import DealerAudits
+from studhistory.pgarchive import PgHistory, TableLock
+from studkit import keys
+from studkit.grpc_errors import rpc_error_reason
+from studkit.redis_client import Client, connect
+from studkit.store import EventStore
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, TableClient, act_once, player, running_room
+from studtools.cli import main as cli_main
+from studtools.devkeys import DevKeys
+
+pytestmark = pytest.mark.integration
+
+NAMES = {1: "ann", 2: "bob", 3: "cat"}
+HOT = 2
+
+
+async def play(client: TableClient, table_id: str, hands: int, rng: random.Random) -> None:
+    async with asyncio.timeout(120):
+        while (view := await client.view(table_id)).hands_started < hands:
+            if not await act_once(client, table_id, view, rng.choice):
+                await asyncio.sleep(0.01)
+
+
+async def stream_bytes(admin: Client, table_id: str) -> dict[int, bytes]:
+    entries = await admin.xrange(keys.table_stream(table_id))
+    return {int(i.decode().split("-")[1]): f[b"envelope"] for i, f in entries}
+
+
+def archived_bytes(dsn: str, table_id: str) -> dict[int, bytes]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT sequence, envelope, digest FROM history.events "
+                            "WHERE table_id = %s ORDER BY sequence", (table_id,)).fetchall()
+    found: dict[int, bytes] = {}
+    for sequence, raw, sha in rows:
+        assert sequence not in found, f"event {sequence} archived twice"
+        assert bytes(sha) == digest(bytes(raw))
+        found[int(sequence)] = bytes(raw)
+    return found
+
+
+async def room_with_hands(room: Any, hands: int, rng: random.Random) -> str:
+    table_id: str = await room.client.open_table()
+    for seat, name in NAMES.items():
+        await room.fund(name)
+        await room.client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=seat, buy_in=10_000), player(name))
+    await play(room.client, table_id, hands, rng)
+    return table_id
+
+
+async def test_settled_hands_move_to_postgres_exactly_once(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any) -> None:
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    rng = random.Random(31)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 7, rng)
+        await room.table_deps.app.stop()
+    before = await stream_bytes(admin, table_id)
+    version = await store.version(table_id)
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        # A dry run plans and changes nothing.
+        dry = await archive_table(store, history, table_id, keep_hands=HOT, dry_run=True)
+        assert dry.plan.copying and dry.plan.trimming and dry.trimmed_to is None
+        assert await store.trimmed(table_id) == 0 and await history.last_segment(table_id) is None
+
+        outcome = await archive_table(store, history, table_id, keep_hands=HOT)
+        assert outcome.wrote and outcome.trimmed_to == outcome.plan.trim_to > 0
+        trimmed = await store.trimmed(table_id)
+        archived = (await history.last_segment(table_id)).last
+        assert trimmed == outcome.plan.trim_to <= archived <= version
+        # Every settled hand is copied at once; the hot window stays in Redis, whole.
+        kept = await stream_bytes(admin, table_id)
+        hands_in = {archiving.EventEnvelope.FromString(r).hand_number for r in kept.values()}
+        latest = max(hands_in)
+        assert set(range(latest - HOT + 1, latest + 1)) <= hands_in
+        assert outcome.plan.trim_hands[0] == 1 and min(hands_in - {0}) == latest - HOT + 1
+        assert set(outcome.plan.hands) >= set(outcome.plan.trim_hands)
+
+        # Every event is in Redis or PostgreSQL (or both while hot), with the bytes it was
+        # appended with; what left Redis is all in PostgreSQL.
+        in_pg = archived_bytes(history_dsns.admin, table_id)
+        assert set(in_pg) == set(range(1, archived + 1))
+        assert set(kept) == set(range(trimmed + 1, version + 1))
+        for sequence, raw in before.items():
+            assert in_pg.get(sequence, raw) == raw and kept.get(sequence, raw) == raw
+
+        # One row per archived hand; a player's rows find it; nets and rake balance.
+        with psycopg.connect(history_dsns.admin) as conn:
+            hands = conn.execute(
+                "SELECT hand, pot, rake, players, nets FROM history.hands WHERE table_id = %s "
+                "ORDER BY hand", (table_id,)).fetchall()
+            mine = conn.execute(
+                "SELECT hand, net FROM history.hand_players WHERE player_id = 'ann' AND "
+                "table_id = %s ORDER BY hand", (table_id,)).fetchall()
+        assert [h[0] for h in hands] == outcome.plan.hands
+        for _, pot, rake, players, nets in hands:
+            assert set(players) <= set(NAMES.values()) and pot > 0
+            assert sum(nets.values()) == -rake
+        assert [h for h, _ in mine] == [h[0] for h in hands if "ann" in h[3]]
+
+        # A second step with nothing new does nothing.
+        again = await archive_table(store, history, table_id, keep_hands=HOT)
+        assert again.plan.empty and await store.trimmed(table_id) == trimmed
+        assert archived_bytes(history_dsns.admin, table_id) == in_pg
+    finally:
+        await history.aclose()
+        await admin.aclose()
+
+
+async def test_a_step_stopped_between_write_and_trim_is_finished_by_the_next(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, history_dsns: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(5))
+        await room.table_deps.app.stop()
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        async def crash(*_: object) -> int:
+            raise ConnectionError("killed before the trim")
+        with monkeypatch.context() as patch:
+            patch.setattr(archiving, "_trim", crash)
+            with pytest.raises(ConnectionError):
+                await archive_table(store, history, table_id, keep_hands=HOT)
+        written = await history.last_segment(table_id)
+        assert written is not None and await store.trimmed(table_id) == 0
+
+        resumed = await archive_table(store, history, table_id, keep_hands=HOT)
+        assert not resumed.wrote and resumed.trimmed_to and resumed.trimmed_to <= written.last
+        assert await store.trimmed(table_id) == resumed.trimmed_to
+        assert set(archived_bytes(history_dsns.admin, table_id)) == set(
+            range(1, written.last + 1))
+    finally:
+        await history.aclose()
+        await admin.aclose()
+
+
+async def test_two_archivers_at_once_write_one_segment(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any) -> None:
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(8))
+        await room.table_deps.app.stop()
+    one, two = (await PgHistory.connect(history_dsns.archiver),
+                await PgHistory.connect(history_dsns.archiver))
+    try:
+        # The lock: while one holds the table, the other is told no.
+        assert await TableLock(one.conn).acquire(table_id)
+        assert not await TableLock(two.conn).acquire(table_id)
+        await TableLock(one.conn).release(table_id)
+
+        # Without the lock (two processes that raced past it): the segment's key decides.
+        results = await asyncio.gather(
+            archive_table(store, one, table_id, keep_hands=HOT),
+            archive_table(store, two, table_id, keep_hands=HOT), return_exceptions=True)
+        done = [r for r in results if not isinstance(r, BaseException)]
+        assert done, results
+        assert all(isinstance(r, ArchiveError) for r in results
+                   if isinstance(r, BaseException)), results
+        assert sum(r.wrote for r in done) == 1
+        trimmed = await store.trimmed(table_id)
+        last = await one.last_segment(table_id)
+        assert last is not None and 0 < trimmed <= last.last
+        assert set(archived_bytes(history_dsns.admin, table_id)) == set(range(1, last.last + 1))
+        with psycopg.connect(history_dsns.admin) as conn:
+            count = conn.execute("SELECT count(*) FROM history.segments WHERE table_id = %s",
+                                 (table_id,)).fetchone()
+        assert count == (1,)
+    finally:
+        await one.aclose()
+        await two.aclose()
+        await admin.aclose()
+
+
+async def test_a_changed_byte_in_redis_is_never_trimmed(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verification compares PostgreSQL with a fresh read of the stream: a copy that
+    differs (here: one event's bytes changed on the way to PostgreSQL) is never trimmed."""
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(9))
+        await room.table_deps.app.stop()
+    history = await PgHistory.connect(history_dsns.archiver)
+    write = history.write_segment
+
+    async def corrupt_first(segment: archiving.Segment) -> bool:
+        first = segment.events[0]
+        envelope = archiving.EventEnvelope.FromString(first.envelope)
+        envelope.command_id += "x"  # one field changed, still a valid envelope
+        bad = envelope.SerializeToString(deterministic=True)
+        changed = dataclasses.replace(first, envelope=bad, digest=digest(bad))
+        return await write(dataclasses.replace(segment,
+                                               events=(changed, *segment.events[1:])))
+    try:
+        history.write_segment = corrupt_first  # type: ignore[method-assign]
+        with pytest.raises(ArchiveError, match="differs from the stream"):
+            await archive_table(store, history, table_id, keep_hands=HOT)
+        assert await store.trimmed(table_id) == 0
+        # The bad copy stays refused (an operator's alert), and Redis keeps every event.
+        history.write_segment = write  # type: ignore[method-assign]
+        with pytest.raises(ArchiveError, match="differs from the stream"):
+            await archive_table(store, history, table_id, keep_hands=HOT)
+        assert await store.trimmed(table_id) == 0
+    finally:
+        await history.aclose()
+        await admin.aclose()
+
+
+async def test_get_hand_history_of_an_archived_hand_is_read_from_postgres(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any) -> None:
+    """Clients never see a history disappear: a hand that left Redis is answered from
+    PostgreSQL with the same events; without the archive configured it is NOT_FOUND
+    archived, as before."""
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(4))
+        request = pb.GetHandHistoryRequest(table_id=table_id, hand_number=1)
+        before = await room.client.call("GetHandHistory", request, OPERATOR)
+        mine_before = await room.client.call("GetHandHistory", request, player("ann"))
+        await room.table_deps.app.stop()
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        outcome = await archive_table(store, history, table_id, keep_hands=HOT)
+        assert 1 in outcome.plan.trim_hands and outcome.trimmed_to
+    finally:
+        await history.aclose()
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await room.client.call("GetHandHistory", request, OPERATOR)
+        assert (refused.value.code(), rpc_error_reason(refused.value)) == (
+            grpc.StatusCode.NOT_FOUND, "archived")
+        await room.table_deps.app.stop()
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2,
+                            history_dsn=history_dsns.support) as room:
+        after = await room.client.call("GetHandHistory", request, OPERATOR)
+        assert after.complete and list(after.events) == list(before.events)
+        mine = await room.client.call("GetHandHistory", request, player("ann"))
+        assert list(mine.events) == list(mine_before.events)
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await room.client.call("GetHandHistory", pb.GetHandHistoryRequest(
+                table_id=table_id, hand_number=10_000), OPERATOR)
+        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+        await room.table_deps.app.stop()
+    await admin.aclose()
+
+
+async def test_replay_reads_redis_and_postgres_as_one_log(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, history_dsns: Any,
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stud replay list/show/verify`` give the same answers before and after the archiver
+    moved hands out of Redis; ``list --player`` finds a player's hands in both stores."""
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 7, random.Random(21))
+        await room.table_deps.app.stop()
+    monkeypatch.setenv("STUD_REPLAY_REDIS_URL", redis_url)
+    monkeypatch.setenv("STUD_RUN_DIR", str(tmp_path))
+    for name in ("STUD_SUPPORT_DSN", "STUD_AUDITOR_DSN", "STUD_DEALER_TARGET",
+                 "STUD_ISSUER_KEY", "STUD_REPLAY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def stud(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        status = await asyncio.to_thread(cli_main, list(argv), out)
+        return status, out.getvalue()
+
+    listed = await stud("replay", "list", "--table", table_id, "--json")
+    shown = await stud("replay", "show", "--table", table_id, "--hand", "1")
+    assert listed[0] == 0 and shown[0] == 0
+    bobs = [h["hand"] for h in json.loads(listed[1])["hands"]
+            if h["complete"] and "bob" in h["players"].values()]
+    live = json.loads((await stud("replay", "list", "--player", "bob", "--json"))[1])["hands"]
+    assert sorted(h["hand"] for h in live) == sorted(bobs) and len(bobs) >= 5
+    assert {h["where"] for h in live} == {"redis"}
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        outcome = await archive_table(store, history, table_id, keep_hands=HOT)
+        assert 1 in outcome.plan.trim_hands
+    finally:
+        await history.aclose()
+    # Without PostgreSQL the archived hands are left out, with a note.
+    partial = await stud("replay", "list", "--table", table_id, "--json")
+    assert partial[0] == 0 and partial[1] != listed[1]
+    monkeypatch.setenv("STUD_SUPPORT_DSN", history_dsns.support)
+    assert await stud("replay", "list", "--table", table_id, "--json") == listed
+    again = await stud("replay", "show", "--table", table_id, "--hand", "1")
+    assert again == shown
+    verified = await stud("replay", "verify", "--table", table_id, "--no-progress")
+    assert verified[0] == 0, verified[1]
+
+    status, text = await stud("replay", "list", "--player", "bob", "--json")
+    assert status == 0
+    found = json.loads(text)["hands"]
+    assert sorted(h["hand"] for h in found) == sorted(bobs)
+    assert "archive" in {h["where"] for h in found}
+    assert all(h["table"] == table_id and h["players"][str(h["seat"])] == "bob" for h in found)
+    hands = [h["hand"] for h in found]
+    assert hands == sorted(hands, reverse=True) and len(set(hands)) == len(hands)
+    none = await stud("replay", "list", "--player", "bob", "--until", "2000-01-01", "--json")
+    assert json.loads(none[1])["hands"] == []
+    big = await stud("replay", "list", "--player", "bob", "--min-pot", "1000000000")
+    assert big[0] == 0 and big[1].strip().endswith("0 hands of bob")
+    await admin.aclose()
+
+
+async def test_the_dealers_records_go_to_the_auditor_schema(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any) -> None:
+    """The archiver copies each archived hand's dealer record (as ``service:archiver``, the
+    one service the dealer's ``GetAudit`` admits besides auditors) into ``auditor``; a
+    dealer that cannot answer holds the copy back rather than archive a hand without it."""
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 5, random.Random(17))
+        await room.table_deps.app.stop()
+        history = await PgHistory.connect(history_dsns.archiver)
+        target = f"127.0.0.1:{room.dealer.port}"
+        try:
+            async with grpc.aio.insecure_channel(target) as channel:
+                table_token = dev_keys.service_source("table")
+                as_table = DealerAudits(channel, lambda: table_token.token("dealer"))
+                with pytest.raises(RecordUnavailable, match="PERMISSION_DENIED"):
+                    await as_table.record(table_id, 1)
+                archiver_token = dev_keys.service_source("archiver")
+                dealer = DealerAudits(channel, lambda: archiver_token.token("dealer"))
+                outcome = await archive_table(store, history, table_id, keep_hands=HOT,
+                                              dealer=dealer)
+        finally:
+            await history.aclose()
+    assert outcome.wrote and outcome.plan.hands
+    with psycopg.connect(history_dsns.admin) as conn:
+        rows = dict(conn.execute("SELECT hand, record FROM auditor.dealer_hands WHERE "
+                                 "table_id = %s", (table_id,)).fetchall())
+    assert sorted(rows) == outcome.plan.hands
+    for hand, record in rows.items():
+        audit = dpb.HandAudit.FromString(bytes(record))
+        assert audit.hand_number == hand and audit.streets
+
+    # A dealer that does not answer: the next settled hands wait (nothing copied).
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        await play(room.client, table_id, 7, random.Random(2))
+        await room.table_deps.app.stop()
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        before = await history.last_segment(table_id)
+        async with grpc.aio.insecure_channel("127.0.0.1:1") as nowhere:
+            gone = DealerAudits(nowhere, lambda: "x")
+            with pytest.raises(RecordUnavailable):
+                await archive_table(store, history, table_id, keep_hands=HOT, dealer=gone)
+        assert await history.last_segment(table_id) == before
+    finally:
+        await history.aclose()
+        await admin.aclose()
