@@ -17,6 +17,7 @@ import grpc
 from stud.v1 import wallet_pb2 as wpb
 from stud.v1 import wallet_pb2_grpc as wpb_grpc
 from studkit.grpc_server import rpc_error_reason
+from tournament.verdict import Pool, PoolEntry
 
 Metadata = Callable[[], Sequence[tuple[str, str]]]
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -84,6 +85,19 @@ class WalletClient:
                 return None
             raise Refused(reason) from exc
         return int(reply.balance)
+
+    async def pool(self, tournament_id: str) -> Pool:
+        """The wallet's record of the tournament's pool (``GetPool``), for the verdict."""
+        try:
+            reply = await self._stub.GetPool(wpb.GetPoolRequest(tournament_id=tournament_id),
+                                             metadata=self._metadata(), timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in RETRYABLE:
+                raise Unavailable(f"wallet: {exc.code().name}") from exc
+            raise Refused(rpc_error_reason(exc) or exc.code().name.lower()) from exc
+        return Pool(balance=reply.balance, prizes_paid=reply.prizes_paid,
+                    entries={e.entry_id: PoolEntry(e.player_id, e.buy_in, e.refunded)
+                             for e in reply.entries})
 
     async def enter(self, tournament_id: str, entry_id: str, player_id: str, buy_in: int,
                     fee: int) -> None:

@@ -14,7 +14,7 @@ import grpc
 
 from stud.v1 import tournament_pb2 as pb
 from stud.v1 import tournament_pb2_grpc as pb_grpc
-from studkit.auth import Role
+from studkit.auth import Role, require_role
 from studkit.errors import BadRequest, OutOfRange, ServiceError
 from studkit.grpc_server import BASE_ERRORS, GrpcServer, create_grpc_server, current_principal
 from studkit.keys import check_id
@@ -27,6 +27,8 @@ from tournament.clients import Refused, Unavailable
 from tournament.codec import config_from_request
 from tournament.config import Settings
 from tournament.decide import TournamentRefusal, decide
+from tournament.state import CANCELLED, FINISHED, Tournament
+from tournament.verdict import Pool, problems, unpaid
 from tournament.views import PHASES, summary, view
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TournamentService"].full_name
@@ -54,10 +56,14 @@ def reply(outcome: Outcome) -> pb.TournamentReply:
 
 
 class Funds(Protocol):
-    """Where ``Register`` and ``ReEnter`` read a player's balance (the wallet): None for a
-    player with no account; :class:`Unavailable` or :class:`Refused` when it does not say."""
+    """The wallet as the servicer reads it: a player's balance, which ``Register`` and
+    ``ReEnter`` check (None for a player with no account), and a tournament's pool, which
+    ``VerifyTournament`` compares; :class:`Unavailable` or :class:`Refused` when it does not
+    say."""
 
     async def balance(self, player_id: str) -> int | None: ...
+
+    async def pool(self, tournament_id: str) -> Pool: ...
 
 
 class TournamentServicer(pb_grpc.TournamentServiceServicer):
@@ -191,6 +197,18 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         t = await self._app.load(ident(request.tournament_id, "tournament_id"))
         return view(t)
 
+    async def VerifyTournament(self, request: pb.VerifyTournamentRequest,
+                               context: grpc.aio.ServicerContext) -> pb.TournamentVerdict:
+        require_role(current_principal(), Role.AUDITOR, Role.OPERATOR)
+        t = await self._app.load(ident(request.tournament_id, "tournament_id"))
+        pool: Pool | None = None
+        if self._funds is not None:
+            try:
+                pool = await self._funds.pool(t.tournament_id)
+            except (Refused, Unavailable):
+                pool = None
+        return verdict_of(t, pool)
+
     async def WatchTournament(self, request: pb.WatchTournamentRequest,
                               context: grpc.aio.ServicerContext
                               ) -> AsyncIterator[pb.TournamentEventRecord]:
@@ -203,6 +221,17 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         async with self._limiter.hold(principal, context.peer()):
             async for record in self._app.follow(tid, request.after_sequence):
                 yield record.to_proto()
+
+
+def verdict_of(t: Tournament, pool: Pool | None) -> pb.TournamentVerdict:
+    """The verdict of ``t`` against the wallet's ``pool`` (None: not read)."""
+    found, owed = problems(t, pool), unpaid(t)
+    over = t.phase in (FINISHED, CANCELLED)
+    return pb.TournamentVerdict(
+        tournament_id=t.tournament_id, version=t.version, phase=PHASES[t.phase],
+        verified=pool is not None and not found and not (over and owed), problems=found,
+        unpaid=owed, pool_checked=pool is not None, pool=t.pool(),
+        pool_held=pool.balance if pool is not None else 0)
 
 
 def create_server(settings: Settings, deps: TournamentDeps) -> tuple[GrpcServer, int]:

@@ -75,7 +75,7 @@ class Calls:
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         method = getattr(self.inner, name)
-        if name == "balance":  # Register's check reads a player's balance: no money moves
+        if name in ("balance", "pool"):  # reads (Register's check, the verdict): no money
             return method  # type: ignore[no-any-return]
 
         async def call(tournament_id: str, *args: Any) -> None:

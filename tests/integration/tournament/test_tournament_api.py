@@ -540,3 +540,43 @@ async def test_register_without_the_money_is_refused_at_once(
     ok = await client.register("m1", player("poor"), "r-poor-2")
     assert ok.entry_id == "e1"
     await eventually(lambda: _entries(client, "m1", 1))
+
+
+AUDITOR = Principal(Role.AUDITOR, "audit")
+
+
+async def test_an_auditor_asks_whether_a_tournament_checks_out(
+        tournament: RunningTournament, wallet: RunningWallet, dev_keys: DevKeys) -> None:
+    """Issue 29: an auditor with a token and gRPC could not ask whether a tournament's
+    history checks out (``stud replay tournament`` needs Redis). VerifyTournament: not
+    verified while a cancel's refund is unpaid (G2's case said verified), verified once the
+    wallet has refunded it and the pool is empty; a player may not ask."""
+    client = tournament.client
+    await funded(wallet, "ann")
+    await client.create("v1", SNG)
+    await tournament.deps.stop_driver()  # nothing charges or pays meanwhile
+    await client.register("v1", player("ann"), "r-ann")
+    verify = client.stub.VerifyTournament
+    request = pb.VerifyTournamentRequest(tournament_id="v1")
+    first = await verify(request, metadata=client.md(AUDITOR), timeout=10)
+    assert first.verified and first.pool_checked and first.problems == []
+    assert (first.pool, first.pool_held) == (0, 0)  # registering, the entry being charged
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await verify(request, metadata=client.md(player("ann")), timeout=10)
+    assert info.value.code() is C.PERMISSION_DENIED
+    async with running_tournament(tournament.settings, dev_keys) as second:
+        await eventually(lambda: _entries(second.client, "v1", 1))
+        await second.deps.stop_driver()
+        await client.cancel("v1", "no field", "c-v1")
+        stuck = await verify(request, metadata=client.md(AUDITOR), timeout=10)
+        assert not stuck.verified and stuck.problems == []
+        assert [u for u in stuck.unpaid if "refund/e1" in u]
+        assert (stuck.pool, stuck.pool_held) == (100, 100)
+    async with running_tournament(tournament.settings, dev_keys) as third:
+        async def settled() -> bool:
+            v = await third.client.stub.VerifyTournament(
+                request, metadata=client.md(OPERATOR), timeout=10)
+            return v.verified
+        await eventually(settled)
+        done = await verify(request, metadata=client.md(AUDITOR), timeout=10)
+    assert done.pool_held == 0 and done.unpaid == [] and done.phase == pb.TOURNAMENT_PHASE_CANCELLED
