@@ -289,7 +289,8 @@ class RedisSource:
             return TableLog(TableState(), events, room=room)
         trimmed = decoded[0].sequence - 1
         if archive is not None or self.history_dsn:
-            older = ([decode_envelope(e) for e in archived_events(archive, table_id)]
+            older = ([decode_envelope(e) for e in archived_events(archive, table_id)
+                      if e.sequence <= trimmed]  # an export may reach into the hot window
                      if archive is not None else await self._archived(table_id, trimmed))
             if [e.sequence for e in older] == list(range(1, trimmed + 1)):
                 old_events, old_room = _split(older)

@@ -1,10 +1,12 @@
-"""``stud archive``: completed hands leave Redis for files, verified, never lost.
+"""``stud archive``: settled hands leave Redis for PostgreSQL, verified, never lost; an export
+of the archive is files a regulator can check on their own.
 
-The room plays hands; the archive exports the oldest ones (every public event, the dealer's
-record for auditors), verifies them against the stream and the rules, and trims them; the
-table service restarts from its snapshot and plays on (appends still pass the store's
-version check); every event is then either in Redis or in the archive, exactly once, and the
-archived hands replay from the files."""
+The room plays hands; ``stud archive run`` (the archiver's step) copies the settled ones
+(every public event, the dealer's record for auditors) to PostgreSQL, verifies them against
+the stream and trims what is older than the hot window; the table service restarts from its
+snapshot and plays on (appends still pass the store's version check); every event is then
+in Redis or in the archive with the bytes it was appended with, and ``stud archive export``
+writes the archive as files that replay."""
 
 from __future__ import annotations
 
@@ -36,9 +38,11 @@ from studkit.mapping import event_from_envelope, is_room_event
 from studkit.redis_client import Client, connect
 from studkit.repository import TableRepository, snapshot_key
 from studkit.store import EventStore, StoreCorrupted, TrimmedRange, TrimRefused, trimmed_key
+from studtest.postgres import HistoryDsns
 from studtest.redis import TestRedis
 from studtest.table import OPERATOR, TableClient, act_once, player, running_room
 from studtools import archive
+from studtools.archive import table_dir
 from studtools.cli import build_parser
 from studtools.devkeys import DevKeys
 
@@ -71,12 +75,23 @@ async def stream_bytes(admin: Client, table_id: str) -> dict[int, bytes]:
     return {int(i.decode().split("-")[1]): f[b"envelope"] for i, f in entries}
 
 
-async def run_archive(redis_url: str, out: Path, table_id: str, env: dict[str, str],
+async def run_archive(redis_url: str, dsns: HistoryDsns, table_id: str, env: dict[str, str],
                       *extra: str) -> str:
-    args = build_parser().parse_args(["archive", "--older-than", "0", "--table", table_id,
-                                      "--out", str(out), "--redis-url", redis_url, *extra])
+    """``stud archive run`` for one table, keeping the latest hand in Redis."""
+    args = build_parser().parse_args(["archive", "run", "--hot-hands", "1", "--table",
+                                      table_id, "--redis-url", redis_url, *extra])
     text = io.StringIO()
-    status = await archive.run(args, text, env=env)
+    status = await archive.run(args, text, env={**env, "STUD_HISTORY_DSN": dsns.archiver})
+    assert status == 0, text.getvalue()
+    return text.getvalue()
+
+
+def export(dsn: str, out: Path, table_id: str) -> str:
+    """``stud archive export`` as the role of ``dsn``."""
+    args = build_parser().parse_args(["archive", "export", "--table", table_id,
+                                      "--out", str(out)])
+    text = io.StringIO()
+    status = archive.export(args, text, env={"STUD_SUPPORT_DSN": dsn})
     assert status == 0, text.getvalue()
     return text.getvalue()
 
@@ -97,7 +112,7 @@ def parse(raw: bytes) -> EventEnvelope:
 
 async def test_archive_trim_restart_and_nothing_lost(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, history_dsns: HistoryDsns) -> None:
     out = tmp_path / "archive"
     admin = connect(redis_url)
     store = EventStore(admin)
@@ -116,19 +131,20 @@ async def test_archive_trim_restart_and_nothing_lost(
 
         # A dry run says what it would do and changes nothing.
         before = await stream_bytes(admin, table_id)
-        said = await run_archive(redis_url, out, table_id, env, "--dry-run", *dealer)
-        assert "would archive" in said and not out.exists()
+        said = await run_archive(redis_url, history_dsns, table_id, env, "--dry-run", *dealer)
+        assert "would copy" in said and "would trim" in said, said
         assert await store.trimmed(table_id) == 0
 
-        # Archive: exported, verified, trimmed.
-        said = await run_archive(redis_url, out, table_id, env, *dealer)
-        assert "verified, trimmed" in said and "skipped" not in said, said
+        # Archive: copied, verified, trimmed; exported from PostgreSQL as the auditor.
+        said = await run_archive(redis_url, history_dsns, table_id, env, *dealer)
+        assert "verified and trimmed" in said and "note" not in said, said
         length, trimmed, version = await stream_counts(admin, table_id)
         assert trimmed > 0
         assert length + trimmed == version
+        assert "verified" in export(history_dsns.auditor, out, table_id)
         hands = archive.archived_hands(out, table_id)
         assert hands[0] == 1 and len(hands) >= 2
-        assert archive.verify_archive(out, table_id) == trimmed
+        assert archive.verify_archive(out, table_id) >= trimmed
 
         # Each archived hand is every event the stream had for it, byte for byte, and the
         # dealer's record is beside it for auditors.
@@ -231,30 +247,35 @@ async def test_archive_trim_restart_and_nothing_lost(
         # as the table's own Redis user (what the archive needs is in its key space).
         table_user = (redis_server.server.url_for("table") if redis_server.server is not None
                       else redis_url)
-        await run_archive(table_user, out, table_id, {})
+        await run_archive(table_user, history_dsns, table_id, {})
         assert await store.trimmed(table_id) > trimmed
-        assert archive.verify_archive(out, table_id) == await store.trimmed(table_id)
-        assert "skipped: no auditor credentials" in archive.segments(out, table_id)[-1][
-            "dealer_note"]
+        export(history_dsns.support, out, table_id)
+        assert archive.verify_archive(out, table_id) >= await store.trimmed(table_id)
+        assert archive.segments(out, table_id)[-1]["dealer_note"] == "no auditor role"
+        assert not (table_dir(out, table_id) / "dealer").exists() or not any(
+            name.startswith("dealer/") for seg in archive.segments(out, table_id)
+            for name in seg["sha256"])
         await room.table_deps.app.stop()
 
-    # Nothing lost: every event ever appended is in Redis or in the archive, exactly once,
-    # with the bytes it was appended with.
+    # Nothing lost: every event ever appended is in Redis or in the archive (both while it is
+    # in the hot window), with the bytes it was appended with; what left Redis is archived.
     version = await store.version(table_id)
     in_redis = await stream_bytes(admin, table_id)
     in_archive = archive_bytes(out, table_id)
-    assert not set(in_redis) & set(in_archive)
     assert set(in_redis) | set(in_archive) == set(range(1, version + 1))
+    assert set(range(1, await store.trimmed(table_id) + 1)) <= set(in_archive)
+    for sequence in set(in_redis) & set(in_archive):
+        assert in_redis[sequence] == in_archive[sequence]
     for sequence, raw in before.items():
         assert in_archive.get(sequence, in_redis.get(sequence)) == raw
     await admin.aclose()
 
 
 async def test_restart_without_snapshot_refuses_rather_than_fold_a_headless_stream(
-        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path) -> None:
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path,
+        history_dsns: HistoryDsns) -> None:
     """A trimmed table whose snapshot is gone cannot be folded from its stream: the load
     says the head is archived (TrimmedRange) instead of building a wrong state."""
-    out = tmp_path / "archive"
     admin = connect(redis_url)
     store = EventStore(admin)
     async with running_room(redis_server, redis_url, dev_keys, snapshot_every=1) as room:
@@ -264,7 +285,7 @@ async def test_restart_without_snapshot_refuses_rather_than_fold_a_headless_stre
             await room.client.call("SitDown", pb.SitDownRequest(
                 table_id=table_id, seat=seat, buy_in=10_000), player(name))
         await play(room.client, table_id, 3, random.Random(5))
-        await run_archive(redis_url, out, table_id, {})
+        await run_archive(redis_url, history_dsns, table_id, {})
         assert await store.trimmed(table_id) > 0
         await room.table_deps.app.stop()
         await admin.delete(snapshot_key(table_id))

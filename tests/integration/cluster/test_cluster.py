@@ -63,7 +63,7 @@ SCRIPTS = {
 }
 """Every script the project runs on a cluster, by SHA-1 (what EVALSHA names)."""
 ROOM_SCRIPTS = set(SCRIPTS.values()) - {"trim.lua"}
-"""The scripts a playing room runs (trim.lua runs only in ``stud archive``)."""
+"""The scripts a playing room runs (trim.lua runs only in the archiver)."""
 Calls = list[tuple[str, tuple[bytes, ...]]]
 PLAIN_REDIS_ONLY = {"services/wallet/store.py"}
 """Modules with a script that never runs on a cluster: the wallet's adoption of its keys from

@@ -1,21 +1,24 @@
-"""A table whose stream head was archived (``stud archive``): ``stud replay`` starts from the
-table's snapshot and says which hands it left out, or replays them from ``--archive DIR``."""
+"""A table whose stream head was archived (the archiver, ``stud archive run``): ``stud replay``
+reads the archived hands from PostgreSQL; without it, it starts from the table's snapshot and
+says which hands it left out, or replays them from an export (``--archive DIR``)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from stud.v1 import table_pb2 as pb
+from studhistory.archiver import archive_table
+from studhistory.pgarchive import PgHistory
 from studkit.redis_client import connect, connect_sync
 from studkit.store import EventStore
+from studtest.postgres import HistoryDsns
 from studtest.redis import TestRedis
 from studtest.table import AUDITOR, play_until, player, running_room
-from studtools.archive import archive_table
+from studtools.archive import export_table
 from studtools.devkeys import DevKeys
 
 from .conftest import NAMES, Played, run_cli
@@ -48,7 +51,8 @@ async def archived(redis_server: TestRedis, dev_keys: DevKeys,
 
 
 async def test_archived_hands_replay_from_the_archive(
-        archived: Played, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        archived: Played, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        history_dsns: HistoryDsns) -> None:
     for name, value in archived.env.items():
         monkeypatch.setenv(name, value)
     table = archived.table_id
@@ -56,12 +60,14 @@ async def test_archived_hands_replay_from_the_archive(
     assert status == 0, out
     before = int(out.strip().splitlines()[-1].split()[0].split("=")[1])
     client = connect(archived.admin_url)
+    history = await PgHistory.connect(history_dsns.archiver)
     try:
-        outcome = await archive_table(EventStore(client), table, tmp_path,
-                                      cutoff=datetime.now(UTC) + timedelta(days=1))
+        outcome = await archive_table(EventStore(client), history, table, keep_hands=1)
     finally:
+        await history.aclose()
         await client.aclose()
-    assert outcome.plan.upto > 0, "nothing was archived"
+    assert outcome.trimmed_to, "nothing was archived"
+    export_table(history_dsns.support, table, tmp_path)
     status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
     assert status == 0, out
     assert "are archived: give --archive DIR" in out
@@ -77,3 +83,9 @@ async def test_archived_hands_replay_from_the_archive(
     status, text = await run_cli(["replay", "show", "--table", table, "--hand", "1",
                                   "--archive", str(tmp_path)])
     assert status == 0 and text.splitlines()[1].startswith("Hand #1")
+    # With PostgreSQL (the support role), no directory is needed: the same answers.
+    monkeypatch.setenv("STUD_SUPPORT_DSN", history_dsns.support)
+    status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
+    assert status == 0 and "are archived" not in out, out
+    assert out.strip().splitlines()[-1] == f"hands={total} verified={total} failed=0"
+    assert await run_cli(["replay", "show", "--table", table, "--hand", "1"]) == (0, text)

@@ -117,8 +117,8 @@ def test_every_command_takes_the_environment_from_main() -> None:
     """Each subcommand's handler is (args, out, env): ``main`` hands every one of them the
     environment it loaded, and none has to read ``os.environ`` itself."""
     handlers = _handlers(cli.build_parser())
-    assert {"bots", "play", "archive", "replay check", "replay list", "replay show",
-            "replay verify", "replay export"} <= set(handlers)
+    assert {"bots", "play", "archive run", "archive export", "replay check", "replay list",
+            "replay show", "replay verify", "replay export"} <= set(handlers)
     for name, handler in handlers.items():
         assert handler is not None, name
         assert list(inspect.signature(handler).parameters)[1:] == ["out", "env"], name
