@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from studhistory.migrate import migrate
-from studtools.pg_server import ADMIN_USER, ROLE_USERS, PostgresServer
+from studtools.pg_server import ADMIN_USER, PostgresServer
 
 TEMPLATE = "stud_template"
 
@@ -60,19 +59,9 @@ class TestPostgres:
                 sql.Identifier(dsns.name)))
 
 
-def grant_logins(admin_dsn: str) -> None:
-    """Make each login user a member of its role (the roles come from the migrations)."""
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        for user, role in ROLE_USERS.items():
-            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role),
-                                                           sql.Identifier(user)))
-
-
 @contextlib.contextmanager
 def test_postgres() -> Iterator[TestPostgres]:
     """A started server with the migrated template; stopped afterwards."""
     with PostgresServer(fsync=False) as server:
-        server.create_database(TEMPLATE)
-        migrate(server.dsn(ADMIN_USER, TEMPLATE))
-        grant_logins(server.dsn(ADMIN_USER, TEMPLATE))
+        server.prepare(TEMPLATE)
         yield TestPostgres(server)

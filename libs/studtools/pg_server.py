@@ -33,8 +33,11 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote
+
+import psycopg
+from psycopg import sql
 
 BINDIR_ENV: Final = "STUD_PG_BINDIR"
 EMBEDDED_ENV: Final = "STUD_PG_EMBEDDED"
@@ -224,27 +227,29 @@ class PostgresServer:
                 break
         raise RuntimeError(f"postgres ({self.bindir}) did not start")
 
-    def _wait_ready(self, port: int, timeout: float) -> bool:
-        import psycopg
+    def admin_connect(self, database: str = "postgres") -> psycopg.Connection[Any]:
+        """A connection as ``admin`` over the data directory's Unix socket (which only the
+        server's user and root can reach), whatever ``admin``'s password now is."""
+        return psycopg.connect(host=str(self.socket_dir), port=self.port, user=ADMIN_USER,
+                               dbname=database, autocommit=True, connect_timeout=5)
 
+    def _wait_ready(self, port: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
                 return False
             with contextlib.suppress(psycopg.OperationalError), psycopg.connect(
-                    host="127.0.0.1", port=port, user=ADMIN_USER,
-                    password=self.passwords[ADMIN_USER], dbname="postgres", connect_timeout=2):
+                    host=str(self.socket_dir), port=port, user=ADMIN_USER, dbname="postgres",
+                    connect_timeout=2):
                 return True
             time.sleep(0.1)
         return False
 
     def _ensure_users(self) -> None:
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(self.dsn(ADMIN_USER, "postgres"), autocommit=True) as conn:
-            for user in ROLE_USERS:
+        """Every login user, with this run's password (``admin``'s too)."""
+        with self.admin_connect() as conn:
+            for user in (ADMIN_USER, *ROLE_USERS):
                 exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
                                       (user,)).fetchone()
                 verb = "ALTER" if exists else "CREATE"
@@ -252,15 +257,23 @@ class PostgresServer:
                     sql.Identifier(user), sql.Literal(self.passwords[user])))
 
     def create_database(self, name: str) -> None:
-        """A new empty database ``name`` (owned by ``admin``)."""
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(self.dsn(ADMIN_USER, "postgres"), autocommit=True) as conn:
+        """A new empty database ``name`` (owned by ``admin``), unless it exists."""
+        with self.admin_connect() as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
                                   (name,)).fetchone()
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+    def prepare(self, name: str = "stud") -> list[str]:
+        """The archive's database ``name``: created when missing, migrated
+        (:mod:`studhistory.migrate`), each login user made a member of its role. Returns the
+        migrations applied now."""
+        from studhistory.migrate import migrate
+
+        self.create_database(name)
+        applied = migrate(self.dsn(ADMIN_USER, name))
+        grant_logins(self.dsn(ADMIN_USER, name))
+        return [f"{m.version:04d}_{m.name}" for m in applied]
 
     def kill(self) -> None:
         """SIGKILL the server (keeps the data directory), as a crash would."""
@@ -292,6 +305,15 @@ class PostgresServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def grant_logins(admin_dsn: str) -> None:
+    """Make each login user of :data:`ROLE_USERS` a member of its role (the roles come from
+    the migrations)."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        for user, role in ROLE_USERS.items():
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role),
+                                                           sql.Identifier(user)))
 
 
 @contextlib.contextmanager

