@@ -31,6 +31,7 @@ SERVICE_PASSWORDS = {
     "dealer": "dealer-test-pw",
     "wallet": "wallet-test-pw",
     "tournament": "tournament-test-pw",
+    "archiver": "archiver-test-pw",
     "auditor": "auditor-test-pw",
 }
 

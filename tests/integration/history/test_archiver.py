@@ -10,11 +10,13 @@ import dataclasses
 import io
 import json
 import random
+from collections.abc import Awaitable
 from typing import Any
 
 import grpc
 import psycopg
 import pytest
+from redis import exceptions as redis_errors
 
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import table_pb2 as pb
@@ -30,6 +32,7 @@ from studtest.redis import TestRedis
 from studtest.table import OPERATOR, TableClient, act_once, player, running_room
 from studtools.cli import main as cli_main
 from studtools.devkeys import DevKeys
+from studtools.redis_server import server_version
 
 pytestmark = pytest.mark.integration
 
@@ -386,3 +389,32 @@ async def test_the_dealers_records_go_to_the_auditor_schema(
     finally:
         await history.aclose()
         await admin.aclose()
+
+
+async def test_the_archivers_redis_user_does_its_step_and_no_more(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any) -> None:
+    """The archiver's ACL user reads a table's keys and trims its stream's head; it may not
+    change a table's commands, its owner or its summary, nor read the dealer's decks."""
+    if redis_server.server is None:
+        pytest.skip("a Redis of the environment's, without the tests' ACL users")
+    url = redis_server.server.url_for("archiver")
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 5, random.Random(6))
+        await room.table_deps.app.stop()
+    client = connect(url)
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        outcome = await archive_table(EventStore(client), history, table_id, keep_hands=HOT)
+        assert outcome.wrote and outcome.trimmed_to
+        denied: list[Awaitable[Any]] = [client.get(keys.dealer_key(table_id, "hand:1"))]
+        if server_version(redis_server.server.binary) >= (7,):  # 6.2 has no read-only keys
+            denied += [client.hset(keys.table_commands(table_id), "x", "1"),
+                       client.delete(keys.table_owner(table_id)),
+                       client.set(keys.table_key(table_id, "summary"), "x")]
+        for attempt in denied:
+            with pytest.raises(redis_errors.NoPermissionError):
+                await attempt
+    finally:
+        await history.aclose()
+        await client.aclose()
