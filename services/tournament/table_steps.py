@@ -4,11 +4,14 @@ the outcome as a command of the tournament, so a crash between the two is carrie
 next round (the table answers the repeat from its own log).
 
 - every open tournament table exists, with the level's stakes (from its next hand);
+- a table that has dealt no hand is paused until every seat the log gave it is filled
+  (``seating``: it is opened, then paused before the first ``SeatEntrant``, and resumed by
+  the round that finds its whole draw seated), so hand 1 is dealt to the whole draw;
 - dealing is paused exactly while the model holds the table (break, balance, breaking, hand
-  for hand); under hand for hand a table is let deal one hand only (``one_hand``: the table
-  pauses itself as that hand starts, so it deals no second one even while this service is
-  down), and a started hand is reported before the pause is compared, so the hold that
-  report adds is never undone by a second release;
+  for hand) or it waits for its draw; under hand for hand a table is let deal one hand only
+  (``one_hand``: the table pauses itself as that hand starts, so it deals no second one even
+  while this service is down), and a started hand is reported before the pause is
+  compared, so the hold that report adds is never undone by a second release;
 - a hand in progress is reported started as soon as a round sees it (so hand for hand holds
   the table again and no move starts there), and each finished hand's stacks at its start
   and end, as the table recorded them, are reported (busts and places follow);
@@ -27,6 +30,21 @@ from tournament.clients import Refused, key
 from tournament.conduct import H4H
 from tournament.state import RUNNING, Table, Tournament
 from tournament.tables import TableClient, TableState
+
+SEATING = "seating"
+"""The pause of a table that has dealt no hand while a seat its draw gave it is not filled."""
+
+
+def _awaits_draw(t: Tournament, k: str, table: Table, state: TableState) -> bool:
+    """Whether table ``k`` must wait for its draw before it deals (RULES 2.5: every entrant
+    is dealt in): it has dealt no hand yet, and an entry the log seated there (its first
+    draw, a late entry, a move in flight to it) is not confirmed seated. From the log and
+    the table's own count only, so a round after a crash decides the same."""
+    if state.hands_started or table.last_hand or table.in_hand:
+        return False
+    if any(e is not None and not t.entries[e].seated for e in table.seats):
+        return True
+    return t.move is not None and t.move.to_table == k
 
 
 class TableSteps:
@@ -75,10 +93,11 @@ class TableSteps:
             table = t.tables.get(k)
             if table is None:
                 continue
-            want = bool(table.holds)
+            holds = table.holds | ({SEATING} if _awaits_draw(t, k, table, state) else set())
+            want = bool(holds)
             if want != state.paused:
                 one_hand = not want and t.hand_for_hand
-                reason = ",".join(sorted(table.holds)) or (H4H if one_hand else "deal")
+                reason = ",".join(sorted(holds)) or (H4H if one_hand else "deal")
                 await self._tables.pause(k, want, reason, key(tid, "pause", k, want, t.version),
                                          one_hand=one_hand)
                 done += 1
