@@ -82,3 +82,25 @@ async def test_what_is_given_is_still_checked(room: Room) -> None:
         await open_with(room, cpb.TableConfig(small_bet=1))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert rpc_error_reason(caught.value) == "invalid_config"
+
+
+async def test_seats_and_big_bet_given_as_zero_are_the_defaults(room: Room) -> None:
+    """The hostile test's `OpenTable` with `seats: 0` and `big_bet: 0` (issue 29; turn 3
+    refused it INVALID_ARGUMENT): since issue 17 a zero there is "unset", as common.proto's
+    TableConfig and OpenTableRequest.config say, so the table opens with 8 seats and the big
+    bet twice the small one, and the reply says so; a value the rules refuse still is."""
+    table_id, reply = await open_with(room, cpb.TableConfig(seats=0, big_bet=0))
+    (opened,) = [r.event.table_opened.config for r in reply.events
+                 if r.event.WhichOneof("event") == "table_opened"]
+    assert (opened.seats, opened.small_bet, opened.big_bet) == (8, 200, 400)
+    assert (await room.client.view(table_id)).config == opened
+    _, reply = await open_with(room, cpb.TableConfig(seats=0, small_bet=50, big_bet=0))
+    (opened,) = [r.event.table_opened.config for r in reply.events
+                 if r.event.WhichOneof("event") == "table_opened"]
+    assert (opened.seats, opened.small_bet, opened.big_bet) == (8, 50, 100)
+    for refused in (cpb.TableConfig(seats=1), cpb.TableConfig(seats=9),
+                    cpb.TableConfig(small_bet=100, big_bet=100)):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await open_with(room, refused)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused
+        assert rpc_error_reason(caught.value) == "invalid_config", refused
