@@ -2,7 +2,7 @@
 as processes (``studtest.processes``), tables opened with three players seated (hands
 starting, nobody acting), then one watch stream per table, the table process's RSS read from
 ``/proc`` before and after each; beside it, what one bare ``grpc.aio`` server stream costs
-(the fair ceiling's ``Watch``, ``bench/ceilings.py``). Prints figures; asserts nothing.
+(the fair ceiling's ``Watch``, ``campaigns/ceilings.py``). Prints figures; asserts nothing.
 
 Run: ``.venv/bin/python bench/bench_table_rss.py --tables 200``.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import grpc
 
-from bench.bench_room import SERVICES
-from bench.ceilings import FAIR_WATCH
+from campaigns.ceilings import FAIR_WATCH
 from campaigns.load import open_human_table, rss_kib
+from campaigns.throughput import SERVICES
 from stud.v1 import table_pb2 as pb
 from studtest.processes import CHANNEL_OPTIONS, room_processes
 from studtest.table import player
@@ -77,7 +77,7 @@ async def table_rss(redis_server: RedisServer, tables: int) -> tuple[float, floa
 async def bare_stream_rss(redis_server: RedisServer, streams: int) -> float:
     """KiB per open bare ``grpc.aio`` server stream (one message sent on each)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.ceilings", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "campaigns.ceilings", str(port)],
                             env={**os.environ, "REDIS_URL": redis_server.url_for("table")})
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}",

@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from bench.bench_room import SERVICES, bench_room
+from campaigns.throughput import SERVICES, bench_room
 from studtools.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,12 +3,12 @@ and the table as separate processes, the bots in processes of their own), with f
 asserts nothing.
 
 1. **Throughput**: the room benchmark's bots over several tables acting as fast as the table
-   lets them (``bench/bench_room.py``, the figure of ``make bench-room``): actions per second,
+   lets them (``campaigns.throughput``, the figure of ``make bench-room``): actions per second,
    p50/p99 action latency, hands per minute, CPU per process per action (the bots' apart); in
    the same run the bare ceiling (a ``grpc.aio`` unary handler doing one Lua append, same
    concurrency) and the fair ceiling (the room's own I/O: one unary call in, one fenced append,
    the event pushed to each of the table's watchers over their server streams, at the room's
-   concurrency; ``bench/ceilings.py``), and the ratios.
+   concurrency; ``campaigns/ceilings.py``), and the ratios.
 2. **Human pace**: tables of three players, each table played by the campaigns' bot
    (:mod:`campaigns.bot`, run in bot processes by :mod:`campaigns.loadbots`), which thinks
    2.5-3.5 s before each action, as people do, and never folds; the number of tables doubles
@@ -48,9 +48,9 @@ from typing import Any, Final
 
 import grpc
 
-from bench import bench_room
-from bench.ceilings import cpu_seconds
+from campaigns import throughput
 from campaigns.bot import OPERATOR
+from campaigns.ceilings import cpu_seconds
 from campaigns.loadbots import BotProcesses, BotsResult, MintedTokens, split
 from rules import TableConfig
 from stud.v1 import table_pb2 as pb
@@ -298,12 +298,12 @@ async def human_pace(url_for: Callable[[str], str], log_dir: Path, start: int, m
 
 
 async def main_async(args: argparse.Namespace) -> str:
-    passwords = {name: secrets.token_urlsafe(16) for name in bench_room.SERVICES}
+    passwords = {name: secrets.token_urlsafe(16) for name in throughput.SERVICES}
     with RedisServer(passwords=passwords) as redis_server, \
             tempfile.TemporaryDirectory(prefix="stud-load-") as tmp:
         print(f"== load: {os.cpu_count()} CPUs; throughput for {args.seconds:.0f} s, "
               f"{args.tables} tables x {args.bots} bots", flush=True)
-        run = await bench_room.room_run(redis_server, Path(tmp) / "room", args.tables,
+        run = await throughput.room_run(redis_server, Path(tmp) / "room", args.tables,
                                         args.bots, args.seconds, 3.0, "WARNING")
         for line in run.lines(args.seconds):
             print(line)

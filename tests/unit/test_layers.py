@@ -161,3 +161,60 @@ def test_importing_every_module_loads_nothing_above(layer: str) -> None:
     assert result["imported"] == len([p for p in files(layer)
                                       if p.name != "__main__.py" and importable(p)])
     assert result["loaded"] == []
+
+
+# --- the harnesses: ``bench/`` (the figures' scripts) builds on ``campaigns/`` (the runs, their
+# bots and measuring harness), never the other way (issue 29: ``campaigns/load.py`` imported
+# ``bench.bench_room`` and ``bench.ceilings`` while ``bench/bench_room.py`` imported
+# ``campaigns.loadbots``, each needing the other).
+
+HARNESS_BELOW, HARNESS_ABOVE = "campaigns", "bench"
+
+
+def harness_imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import of a file under the repository's root (relative ones
+    made absolute from its package path)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = parts[:len(parts) - node.level] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            yield node.lineno, module
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if name in DYNAMIC_IMPORTS and isinstance(first, ast.Constant) \
+                    and isinstance(first.value, str):
+                yield node.lineno, first.value
+        elif isinstance(node, ast.Constant) and node.value in (
+                f"{HARNESS_ABOVE}.{p.stem}" for p in (ROOT / HARNESS_ABOVE).glob("*.py")):
+            yield node.lineno, str(node.value)  # ``python -m bench.x`` started as a process
+
+
+def test_campaigns_import_nothing_from_bench() -> None:
+    wrong = [f"{p.relative_to(ROOT)}:{line} imports {module}"
+             for p in sorted((ROOT / HARNESS_BELOW).rglob("*.py"))
+             for line, module in harness_imports(p) if top(module) == HARNESS_ABOVE]
+    assert wrong == [], f"{HARNESS_BELOW} may not import {HARNESS_ABOVE} (bench imports it)"
+
+
+def test_bench_is_the_harness_above() -> None:
+    """The direction is the one the check enforces: bench's scripts do use campaigns (were
+    the two swapped, the check above would guard the wrong side)."""
+    users = {str(p.relative_to(ROOT)) for p in (ROOT / HARNESS_ABOVE).rglob("*.py")
+             if any(top(m) == HARNESS_BELOW for _, m in harness_imports(p))}
+    assert users
+
+
+def test_importing_every_campaign_loads_no_bench_module() -> None:
+    run = subprocess.run([sys.executable, "-c", IMPORT_ALL, HARNESS_BELOW, HARNESS_ABOVE],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["imported"] >= len(list((ROOT / HARNESS_BELOW).glob("*.py")))
+    assert result["loaded"] == []

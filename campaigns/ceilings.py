@@ -1,5 +1,6 @@
 """The room's two ceilings, each a ``grpc.aio`` server in its own process on the room's Redis,
-measured in the same run as the room (``bench/bench_room.py``, ``make load``).
+measured in the same run as the room (``campaigns.throughput``: ``make bench-room``,
+``make load``).
 
 - **bare**: one unary handler doing one Lua append (``studkit.store.EventStore.append``, a
   one-event command) to the caller's own stream, called by as many concurrent callers as asked.
@@ -206,7 +207,7 @@ async def bench_ceilings(redis_url: str, bare: list[int], fair: tuple[int, int] 
     (tables, watchers per table)."""
     port = free_port()
     env = {**os.environ, "REDIS_URL": redis_url}
-    proc = subprocess.Popen([sys.executable, "-m", "bench.ceilings", str(port)], env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "campaigns.ceilings", str(port)], env=env)
     pids = {"server": proc.pid, "redis": redis_pid, "callers": os.getpid()}
     figures = []
     try:
