@@ -36,7 +36,7 @@ class TestManifests:
 
     @pytest.mark.parametrize(("name", "port"),
                              [("table", 50051), ("dealer", 50052), ("wallet", 50053),
-                              ("tournament", 50054)])
+                              ("tournament", 50054), ("archiver", 50055)])
     def test_service_deployment(self, name: str, port: int) -> None:
         """Each service runs as a Deployment with gRPC probes and Secrets for keys."""
         deployments = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "Deployment"}
@@ -83,7 +83,8 @@ class TestManifests:
         """The dev overlay's key Secrets come from generated files, never literals."""
         k = yaml.safe_load((ROOT / "overlays" / "dev" / "kustomization.yaml").read_text())
         generators = {g["name"]: g for g in k["secretGenerator"]}
-        for name in ("stud-auth-public-keys", "table-service-key"):
+        for name in ("stud-auth-public-keys", "table-service-key", "tournament-service-key",
+                     "archiver-service-key"):
             assert "literals" not in generators[name]
             assert all(f.split("=", 1)[1].startswith("keys/") for f in generators[name]["files"])
         assert "stud-auth" not in generators
@@ -100,16 +101,16 @@ class TestManifests:
 
     def test_default_deny_and_redis_only_from_services(self) -> None:
         """Traffic is denied by default; Redis admits only the services (the tournament's
-        included)."""
+        and the archiver's included)."""
         policies = {d["metadata"]["name"]: d for d in base_docs() if d["kind"] == "NetworkPolicy"}
         assert policies["default-deny"]["spec"]["podSelector"] == {}
         rule = policies["redis-from-services"]["spec"]["ingress"][0]["from"][0]
         allowed = rule["podSelector"]["matchExpressions"][0]["values"]
-        assert set(allowed) == {"table", "dealer", "wallet", "tournament"}
+        assert set(allowed) == {"table", "dealer", "wallet", "tournament", "archiver"}
 
     @pytest.mark.parametrize(("name", "port"),
                              [("table", 9101), ("dealer", 9102), ("wallet", 9103),
-                              ("tournament", 9104)])
+                              ("tournament", 9104), ("archiver", 9105)])
     def test_service_exposes_metrics(self, name: str, port: int) -> None:
         """Each service serves /metrics on a container port named ``metrics`` (the port its
         METRICS_PORT names), its pods ask Prometheus to scrape that port, and a NetworkPolicy

@@ -62,7 +62,7 @@ def render(overlay: str, tmp: Path) -> list[dict[str, Any]]:
     keys = tree / "overlays" / "dev" / "keys"
     keys.mkdir(exist_ok=True)
     (keys / "public-keys.json").write_text('{"keys": []}\n')
-    for service in ("table", "tournament"):
+    for service in ("table", "tournament", "archiver"):
         (keys / f"service-{service}.pem").write_text("placeholder\n")
     out = subprocess.run([binary, "kustomize", str(tree / "overlays" / overlay)],
                          capture_output=True, text=True, timeout=120, check=False)
@@ -92,7 +92,7 @@ def secret_refs(docs: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
         spec = doc.get("spec", {}).get("template", {}).get("spec")
         if not spec:
             continue
-        for container in spec["containers"]:
+        for container in [*spec.get("initContainers", []), *spec["containers"]]:
             for entry in container.get("env", []):
                 ref = entry.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
@@ -123,7 +123,7 @@ def test_rendered_overlays_validate(overlay: str,
     assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {
         "stud-hilo"}
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
-    assert set(deployments) == {"table", "dealer", "wallet", "tournament"}
+    assert set(deployments) == {"table", "dealer", "wallet", "tournament", "archiver"}
 
 
 def test_dev_overlay_generates_every_secret_key_a_pod_reads(
