@@ -90,6 +90,25 @@ def _fingerprint(cmd: c.Command) -> str:
     return hashlib.sha256(repr(cmd).encode()).hexdigest()[:32]
 
 
+MANAGER: Final = "pm"
+"""The namespace of the process manager's own command ids (``pm:tick.7``, ``pm:settle.e2``):
+no caller's, whose ids are stored under their principal (:func:`stored_id`), and no role
+is named so."""
+
+
+def stored_id(by: Principal | None, command_id: str) -> str:
+    """The id a command is recorded under: the caller's own namespace (``player:ann/r-1``:
+    the principal, then the id the caller chose, which holds no ``/``) or the process
+    manager's (``pm:settle.e2``, ``by`` None). A caller's id can never equal another
+    caller's nor one the manager derives from the log (issue 29, G1: a player registering
+    as ``settle.e2`` blocked that entry's settlement, and every refund and prize after it).
+
+    >>> stored_id(None, "settle.e2"), stored_id(Principal(Role.PLAYER, "ann"), "settle.e2")
+    ('pm:settle.e2', 'player:ann/settle.e2')
+    """
+    return f"{MANAGER}:{command_id}" if by is None else f"{by.subject}/{command_id}"
+
+
 class Writer(Protocol):
     """What the process manager's steps read and write through (:class:`TournamentApp`,
     or its fenced view :class:`tournament.leases.Fenced`)."""
@@ -145,18 +164,24 @@ class TournamentApp:
         return await self._store.table_ids()
 
     async def execute(self, tournament_id: str, cmd: c.Command, command_id: str, *,
-                      epoch: int | None = None) -> Outcome:
+                      epoch: int | None = None, by: Principal | None = None) -> Outcome:
         """Decide ``cmd`` on the latest state and append its events (idempotent by
-        ``command_id``: a retry answers the recorded outcome, nothing new written).
+        ``command_id`` in the namespace of ``by``: a retry answers the recorded outcome,
+        nothing new written).
 
-        ``epoch``: the lease the process manager holds (fenced: :class:`NotOwner` if it is
-        not the stream's any more, nothing written). None: a caller's command, appended with
-        the owner's current epoch (none before the first lease)."""
+        ``by``: the caller whose command it is, None for the process manager's own (each has
+        its namespace of ids, :func:`stored_id`). ``epoch``: the lease the process manager
+        holds (fenced: :class:`NotOwner` if it is not the stream's any more, nothing
+        written). None: a caller's command, appended with the owner's current epoch (none
+        before the first lease)."""
         fingerprint = _fingerprint(cmd)
+        chosen, command_id = command_id, stored_id(by, command_id)
         try:
             recorded = await self._store.recorded(tournament_id, command_id, fingerprint)
+            if recorded is None and by is not None:
+                recorded = await self._legacy(tournament_id, chosen, fingerprint)
         except CommandIdReused as exc:
-            raise self._reused(command_id) from exc
+            raise self._reused(chosen) from exc
         if recorded is not None:
             return await self._replay(tournament_id, recorded)
         decided: list[tuple[tuple[ev.Event, ...], float]] = []
@@ -191,7 +216,7 @@ class TournamentApp:
                                 fence=owner if epoch is None else None,
                                 attempts=self._retries, record_empty=False)
         except CommandIdReused as exc:
-            raise self._reused(command_id) from exc
+            raise self._reused(chosen) from exc
         except Conflict:
             raise Conflict("the tournament kept changing; retry", reason="conflict") from None
         if done.result.duplicate:
@@ -205,6 +230,17 @@ class TournamentApp:
         records = tuple(Record(first + i, event_at(e) or now, e)
                         for i, e in enumerate(events, start=1))
         return Outcome(done.result.version, records, False)
+
+    async def _legacy(self, tournament_id: str, command_id: str,
+                      fingerprint: str) -> AppendResult | None:
+        """A caller's command recorded under its bare id, before ids had namespaces: the
+        caller's retry across that deploy is answered from it when it is the same command
+        (its fingerprint); an id recorded for another command (another caller's, or the
+        process manager's own of those days) is not this caller's and is left alone."""
+        try:
+            return await self._store.recorded(tournament_id, command_id, fingerprint)
+        except CommandIdReused:
+            return None
 
     @staticmethod
     def _reused(command_id: str) -> AlreadyExists:
@@ -229,12 +265,13 @@ class TournamentApp:
     async def create(self, who: Principal, tournament_id: str, config: ev.Config,
                      command_id: str) -> Outcome:
         require_role(who, Role.OPERATOR)
-        return await self.execute(tournament_id, c.Create(tournament_id, config), command_id)
+        return await self.execute(tournament_id, c.Create(tournament_id, config), command_id,
+                                  by=who)
 
     async def cancel(self, who: Principal, tournament_id: str, reason: str,
                      command_id: str) -> Outcome:
         require_role(who, Role.OPERATOR)
-        return await self.execute(tournament_id, c.Cancel(reason), command_id)
+        return await self.execute(tournament_id, c.Cancel(reason), command_id, by=who)
 
     async def player_command(self, who: Principal, tournament_id: str,
                              make: Callable[[str], c.Command], command_id: str) -> Outcome:
@@ -242,7 +279,7 @@ class TournamentApp:
         if who.role is not Role.PLAYER:
             raise Forbidden("only a player enters a tournament, for themself",
                             reason="players_only")
-        return await self.execute(tournament_id, make(who.name), command_id)
+        return await self.execute(tournament_id, make(who.name), command_id, by=who)
 
     async def records(self, tournament_id: str, after: int) -> list[Record]:
         return [_record(s) for s in await self._store.read(tournament_id, after)]

@@ -165,7 +165,7 @@ async def test_a_paused_former_owner_that_resumes_changes_nothing(
     gates: dict[str, Gate] = {}
 
     def gate(deps: TournamentDeps) -> None:
-        gates[deps.leases.me] = Gate(deps, "tick.")
+        gates[deps.leases.me] = Gate(deps, "pm:tick.")
 
     config = pb.TournamentConfig(name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE,
                                  buy_in=100, fee=10, seats=3, min_entrants=3,
