@@ -134,24 +134,24 @@ class StoreContract:
         assert sequences(await store.read("t1", from_version=3)) == list(range(4, 11))
 
     async def test_finds_where_a_hand_begins_by_bisection(self) -> None:
-        """``hand_start(n)`` is the first sequence from which the next envelope naming a
-        hand names n or later, whatever runs of envelopes between hands (0) lie around it,
-        longer than a read's page included; past the end for a hand not in the stream."""
+        """``hand_start(n)`` is the sequence of the first envelope naming hand n or later
+        (not the start of the run of envelopes between hands (0) before it: a hand's read
+        from there read that run twice, issue 29), whatever runs lie around it, longer than a
+        read's page included; past the end for a hand not in the stream."""
         store = await self.make_store(page_size=3)
         numbers = [0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 2, 2, 3, 0, 5, 5, 0, 0, 0, 0, 0, 0, 0, 6]
         await store.append("t1", [envelope(f"E{i}", hand=n) for i, n in enumerate(numbers)],
                            expected_version=0, command_id="c1")
 
         def expected(hand: int) -> int:
-            return next((k for k in range(1, len(numbers) + 1)
-                         if next((n for n in numbers[k - 1:] if n), hand) >= hand),
+            return next((k for k in range(1, len(numbers) + 1) if numbers[k - 1] >= hand),
                         len(numbers) + 1)
 
         for hand in range(1, 8):
             for page in (1, 2, 16):
                 assert await store.hand_start("t1", hand, page=page) == expected(hand), (
                     hand, page)
-        assert [await store.hand_start("t1", h) for h in (1, 2, 4, 7)] == [1, 6, 14, 25]
+        assert [await store.hand_start("t1", h) for h in (1, 2, 4, 7)] == [3, 11, 15, 25]
         assert await store.hand_start("nowhere", 1) == 1
 
         async def hand(number: int, start: int | None = None) -> list[str]:
