@@ -171,8 +171,10 @@ class TestTableNetwork:
         assert [p["port"] for p in rule["ports"]] == [ports()["grpc"]]
 
     def test_only_the_table_and_clients_reach_dealer_and_wallet(self) -> None:
-        """No other pod of the namespace reaches the dealer or the wallet; which RPC a caller
-        may make is the services' per-caller authorization (the table's own name)."""
+        """Of the namespace's pods, the dealer's and the wallet's clients' rules admit the table
+        only (the tournament's and the archiver's have policies of their own, whose paths
+        ``test_tournament_manifests`` and ``test_archiver_manifests`` check); which RPC a
+        caller may make is the services' per-caller authorization (the table's own name)."""
         deployments = by_kind("Deployment")
         for name, port in (("dealer", 50052), ("wallet", 50053)):
             spec = self.policies()[f"{name}-ingress"]["spec"]
