@@ -193,6 +193,15 @@ class TestArchiverDeployment:
         assert f"ENV ARCHIVER_ADDR=[::]:{GRPC}" in text
 
 
+    def test_prod_pins_the_image_of_both_containers(self, rendered: dict[str, Docs]) -> None:
+        """The prod overlay's image tag reaches the migrations' container too (the migrations
+        ship with the code that reads the schema), and never ``latest``."""
+        spec = pod(rendered["prod"])
+        images = {c["image"] for c in [*spec["initContainers"], *spec["containers"]]}
+        assert len(images) == 1
+        (image,) = images
+        assert image.startswith("stud-hilo/archiver:") and not image.endswith(":latest")
+
 class TestTableHistory:
     def test_the_table_reads_archived_hands_as_support_optionally(self) -> None:
         """TABLE_HISTORY_DSN from table-history, optional (the table runs without it), the
