@@ -14,7 +14,8 @@ PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
 .PHONY: all venv compiled protos test test-pure test-unit test-property test-integration test-e2e test-room failover chaos tournament fuzz audit load lint sim \
-	test-cluster bench bench-rules bench-store bench-room bench-replay bench-tournament run reset clean
+	test-cluster bench bench-rules bench-store bench-room bench-replay bench-tournament \
+	bench-history run reset clean
 
 all: test
 
@@ -169,6 +170,13 @@ bench-replay: $(PROTO_STAMP) compiled
 
 bench-room: $(PROTO_STAMP)
 	$(PY) bench/bench_room.py
+
+# History (issue 31): Redis bytes per table against hands with the archiver running, tables
+# per Redis master, archive throughput and lag, look-ups over 1,000,000 archived hands; prints
+# `redis_flat=... mem_tables=... cpu_tables=... mem_cpu_ratio=... archive_hands_s=...
+# lag_p99_ms=... query_p99_ms=...` last (tens of minutes; bench/bench_history.py --help).
+bench-history: $(PROTO_STAMP) compiled
+	$(PY) bench/bench_history.py $(BENCH_HISTORY_ARGS)
 
 bench-tournament: $(PROTO_STAMP)
 	$(PY) bench/bench_tournament.py
