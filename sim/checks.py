@@ -14,6 +14,7 @@ from rules.events import DownCardDealt, Folded, HandEnded, HandExposed, HandMuck
 from sim.world import World
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.chain import GENESIS, digest
 from studkit.mapping import is_room_event
 from table.actor import TableActor, decode
 from table.room import Room
@@ -212,6 +213,7 @@ class Audit:
         envelopes = [EventEnvelope.FromString(payload) for payload in payloads]
         first = version + 1
         name = command_id.decode()
+        out += self._links(table_id, stream, length, version, payloads, envelopes)
         for offset, envelope in enumerate(envelopes):
             if envelope.sequence != first + offset:
                 out.append(f"commands: table {table_id}: sequence {envelope.sequence} "
@@ -232,6 +234,26 @@ class Audit:
                        f"({self._at()})")
         if out:
             self.report(out)
+
+    def _links(self, table_id: str, stream: bytes, length: int, version: int,
+               payloads: list[bytes], envelopes: list[EventEnvelope]) -> list[str]:
+        """The chain (``studkit.chain``): each appended envelope links to the digest of the
+        stored bytes of the event before it (the stream's last one before the append, or
+        GENESIS for a stream's first event)."""
+        if length:
+            link: bytes | None = digest(
+                self.world.data.streams[stream][length - 1][1][b"envelope"])
+        else:
+            link = GENESIS if version == 0 else None  # the head left for the archive
+        out = []
+        for payload, envelope in zip(payloads, envelopes, strict=True):
+            if link is not None and envelope.prev_digest != link:
+                out.append(f"chain: table {table_id}: event {envelope.sequence} links to "
+                           f"{envelope.prev_digest.hex()[:16]}, the stored event before it "
+                           f"hashes to {link.hex()[:16]} ({self._at()})")
+                break
+            link = digest(payload)
+        return out
 
     def applied(self, scope: str, before: dict[str, int], after: dict[str, int]) -> None:
         """A wallet transaction moved the balances ``before`` to ``after``."""

@@ -33,10 +33,15 @@ def script_name(source: str) -> str:
     raise ValueError("the simulated store has no port of this script")
 
 
+GENESIS = bytes(32)
+"""``append.lua``'s GENESIS: the link of a stream's first event (``studkit.chain``)."""
+
+
 def append_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     """``studkit/append.lua``, in Python."""
-    stream, commands, version_key, owner, trimmed_key = keys_
-    expected, command_id, table, fingerprint, epoch = argv[:5]
+    stream, commands, version_key, owner, trimmed_key, chain = keys_
+    expected, command_id, table, fingerprint, epoch, link, head = argv[:7]
+    payloads = argv[7:]
     hashes = data.hashes
     recorded = hashes.get(commands, {}).get(command_id)
     if recorded is not None:
@@ -55,19 +60,29 @@ def append_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any
     if length + trimmed != current:
         raise ResponseError(f"STORECORRUPT stream length {length} + trimmed {trimmed} "
                             f"!= version {current}")
+    if payloads:
+        known = hashes.get(chain, {}).get(b"head")
+        if known is not None:
+            if known != link:
+                return [b"broken_link", known]
+        elif current == 0 and link != GENESIS:
+            return [b"broken_link", GENESIS]
+        else:
+            hashes.setdefault(chain, {})[b"since"] = b"%d" % (current + 1)
     ids = [data.xadd(stream, b"0-%d" % (current + i), {b"envelope": payload})
-           for i, payload in enumerate(argv[5:], start=1)]
+           for i, payload in enumerate(payloads, start=1)]
     version = current + len(ids)
     outcome = b"%d" % version
     if ids:
         outcome += b" " + b" ".join(ids)
         data.strings[version_key] = b"%d" % version
+        hashes.setdefault(chain, {})[b"head"] = head
     hashes.setdefault(commands, {})[command_id] = outcome
     if fingerprint != b"":
         hashes[commands][command_id + b"#fp"] = fingerprint
     data.appends.append((stream.decode(), epoch.decode(), len(ids)))
     if data.audit is not None:
-        data.audit.appended(table.decode(), stream, epoch, command_id, argv[5:], length,
+        data.audit.appended(table.decode(), stream, epoch, command_id, payloads, length,
                             current)
     return [b"appended", outcome]
 

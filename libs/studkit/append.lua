@@ -6,15 +6,26 @@
 -- KEYS[4] owner     stud:table:{id}:owner     hash: replica, epoch, expires (the fence)
 -- KEYS[5] trimmed   stud:table:{id}:trimmed   string: events archived and removed from the
 --                                             head of the stream (absent: 0; stud archive)
+-- KEYS[6] chain     stud:table:{id}:chain     hash: head (the digest of the last event's
+--                                             stored bytes), since (the first sequence whose
+--                                             envelope carries a link; studkit.chain)
 -- ARGV[1] expected version, ARGV[2] command id, ARGV[3] table id,
 -- ARGV[4] the command's fingerprint (a hash of what was asked; "" = not checked),
 -- ARGV[5] the writer's fencing epoch ("" = a writer outside the ownership scheme, allowed
 --         only while the table has no owner record),
--- ARGV[6..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set.
+-- ARGV[6] the link the first envelope carries (its prev_digest: the digest of the stored
+--         bytes of event `expected`, or GENESIS, 32 zero bytes, for a stream's first event),
+-- ARGV[7] the digest of the last envelope's bytes (the stream's head after the append),
+-- ARGV[8..] serialized EventEnvelopes, sequences expected+1, expected+2, ... already set, and
+--         chained by the store (each one's prev_digest is the digest of the one before).
 --
 -- Replies: {"duplicate", outcome} | {"conflict", actual_version} | {"appended", outcome} |
 -- {"reused", outcome} (the command id was recorded for a command with another fingerprint) |
--- {"not_owner", current_epoch} (the writer's epoch is not the table's: a former owner).
+-- {"not_owner", current_epoch} (the writer's epoch is not the table's: a former owner) |
+-- {"broken_link", head} (the first envelope does not link to the stream's head).
+-- The script compares links and keeps the head; it cannot hash (Lua has no SHA-256), so it
+-- takes ARGV[6] and ARGV[7] as the store computed them: whether the stored bytes hash to what
+-- the chain says is checked by readers (studkit.chain, stud replay verify).
 -- A fingerprint is kept in the commands hash under "<command id>#fp".
 -- Every check happens before the first write, because Redis does not roll back the writes of
 -- a script that fails half-way: either all of a command's events are written or none.
@@ -56,9 +67,28 @@ if length + trimmed ~= current then
                            .. ' != version ' .. current)
 end
 
+-- The chain. A stream without a head yet: a new one links to GENESIS; one written before
+-- the chain existed links to the digest of its last stored event (the store read it), and
+-- its chain is recorded as starting at the first event appended now.
+local chain = KEYS[6]
+if #ARGV >= 8 then
+  local head = redis.call('HGET', chain, 'head')
+  if head then
+    if head ~= ARGV[6] then
+      return {'broken_link', head}
+    end
+  else
+    local genesis = string.rep('\0', 32)
+    if current == 0 and ARGV[6] ~= genesis then
+      return {'broken_link', genesis}
+    end
+    redis.call('HSET', chain, 'since', string.format('%d', current + 1))
+  end
+end
+
 local ids = {}
-for i = 6, #ARGV do
-  local sequence = current + (i - 5)
+for i = 8, #ARGV do
+  local sequence = current + (i - 7)
   ids[#ids + 1] = redis.call('XADD', stream, string.format('0-%d', sequence), 'envelope', ARGV[i])
 end
 local version = current + #ids
@@ -66,6 +96,7 @@ local outcome = string.format('%d', version)
 if #ids > 0 then
   outcome = outcome .. ' ' .. table.concat(ids, ' ')
   redis.call('SET', version_key, string.format('%d', version))
+  redis.call('HSET', chain, 'head', ARGV[7])
 end
 redis.call('HSET', commands, command_id, outcome)
 if fingerprint ~= '' then

@@ -35,10 +35,11 @@ def check_id(value: str, what: str = "id") -> str:
 
 
 TABLE_KEYS: Final = ("events", "commands", "version", "owner", "trimmed", "snapshot",
-                      "summary")
+                      "summary", "chain")
 """Every key one table has (all in the table's Cluster slot): the stream, the store's
-bookkeeping (command outcomes, version, trimmed count), the lease, a snapshot and a lobby
-summary. Everything else of a table is an event in its stream."""
+bookkeeping (command outcomes, version, trimmed count, the chain's head and start), the
+lease, a snapshot and a lobby summary. Everything else of a table is an event in its
+stream."""
 
 LEGACY_TABLE_KEYS: Final = ("settings", "intents", "settled", "closed")
 """Keys beside the stream that tables written before the room events had; the table service

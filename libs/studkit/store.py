@@ -5,6 +5,17 @@ This is the only module that talks to Redis about events. Stream entry ids are e
 ``0-<sequence>``: the entry holding the table's n-th event has id ``0-n``, so a version and an
 id name the same position and resuming from either is one ``XRANGE``. Each entry has one
 field, ``envelope``, the serialized :class:`stud.v1.envelope_pb2.EventEnvelope`.
+
+The events of a stream form a hash chain (:mod:`studkit.chain`; docs/history.md "The
+chain"): the store seals each envelope of an append with ``prev_digest``, the SHA-256 of the
+stored bytes of the event before it (the previous envelope of the same command, or the
+stream's event ``expected_version``: the digest of the bytes this store appended last, else
+of the bytes it reads from the stream then; GENESIS for a stream's first event), and sends
+the script the first link and the new head. The script refuses an append whose first link is
+not the head it keeps beside the stream (``chain`` key: :class:`ChainBroken`, handled like a
+lost race) and sets the head; it compares links only, and readers check the bytes. A stream
+written before the chain has no head: its first append links to its last stored event and
+the script records where the chain starts (``since``).
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.chain import GENESIS, digest
 from studkit.redis_client import Client
 
 ENVELOPE_FIELD: Final = b"envelope"
@@ -35,6 +47,8 @@ _APPEND_SHA: Final = hashlib.sha1(_APPEND_LUA.encode("utf-8")).hexdigest()
 _TRIM_LUA: Final = resources.files("studkit").joinpath("trim.lua").read_text("utf-8")
 
 StreamId: TypeAlias = tuple[int, int]
+_HEADS_KEPT: Final = 65_536
+"""Streams whose last appended digest a store keeps (a table's next append links to it)."""
 
 STORE_UNAVAILABLE_ERRORS: Final[tuple[type[Exception], ...]] = (
     RedisConnectionError,  # refused, reset, pool exhausted, LOADING (BusyLoadingError), auth
@@ -58,6 +72,23 @@ class StreamConflict(Exception):
         self.table_id = table_id
         self.expected = expected
         self.actual = actual
+
+
+class ChainBroken(StreamConflict):
+    """Raised when an append's first envelope does not link to the stream's head: the
+    writer's idea of the stream's last event (its bytes) is not what the stream's chain
+    records. Nothing is written; like a lost race, re-read and decide again (the store then
+    links to the bytes it reads afresh). It persists only if the stored bytes themselves no
+    longer hash to the head: the stream was changed behind the store's back."""
+
+    reason = "chain_broken"
+
+    def __init__(self, table_id: str, expected: int, link: bytes, head: bytes) -> None:
+        super().__init__(table_id, expected, expected)
+        self.args = (f"table {table_id}: the append at version {expected} links to "
+                     f"{link.hex()}, the stream's head is {head.hex()}",)
+        self.link = link
+        self.head = head
 
 
 class CommandIdReused(Exception):
@@ -199,6 +230,15 @@ def _stored(entry: object) -> StoredEvent:
     return StoredEvent(_text(entry_id), EventEnvelope.FromString(payload))
 
 
+def _payload(entry: object) -> bytes:
+    """The envelope's stored bytes of a stream entry."""
+    fields = entry[1] if isinstance(entry, tuple | list) and len(entry) == 2 else None
+    payload = fields.get(ENVELOPE_FIELD) if isinstance(fields, dict) else None
+    if not isinstance(payload, bytes):
+        raise TypeError(f"not a stream entry with bytes field 'envelope': {entry!r}")
+    return payload
+
+
 async def _xrange(
     client: Client, key: str, after: StreamId, until: str, page: int
 ) -> AsyncIterator[StoredEvent]:
@@ -230,6 +270,9 @@ class EventStore:
         self._page_size = page_size
         self._key = key
         self._index = index
+        self._heads: dict[str, tuple[int, bytes]] = {}
+        """Stream -> (version, the digest of its event at that version) for the streams this
+        store appended to: the next append's link, without a read."""
 
     @property
     def page_size(self) -> int:
@@ -255,24 +298,29 @@ class EventStore:
         The store copies the envelopes and sets ``sequence`` (expected_version + 1, ...),
         ``table_id`` and ``command_id`` on the copies; the caller's messages are untouched.
         Envelopes the writer sealed already (:func:`studkit.commit.seal`) are stored as
-        they are, without a copy.
+        they are, without a copy, once the store has set their chain link (``prev_digest``)
+        in place.
         A retry with a ``command_id`` already recorded for this table returns the recorded
         outcome with ``duplicate=True`` and writes nothing, whatever it carries; given a
         ``fingerprint`` (a hash of the command), a recorded id with another fingerprint raises
         :class:`CommandIdReused`. Raises :class:`StreamConflict` when the stream is at
-        another version, and :class:`NotOwner` when the table has an owner record whose
-        fencing epoch is not ``epoch`` (nothing written either way).
+        another version (:class:`ChainBroken` when it is at ``expected_version`` but its
+        chain's head is not the digest of the event this append links to), and
+        :class:`NotOwner` when the table has an owner record whose fencing epoch is not
+        ``epoch`` (nothing written either way).
         """
         if expected_version < 0:
             raise ValueError("expected_version must be >= 0")
         if not command_id:
             raise ValueError("command_id must not be empty")
-        payloads = [
-            _sealed(envelope, table_id, command_id, expected_version + offset)
-            for offset, envelope in enumerate(envelopes, start=1)
-        ]
-        keys_ = tuple(self._key(table_id, name)
-                      for name in ("events", "commands", "version", "owner", "trimmed"))
+        first = head = await self._link(table_id, expected_version) if envelopes else b""
+        payloads = []
+        for offset, envelope in enumerate(envelopes, start=1):
+            payload = _sealed(envelope, table_id, command_id, expected_version + offset, head)
+            payloads.append(payload)
+            head = digest(payload)
+        keys_ = tuple(self._key(table_id, name) for name in
+                      ("events", "commands", "version", "owner", "trimmed", "chain"))
         if payloads and expected_version == 0:
             # Only a table's first append can create it. Indexed outside the script (the index
             # has no table hash tag, so the script stays in one Cluster slot) and before it: a
@@ -281,10 +329,16 @@ class EventStore:
             await self._client.sadd(self._index, table_id)
         reply = await self._run_append(
             keys_, (expected_version, command_id, table_id, fingerprint,
-                    "" if epoch is None else str(epoch), *payloads))
+                    "" if epoch is None else str(epoch), first, head, *payloads))
         match reply:
             case [b"appended", outcome]:
-                return _outcome(outcome, duplicate=False)
+                result = _outcome(outcome, duplicate=False)
+                if payloads:
+                    self._remember(table_id, result.version, head)
+                return result
+            case [b"broken_link", bytes(recorded)]:
+                self._heads.pop(table_id, None)
+                raise ChainBroken(table_id, expected_version, first, recorded)
             case [b"duplicate", outcome]:
                 return _outcome(outcome, duplicate=True)
             case [b"reused", outcome]:
@@ -295,6 +349,43 @@ class EventStore:
                 raise StreamConflict(table_id, expected_version, actual)
             case _:  # pragma: no cover - the script has no other reply
                 raise RuntimeError(f"append.lua replied {reply!r}")
+
+    async def _link(self, table_id: str, version: int) -> bytes:
+        """The digest of the stream's event ``version`` (GENESIS for 0): what this store
+        appended there, else the digest of the bytes the stream holds (one read), else, for
+        an event trimmed from Redis, the chain's recorded head, else (a stream written
+        before the chain whose last event left Redis) GENESIS."""
+        if version == 0:
+            return GENESIS
+        known = self._heads.get(table_id)
+        if known is not None and known[0] == version:
+            return known[1]
+        at = format_stream_id((0, version))
+        entries = await self._client.xrange(self._key(table_id, "events"), min=at, max=at,
+                                            count=1)
+        if not entries:
+            head = await self._client.hget(self._key(table_id, "chain"), "head")
+            return head if isinstance(head, bytes) else GENESIS
+        link = digest(_payload(entries[0]))
+        self._remember(table_id, version, link)
+        return link
+
+    def _remember(self, table_id: str, version: int, head: bytes) -> None:
+        heads = self._heads
+        heads.pop(table_id, None)
+        if len(heads) >= _HEADS_KEPT:
+            del heads[next(iter(heads))]  # the stream least recently appended to
+        heads[table_id] = (version, head)
+
+    async def chain(self, table_id: str) -> tuple[bytes | None, int | None]:
+        """The stream's chain as the script keeps it: the head (the digest of the last
+        event's bytes) and ``since`` (the first sequence whose envelope carries a link: 1,
+        or where a stream written before the chain began its chain); None for a stream
+        not appended to since the chain existed."""
+        head, since = await self._client.hmget(self._key(table_id, "chain"),
+                                               ["head", "since"])
+        return (head if isinstance(head, bytes) else None,
+                int(since) if since is not None else None)
 
     async def _run_append(
         self, keys_: tuple[str, ...], args: tuple[int | str | bytes, ...]
@@ -484,16 +575,19 @@ class EventStore:
         return sorted(_text(member) for member in members)
 
 
-def _sealed(envelope: EventEnvelope, table_id: str, command_id: str, sequence: int) -> bytes:
+def _sealed(envelope: EventEnvelope, table_id: str, command_id: str, sequence: int,
+            prev_digest: bytes) -> bytes:
     if envelope.table_id and envelope.table_id != table_id:
         raise ValueError(f"envelope for table {envelope.table_id!r} appended to {table_id!r}")
     if envelope.command_id and envelope.command_id != command_id:
         raise ValueError(f"envelope of command {envelope.command_id!r} in {command_id!r}")
     if envelope.sequence == sequence and envelope.table_id and envelope.command_id:
-        return bytes(envelope.SerializeToString(deterministic=True))  # sealed by the writer
+        envelope.prev_digest = prev_digest  # sealed by the writer: the link completes it
+        return bytes(envelope.SerializeToString(deterministic=True))
     sealed = EventEnvelope()
     sealed.CopyFrom(envelope)
     sealed.table_id = table_id
     sealed.command_id = command_id
     sealed.sequence = sequence
+    sealed.prev_digest = prev_digest
     return bytes(sealed.SerializeToString(deterministic=True))

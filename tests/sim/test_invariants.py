@@ -21,6 +21,7 @@ from sim.world import Probabilities, World
 from stud.v1 import envelope_pb2 as epb_envelope
 from stud.v1 import events_pb2 as epb
 from studkit import keys
+from studkit.chain import digest
 from studkit.errors import FailedPrecondition
 from studkit.mapping import card_to_proto
 from table.actor import decode
@@ -140,6 +141,19 @@ def test_a_store_that_drops_an_event_is_seen() -> None:
     assert at_append(lines, "commands:", "a gap")
 
 
+def test_a_stored_event_changed_is_seen_by_the_chain_at_the_next_append() -> None:
+    """One stored event's bytes changed behind the store (its time, which nothing else
+    reads): the next append links to the bytes the owner wrote, not to these."""
+    def touch(run: Run) -> None:
+        stream = run.world.data.streams[keys.table_stream("s21t0").encode()]
+        entry_id, fields = stream[-1]
+        envelope = epb_envelope.EventEnvelope.FromString(fields[b"envelope"])
+        envelope.occurred_at.nanos += 1
+        stream[-1] = (entry_id, {b"envelope": envelope.SerializeToString()})
+    lines = violations(sabotage=once(20, touch))
+    assert at_append(lines, "chain:", "s21t0"), lines
+
+
 def test_a_former_owner_that_writes_past_the_fence_is_seen() -> None:
     def unfence(world: World) -> None:
         world.data.unfenced = True
@@ -161,10 +175,16 @@ def test_a_command_appended_twice_is_seen_at_its_append() -> None:
         version = int(data.strings[keys.table_version(table).encode()])
         last.sequence = version + 1
         epoch = b"%d" % run.world.epoch[table]
+        chain = keys.table_key(table, "chain").encode()
         key_names = (stream, commands, keys.table_version(table).encode(),
-                     keys.table_owner(table).encode(), keys.table_key(table, "trimmed").encode())
+                     keys.table_owner(table).encode(), keys.table_key(table, "trimmed").encode(),
+                     chain)
+        head = data.hashes[chain][b"head"]
+        last.prev_digest = head
+        payload = last.SerializeToString()
         reply = scripts.append_script(data, list(key_names), [
-            b"%d" % version, command, table.encode(), b"", epoch, last.SerializeToString()])
+            b"%d" % version, command, table.encode(), b"", epoch, head, digest(payload),
+            payload])
         assert reply[0] == b"appended"
     assert at_append(violations(sabotage=once(20, again)), "commands:", "a second time")
 

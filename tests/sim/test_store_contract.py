@@ -16,6 +16,7 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.redis_client import connect
 from studkit.store import (
+    ChainBroken,
     CommandIdReused,
     EventStore,
     NotOwner,
@@ -35,6 +36,8 @@ async def outcome(call: Awaitable[object]) -> object:
     """What an append answered, as comparable data."""
     try:
         result = await call
+    except ChainBroken as exc:
+        return ("broken_link", exc.actual, exc.link, exc.head)
     except StreamConflict as exc:
         return ("conflict", exc.actual)
     except CommandIdReused as exc:
@@ -105,8 +108,35 @@ async def tail(store: EventStore, client: Any) -> list[object]:
             _tail(await store.tail("t", 1))]
 
 
+async def chained(store: EventStore, client: Any) -> list[object]:
+    """The chain's head and start, an append that does not link to the head (its stored
+    event changed behind the store's back, read by a store without the digest in hand), and
+    a stream written before the chain."""
+    first = [await outcome(store.append("t", [env("A"), env("B", 2)], 0, "c1")),
+             await outcome(store.append("t", [], 2, "c0")),
+             await outcome(store.append("t", [env("C")], 2, "c2"))]
+    chain = keys.table_key("t", "chain")
+    state = [await client.hgetall(chain)]
+    await client.hset(chain, "head", b"\x07" * 32)  # as if event 3 had other bytes
+    fresh = EventStore(client)
+    refused = [await outcome(fresh.append("t", [env("D")], 3, "c3")),
+               await outcome(store.append("t", [env("D")], 3, "c3")),
+               await store.recorded("t", "c3")]
+    await client.hset(chain, "head", state[0][b"head"])
+    after = [await outcome(fresh.append("t", [env("D")], 3, "c3"))]
+    await client.xadd(keys.table_stream("old"), {"envelope": env("Old").SerializeToString()},
+                      id="0-1")
+    if isinstance(client, SimRedis):  # the simulated Redis has no SET: the store never sets
+        client.data.strings[keys.table_version("old").encode()] = b"1"
+    else:
+        await client.set(keys.table_version("old"), "1")
+    old = [await outcome(store.append("old", [env("New")], 1, "c1")),
+           await client.hgetall(keys.table_key("old", "chain")), *await stored(store, "old")]
+    return [*first, *state, *refused, *after, *old, *await stored(store, "t")]
+
+
 CASES = {"conditional": conditional, "idempotent": idempotent, "fenced": fenced,
-         "corrupt": corrupt, "tail": tail}
+         "corrupt": corrupt, "tail": tail, "chained": chained}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

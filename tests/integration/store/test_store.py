@@ -22,9 +22,11 @@ from redis.crc import key_slot
 
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.chain import GENESIS, digest, verify_chain
 from studkit.redis_client import connect
 from studkit.store import (
     AppendResult,
+    ChainBroken,
     CommandIdReused,
     EventStore,
     StoreCorrupted,
@@ -97,6 +99,7 @@ class StoreContract:
         assert {e.envelope.table_id for e in stored} == {"t1"}
         expected = envelope("B2", payload=b"B2")
         expected.MergeFrom(EventEnvelope(sequence=5, table_id="t1", command_id="c2"))
+        expected.prev_digest = digest(stored[-2].envelope.SerializeToString(deterministic=True))
         assert stored[-1].envelope == expected
         assert await store.version("t1") == 5
 
@@ -488,6 +491,122 @@ class TestRedisEventStore(StoreContract):
         assert not stored.envelope.HasField("occurred_at")
         assert stored.envelope.payload == b""
         assert (await store.append("t1", envelopes(1), 1, command_id="c")).version == 2
+
+    # -- the chain (studkit.chain) -----------------------------------------------------------
+
+    async def raw(self, table: str) -> list[bytes]:
+        """The stream's stored envelope bytes, in order."""
+        return [fields[b"envelope"] for _, fields in
+                await self.client().xrange(keys.table_stream(table))]
+
+    async def test_the_events_form_a_chain_over_their_stored_bytes(self) -> None:
+        """Each envelope links to the digest of the stored bytes of the one before it,
+        within a command and across commands; the head is the last one's digest."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(3, "A"), 0, "c1")
+        await store.append("t1", [], 3, "nothing")
+        await EventStore(self.client()).append("t1", envelopes(2, "B"), 3, "c2")  # no cache
+        await store.append("t1", envelopes(1, "C"), 5, "c3")
+        raw = await self.raw("t1")
+        links = [EventEnvelope.FromString(r).prev_digest for r in raw]
+        assert links == [GENESIS, *(digest(r) for r in raw[:-1])]
+        assert await store.chain("t1") == (digest(raw[-1]), 1)
+        assert verify_chain("t1", raw, head=digest(raw[-1])) is None
+        assert await store.chain("nobody") == (None, None)
+
+    async def test_refuses_an_append_that_does_not_link_to_the_head(self) -> None:
+        """A stored event changed behind the store's back: a store that links to what the
+        stream now holds is refused (ChainBroken, nothing written), as is the first append
+        of a stream that does not link to GENESIS."""
+        store = await self.make_store()
+        await store.append("t1", envelopes(2), 0, "c1")
+        client = self.client()
+        stream = keys.table_stream("t1")
+        first, second = await self.raw("t1")
+        changed = EventEnvelope.FromString(second)
+        changed.payload = b"E9"
+        await client.delete(stream)
+        await client.xadd(stream, {"envelope": first}, id="0-1")
+        await client.xadd(stream, {"envelope": changed.SerializeToString()}, id="0-2")
+        with pytest.raises(ChainBroken) as refused:
+            await EventStore(self.client()).append("t1", envelopes(1), 2, "c2")
+        assert refused.value.head == digest(second) == (await store.chain("t1"))[0]
+        assert refused.value.link == digest(changed.SerializeToString())
+        assert isinstance(refused.value, StreamConflict) and refused.value.actual == 2
+        assert await store.version("t1") == 2 and await store.recorded("t1", "c2") is None
+        # The store that wrote event 2 still links to the bytes it wrote: it appends.
+        assert (await store.append("t1", envelopes(1), 2, "c2")).version == 3
+        # The script itself, given a first append that does not start from GENESIS.
+        names = ("events", "commands", "version", "owner", "trimmed", "chain")
+        reply = await store._run_append(tuple(keys.table_key("t2", n) for n in names),
+                                        (0, "c1", "t2", "", "", b"\x01" * 32, b"\x02" * 32,
+                                         b"x"))
+        assert reply == [b"broken_link", GENESIS]
+        assert await store.version("t2") == 0
+
+    async def test_a_writer_whose_last_event_was_lost_is_refused_then_rereads(self) -> None:
+        """Writer A appended event 2, which a failover lost; writer B appended another event
+        2. A, at the same version, links to its own event 2: refused like a lost race, and
+        its next attempt links to the stream's event 2."""
+        a, b = await self.make_store(), await self.make_store()
+        await a.append("t1", envelopes(1, "A"), 0, "c1")
+        await a.append("t1", envelopes(1, "A"), 1, "c2")
+        client = self.client()
+        head, _ = await a.chain("t1")
+        first, _lost = await self.raw("t1")
+        await client.delete(keys.table_stream("t1"))  # as a replica without event 2 has it
+        await client.xadd(keys.table_stream("t1"), {"envelope": first}, id="0-1")
+        await client.set(keys.table_version("t1"), 1)
+        await client.hset(keys.table_key("t1", "chain"), "head", digest(first))
+        await b.append("t1", envelopes(1, "B"), 1, "c3")
+        with pytest.raises(ChainBroken):
+            await a.append("t1", envelopes(1, "A"), 2, "c4")
+        assert (await a.append("t1", envelopes(1, "A"), 2, "c4")).version == 3
+        raw = await self.raw("t1")
+        assert verify_chain("t1", raw, head=(await a.chain("t1"))[0]) is None
+        assert head != digest(raw[1])
+
+    async def test_a_table_written_before_the_chain_starts_it_at_a_recorded_point(
+            self) -> None:
+        """Events stored without links (the old format): the first append links to the
+        digest of the last stored event and records where the chain starts; a verifier
+        given that point checks the chain from there, the anchor event's bytes included."""
+        client = self.client()
+        stream = keys.table_stream("old")
+        old = [old_envelope_bytes(event_type="HandStarted", sequence=n) for n in (1, 2, 3)]
+        for n, raw in enumerate(old, start=1):
+            await client.xadd(stream, {"envelope": raw}, id=f"0-{n}")
+        await client.set(keys.table_version("old"), 3)
+        store = await self.make_store()
+        assert await store.chain("old") == (None, None)
+        await store.append("old", envelopes(2), 3, "c1")
+        raw = await self.raw("old")
+        assert raw[:3] == old
+        assert EventEnvelope.FromString(raw[3]).prev_digest == digest(old[2])
+        head, since = await store.chain("old")
+        assert (head, since) == (digest(raw[-1]), 4)
+        assert verify_chain("old", raw, since=since, head=head) is None
+        changed = old[2].replace(b"HandStarted", b"HandStartee")
+        broken = verify_chain("old", [*raw[:2], changed, *raw[3:]], since=since, head=head)
+        assert broken is not None and broken.sequence == 3
+        assert (broken.expected, broken.found) == (digest(old[2]), digest(changed))
+        # Events before the recorded point are not linked: a change there goes unseen.
+        changed = old[0].replace(b"HandStarted", b"HandStartee")
+        assert verify_chain("old", [changed, *raw[1:]], since=since, head=head) is None
+
+    async def test_an_append_after_the_head_left_for_the_archive_links_to_it(self) -> None:
+        """The stream's events all trimmed (archived): a store without the last digest in
+        hand links to the chain's recorded head."""
+        await (await self.make_store()).append("t1", envelopes(2), 0, "c1")
+        last = (await self.raw("t1"))[-1]
+        client = self.client()
+        await client.xtrim(keys.table_stream("t1"), minid="0-3")
+        await client.set(keys.table_key("t1", "trimmed"), 2)
+        store = await self.make_store()
+        assert (await store.append("t1", envelopes(1), 2, "c2")).version == 3
+        (raw,) = await self.raw("t1")
+        assert EventEnvelope.FromString(raw).prev_digest == digest(last)
+        assert verify_chain("t1", [raw], start=digest(last), head=digest(raw)) is None
 
     async def test_tailer_refuses_a_block_longer_than_the_socket_timeout(self) -> None:
         """A blocked XREAD outliving the client's socket timeout would fail; the tailer
