@@ -62,6 +62,10 @@ from wallet.transaction import Transaction as Transaction
 BASIS_POINTS: Final = RULES_BASIS_POINTS
 MAX_PLACE: Final = 100_000
 """The last place a prize may name."""
+SHARE: Final = 0
+"""The "place" of a cancelled tournament's share of its pool by chips: paid to an entry still
+in when the tournament was cancelled after its first bust, which holds no place (issue 29,
+G3: refused as out of range, the pool stayed full and the payment due for ever)."""
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -364,8 +368,9 @@ def _decide_refund(command: RefundEntry, view: LedgerView) -> Transaction:
 
 def _decide_prize(command: PayPrize) -> Transaction:
     amount = _amount(command.amount, "amount", positive=True)
-    if not 1 <= command.place <= MAX_PLACE:
-        raise InvalidTransaction("place", "place_out_of_range", f"must be 1..{MAX_PLACE}")
+    if command.place != SHARE and not 1 <= command.place <= MAX_PLACE:
+        raise InvalidTransaction("place", "place_out_of_range",
+                                 f"must be 1..{MAX_PLACE}, or {SHARE} for a cancel's share")
     player, pool = player_account(command.player_id), pool_account(command.tournament_id)
     return Transaction(
         kind=TxKind.PRIZE,

@@ -202,7 +202,9 @@ class RefundEntry:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PayPrize:
-    """Pay ``amount`` of a tournament's pool to a player who entered it, for ``place``."""
+    """Pay ``amount`` of a tournament's pool to a player who entered it, for ``place``
+    (1..``MAX_PLACE``), or as the player's share by chips of a cancelled tournament's pool
+    (``place`` 0, ``ledger.SHARE``)."""
 
     player_id: str
     tournament_id: str

@@ -100,8 +100,8 @@ CASES: dict[str, Case] = {
                                                  C.FAILED_PRECONDITION, "not_entered"),
     "prize_for_a_refunded_player": Case(TOURNAMENT, "PayPrize", prize(player_id="dave"),
                                         C.FAILED_PRECONDITION, "not_entered"),
-    "prize_place_zero": Case(TOURNAMENT, "PayPrize", prize(place=0), C.INVALID_ARGUMENT,
-                             "place_out_of_range"),
+    "prize_place_past_the_last": Case(TOURNAMENT, "PayPrize", prize(place=100_001),
+                                      C.INVALID_ARGUMENT, "place_out_of_range"),
     # refunds
     "refund_an_entry_never_made": Case(TOURNAMENT, "RefundEntry", refund(entry_id="e-none"),
                                        C.NOT_FOUND, "unknown_entry"),

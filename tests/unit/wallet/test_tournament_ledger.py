@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from studtest.wallet_model import ModelWallet
 from wallet.ledger import (
     MAX_PLACE,
+    SHARE,
     Guard,
     GuardOp,
     InvalidTransaction,
@@ -104,6 +105,18 @@ class TestDecide:
             decide(refund(player="bob"), LedgerView(entry=E1))
         assert info.value.reason == "entry_of_another_player"
 
+    def test_a_cancels_share_by_chips_is_a_prize_of_place_0(self) -> None:
+        """Issue 29, G3: an entry still in when its tournament is cancelled after a bust is
+        paid its share of the pool by chips, with no place (0): paid from the pool as a
+        prize, recorded with place 0, where it was refused ``place_out_of_range`` and the
+        pool stayed full."""
+        tx = decide(prize(70, place=SHARE))
+        assert tx.kind is TxKind.PRIZE
+        assert tx.postings == (Posting(POOL, -70), Posting(ALICE, 70))
+        assert tx.guards == (Guard(POOL, GuardOp.AT_LEAST, 70),)
+        assert tx.pool is not None and (tx.pool.place, tx.pool.ref) == (0, "p1")
+        assert tx.fingerprint != decide(prize(70, place=1)).fingerprint
+
     def test_a_prize_is_guarded_by_the_pool(self) -> None:
         """From the pool to the player, never more than the pool holds."""
         tx = decide(prize(70, place=2))
@@ -122,7 +135,6 @@ class TestDecide:
             (prize(0), "non_positive_amount"),
             (prize(-3), "non_positive_amount"),
             (prize(MAX_AMOUNT + 1), "amount_too_large"),
-            (prize(10, place=0), "place_out_of_range"),
             (prize(10, place=MAX_PLACE + 1), "place_out_of_range"),
         ],
     )
