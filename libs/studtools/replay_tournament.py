@@ -8,8 +8,10 @@ the wallet's pool record:
 - the places, recomputed from the busts alone (the later round the better, then the larger
   stack at the start of that hand; equal ones share), are a permutation of 1..field and agree
   with every prize's place;
-- the prizes sum to the pool: the buy-ins of the paid entries, and the buy-ins the wallet's
-  pool record holds (entries not refunded), and each prize the wallet paid is one of them.
+- every money fact, whatever the phase (a cancelled tournament's too): each refund and prize
+  due is paid, they sum to the buy-ins charged once it is over, and against the wallet's pool
+  record every entry it charged is in the log, its refunds and prizes are the log's, its
+  balance is what they leave, and an empty pool once it is over (``check_money``).
 
 It reads Redis directly, as the rest of ``stud replay`` does (``REDIS_URL`` or make run's);
 the last line is ``entrants=… levels=… moves=… busts=… payouts=… verified=yes|no``, exit
@@ -177,26 +179,62 @@ def check_tables(h: History, tables: Mapping[str, TableLog]) -> list[str]:
 
 
 def check_money(h: History, pool: Mapping[str, str] | None) -> list[str]:
-    """Prizes against the pool (the log's and the wallet's record); the problems found."""
+    """Every money fact, whatever the phase (a cancelled tournament's as much as a finished
+    one's: issue 29, G2, where a cancelled one without prizes was not looked at): each refund
+    and prize due has its payment; the refunds and prizes never exceed the buy-ins charged
+    and, once it is over, are exactly those; and against the wallet's pool record (when
+    readable): every entry it charged is one the log took, each refund the log made was
+    refunded there and none other, the prizes it paid are those the log made, its balance is
+    what its entries and prizes leave, and once every payment is made the pool is empty. The
+    problems found."""
     problems: list[str] = []
-    if h.cancelled and not h.prizes:
-        return problems
+    due: list[tuple[str, int, str]] = [(r.payment_id, r.buy_in, r.player_id)
+                                       for r in h.refunds]
+    due += [(p.payment_id, p.amount, p.player_id) for p in h.prizes]
+    problems += [f"payment {k} ({amount:,} to {player}) is due and not paid"
+                 for k, amount, player in due if k not in h.paid_out]
+    charged = h.buy_in * len(h.paid)
+    refunds = sum(r.buy_in for r in h.refunds)
     prizes = sum(p.amount for p in h.prizes)
-    refunded = {r.entry_id for r in h.refunds}
-    in_pool = h.buy_in * len([e for e in h.field_entries() if e not in refunded])
-    if h.finished and prizes != in_pool:
-        problems.append(f"prizes sum to {prizes}, the entries' buy-ins to {in_pool}")
+    if refunds + prizes > charged:
+        problems.append(f"refunds {refunds:,} and prizes {prizes:,} due exceed the buy-ins "
+                        f"charged, {charged:,}")
+    elif (h.finished or h.cancelled) and refunds + prizes != charged:
+        problems.append(f"the tournament is over with buy-ins of {charged:,} charged and "
+                        f"{refunds + prizes:,} due back (refunds {refunds:,}, prizes "
+                        f"{prizes:,})")
     if pool is None:
         return problems
-    entries = [json.loads(v) for k, v in pool.items() if k.startswith("entry:")]
-    held = sum(int(e["buy_in"]) for e in entries if int(e["refunded"]) != 1)
-    if h.finished and prizes != held:
-        problems.append(f"prizes sum to {prizes}, the wallet's pool holds {held}")
+    entries = {k.partition(":")[2]: json.loads(v) for k, v in pool.items()
+               if k.startswith("entry:")}
+    log_paid = set(h.paid)
+    for entry_id, w in entries.items():
+        if entry_id not in log_paid or h.players.get(entry_id) != w["player"]:
+            problems.append(f"the wallet charged entry {entry_id} ({w['player']}), which the "
+                            "log never took")
+    problems += [f"entry {e} is paid in the log, the wallet never charged it"
+                 for e in h.paid if e not in entries]
+    refunded_in_log = {r.entry_id for r in h.refunds if r.payment_id in h.paid_out}
+    owed = {r.entry_id for r in h.refunds}
+    for entry_id, w in entries.items():
+        if int(w["refunded"]) == 1 and entry_id not in owed:
+            problems.append(f"the wallet refunded entry {entry_id}, the log owes it no refund")
+        if entry_id in refunded_in_log and int(w["refunded"]) != 1:
+            problems.append(f"refund/{entry_id} is paid in the log, the wallet has not "
+                            "refunded it")
     paid = sorted(int(json.loads(v)["amount"]) for k, v in pool.items()
                   if k.startswith("prize:"))
-    due = sorted(p.amount for p in h.prizes if p.payment_id in h.paid_out)
-    if paid != due:
-        problems.append(f"the wallet paid prizes {paid}, the tournament recorded {due}")
+    made = sorted(p.amount for p in h.prizes if p.payment_id in h.paid_out)
+    if paid != made:
+        problems.append(f"the wallet paid prizes {paid}, the tournament recorded {made}")
+    if "balance" in pool:
+        balance = int(pool["balance"])
+        held = sum(int(w["buy_in"]) for w in entries.values() if int(w["refunded"]) != 1)
+        if balance != held - sum(paid):
+            problems.append(f"the wallet's pool balance is {balance:,}, its entries and "
+                            f"prizes leave {held - sum(paid):,}")
+        if (h.finished or h.cancelled) and balance != 0:
+            problems.append(f"the tournament is over and the pool still holds {balance:,}")
     return problems
 
 
@@ -241,13 +279,21 @@ async def read_records(source: RedisSource, tournament_id: str) -> list[Record]:
 
 
 async def read_pool(source: RedisSource, tournament_id: str) -> dict[str, str] | None:
-    """The wallet's record of the pool; None when this Redis user may not read it."""
+    """The wallet's record of the pool (its hash: ``entry:<id>``, ``prize:<key>``, ...) and
+    the pool account's balance (``balance``, left out when this user may not read the
+    balances); None when this Redis user may not read the pool."""
     try:
         raw = await source.client.hgetall(keys.wallet_key(f"pool:{tournament_id}"))
     except ResponseError:  # an ACL refusal (NOPERM): the check is skipped, and said so
         return None
-    return {(k.decode() if isinstance(k, bytes) else k):
-            (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+    out = {(k.decode() if isinstance(k, bytes) else k):
+           (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+    try:
+        balance = await source.client.hget(keys.wallet_key("balances"), f"pool:{tournament_id}")
+    except ResponseError:
+        return out
+    out["balance"] = balance.decode() if isinstance(balance, bytes) else str(balance or 0)
+    return out
 
 
 def _time(at: float) -> str:
@@ -276,6 +322,9 @@ def report(h: History, problems: Sequence[str], pool_read: bool, out: TextIO) ->
     for p in h.prizes:
         print(f"payout {p.entry_id} ({p.player_id}) place {p.place}: {p.amount}"
               f"{'' if p.payment_id in h.paid_out else ' (not paid yet)'}", file=out)
+    for r in h.refunds:
+        print(f"refund {r.entry_id} ({r.player_id}): {r.buy_in + r.fee}"
+              f"{'' if r.payment_id in h.paid_out else ' (not paid yet)'}", file=out)
     if not pool_read:
         print("note: the wallet's pool record is not readable with these credentials",
               file=out)
