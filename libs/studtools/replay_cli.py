@@ -6,9 +6,10 @@
   auditor's) token; the auditor's view merges the dealer's record and checks the commitment.
 - ``verify [--table T] [--hand N] [--all]``: every command re-decided, chips conserved, the
   wallet's settlement postings equal to the folded result, and (with auditor credentials and
-  the dealer) every dealt card against the committed deck. Ends with
-  ``hands=… verified=… failed=…``; exit status 1 on any failure, naming the hand and the
-  first wrong event.
+  the dealer) every dealt card against the committed deck, and the hash chain of the stored
+  bytes (:mod:`studkit.chain`: the first broken link named with its table, event and the
+  digests expected and found). Ends with ``hands=… verified=… failed=…``; exit status 1 on
+  any failure, naming the hand and the first wrong event.
 - ``export --table T [--hand N] --format phh|text|jsonl``.
 - ``tournament --id T``: a tournament's history, verified against the tables' logs
   (:mod:`studtools.replay_tournament`).
@@ -39,6 +40,7 @@ from rules.config import TableConfig
 from rules.history import render_history
 from rules.phh import export_phh
 from stud.v1 import room_pb2 as rpb
+from studkit.chain import ChainBreak
 from studkit.deckproof import audit_from_proto, verify_hand
 from studkit.repository import encode
 from studtools import replay_find
@@ -391,8 +393,12 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
                 verdict.checks.append("wallet")
             verdicts.append(verdict)
     await _recheck_last_settlement(settings, table_id, todo, verdicts)
+    if log.chain is not None:
+        _chain_problem(table_id, log.chain, todo, verdicts, hand_number)
     if log.note and verdicts:
         verdicts[0].notes.append(log.note)
+    if log.chain_note and verdicts:
+        verdicts[0].notes.append(log.chain_note)
     if settings.dealer_target and settings.auditor_token:
         dealer = DealerSource(settings.dealer_target)
         try:
@@ -400,6 +406,27 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
         finally:
             await dealer.aclose()
     return verdicts
+
+
+def _chain_problem(table_id: str, broken: ChainBreak, hands: Sequence[HandLog],
+                   verdicts: list[HandVerdict], hand_number: int | None) -> None:
+    """The chain's first broken link as a problem of the hand it falls in (the last hand
+    that starts at or before it; with ``--hand``, only if it is that hand's)."""
+    def first(hand: HandLog) -> int:
+        items = hand.lead or hand.events
+        return items[0].sequence if items else 0
+
+    at = [i for i, h in enumerate(hands) if first(h) <= broken.sequence]
+    index = at[-1] if at else 0
+    if hand_number is not None and (not hands or hands[index].number != hand_number):
+        return
+    problem = Problem(hands[index].number if hands else 0, broken.sequence,
+                      "chain broken: expected digest " + broken.expected.hex()
+                      + ", found " + broken.found.hex() + f" ({broken.detail})")
+    if not verdicts:
+        verdicts.append(HandVerdict(table_id, 0))
+    verdicts[index].problems.append(problem)
+    verdicts[index].checks.append("chain")
 
 
 SETTLE_GRACE_S = 2.0

@@ -43,6 +43,7 @@ from stud.v1 import dealer_pb2_grpc as dpb_grpc
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Principal, Role, SigningKey, TokenIssuer, bearer_metadata
+from studkit.chain import GENESIS, ChainBreak, ChainVerifier, digest
 from studkit.mapping import (
     card_from_proto,
     event_from_envelope,
@@ -192,6 +193,10 @@ class TableLog:
     note: str = ""
     room: list[RoomLogged] = field(default_factory=list)
     """The room's events (buy-ins, settlements, refunds, closing), beside the game's."""
+    chain: ChainBreak | None = None
+    """The first broken link of the events read (their stored bytes), None when whole."""
+    chain_note: str = ""
+    """What of the chain could not be checked (e.g. the links into an archive not read)."""
 
 
 def _split(decoded: list[Logged | RoomLogged]) -> tuple[list[Logged], list[RoomLogged]]:
@@ -274,11 +279,30 @@ class RedisSource:
             last = entries[-1][0]
             start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
 
+    async def chain_state(self, table_id: str) -> tuple[int, bytes | None, int | None]:
+        """The stream's version, then its chain's head and start (``since``), in one round
+        trip (:meth:`studkit.store.EventStore.chain`; None, None: never appended to since
+        the chain existed). Not a MULTI (the auditor's user may not): an append between the
+        two makes the head a later event's, which a reader finds among the events after the
+        version."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(keys.table_version(table_id))
+            pipe.hmget(keys.table_key(table_id, "chain"), ["head", "since"])
+            version, (head, since) = await pipe.execute()
+        return (int(version) if version is not None else 0,
+                head if isinstance(head, bytes) else None,
+                int(since) if since is not None else None)
+
     async def log(self, table_id: str, archive: Path | None = None) -> TableLog:
         """The table's log, decoded; :class:`SourceError` for an unknown table. When the
         stream's head was archived (``stud archive``), the archived events come first if
         ``archive`` (the archive's directory) has them; otherwise the log starts from the
-        table's snapshot, and the hands before it are left out with a note."""
+        table's snapshot, and the hands before it are left out with a note.
+
+        The chain of the stored bytes read is checked on the way (:mod:`studkit.chain`):
+        from the stream's first event when PostgreSQL's rows and Redis's are read together,
+        from the first event in Redis otherwise (its link into the archive taken as it is)."""
+        version, head, since = await self.chain_state(table_id)
         with no_gc():  # a long list of long-lived, acyclic objects: nothing to collect
             raw = await self.raw_log(table_id)
             if not raw and not await self.client.sismember(keys.table_index(), table_id):
@@ -286,15 +310,24 @@ class RedisSource:
             decoded = [decode_entry(entry_id, payload) for entry_id, payload in raw]
         events, room = _split(decoded)
         if not decoded or decoded[0].sequence <= 1:
-            return TableLog(TableState(), events, room=room)
+            return TableLog(TableState(), events, room=room,
+                            **_chained(table_id, [], raw, version, head, since))
         trimmed = decoded[0].sequence - 1
         if archive is not None or self.history_dsn:
-            older = ([decode_envelope(e) for e in archived_events(archive, table_id)
-                      if e.sequence <= trimmed]  # an export may reach into the hot window
-                     if archive is not None else await self._archived(table_id, trimmed))
+            old_raw: list[bytes] = []
+            if archive is not None:
+                older = [decode_envelope(e) for e in archived_events(archive, table_id)
+                         if e.sequence <= trimmed]  # an export may reach into the hot window
+            else:
+                old_raw = await self._archived(table_id, trimmed)
+                older = [decode_envelope(EventEnvelope.FromString(r)) for r in old_raw]
             if [e.sequence for e in older] == list(range(1, trimmed + 1)):
                 old_events, old_room = _split(older)
-                return TableLog(TableState(), old_events + events, room=old_room + room)
+                chain = _chained(table_id, old_raw, raw, version, head, since,
+                                 skipped="" if archive is None else
+                                 "read from the export's files, not as stored bytes")
+                return TableLog(TableState(), old_events + events, room=old_room + room,
+                                **chain)
             raise SourceError(f"table {table_id}: the archive in {archive or 'PostgreSQL'} "
                               f"does not hold events 1..{trimmed}")
         snapshot = await self.client.hgetall(snapshot_key(table_id))
@@ -307,7 +340,8 @@ class RedisSource:
         kept = [e for e in events if e.sequence > version]
         return TableLog(state, kept, room=[e for e in room if e.sequence > version], note=(
             f"table {table_id}: events 1..{version} (hands 1..{state.hands_started}) are "
-            "archived: give --archive DIR to replay them"))
+            "archived: give --archive DIR to replay them"),
+            **_chained(table_id, [], raw, version, head, since, skipped="archived"))
 
     async def hand_log(self, table_id: str, hand: int) -> TableLog | None:
         """Only as much of the log as hand ``hand`` needs, when it left Redis: from the start
@@ -345,15 +379,14 @@ class RedisSource:
         start = state_from_json(before) if before is not None else TableState()
         return TableLog(start, events, room=room)
 
-    async def _archived(self, table_id: str, trimmed: int) -> list[Logged | RoomLogged]:
-        """Events ``1 .. trimmed`` of a table from PostgreSQL, decoded."""
+    async def _archived(self, table_id: str, trimmed: int) -> list[bytes]:
+        """Events ``1 .. trimmed`` of a table from PostgreSQL: their stored bytes."""
         import psycopg
 
         from studhistory.pgarchive import archived
         try:
             async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
-                return [decode_envelope(EventEnvelope.FromString(raw))
-                        async for _, raw in archived(conn, table_id, 1, trimmed)]
+                return [raw async for _, raw in archived(conn, table_id, 1, trimmed)]
         except psycopg.Error as exc:
             raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None
 
@@ -392,6 +425,51 @@ class RedisSource:
             if "NOPERM" in str(exc):
                 return None
             raise
+
+
+def _chained(table_id: str, archived_raw: Sequence[bytes],
+             raw: Sequence[tuple[bytes, bytes]], version: int, head: bytes | None,
+             since: int | None, *, skipped: str = "") -> dict[str, Any]:
+    """The chain over a table's stored bytes, as :class:`TableLog`'s ``chain`` and
+    ``chain_note``: PostgreSQL's rows (``archived_raw``, from event 1) then Redis's entries
+    (``raw``). The recorded head (read after ``version``, before the stream) must be the
+    digest of event ``version`` or of one appended since (those are checked by their
+    links)."""
+    whole = bool(archived_raw) or not raw or _sequence(raw[0][0]) <= 1
+    verifier = ChainVerifier(table_id, GENESIS if whole else None, since=since)
+    broken = None
+    for payload in [*archived_raw, *(payload for _, payload in raw)]:
+        broken = verifier.feed(payload)
+        if broken is not None:
+            break
+    if broken is None:
+        broken = verifier.finish()
+    last = _sequence(raw[-1][0]) if raw else len(archived_raw)
+    if broken is None and head is not None and last < version:
+        broken = ChainBreak(table_id, last + 1, head, verifier.last or b"",
+                            f"events #{last + 1}..#{version} are missing from the stream's "
+                            f"end (expected: the recorded head; found: event #{last}'s digest)")
+    if broken is None and head is not None:
+        recent = [(_sequence(i), digest(p)) for i, p in raw if _sequence(i) >= version]
+        if recent and head not in {d for _, d in recent}:
+            broken = ChainBreak(table_id, recent[0][0], head, recent[0][1],
+                                "the stream's recorded head does not match this event's bytes")
+    notes = []
+    if not whole:
+        first = _sequence(raw[0][0])
+        notes.append(f"table {table_id}: the chain is checked from event #{first} "
+                     f"(events 1..{first - 1}: {skipped or 'not read'})")
+    if since is not None and since > 1:
+        notes.append(f"table {table_id}: events 1..{since - 1} were stored before the chain: "
+                     f"it starts at event #{since}")
+    elif since is None and verifier.count and not verifier.chained:
+        notes.append(f"table {table_id}: no event carries a link (stored before the chain)")
+    return {"chain": broken, "chain_note": "; ".join(notes)}
+
+
+def _sequence(entry_id: bytes | str) -> int:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.partition("-")[2] or 0)
 
 
 # --- the dealer --------------------------------------------------------------------------------

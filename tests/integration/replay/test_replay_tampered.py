@@ -4,6 +4,7 @@ hand and the first wrong event (the stream or ledger is restored after each test
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -25,7 +26,8 @@ LEDGER = keys.wallet_key("ledger")
 def rewritten(url: str, key: str, change: Callable[[bytes, dict[bytes, bytes]], bool]
               ) -> Iterator[None]:
     """Rewrite stream ``key`` entry by entry (same ids) with ``change`` applied in place to
-    each entry's fields until it returns True once; restore the stream afterwards."""
+    each entry's fields until it returns True once; restore the stream afterwards (its
+    entries as they were, and those the table appended meanwhile)."""
     client = connect_sync(url)
     entries = client.xrange(key)
     changed = False
@@ -39,9 +41,11 @@ def rewritten(url: str, key: str, change: Callable[[bytes, dict[bytes, bytes]], 
         assert changed, "nothing was changed"
         yield
     finally:
+        original = dict(entries)
+        now = client.xrange(key)
         client.delete(key)
-        for entry_id, fields in entries:
-            client.xadd(key, fields, id=entry_id)
+        for entry_id, fields in now:
+            client.xadd(key, original.get(entry_id, fields), id=entry_id)
         client.close()
 
 
@@ -104,3 +108,54 @@ async def test_a_wrong_ledger_posting_fails_naming_the_hand(replay_env: Played) 
         assert len(failed) == 1 and where in failed[0], out
         assert "ledger entry" in failed[0] and "the hand's result is" in failed[0]
         assert out.strip().splitlines()[-1].endswith("failed=1")
+
+
+def _one_byte(envelope_bytes: bytes) -> bytes:
+    """The same envelope with one byte of its time changed (nothing the rules read)."""
+    envelope = EventEnvelope.FromString(envelope_bytes)
+    envelope.occurred_at.nanos ^= 1
+    changed = envelope.SerializeToString(deterministic=True)
+    assert len(changed) == len(envelope_bytes)
+    assert sum(a != b for a, b in zip(changed, envelope_bytes, strict=True)) == 1
+    return changed
+
+
+@pytest.mark.parametrize("where", ["middle", "last"])
+async def test_one_byte_changed_is_named_by_the_chain(replay_env: Played, where: str) -> None:
+    """One byte of one stored envelope changed where the rules cannot see it (its time):
+    the chain names the table, the event, the digest expected and the digest found; the
+    stream's last event is checked against the recorded head."""
+    table = replay_env.table_id
+    client = connect_sync(replay_env.admin_url)
+    try:
+        entries = client.xrange(keys.table_stream(table))
+    finally:
+        client.close()
+    victim = len(entries) // 2 if where == "middle" else len(entries) - 1
+    target = entries[victim][0]
+    seen: dict[str, object] = {}
+
+    def change(entry_id: bytes, fields: dict[bytes, bytes]) -> bool:
+        if entry_id != target:
+            return False
+        seen["before"] = hashlib.sha256(fields[b"envelope"]).hexdigest()
+        fields[b"envelope"] = _one_byte(fields[b"envelope"])
+        seen["after"] = hashlib.sha256(fields[b"envelope"]).hexdigest()
+        seen["sequence"] = EventEnvelope.FromString(fields[b"envelope"]).sequence
+        return True
+
+    with rewritten(replay_env.admin_url, keys.table_stream(table), change):
+        status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
+        assert status == 1, out
+        failed = [line for line in out.splitlines() if line.startswith("FAILED")]
+        assert len(failed) == 1, out
+        assert f"FAILED table {table} hand " in failed[0]
+        assert (f"event #{seen['sequence']}: chain broken: expected digest {seen['before']}, "
+                f"found {seen['after']}") in failed[0], failed[0]
+        status, out = await run_cli(["replay", "verify", "--table", table, "--json"])
+        report = json.loads(out)
+        assert status == 1 and report["failed"] == 1
+        (problem,) = report["failures"][0]["problems"]
+        assert problem["event"] == seen["sequence"] and seen["before"] in problem["what"]
+    status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
+    assert status == 0, out
