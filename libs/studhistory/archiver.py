@@ -26,6 +26,7 @@ trims it once it leaves the hot window).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -307,6 +308,10 @@ class History(Protocol):
     async def event_bytes(self, table_id: str, first: int, last: int) -> dict[int, bytes]:
         """Sequence -> archived envelope bytes, for ``first .. last``."""
 
+    async def records_through(self, table_id: str, upto_hand: int) -> int:
+        """The greatest hand ``h <= upto_hand`` such that every archived hand of the table up
+        to ``h`` has its dealer's record row (an empty record: the dealer had none)."""
+
 
 class RecordUnavailable(ArchiveError):
     """The dealer could not give a hand's record now (it is down): the copy waits for it,
@@ -314,11 +319,15 @@ class RecordUnavailable(ArchiveError):
 
 
 class DealerRecords(Protocol):
-    """The dealer's record of a hand, read as the archiver (``GetAudit``): its bytes, None
-    when the dealer has none (a hand voided before its deck); :class:`RecordUnavailable`
-    when it cannot answer now."""
+    """The dealer as the archiver sees it."""
 
-    async def record(self, table_id: str, hand: int) -> bytes | None: ...
+    async def record(self, table_id: str, hand: int) -> bytes | None:
+        """A hand's record (``GetAudit``): its bytes, None when the dealer has none (no deck
+        was made for the hand); :class:`RecordUnavailable` when it cannot answer now."""
+
+    async def release(self, table_id: str, through_hand: int) -> int:
+        """Let the dealer forget its keys of hands up to ``through_hand`` (``ReleaseHands``);
+        the hand it has released through; :class:`RecordUnavailable` when it cannot now."""
 
 
 @dataclass
@@ -334,6 +343,8 @@ class Outcome:
     dry_run: bool = False
     ended: list[datetime] = field(default_factory=list)
     """When each hand this step wrote ended (for the archive's lag)."""
+    released_through: int = 0
+    """The hand the dealer forgot its keys through after this step's trim (0: not asked)."""
 
     def describe(self) -> str:
         p = self.plan
@@ -374,8 +385,7 @@ async def _segment(store: EventStore, the_plan: Plan, base: TableState,
     if dealer is not None:
         for hand in the_plan.hands:
             record = await dealer.record(table_id, hand)
-            if record is not None:
-                records[hand] = record
+            records[hand] = record if record is not None else b""  # b"": the dealer has none
     return Segment(table_id, start + 1, upto, events[-1].digest,
                    state_to_json(_fold(base, envelopes)), events,
                    tuple(hand_rows(base, envelopes)), records)
@@ -436,6 +446,13 @@ async def archive_table(store: EventStore, history: History, table_id: str, *,
     if the_plan.trimming:
         await _verify_trim(store, history, the_plan)
         outcome.trimmed_to = await _trim(store, table_id, the_plan.trim_to, the_plan.trimmed)
+    if dealer is not None and the_plan.trim_hands and outcome.trimmed_to is not None:
+        # The dealer forgets the hands that left Redis, once every record up to them is here
+        # (a failure is tried again by the next trim: the mark is the archive's, not ours).
+        through = await history.records_through(table_id, the_plan.trim_hands[-1])
+        if through:
+            with contextlib.suppress(RecordUnavailable):
+                outcome.released_through = await dealer.release(table_id, through)
     return outcome
 
 

@@ -37,3 +37,14 @@ class DealerAudits:
             raise RecordUnavailable(f"{table_id}: the dealer's record of hand {hand}: "
                                     f"{exc.code().name} {exc.details()}") from exc
         return bytes(reply.SerializeToString(deterministic=True))
+
+    async def release(self, table_id: str, through_hand: int) -> int:
+        """``ReleaseHands``: the dealer forgets its keys of hands up to ``through_hand``."""
+        try:
+            reply: dpb.ReleaseHandsResponse = await self._stub.ReleaseHands(
+                dpb.ReleaseHandsRequest(table_id=table_id, through_hand=through_hand),
+                metadata=bearer_metadata(self._token()), timeout=AUDIT_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise RecordUnavailable(f"{table_id}: ReleaseHands through {through_hand}: "
+                                    f"{exc.code().name} {exc.details()}") from exc
+        return int(reply.released_through)

@@ -108,6 +108,15 @@ class PgHistory:
     async def event_bytes(self, table_id: str, first: int, last: int) -> dict[int, bytes]:
         return {seq: raw async for seq, raw in archived(self.conn, table_id, first, last)}
 
+    async def records_through(self, table_id: str, upto_hand: int) -> int:
+        cur = await self.conn.execute(
+            "SELECT min(h.hand) FROM history.hands h WHERE h.table_id = %s AND h.hand <= %s "
+            "AND NOT EXISTS (SELECT 1 FROM auditor.dealer_hands d WHERE d.table_id = "
+            "h.table_id AND d.hand = h.hand)", (table_id, upto_hand))
+        row = await cur.fetchone()
+        missing = row[0] if row is not None else None
+        return upto_hand if missing is None else int(missing) - 1
+
 
 class _AlreadyThere(Exception):
     """The segment's row exists: roll the transaction back whole."""

@@ -223,7 +223,7 @@ def export_table(dsn: str, table_id: str, out: Path) -> int:
             if dealer is not None:
                 for hand in hands:
                     record = dealer.get(hand)
-                    if record is None:
+                    if not record:  # none archived, or the dealer had none (no deck)
                         continue
                     name = f"dealer/h{hand}.json"
                     audit = dpb.HandAudit.FromString(bytes(record))
@@ -291,11 +291,10 @@ def _auditor_token(env: Mapping[str, str]) -> str:
 
 
 def _dsn(args: argparse.Namespace, env: Mapping[str, str], names: Sequence[str]) -> str:
-    made = run_env(env)
-    for name in names:
-        value = env.get(name) or made.get(name, "")
-        if value:
-            return value
+    for source in (env, run_env(env)):  # the environment first, then make run's file
+        for name in names:
+            if source.get(name):
+                return source[name]
     return ""
 
 

@@ -34,6 +34,7 @@ from studkit.cardproof import FairDeck
 from studkit.deckproof import FairAudit, HandAudit, HandDeck, StreetDeal, commit
 from studkit.errors import FailedPrecondition, NotFound
 from studkit.metrics import ClosedCounter, Metrics
+from studkit.store import EventStore
 from studkit.uow import unit_of_work
 
 ARCHIVER_SERVICE = "archiver"
@@ -370,6 +371,25 @@ class DealerApp:
         """See :meth:`dealer.players.PlayerCards.watch_own_cards`."""
         return self._players.watch_own_cards(principal, table_id, changes)
 
+    # --- the archiver ------------------------------------------------------------------------
+
+    async def release_hands(self, principal: Principal, table_id: str, through_hand: int
+                            ) -> tuple[int, int]:
+        """Forget the keys of the table's hands up to ``through_hand``, whose records the
+        archive holds; only hands the table's stream no longer holds (docs/history.md)."""
+        require_role(principal, Role.SERVICE)
+        if principal.name != ARCHIVER_SERVICE:
+            raise Forbidden(f"service {principal.name} is not the archiver")
+        _bind(table_id, through_hand)
+        kept = await first_hand_kept(self._tables.events, table_id)
+        if kept is None or through_hand >= kept:
+            raise FailedPrecondition(
+                f"hand {through_hand} is still in the table's stream (its first kept hand is "
+                f"{kept if kept is not None else 'unknown'})", reason="hand_in_redis")
+        released, deleted = await self._store.release(table_id, through_hand)
+        log.info("hands_released", released_through=released, deleted=deleted)
+        return released, deleted
+
     # --- auditors ---------------------------------------------------------------------------
 
     async def audit(self, principal: Principal, table_id: str, hand_number: int) -> HandAudit:
@@ -392,6 +412,19 @@ class DealerApp:
             opened=stored.fair.seed_openings(), commitment=stored.fair.commitment)
         return HandAudit(deck=stored.deck, commitment=stored.commitment, deals=stored.deals,
                          fair=fair)
+
+
+async def first_hand_kept(events: EventStore, table_id: str) -> int | None:
+    """The first hand the table's stream still holds events of (None: none is named in the
+    events after its trimmed head, e.g. a table with nothing trimmed yet between hands)."""
+    trimmed = await events.trimmed(table_id)
+    if trimmed == 0:
+        return 1
+    async for entries in events.pages(table_id, trimmed, page=64):
+        for entry in entries:
+            if entry.envelope.hand_number:
+                return int(entry.envelope.hand_number)
+    return None
 
 
 def _check_first_index(deal: StreetDeal, first_index: int | None) -> None:

@@ -60,6 +60,9 @@ async def stored_hand(store: DealerStore, table_id: str, hand_number: int) -> St
     """The dealer's record of a hand (NotFound when there is none)."""
     stored = await store.load_hand(table_id, hand_number)
     if stored is None:
+        if hand_number <= await store.released(table_id):
+            raise NotFound(f"hand {hand_number} of table {table_id} is archived: its record "
+                           "is in the archive's auditor schema", reason="archived")
         raise NotFound(f"no deck for hand {hand_number} of table {table_id}",
                        reason="unknown_hand")
     return stored

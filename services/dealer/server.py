@@ -146,6 +146,15 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
         return mapping.audit_to_proto(audit)
 
 
+    async def ReleaseHands(
+        self, request: pb.ReleaseHandsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReleaseHandsResponse:
+        released, deleted = await self._app.release_hands(
+            current_principal(), mapping.table_id(request.table_id),
+            mapping.hand_number(request.through_hand, "through_hand"))
+        return pb.ReleaseHandsResponse(released_through=released, deleted=deleted)
+
+
 class DealerTestingServicer(pb_grpc.DealerTestingServiceServicer):
     """TEST ONLY (``DEALER_STACKED_DECKS``): stacked decks for known hands."""
 

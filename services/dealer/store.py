@@ -49,6 +49,12 @@ def hand_key(table_id: str, hand_number: int) -> str:
     return dealer_key(table_id, f"hand:{hand_number}")
 
 
+def released_key(table_id: str) -> str:
+    """The greatest hand whose keys the dealer forgot once the archive held its record
+    (``ReleaseHands``); absent: none."""
+    return dealer_key(table_id, "released")
+
+
 def seeds_key(table_id: str, hand_number: int) -> str:
     """The players' seed commitments for a hand that has not started yet."""
     return dealer_key(table_id, f"seeds:{hand_number}")
@@ -285,6 +291,25 @@ class DealerStore:
         await self._seeds(
             keys=[seeds_key(table_id, hand_number), hand_key(table_id, hand_number)],
             args=["freeze"])
+
+    async def released(self, table_id: str) -> int:
+        """The greatest hand forgotten so far (0: none)."""
+        raw = await self._redis.get(released_key(table_id))
+        return int(raw) if raw is not None else 0
+
+    async def release(self, table_id: str, through_hand: int) -> tuple[int, int]:
+        """Forget the keys of hands up to ``through_hand`` (their records are archived):
+        deleted a batch at a time, then the mark moves; a repeat deletes nothing more.
+        Returns (released through, hands whose keys were deleted)."""
+        done = await self.released(table_id)
+        deleted = 0
+        for first in range(done + 1, through_hand + 1, 256):
+            last = min(through_hand, first + 255)
+            names = [name for hand in range(first, last + 1)
+                     for name in (hand_key(table_id, hand), seeds_key(table_id, hand))]
+            deleted += int(await self._redis.delete(*names))
+            await self._redis.set(released_key(table_id), str(last))
+        return max(done, through_hand), deleted
 
     async def load_hand(self, table_id: str, hand_number: int) -> StoredHand | None:
         """The stored hand, or None when no deck was made for it."""

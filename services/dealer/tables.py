@@ -242,6 +242,11 @@ class PublicTables:
         stream from the start, or from the snapshot)."""
 
     @property
+    def events(self) -> EventStore:
+        """The tables' event store (read-only for the dealer's Redis user)."""
+        return self._events
+
+    @property
     def max_tables(self) -> int:
         """How many views the cache keeps at most."""
         return self._max_tables
