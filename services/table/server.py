@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +18,7 @@ from stud.v1 import table_pb2_grpc as pb_grpc
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Role
 from studkit.errors import BadRequest, FailedPrecondition
+from studkit.fingerprint import fingerprint
 from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
 from studkit.limits import StreamLimiter
 from studkit.mapping import config_from_proto, event_from_envelope, is_room_event
@@ -45,15 +45,6 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A page token: the last table id of the previous page."""
 _EVENT_ID = re.compile(r"0-([0-9]{1,19})")
 """A resume point: the stream id ``0-<sequence>`` (ASCII digits, at most 19 of them)."""
-
-
-def fingerprint(*parts: object) -> str:
-    """A command's content hash for content-checked idempotency."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part if isinstance(part, bytes) else str(part).encode())
-        digest.update(b"\x00")
-    return digest.hexdigest()[:32]
 
 
 def _seat(value: int) -> int:
