@@ -35,6 +35,7 @@ from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.commit import Proposal, commit
 from studkit.errors import AlreadyExists, Conflict, NotFound
+from studkit.fingerprint import of_command
 from studkit.store import (
     AppendResult,
     CommandIdReused,
@@ -87,6 +88,15 @@ def _record(stored: StoredEvent) -> Record:
 
 
 def _fingerprint(cmd: c.Command) -> str:
+    """The command's fingerprint: the one canonical form (:func:`studkit.fingerprint.
+    of_command`, which a field added with a default leaves as it was)."""
+    return of_command(cmd)
+
+
+def legacy_fingerprint(cmd: c.Command) -> str:
+    """The form before (a hash of ``repr(cmd)``, which every new field changed, so a deploy
+    that added one refused every retry in flight): read only, so a retry of a command
+    recorded with it is still recognised."""
     return hashlib.sha256(repr(cmd).encode()).hexdigest()[:32]
 
 
@@ -177,9 +187,9 @@ class TournamentApp:
         fingerprint = _fingerprint(cmd)
         chosen, command_id = command_id, stored_id(by, command_id)
         try:
-            recorded = await self._store.recorded(tournament_id, command_id, fingerprint)
+            recorded = await self._recorded(tournament_id, command_id, cmd)
             if recorded is None and by is not None:
-                recorded = await self._legacy(tournament_id, chosen, fingerprint)
+                recorded = await self._legacy(tournament_id, chosen, cmd)
         except CommandIdReused as exc:
             raise self._reused(chosen) from exc
         if recorded is not None:
@@ -216,7 +226,14 @@ class TournamentApp:
                                 fence=owner if epoch is None else None,
                                 attempts=self._retries, record_empty=False)
         except CommandIdReused as exc:
-            raise self._reused(chosen) from exc
+            # recorded meanwhile: a retry of the same command (in the old form too) answers
+            try:
+                recorded = await self._recorded(tournament_id, command_id, cmd, exc)
+            except CommandIdReused:
+                recorded = None
+            if recorded is None:
+                raise self._reused(chosen) from exc
+            return await self._replay(tournament_id, recorded)
         except Conflict:
             raise Conflict("the tournament kept changing; retry", reason="conflict") from None
         if done.result.duplicate:
@@ -231,14 +248,31 @@ class TournamentApp:
                         for i, e in enumerate(events, start=1))
         return Outcome(done.result.version, records, False)
 
+    async def _recorded(self, tournament_id: str, command_id: str, cmd: c.Command,
+                        reused: CommandIdReused | None = None) -> AppendResult | None:
+        """The recorded outcome of ``command_id`` if it is ``cmd``'s, by its fingerprint or
+        the legacy one (a retry across the deploy that changed the form); None if it was
+        never recorded; :class:`CommandIdReused` if it was recorded for another command.
+        ``reused``: the store already said the fingerprint differs."""
+        if reused is None:
+            try:
+                return await self._store.recorded(tournament_id, command_id, _fingerprint(cmd))
+            except CommandIdReused as exc:
+                reused = exc
+        try:
+            return await self._store.recorded(tournament_id, command_id,
+                                              legacy_fingerprint(cmd))
+        except CommandIdReused:
+            raise reused from None
+
     async def _legacy(self, tournament_id: str, command_id: str,
-                      fingerprint: str) -> AppendResult | None:
+                      cmd: c.Command) -> AppendResult | None:
         """A caller's command recorded under its bare id, before ids had namespaces: the
         caller's retry across that deploy is answered from it when it is the same command
         (its fingerprint); an id recorded for another command (another caller's, or the
         process manager's own of those days) is not this caller's and is left alone."""
         try:
-            return await self._store.recorded(tournament_id, command_id, fingerprint)
+            return await self._recorded(tournament_id, command_id, cmd)
         except CommandIdReused:
             return None
 
