@@ -29,8 +29,12 @@
 -- A fingerprint is kept in the commands hash under "<command id>#fp".
 -- Every check happens before the first write, because Redis does not roll back the writes of
 -- a script that fails half-way: either all of a command's events are written or none.
--- Every key carries the table's hash tag, so the script runs on Redis Cluster too; the table
--- index (no tag) is updated by the store after the append (idempotent SADD).
+-- Every key carries the table's hash tag, so the script runs on Redis Cluster too. The table
+-- index (stud:table:index, no tag) is not written here: the store adds the table to it with an
+-- idempotent SADD BEFORE a table's first append runs this script, so a crash between the two
+-- leaves at most an indexed table without events (readers take it as empty), never events of
+-- a table the index does not list (readers find tables only through the index); see
+-- tests/integration/studkit/test_append_order.py.
 
 local stream, commands, version_key = KEYS[1], KEYS[2], KEYS[3]
 local expected = tonumber(ARGV[1])
