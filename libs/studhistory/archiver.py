@@ -243,6 +243,35 @@ class Segment:
     hands: tuple[HandRow, ...] = ()
     dealer: Mapping[int, bytes] = field(default_factory=dict)
     """Hand -> the dealer's record (``HandAudit`` bytes), for auditors."""
+    commands: tuple[CommandRecord, ...] = ()
+    """The command records whose events are in the segment (they leave Redis with them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRecord:
+    """One command id's record (``append.lua``): the version after it, its outcome, and the
+    fingerprint of what was asked (empty when none was kept)."""
+
+    command_id: str
+    version: int
+    outcome: str
+    fingerprint: str
+
+
+async def command_records(store: EventStore, table_id: str, after: int, upto: int
+                          ) -> tuple[CommandRecord, ...]:
+    """The table's command records whose outcome's version is in ``after+1 .. upto``."""
+    raw = await store.client.hgetall(keys.table_commands(table_id))
+    fields = {(k.decode() if isinstance(k, bytes) else str(k)):
+              (v.decode() if isinstance(v, bytes) else str(v)) for k, v in raw.items()}
+    out = []
+    for name, outcome in fields.items():
+        if name.endswith("#fp"):
+            continue
+        head = outcome.split(" ", 1)[0]
+        if head.isdigit() and after < int(head) <= upto:
+            out.append(CommandRecord(name, int(head), outcome, fields.get(name + "#fp", "")))
+    return tuple(sorted(out, key=lambda r: (r.version, r.command_id)))
 
 
 def _when(envelope: EventEnvelope) -> datetime:
@@ -388,7 +417,8 @@ async def _segment(store: EventStore, the_plan: Plan, base: TableState,
             records[hand] = record if record is not None else b""  # b"": the dealer has none
     return Segment(table_id, start + 1, upto, events[-1].digest,
                    state_to_json(_fold(base, envelopes)), events,
-                   tuple(hand_rows(base, envelopes)), records)
+                   tuple(hand_rows(base, envelopes)), records,
+                   await command_records(store, table_id, start, upto))
 
 
 async def _check_against_snapshot(store: EventStore, table_id: str, archived: int,

@@ -98,6 +98,12 @@ class PgHistory:
                     "seat, net, pot) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                     [(player, h.ended_at, table_id, h.hand, seat, h.nets.get(seat, 0), h.pot)
                      for h in segment.hands for seat, player in sorted(h.players.items())])
+            if segment.commands:
+                await cur.executemany(
+                    "INSERT INTO history.commands (table_id, command_id, version, outcome, "
+                    "fingerprint) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(table_id, c.command_id, c.version, c.outcome, c.fingerprint)
+                     for c in segment.commands])
             if segment.dealer:
                 await cur.executemany(
                     "INSERT INTO auditor.dealer_hands (table_id, hand, record, digest) "

@@ -4,6 +4,9 @@
 -- KEYS[2] version   stud:table:{id}:version   events ever appended
 -- KEYS[3] trimmed   stud:table:{id}:trimmed   events removed from the head so far
 -- KEYS[4] snapshot  stud:table:{id}:snapshot  the repository's snapshot (hash, field version)
+-- KEYS[5] commands  stud:table:{id}:commands  the command records (optional): a record whose
+--                                             outcome's version is at most upto goes too
+--                                             (the archiver copied it to PostgreSQL first)
 -- ARGV[1] the trimmed count the caller archived from (its compare-and-set guard),
 -- ARGV[2] upto: remove the events 1..upto (those with ids <= 0-<upto>).
 --
@@ -43,4 +46,19 @@ if first[1] == nil or first[1][1] ~= string.format('0-%d', trimmed + 1) then
 end
 redis.call('XTRIM', stream, 'MINID', string.format('0-%d', upto + 1))
 redis.call('SET', trimmed_key, string.format('%d', upto))
+if KEYS[5] then
+  -- A record is "<version> <entry ids>" under its command id, its fingerprint under
+  -- "<command id>#fp" (append.lua). The hash holds the hot window's commands only, so this
+  -- walk is bounded.
+  local fields = redis.call('HGETALL', KEYS[5])
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if string.sub(name, -3) ~= '#fp' then
+      local recorded = tonumber(string.match(fields[i + 1], '^(%d+)'))
+      if recorded and recorded <= upto then
+        redis.call('HDEL', KEYS[5], name, name .. '#fp')
+      end
+    end
+  end
+end
 return {'trimmed', upto}

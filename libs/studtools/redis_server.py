@@ -52,12 +52,12 @@ SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
     "tournament": ("resetchannels", "~stud:tournament:*", "+@all", "-@dangerous",
                    *KEYSPACE_WIDE),
     # The archiver reads the tables' keys and trims a stream's head with trim.lua, which
-    # writes the stream and its trimmed count and reads the version and the snapshot (a
-    # script needs write access to every key it names); never a table's commands, owner or
-    # lobby summary.
+    # writes the stream, its trimmed count and the command records it drops, and reads the
+    # version and the snapshot (a script needs write access to every key it names); never a
+    # table's owner, settings or lobby summary.
     "archiver": ("resetchannels", "%R~stud:table:*", "~stud:table:*:events",
                  "~stud:table:*:trimmed", "~stud:table:*:version", "~stud:table:*:snapshot",
-                 "+@all", "-@dangerous", *KEYSPACE_WIDE),
+                 "~stud:table:*:commands", "+@all", "-@dangerous", *KEYSPACE_WIDE),
     # Auditors read the public streams, the tournaments' logs and the ledger; decks only
     # through the dealer's audit API after a hand (never a deck of a hand in play).
     "auditor": ("resetchannels", "%R~stud:table:*", "%R~stud:wallet:*",

@@ -431,8 +431,9 @@ async def test_the_dealers_records_go_to_the_auditor_schema(
 async def test_the_archivers_redis_user_does_its_step_and_no_more(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
         history_dsns: Any) -> None:
-    """The archiver's ACL user reads a table's keys and trims its stream's head; it may not
-    change a table's commands, its owner or its summary, nor read the dealer's decks."""
+    """The archiver's ACL user reads a table's keys and trims its stream's head (with the
+    command records that go with it); it may not change a table's owner or summary,
+    nor read the dealer's decks."""
     if redis_server.server is None:
         pytest.skip("a Redis of the environment's, without the tests' ACL users")
     url = redis_server.server.url_for("archiver")
@@ -446,8 +447,7 @@ async def test_the_archivers_redis_user_does_its_step_and_no_more(
         assert outcome.wrote and outcome.trimmed_to
         denied: list[Awaitable[Any]] = [client.get(keys.dealer_key(table_id, "hand:1"))]
         if server_version(redis_server.server.binary) >= (7,):  # 6.2 has no read-only keys
-            denied += [client.hset(keys.table_commands(table_id), "x", "1"),
-                       client.delete(keys.table_owner(table_id)),
+            denied += [client.delete(keys.table_owner(table_id)),
                        client.set(keys.table_key(table_id, "summary"), "x")]
         for attempt in denied:
             with pytest.raises(redis_errors.NoPermissionError):
@@ -455,3 +455,40 @@ async def test_the_archivers_redis_user_does_its_step_and_no_more(
     finally:
         await history.aclose()
         await client.aclose()
+
+
+async def test_command_records_leave_redis_with_their_events(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any) -> None:
+    """The idempotency hash keeps the hot window's commands only: a record whose events left
+    Redis is in PostgreSQL (``history.commands``), with its outcome and fingerprint."""
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(12))
+        await room.table_deps.app.stop()
+    before = {k.decode(): v.decode() for k, v in
+              (await admin.hgetall(keys.table_commands(table_id))).items()}
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        outcome = await archive_table(store, history, table_id, keep_hands=HOT)
+    finally:
+        await history.aclose()
+    trimmed = outcome.trimmed_to
+    assert trimmed
+    after = {k.decode(): v.decode() for k, v in
+             (await admin.hgetall(keys.table_commands(table_id))).items()}
+
+    def version(outcome: str) -> int:
+        return int(outcome.split(" ")[0])
+    gone = {k: v for k, v in before.items() if not k.endswith("#fp") and version(v) <= trimmed}
+    assert gone and not set(gone) & set(after)
+    assert {k for k in after if not k.endswith("#fp")} == {
+        k for k, v in before.items() if not k.endswith("#fp") and version(v) > trimmed}
+    with psycopg.connect(history_dsns.support) as conn:
+        rows = {r[0]: (r[1], r[2]) for r in conn.execute(
+            "SELECT command_id, outcome, fingerprint FROM history.commands WHERE "
+            "table_id = %s", (table_id,))}
+    for command_id, recorded in gone.items():
+        assert rows[command_id] == (recorded, before.get(command_id + "#fp", ""))
+    await admin.aclose()
