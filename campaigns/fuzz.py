@@ -36,7 +36,11 @@ IGNORED_KEYS: Final = (b":summary", b"stud:table:replicas", b":owner")
 """Keys that change by themselves (lobby summaries, heartbeats, lease renewals)."""
 STRINGS: Final = ["", "t-open", "t-empty", "ann", "bob", "ops", "a", "a\n", "a b", "é", "../x",
                   "x" * 64, "x" * 65, "x" * 5000, "0-1", "h1", "*", "{t-open}", "\x00",
-                  "ann\r\n"]
+                  "ann\r\n",
+                  # ids the services derive from their logs (issue 29, G1): the table's own
+                  # commands' (stored under "s:"), the tournament manager's, a wallet key's
+                  "h1:deal:3", "s:h1:deal:3", "due:StartHand:1", "reconciled:1", "settle.e1",
+                  "tick.1", "seated.e1.t-open.1", "hs.t-open.1", "off.m1", "tk-" + "0" * 40]
 INTS: Final = [0, 1, 2, 3, 7, 8, 9, -1, 40, 50, 200, 400, 10_000, 2**31 - 1, 2**31, 2**53,
                2**63 - 1, -(2**63)]
 UNARY_TIMEOUT_S: Final = 10.0
