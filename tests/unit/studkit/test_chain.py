@@ -120,3 +120,13 @@ def test_a_wrong_genesis_is_named_at_the_first_event() -> None:
     broken = verify_chain("t1", log)
     assert broken is not None and broken.sequence == 1
     assert broken.expected == GENESIS and broken.found == b"\x01" * 32
+
+
+def test_a_chain_started_unanchored_at_its_recorded_point() -> None:
+    """A table whose last old event had left Redis when its chain began: the first link is
+    GENESIS, accepted at ``since`` only."""
+    old = chained(2, legacy=2)
+    log = [*old, *chained(2, first=3)]
+    assert verify_chain("t1", log, since=3) is None
+    assert verify_chain("t1", log, since=2) is not None
+    assert verify_chain("t1", log) is not None
