@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -196,6 +197,32 @@ class HandArchive:
                     "SELECT envelope FROM history.events WHERE table_id = %s AND hand = %s "
                     "ORDER BY sequence", (table_id, hand))
                 return [bytes(row[0]) for row in await cur.fetchall()]
+            except psycopg.Error:
+                await self.aclose()
+                raise
+
+    async def player_hands(self, player: str, before: tuple[datetime, str, int] | None,
+                           limit: int) -> list[tuple[str, int, datetime, int, int, int]]:
+        """A player's hands (table, hand, ended at, seat, net, pot), newest first, those
+        before the key ``before`` (ended at, table, hand) when given; at most ``limit``."""
+        async with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await psycopg.AsyncConnection.connect(
+                        self._dsn, autocommit=True, connect_timeout=5)
+                if before is None:
+                    cur = await self._conn.execute(
+                        "SELECT table_id, hand, ended_at, seat, net, pot FROM "
+                        "history.hand_players WHERE player_id = %s ORDER BY ended_at DESC, "
+                        "table_id DESC, hand DESC LIMIT %s", (player, limit))
+                else:
+                    cur = await self._conn.execute(
+                        "SELECT table_id, hand, ended_at, seat, net, pot FROM "
+                        "history.hand_players WHERE player_id = %s AND (ended_at, table_id, "
+                        "hand) < (%s, %s, %s) ORDER BY ended_at DESC, table_id DESC, "
+                        "hand DESC LIMIT %s", (player, *before, limit))
+                return [(str(t), int(h), e, int(s), int(n), int(p))
+                        for t, h, e, s, n, p in await cur.fetchall()]
             except psycopg.Error:
                 await self.aclose()
                 raise

@@ -315,6 +315,18 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return history
 
 
+    async def ListMyHands(self, request: pb.ListMyHandsRequest,
+                          context: grpc.aio.ServicerContext) -> pb.ListMyHandsResponse:
+        rows, token = await self._app.my_hands(current_principal(), request.page_token,
+                                               request.page_size)
+        out = pb.ListMyHandsResponse(next_page_token=token)
+        for table_id, hand, ended_at, seat, net, pot in rows:
+            line = out.hands.add(table_id=table_id, hand_number=hand, seat=seat, net=net,
+                                 pot=pot)
+            line.ended_at.FromDatetime(ended_at)
+        return out
+
+
 def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]:
     """The table server bound to ``settings.addr`` (not started) and its port."""
     server = create_grpc_server(

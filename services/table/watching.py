@@ -4,12 +4,14 @@ the whole stream). Room events are the table's own state and are not sent to wat
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Protocol
 
 from stud.v1.envelope_pb2 import EventEnvelope
-from studkit.auth import Principal, Role
-from studkit.errors import FailedPrecondition, NotFound, OutOfRange, Unavailable
+from studkit.auth import Forbidden, Principal, Role
+from studkit.errors import BadRequest, FailedPrecondition, NotFound, OutOfRange, Unavailable
 from studkit.mapping import is_room_event
 from studkit.store import EventStore, TrimmedRange
 from table.actor import TableActor
@@ -27,6 +29,32 @@ class HandArchive(Protocol):
     """Where hands that left Redis are read (:class:`studhistory.pgarchive.HandArchive`)."""
 
     async def hand(self, table_id: str, hand: int) -> list[bytes]: ...
+
+    async def player_hands(self, player: str, before: tuple[datetime, str, int] | None,
+                           limit: int) -> list[tuple[str, int, datetime, int, int, int]]: ...
+
+
+MY_HANDS_PAGE = 50
+MY_HANDS_MAX = 200
+
+
+def my_hands_token(ended_at: datetime, table_id: str, hand: int) -> str:
+    """The page token after a hand of ``ListMyHands`` (opaque to clients)."""
+    raw = f"{ended_at.astimezone(UTC).isoformat()}|{table_id}|{hand}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def my_hands_key(token: str) -> tuple[datetime, str, int]:
+    """The key a ``ListMyHands`` page token names; BadRequest for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        when, table_id, hand = raw.split("|")
+        key = (datetime.fromisoformat(when), table_id, int(hand))
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("page_token", "not a page token of ListMyHands") from None
+    if key[0].tzinfo is None or not 0 < key[2] < 2**63:
+        raise BadRequest("page_token", "not a page token of ListMyHands")
+    return key
 
 
 class Watching:
@@ -143,6 +171,29 @@ class Watching:
             raise NotFound(f"hand {hand_number} was archived; stud replay reads the archive",
                            reason="archived")
         return out, False
+
+    async def my_hands(self, principal: Principal, page_token: str, size: int
+                       ) -> tuple[list[tuple[str, int, datetime, int, int, int]], str]:
+        """A player's own settled hands, newest first, from the archive; the next page's
+        token (empty at the end)."""
+        if principal.role is not Role.PLAYER:
+            raise Forbidden("only a player lists their own hands", reason="not_a_player")
+        if not 0 <= size <= MY_HANDS_MAX:
+            raise BadRequest("page_size", f"at most {MY_HANDS_MAX}")
+        size = size or MY_HANDS_PAGE
+        before = my_hands_key(page_token) if page_token else None
+        if self.history is None:
+            raise FailedPrecondition("this table service has no archive to list hands from",
+                                     reason="no_archive")
+        try:
+            rows = await self.history.player_hands(principal.name, before, size + 1)
+        except Exception as exc:  # PostgreSQL unreachable: the caller may retry
+            raise Unavailable("the archive cannot be read now; retry",
+                              reason="archive_unavailable") from exc
+        page = rows[:size]
+        more = len(rows) > size
+        token = my_hands_token(page[-1][2], page[-1][0], page[-1][1]) if more else ""
+        return page, token
 
     async def _from_archive(self, table_id: str, hand_number: int
                             ) -> tuple[list[EventEnvelope], bool]:

@@ -492,3 +492,62 @@ async def test_command_records_leave_redis_with_their_events(
     for command_id, recorded in gone.items():
         assert rows[command_id] == (recorded, before.get(command_id + "#fp", ""))
     await admin.aclose()
+
+
+async def test_list_my_hands_pages_through_a_players_own_hands(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        history_dsns: Any) -> None:
+    """ListMyHands: a player's own settled hands, newest first, a page at a time, from the
+    archive; nobody else's; bad pages and other roles refused; no archive, no list."""
+    admin = connect(redis_url)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(14))
+        with pytest.raises(grpc.aio.AioRpcError) as none:
+            await room.client.call("ListMyHands", pb.ListMyHandsRequest(), player("ann"))
+        assert (none.value.code(), rpc_error_reason(none.value)) == (
+            grpc.StatusCode.FAILED_PRECONDITION, "no_archive")
+        await room.table_deps.app.stop()
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        await archive_table(EventStore(admin), history, table_id, keep_hands=HOT)
+    finally:
+        await history.aclose()
+    with psycopg.connect(history_dsns.support) as conn:
+        expected = {name: [(t, h, s, n) for t, h, s, n in conn.execute(
+            "SELECT table_id, hand, seat, net FROM history.hand_players WHERE player_id = %s "
+            "ORDER BY ended_at DESC, table_id DESC, hand DESC", (name,))]
+            for name in NAMES.values()}
+    assert all(len(rows) >= 3 for rows in expected.values()), expected
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2,
+                            history_dsn=history_dsns.support) as room:
+        for name in NAMES.values():
+            seen: list[tuple[str, int, int, int]] = []
+            token = ""
+            while True:
+                page = await room.client.call("ListMyHands", pb.ListMyHandsRequest(
+                    page_size=2, page_token=token), player(name))
+                assert len(page.hands) <= 2
+                seen += [(h.table_id, h.hand_number, h.seat, h.net) for h in page.hands]
+                token = page.next_page_token
+                if not token:
+                    break
+            assert seen == expected[name]
+        one = await room.client.call("ListMyHands", pb.ListMyHandsRequest(), player("ann"))
+        assert [(h.table_id, h.hand_number, h.seat, h.net) for h in one.hands] == \
+            expected["ann"] and not one.next_page_token
+        refusals = [(pb.ListMyHandsRequest(), OPERATOR, grpc.StatusCode.PERMISSION_DENIED),
+                    (pb.ListMyHandsRequest(page_size=201), player("ann"),
+                     grpc.StatusCode.INVALID_ARGUMENT),
+                    (pb.ListMyHandsRequest(page_token="not-a-token!"), player("ann"),
+                     grpc.StatusCode.INVALID_ARGUMENT),
+                    (pb.ListMyHandsRequest(page_token="eHx5fHo"), player("ann"),
+                     grpc.StatusCode.INVALID_ARGUMENT)]
+        for request, who, code in refusals:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await room.client.call("ListMyHands", request, who)
+            assert refused.value.code() == code, request
+        # A player who never played has an empty list.
+        empty = await room.client.call("ListMyHands", pb.ListMyHandsRequest(), player("zed"))
+        assert list(empty.hands) == [] and not empty.next_page_token
+        await room.table_deps.app.stop()
+    await admin.aclose()
