@@ -131,7 +131,7 @@ async def serve(port: int, redis_url: str) -> None:
         finally:
             mine.remove(queue)
 
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])  # one owner of the port
     server.add_generic_rpc_handlers((
         grpc.method_handlers_generic_handler(
             "bench.Ceiling", {"Append": grpc.unary_unary_rpc_method_handler(append)}),

