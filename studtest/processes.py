@@ -44,7 +44,7 @@ INHERITED: Final = ("STUD_ENV", "STUD_AUTH_SECRET", "STUD_SERVICE_KEY", "STUD_IS
                     "STUD_AUTH_PUBLIC_KEYS", "REDIS_URL")
 """Variables of the parent's environment a child never inherits (it gets its own)."""
 ADDR_ENV: Final = {"dealer": "DEALER_ADDR", "wallet": "WALLET_ADDR", "table": "TABLE_ADDR",
-                   "tournament": "TOURNAMENT_ADDR"}
+                   "tournament": "TOURNAMENT_ADDR", "archiver": "ARCHIVER_ADDR"}
 
 
 def restartable_port() -> int:
