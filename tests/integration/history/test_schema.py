@@ -182,3 +182,174 @@ def test_a_data_directory_outlives_its_server() -> None:
                 assert conn.execute("SELECT count(*) FROM history.events").fetchone() == (1,)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+ARCHIVED_SCHEMAS = ("history", "ledger", "tournaments", "auditor")
+
+
+def test_a_partition_cannot_be_truncated_behind_the_trigger(history_dsns: HistoryDsns) -> None:
+    """A statement trigger on a partitioned table does not fire for TRUNCATE of one of its
+    partitions: every partition carries its own, the DEFAULT ones and the months
+    ``ensure_month`` makes."""
+    with psycopg.connect(history_dsns.admin) as conn:
+        conn.execute("SELECT history.ensure_month(%s)", (WHEN,))
+        conn.execute(EVENT, (WHEN,))
+        conn.commit()
+        for partition in ("history.events_2026_12", "history.events_default",
+                          "history.hands_2026_12", "history.hand_players_default"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                conn.execute(f"TRUNCATE {partition}")
+            conn.rollback()
+        assert conn.execute("SELECT count(*) FROM history.events").fetchone() == (1,)
+
+
+def test_every_archived_table_is_append_only(history_dsns: HistoryDsns) -> None:
+    """Whatever a migration adds to the archive's schemas: each table (each partition too)
+    has the row and the TRUNCATE trigger, and no role but the owner holds UPDATE, DELETE or
+    TRUNCATE on it."""
+    with psycopg.connect(history_dsns.admin) as conn:
+        conn.execute("SELECT history.ensure_month(%s)", (WHEN,))
+        tables = conn.execute(
+            "SELECT c.oid::regclass::text, c.relispartition FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = ANY(%s) AND c.relkind IN ('r', 'p')",
+            (list(ARCHIVED_SCHEMAS),)).fetchall()
+        assert {s.split(".")[0] for s, _ in tables} == set(ARCHIVED_SCHEMAS)
+        for table, _ in tables:
+            triggers = {str(r[0]) for r in conn.execute(
+                "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass "
+                "AND NOT tgisinternal", (table,))}
+            assert {"append_only", "append_only_truncate"} <= triggers, table
+            for role in ("stud_archiver", "stud_support", "stud_auditor", "public"):
+                for privilege in ("UPDATE", "DELETE", "TRUNCATE"):
+                    held = conn.execute("SELECT has_table_privilege(%s, %s, %s)",
+                                        (role, table, privilege)).fetchone()
+                    assert held == (False,), (role, table, privilege)
+
+
+def test_two_archivers_make_a_month_at_once(history_dsns: HistoryDsns) -> None:
+    """ensure_month from two transactions at once: the second waits for the first and finds
+    its partitions, instead of failing on a name the first just took."""
+    first = psycopg.connect(history_dsns.archiver)
+    errors: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            with psycopg.connect(history_dsns.archiver) as conn:
+                conn.execute("SELECT history.ensure_month(%s)", (WHEN,))
+        except BaseException as exc:
+            errors.append(exc)
+    try:
+        first.execute("SELECT history.ensure_month(%s)", (WHEN,))  # not committed yet
+        thread = threading.Thread(target=second)
+        thread.start()
+        with psycopg.connect(history_dsns.admin, autocommit=True) as watch:
+            for _ in range(600):  # until the second is blocked on the first's locks
+                if watch.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                                 "AND wait_event_type = 'Lock'",
+                                 (history_dsns.name,)).fetchone() == (1,):
+                    break
+                threading.Event().wait(0.05)
+            else:
+                pytest.fail("the second ensure_month never waited for the first")
+        first.commit()
+        thread.join(timeout=30)
+    finally:
+        first.close()
+    assert not errors
+
+
+def test_a_month_whose_rows_went_to_the_default_partition(history_dsns: HistoryDsns) -> None:
+    """Rows written before their month's partitions existed stay in DEFAULT; ensure_month of
+    that month then leaves it to DEFAULT rather than fail the archiver's transaction."""
+    with psycopg.connect(history_dsns.archiver) as conn:
+        conn.execute(EVENT, (WHEN,))  # no ensure_month: into history.events_default
+        conn.execute("SELECT history.ensure_month(%s)", (WHEN,))
+        conn.execute(EVENT.replace("'t1', 1", "'t1', 2"), (WHEN,))
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM history.events").fetchone() == (2,)
+    with psycopg.connect(history_dsns.admin) as conn:
+        assert conn.execute("SELECT to_regclass('history.events_2026_12')").fetchone() == (
+            None,)
+        # The tables without rows of that month got theirs.
+        assert conn.execute("SELECT to_regclass('history.hands_2026_12')::text").fetchone() == (
+            "history.hands_2026_12",)
+
+
+POSTING = ("INSERT INTO ledger.postings (transaction_id, posting, occurred_at, kind, scope, "
+           "account, amount) VALUES (%s, %s, %s, 'deposit', 'deposit:k1', %s, %s) "
+           "ON CONFLICT DO NOTHING")
+
+
+def test_the_wallets_postings_are_archived_once(history_dsns: HistoryDsns) -> None:
+    from studhistory.pg import ledger_time
+
+    tx = "1764936000123-0"
+    at = ledger_time(tx)
+    assert at == datetime(2025, 12, 5, 12, 0, 0, 123000, tzinfo=UTC)
+    with psycopg.connect(history_dsns.archiver) as conn:
+        conn.execute("SELECT history.ensure_month(%s)", (at,))
+        for _ in range(2):  # a re-run inserts nothing: the wallet's own ids are the key
+            conn.execute(POSTING, (tx, 0, at, "external", -500))
+            conn.execute(POSTING, (tx, 1, at, "player:alice", 500))
+        conn.execute("INSERT INTO ledger.segments (first_id, last_id, last_ms, last_seq, "
+                     "transactions, postings) VALUES (%s, %s, 1764936000123, 0, 1, 2)",
+                     (tx, tx))
+        conn.commit()
+        # The time is the id's: a posting cannot be filed under another month.
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(POSTING, ("1764936000124-0", 0, at, "house", 1))
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE ledger.postings SET amount = 0")
+        conn.rollback()
+    with psycopg.connect(history_dsns.support) as conn:
+        assert conn.execute("SELECT tableoid::regclass::text, count(*), sum(amount) FROM "
+                            "ledger.postings GROUP BY 1").fetchall() == [
+            ("ledger.postings_2025_12", 2, 0)]
+        assert conn.execute("SELECT * FROM ledger.balances ORDER BY account").fetchall() == [
+            ("external", -500), ("player:alice", 500)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(POSTING, ("1764936000125-0", 0, at, "house", 1))
+    with psycopg.connect(history_dsns.admin) as conn:
+        for statement in ("DELETE FROM ledger.postings", "TRUNCATE ledger.postings_2025_12",
+                          "UPDATE ledger.segments SET postings = 3"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                conn.execute(statement)
+            conn.rollback()
+
+
+def test_tournament_facts_are_archived(history_dsns: HistoryDsns) -> None:
+    with psycopg.connect(history_dsns.archiver) as conn:
+        conn.execute("INSERT INTO tournaments.tournaments (tournament_id, name, format, "
+                     "buy_in, fee, config, created_at) VALUES ('sg1', 'Sit', 'sit_and_go', "
+                     "1000, 100, '{}', %s)", (WHEN,))
+        for entry, player in (("e1", "alice"), ("e2", "bob")):
+            conn.execute("INSERT INTO tournaments.entries (tournament_id, entry_id, "
+                         "player_id, buy_in, fee, requested_at) VALUES ('sg1', %s, %s, "
+                         "1000, 100, %s)", (entry, player, WHEN))
+        conn.execute("INSERT INTO tournaments.busts (tournament_id, entry_id, player_id, "
+                     "table_id, seat, hand, start_stack, round, busted_at) VALUES ('sg1', "
+                     "'e2', 'bob', 'sg1.1', 2, 7, 300, 1, %s)", (WHEN,))
+        conn.execute("INSERT INTO tournaments.places (tournament_id, entry_id, player_id, "
+                     "place, place_to) VALUES ('sg1', 'e1', 'alice', 1, 1), "
+                     "('sg1', 'e2', 'bob', 2, 2)")
+        conn.execute("INSERT INTO tournaments.prizes (tournament_id, payment_id, entry_id, "
+                     "player_id, amount, place, place_to, paid_at) VALUES ('sg1', 'p1', "
+                     "'e1', 'alice', 2000, 1, 1, %s)", (WHEN,))
+        conn.execute("INSERT INTO tournaments.endings (tournament_id, outcome, winner, "
+                     "ended_at) VALUES ('sg1', 'finished', 'alice', %s)", (WHEN,))
+        conn.commit()
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("INSERT INTO tournaments.places (tournament_id, entry_id, "
+                         "player_id, place, place_to) VALUES ('sg1', 'e3', 'x', 3, 2)")
+        conn.rollback()
+    with psycopg.connect(history_dsns.support) as conn:
+        assert conn.execute(
+            "SELECT e.player_id, p.place, coalesce(z.amount, 0) FROM tournaments.entries e "
+            "JOIN tournaments.places p USING (tournament_id, entry_id) LEFT JOIN "
+            "tournaments.prizes z USING (tournament_id, entry_id) ORDER BY p.place"
+        ).fetchall() == [("alice", 1, 2000), ("bob", 2, 0)]
+    with psycopg.connect(history_dsns.admin) as conn, pytest.raises(
+            psycopg.errors.InsufficientPrivilege, match="append-only"):
+        conn.execute("DELETE FROM tournaments.busts")
