@@ -38,6 +38,7 @@ from rules import TableState, evolve, initial_state, settlement
 from rules.events import HandEnded, HandStarted
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
+from studkit.chain import GENESIS, verify_chain
 from studkit.mapping import event_from_envelope, is_room_event, room_event_from_envelope
 from studkit.repository import FORMAT, snapshot_key, state_from_json, state_to_json
 from studkit.store import EventStore, TrimRefused
@@ -401,12 +402,17 @@ async def _base(history: History, table_id: str, archived: int) -> TableState:
 
 
 async def _segment(store: EventStore, the_plan: Plan, base: TableState,
-                   dealer: DealerRecords | None) -> Segment:
+                   dealer: DealerRecords | None, chain_start: bytes | None) -> Segment:
     table_id, start, upto = the_plan.table_id, the_plan.archived, the_plan.copy_to
     raw = await raw_range(store, table_id, start, upto)
     if sorted(raw) != list(range(start + 1, upto + 1)):
         raise ArchiveError(f"{table_id}: the stream does not hold events {start + 1}-{upto}")
     envelopes = _envelopes(raw)
+    # The chain runs on from the archive into this segment (docs/history.md, "The chain"):
+    # the first event links to the archive's last digest, and every link holds.
+    broken = verify_chain(table_id, (raw[s] for s in sorted(raw)), start=chain_start)
+    if broken is not None:
+        raise ArchiveError(f"{table_id}: {broken.line()}: nothing copied")
     events = tuple(ArchivedEvent(e.sequence, e.hand_number, e.event_type, e.command_id,
                                  _when(e), raw[e.sequence], digest(raw[e.sequence]))
                    for e in envelopes)
@@ -466,7 +472,8 @@ async def archive_table(store: EventStore, history: History, table_id: str, *,
     if the_plan.copying:
         base = await _base(history, table_id, archived)
         await _check_against_snapshot(store, table_id, archived, base)
-        segment = await _segment(store, the_plan, base, dealer)
+        segment = await _segment(store, the_plan, base, dealer,
+                                 last.last_digest if last is not None else GENESIS)
         outcome.wrote = await history.write_segment(segment)
         outcome.ended = [h.ended_at for h in segment.hands] if outcome.wrote else []
         if not outcome.wrote:  # another archiver wrote this range first: the same bytes?

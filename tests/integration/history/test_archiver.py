@@ -551,3 +551,70 @@ async def test_list_my_hands_pages_through_a_players_own_hands(
         assert list(empty.hands) == [] and not empty.next_page_token
         await room.table_deps.app.stop()
     await admin.aclose()
+
+
+async def test_a_byte_changed_in_an_archived_row_is_named(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, history_dsns: Any,
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain runs on across Redis and PostgreSQL: one byte changed in an archived row
+    (by an admin who first disabled the append-only trigger) is found by ``stud replay
+    verify``, which names the table, the event, and the digests expected and found; the
+    archiver refuses to continue a chain whose archived end no longer matches."""
+    admin = connect(redis_url)
+    store = EventStore(admin)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(23))
+        await room.table_deps.app.stop()
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        await archive_table(store, history, table_id, keep_hands=HOT)
+    finally:
+        await history.aclose()
+    monkeypatch.setenv("STUD_REPLAY_REDIS_URL", redis_url)
+    monkeypatch.setenv("STUD_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("STUD_SUPPORT_DSN", history_dsns.support)
+    for name in ("STUD_AUDITOR_DSN", "STUD_DEALER_TARGET", "STUD_ISSUER_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def verify() -> tuple[int, str]:
+        out = io.StringIO()
+        status = await asyncio.to_thread(
+            cli_main, ["replay", "verify", "--table", table_id, "--no-progress"], out)
+        return status, out.getvalue()
+    assert (await verify())[0] == 0
+    with psycopg.connect(history_dsns.admin, autocommit=True) as conn:
+        raw = conn.execute("SELECT envelope FROM history.events WHERE table_id = %s AND "
+                           "sequence = 9", (table_id,)).fetchone()
+        assert raw is not None
+        changed = bytearray(bytes(raw[0]))
+        changed[-1] ^= 1
+        conn.execute("ALTER TABLE history.events DISABLE TRIGGER USER")
+        conn.execute("UPDATE history.events SET envelope = %s WHERE table_id = %s AND "
+                     "sequence = 9", (bytes(changed), table_id))
+        conn.execute("ALTER TABLE history.events ENABLE TRIGGER USER")
+    status, text = await verify()
+    assert status == 1, text
+    expected = digest(bytes(raw[0])).hex()[:8]
+    found = digest(bytes(changed)).hex()[:8]
+    lines = [line for line in text.splitlines() if "chain broken" in line]
+    assert lines and "#9" in lines[0] and table_id in text, text
+    assert expected in lines[0] and found in lines[0], lines[0]
+
+    # The archive's end changed: the next copy would not link to it, so nothing is copied.
+    with psycopg.connect(history_dsns.admin, autocommit=True) as conn:
+        conn.execute("ALTER TABLE history.segments DISABLE TRIGGER USER")
+        conn.execute("UPDATE history.segments SET last_digest = %s WHERE table_id = %s",
+                     (bytes(32), table_id))
+        conn.execute("ALTER TABLE history.segments ENABLE TRIGGER USER")
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        await play(room.client, table_id, 8, random.Random(3))
+        await room.table_deps.app.stop()
+    history = await PgHistory.connect(history_dsns.archiver)
+    try:
+        before = await history.last_segment(table_id)
+        with pytest.raises(ArchiveError, match="chain broken"):
+            await archive_table(store, history, table_id, keep_hands=HOT)
+        assert await history.last_segment(table_id) == before
+    finally:
+        await history.aclose()
+        await admin.aclose()
