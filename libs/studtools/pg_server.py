@@ -136,14 +136,23 @@ def server_user() -> str | None:
     or :data:`SYSTEM_USER`, created when missing."""
     if os.geteuid() != 0:
         return None
-    for name in ("postgres", SYSTEM_USER):
-        with contextlib.suppress(KeyError):
-            pwd.getpwnam(name)
-            return name
-    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                    "--shell", "/usr/sbin/nologin", SYSTEM_USER], check=True,
-                   capture_output=True)
-    return SYSTEM_USER
+    last = ""
+    for attempt in range(20):
+        for name in ("postgres", SYSTEM_USER):
+            with contextlib.suppress(KeyError):
+                pwd.getpwnam(name)
+                return name
+        # Test workers starting at once may race to create it: the loser's useradd fails
+        # (the user exists, or /etc/passwd is locked) and it looks again.
+        done = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir",
+                               "/nonexistent", "--shell", "/usr/sbin/nologin", SYSTEM_USER],
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            return SYSTEM_USER
+        last = done.stderr.strip()
+        time.sleep(0.05 * (attempt + 1))
+    raise RuntimeError(f"cannot create the system user {SYSTEM_USER} to run PostgreSQL as "
+                       f"(PostgreSQL refuses to run as root): {last}")
 
 
 @dataclass
