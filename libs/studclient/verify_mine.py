@@ -4,7 +4,9 @@ and the player's own cards with their openings, against the card commitment publ
 the first card. Credentials as ``stud play``'s (``STUD_PLAYER_TOKEN``, or ``--player NAME``
 with the dev issuer key); targets ``STUD_TABLE_TARGET`` and ``STUD_DEALER_TARGET``. Prints the
 verdict (it has no copy of the player's seed: it says whether a seed under their name is in
-the deal order, and "your seed not checked") and each problem; last line
+the deal order, and "your seed not checked"; a seed committed under their name but withheld
+from the order is ``verified_without_your_seed``, as the live check says of a seed the dealer
+dropped) and each problem; last line
 ``hand=N outcome=… problems=…``; exit status 0 when verified, 1 otherwise, 2 when the room
 cannot be reached or refuses."""
 

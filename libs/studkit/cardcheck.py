@@ -90,7 +90,10 @@ class Outcome(StrEnum):
     receiving it, so the seed is not in the deal order: the order rests on the dealer's seed
     (and any other players'), and may have been chosen after the dealer saw yours. A
     warning, not a plain verified mark. (A refused *commitment* is only a note: the dealer
-    never saw the seed.)"""
+    never saw the seed.) Without a copy of the seed (``seed_known=False``), a commitment
+    listed under the player's name whose seed is withheld gets this outcome too: the
+    re-check cannot tell a refused opening from one never sent, and says what the live
+    check says of the former."""
     FAILED = "failed"
     UNVERIFIABLE = "unverifiable"
     """The hand carries no per-card commitment (dealt before the scheme, by an older dealer
@@ -269,6 +272,12 @@ def verify_mine(*, table_id: str, player_id: str, events: Sequence[Event], burn_
               "seed_checked": seed is not None or seed_known}
     if problems:
         return verdict(Outcome.FAILED, problems, **counts)
+    if seed is None and not seed_known and header.seed_of(player_id) is not None \
+            and not in_order:  # committed under the name, withheld from the order
+        return verdict(Outcome.WITHOUT_YOUR_SEED, (), **counts, seed_note=(
+            "a seed was committed under your name but withheld from the deal order (the "
+            "dealer refused its opening, or it was never opened); the deal order rests on "
+            "the dealer, not on your seed"))
     if seed is None or my_used:
         return verdict(Outcome.VERIFIED, (), **counts)
     if seed.committed and seed.refused:  # the dealer had the seed, and dropped it

@@ -132,6 +132,27 @@ async def test_a_dealer_that_drops_seeds_gets_no_plain_verified(corrupt_room: Ro
         assert not any(v.my_seed_used for v in mine.values())
 
 
+@pytest.mark.parametrize("corrupt_room", [Corruption.DROP_SEED], indirect=True)
+async def test_stud_replay_verify_mine_says_what_the_live_check_said_of_a_dropped_seed(
+        corrupt_room: Room, dev_keys: DevKeys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29, G7: the dealer dropped ann's seed of hand 2 (its commitment listed, its
+    opening withheld). The live check said ``verified_without_your_seed``; ``stud replay
+    verify-mine``, which keeps no copy of the seed, must say the same, not a plain
+    ``verified`` with "0 player seeds, none under your name"."""
+    verdicts = await play(corrupt_room, ["ann", "bob"], 2, table_id="dropped")
+    assert verdicts["ann"][2].outcome is Outcome.WITHOUT_YOUR_SEED
+    for key, value in env_for(corrupt_room, dev_keys).items():
+        monkeypatch.setenv(key, value)
+    out = io.StringIO()
+    status = await asyncio.to_thread(
+        cli.main, ["replay", "verify-mine", "--table", "dropped", "--hand", "2",
+                   "--player", "ann"], out)
+    lines = out.getvalue().splitlines()
+    assert status == 1, out.getvalue()
+    assert lines[-1] == "hand=2 outcome=verified_without_your_seed problems=0", lines
+    assert lines[0].startswith("ann at dropped: hand 2: verified WITHOUT YOUR SEED ("), lines[0]
+
+
 @pytest.mark.parametrize("corrupt_room", [Corruption.NONE, *EXPECTED], indirect=True)
 async def test_stud_play_marks_each_hand(corrupt_room: Room, dev_keys: DevKeys,
                                          request: pytest.FixtureRequest) -> None:

@@ -259,3 +259,23 @@ def test_without_a_copy_of_the_seed_the_summary_says_not_checked() -> None:
         assert verdict.ok and not verdict.seed_checked
         assert verdict.summary().endswith(f"2 player seeds, {under}; your seed not checked)")
     assert check(hand, 3).summary().endswith("2 player seeds, without your seed)")
+
+
+def test_without_a_copy_of_the_seed_a_withheld_commitment_is_not_a_plain_verified() -> None:
+    """Issue 29, G7: the dealer dropped p2's seed (its commitment is in the header, its
+    opening withheld). The live check says ``verified_without_your_seed``; the re-check,
+    with no copy of the seed, must say so too, never a plain verified. A player who gave no
+    seed at all (p3) still gets a plain verified."""
+    hand = honest(18, seeded=(1, 2), withheld=(2,))
+    recheck = verify_mine(table_id=TABLE, player_id="p2", events=hand.events,
+                          burn_cards=hand.config.burn_cards, proof=hand.proof(),
+                          mine=hand.own(2), seed_known=False)
+    assert recheck.outcome is Outcome.WITHOUT_YOUR_SEED and not recheck.ok
+    assert not recheck.seed_checked and not recheck.my_seed_listed
+    assert "committed" in recheck.seed_note and "withheld" in recheck.seed_note
+    assert "WITHOUT YOUR SEED" in recheck.summary()
+    for seat in (1, 3):
+        verdict = verify_mine(table_id=TABLE, player_id=f"p{seat}", events=hand.events,
+                              burn_cards=hand.config.burn_cards, proof=hand.proof(),
+                              mine=hand.own(seat), seed_known=False)
+        assert verdict.outcome is Outcome.VERIFIED, (seat, verdict.summary())
