@@ -353,3 +353,23 @@ def test_tournament_facts_are_archived(history_dsns: HistoryDsns) -> None:
     with psycopg.connect(history_dsns.admin) as conn, pytest.raises(
             psycopg.errors.InsufficientPrivilege, match="append-only"):
         conn.execute("DELETE FROM tournaments.busts")
+
+
+def test_the_migrate_command(postgres: TestPostgres) -> None:
+    """``python -m studhistory.migrate --dsn URL``: what Kubernetes' Job and an operator run."""
+    import subprocess
+    import sys
+
+    postgres.server.create_database("cli_migrations")
+    dsn = postgres.server.dsn(ADMIN_USER, "cli_migrations")
+    every = migrations()
+    runs = [subprocess.run([sys.executable, "-m", "studhistory.migrate", "--dsn", dsn],
+                           capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    names = ", ".join(f"{m.version:04d}_{m.name}" for m in every)
+    assert runs[0].stdout == f"migrations applied: {names}; schema at version {len(every)}\n"
+    assert runs[1].stdout == f"migrations applied: none; schema at version {len(every)}\n"
+    refused = subprocess.run([sys.executable, "-m", "studhistory.migrate", "--dsn",
+                              postgres.server.dsn("support", "cli_migrations")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stderr.startswith("migrate: ")
