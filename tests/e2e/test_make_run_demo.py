@@ -36,7 +36,7 @@ START_LIMIT_S = 90.0
 PLAY_LIMIT_S = 40.0
 STOP_LIMIT_S = 10.0
 FAST = {"STUD_DEMO_THINK": "0.02-0.05", "STUD_DEMO_HAND_DELAY_MS": "200",
-        "STUD_SITGO_LEVEL_S": "2"}
+        "STUD_SITGO_LEVEL_S": "2", "STUD_SITGO_WINDOW_S": "3"}
 SITGO_LIMIT_S = 150.0
 ACTION = re.compile(r"^\[demo\] Seat \d (brings in for|completes to|bets|raises to|calls|"
                     r"checks|folds)", re.MULTILINE)
@@ -246,6 +246,10 @@ class TestDemoRoom:
             assert re.fullmatch(r"\[sitgo\] sitgo-1 over: 1\. sitgo-bot-\d [\d,]+(, .+)?",
                                 over), over
             assert "tournament " in out and "sitgo      sit & go" in out
+            assert "people only for 3 s" in out  # each waits for people before its bots
+            assert re.search(r"^\[sitgo\] sitgo-1: 4 seats, .*open to people for 3 s: stud play "
+                             r"--register sitgo-1 takes a seat; the bots take the seats left "
+                             r"at \d\d:\d\d:\d\d$", out, re.M), out
             assert any(b"studclient.sitgo" in _cmdline(pid) for pid in launcher.descendants())
             launcher.stop_and_check(signal.SIGTERM, whole_group=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -19,7 +20,8 @@ from studclient.bots import (
     targets,
 )
 from studclient.client import Client, TokenProvider, token_subject
-from studclient.errors import StudError
+from studclient.errors import FailedPrecondition, StudError
+from studclient.sitgo import window_s
 from studclient.tourney_bots import DEFAULT_TOURNAMENT_TARGET, TOURNAMENT_TARGET_ENV
 
 PLAYER_TOKEN_ENV: Final = "STUD_PLAYER_TOKEN"
@@ -37,6 +39,8 @@ class Setup:
     def __init__(self, env: Mapping[str, str], player: str | None) -> None:
         self.targets = targets(env)
         self.tournament = env.get(TOURNAMENT_TARGET_ENV) or DEFAULT_TOURNAMENT_TARGET
+        self.sitgo_window_s = window_s(env)
+        """make run's demo sit & go's window for people (its bots sit after it)."""
         given = env.get(PLAYER_TOKEN_ENV, "")
         self.operator: str | TokenProvider | None = None
         self.token: str | TokenProvider
@@ -81,7 +85,7 @@ class Setup:
 async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
     """``--lobby``, ``--register ID``, ``--unregister ID``: one call, its lines; the exit
     status."""
-    from studclient.tui.tourney import lobby_lines
+    from studclient.tui.tourney import closed_text, lobby_lines
     client = setup.connect()
     try:
         tournaments = client.tournaments
@@ -90,7 +94,16 @@ async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
             note = await setup.fund(client, view.config.buy_in + view.config.fee)
             if note:
                 print(note, file=out)
-            reply = await tournaments.register(args.register)
+            try:
+                reply = await tournaments.register(args.register)
+            except FailedPrecondition as exc:
+                if exc.reason not in ("registration_closed", "full"):
+                    raise
+                print(f"stud play: {exc}", file=sys.stderr)
+                print(closed_text(args.register, await tournaments.get(args.register),
+                                  await tournaments.lobby(), time.time(),
+                                  setup.sitgo_window_s), file=sys.stderr)
+                return 1
             print(f"{setup.player} registered for {args.register} (version {reply.version})",
                   file=out)
         elif args.unregister:

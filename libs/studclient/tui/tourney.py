@@ -19,10 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Final
 
+from google.protobuf.timestamp_pb2 import Timestamp
 from textual.widgets import Static
 
 from stud.v1 import table_pb2
 from stud.v1 import tournament_pb2 as pb
+from studclient import sitgo
 from studclient.client import Client
 from studclient.errors import NotFound, StudError
 from studclient.tournament import Seat, SeatTracker, TournamentUpdate
@@ -66,18 +68,78 @@ def clock_text(view: pb.TournamentView | None, now: float) -> str:
     return head
 
 
-def lobby_lines(tournaments: Sequence[pb.TournamentSummary]) -> list[str]:
+def _seconds(ts: Timestamp) -> float:
+    return float(ts.seconds + ts.nanos / 1e9)
+
+
+def start_text(s: pb.TournamentSummary, now: float) -> str:
+    """What a registering tournament waits for, with the time left: a multi-table's start,
+    or when a sit & go's host fills the seats left (its ``start_at``: make run's demo seats
+    its bots then); "" when there is nothing to wait for."""
+    if s.phase != pb.TOURNAMENT_PHASE_REGISTERING or not s.HasField("start_at"):
+        return ""
+    left = _seconds(s.start_at) - now
+    if s.format == pb.TOURNAMENT_FORMAT_SIT_AND_GO:
+        return (f" · bots take the seats left in {t.countdown(left)}" if left > 0
+                else " · bots taking the seats left")
+    return f" · starts in {t.countdown(left)}" if left > 0 else " · starting"
+
+
+def lobby_lines(tournaments: Sequence[pb.TournamentSummary],
+                now: float | None = None) -> list[str]:
     """One line a tournament (``stud play --lobby``)."""
     if not tournaments:
         return ["no tournaments"]
+    now = time.time() if now is None else now
     out = []
     for s in tournaments:
         entry = f"{t.chips(s.buy_in)}+{t.chips(s.fee)}"
         left = f", {s.players_left} left" if s.phase == pb.TOURNAMENT_PHASE_RUNNING else ""
         reg = " · registration open" if s.registration_open else ""
         out.append(f"{s.tournament_id}  {s.name} ({FORMATS.get(s.format, '?')}) {entry} · "
-                   f"{PHASES.get(s.phase, '?')} · {s.entries} entries{left}{reg}")
+                   f"{PHASES.get(s.phase, '?')} · {s.entries} "
+                   f"{'entry' if s.entries == 1 else 'entries'}{left}{reg}"
+                   f"{start_text(s, now)}")
     return out
+
+
+def closed_text(tid: str, view: pb.TournamentView,
+                tournaments: Sequence[pb.TournamentSummary], now: float,
+                window_s: int = sitgo.WINDOW_S) -> str:
+    """Why a registration for ``tid`` was refused (full, closed) and where a seat is to be
+    had: a sit & go still open, else, for make run's demo (:mod:`studclient.sitgo`, whose
+    people-only window is ``window_s``), when its next one opens."""
+    open_now = [s for s in tournaments if s.registration_open and s.tournament_id != tid
+                and s.format == pb.TOURNAMENT_FORMAT_SIT_AND_GO]
+    phase = PHASES.get(view.phase, "?")
+    alive = sum(1 for e in view.entries if not e.place)
+    state = (f"{tid} is {phase}" + (f" ({alive} of {len(view.entries)} players left)"
+                                    if view.phase == pb.TOURNAMENT_PHASE_RUNNING else ""))
+    if view.registration_open:
+        state = f"{tid} is full ({len(view.entries)} of {view.config.seats or 8} seats)"
+    lines = [f"{state}: no seat to take."]
+    if open_now:
+        s = open_now[-1]
+        lines.append(f"{s.tournament_id} is open ({s.entries} of its seats taken"
+                     f"{start_text(s, now)}): stud play --register {s.tournament_id}")
+    elif sitgo.is_demo(tid) and view.phase in (pb.TOURNAMENT_PHASE_REGISTERING,
+                                               pb.TOURNAMENT_PHASE_RUNNING):
+        _tid, nxt = sitgo.current(tournaments)
+        lines.append(f"The demo opens {sitgo.PREFIX}-{nxt} {sitgo.PAUSE_S:.0f} s after {tid} "
+                     f"ends{_ends_text(view, now)}; then people have "
+                     f"{window_s} s before the bots take the seats left. "
+                     f"stud play --lobby shows it; stud play --tournament {tid} watches this "
+                     f"one meanwhile.")
+    return "\n".join(lines)
+
+
+def _ends_text(view: pb.TournamentView, now: float) -> str:
+    """A running tournament's level, to judge how long it has to go."""
+    if view.phase != pb.TOURNAMENT_PHASE_RUNNING or not view.HasField("clock"):
+        return ""
+    levels = len(view.config.structure.levels)
+    left = t.countdown(_seconds(view.clock.ends_at) - now)
+    return f" (now at level {view.clock.level} of {levels}, the next in {left})"
 
 
 def moved_line(before: Seat | None, after: Seat) -> str:

@@ -6,7 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from stud.v1 import tournament_pb2 as pb
-from studclient.sitgo import config, current, ending_line
+from studclient.sitgo import (
+    WINDOW_ENV,
+    bots_at,
+    config,
+    current,
+    ending_line,
+    is_demo,
+    seats_left,
+    window_s,
+)
 from studtools.devrun import PORTS, TARGET_ENV, env_file_text, service_env
 
 
@@ -46,3 +55,22 @@ def test_make_run_points_the_tournament_at_the_table_and_the_wallet() -> None:
     assert PORTS["tournament"] == 50054
     text = env_file_text({**addrs, "tournament": "127.0.0.1:4"}, Path("k"))
     assert f"export {TARGET_ENV['tournament']}=127.0.0.1:4" in text.splitlines()
+
+
+def test_the_demo_keeps_when_its_bots_sit_in_the_sit_and_go_for_every_client() -> None:
+    """The demo's window for people (issue 29) is the sit & go's start_at: a time every
+    client reads from the lobby or the view, not a guess."""
+    cfg = config(level_s=7, bots_at=1_000.2)
+    assert cfg.HasField("start_at") and cfg.start_at.seconds == 1_001
+    assert bots_at(cfg) == 1_001
+    assert bots_at(config(level_s=7)) == 0.0  # no window: the bots sit at once
+    mtt = pb.TournamentConfig(format=pb.TOURNAMENT_FORMAT_MULTI_TABLE)
+    mtt.start_at.seconds = 5
+    assert bots_at(mtt) == 0.0
+    view = pb.TournamentView(config=config(), registration_open=True,
+                             entries=[pb.TournamentEntryView(player_id="alice")])
+    assert seats_left(view) == 3
+    view.registration_open = False
+    assert seats_left(view) == 0
+    assert window_s({}) == 30 and window_s({WINDOW_ENV: "12"}) == 12
+    assert is_demo("sitgo-12") and not is_demo("sitgo-x") and not is_demo("mtt-1")

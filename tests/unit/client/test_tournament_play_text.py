@@ -7,7 +7,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from stud.v1 import tournament_pb2 as pb
 from studclient.tournament import Seat
-from studclient.tui.tourney import clock_text, lobby_lines, moved_line, result_line
+from studclient.tui.tourney import (
+    clock_text,
+    closed_text,
+    lobby_lines,
+    moved_line,
+    result_line,
+)
 
 L1 = pb.TournamentLevel(ante=10, bring_in=20, small_bet=50, big_bet=100, seconds=60)
 L2 = pb.TournamentLevel(ante=25, bring_in=50, small_bet=150, big_bet=300, seconds=60)
@@ -61,3 +67,60 @@ def test_move_and_result_lines() -> None:
         pb.TournamentEntryView(entry_id="e2", player_id="bob", place=1, prize=700)])
     assert result_line(view, "ann").startswith("You finished in place 2 of 3: prize ")
     assert result_line(view, "cy") == "Tournament finished"
+
+
+def sng(tid: str, entries: int, start_at: int = 0, **kw: object) -> pb.TournamentSummary:
+    s = pb.TournamentSummary(tournament_id=tid, name="Demo sit & go", buy_in=1000, fee=100,
+                             format=pb.TOURNAMENT_FORMAT_SIT_AND_GO, entries=entries,
+                             **kw)  # type: ignore[arg-type]
+    if start_at:
+        s.start_at.seconds = start_at
+    return s
+
+
+def test_the_lobby_shows_when_the_bots_take_a_sit_and_go_s_seats_left() -> None:
+    """Issue 29: the demo sit & go waits for people; the lobby says for how long, from the
+    sit & go's own start_at."""
+    registering = pb.TOURNAMENT_PHASE_REGISTERING
+    [line] = lobby_lines([sng("sitgo-3", 1, 1_030, phase=registering,
+                              registration_open=True)], now=1_007)
+    assert line == ("sitgo-3  Demo sit & go (sit & go) 1,000+100 · registering · 1 entry · "
+                    "registration open · bots take the seats left in 0:23")
+    [late] = lobby_lines([sng("sitgo-3", 1, 1_030, phase=registering,
+                              registration_open=True)], now=1_031)
+    assert late.endswith("· bots taking the seats left")
+    [running] = lobby_lines([sng("sitgo-3", 4, 1_030, phase=pb.TOURNAMENT_PHASE_RUNNING,
+                                 players_left=3)], now=1_100)
+    assert "bots" not in running and running.endswith("4 entries, 3 left")
+    mtt = pb.TournamentSummary(tournament_id="mtt-1", name="Sunday", phase=registering,
+                               format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, registration_open=True)
+    mtt.start_at.seconds = 2_000
+    assert lobby_lines([mtt], now=1_900)[0].endswith("· starts in 1:40")
+
+
+def test_a_full_demo_sit_and_go_says_when_the_next_one_opens() -> None:
+    running = pb.TournamentView(
+        tournament_id="sitgo-3", phase=pb.TOURNAMENT_PHASE_RUNNING,
+        config=pb.TournamentConfig(seats=4, structure=pb.TournamentStructure(
+            levels=[L1, L2, L1])),
+        clock=pb.TournamentClock(level=2, ends_at=Timestamp(seconds=1_041)),
+        entries=[pb.TournamentEntryView(player_id=p, place=4 if p == "d" else 0)
+                 for p in "abcd"])
+    lobby = [sng("sitgo-2", 4, phase=pb.TOURNAMENT_PHASE_FINISHED),
+             sng("sitgo-3", 4, phase=pb.TOURNAMENT_PHASE_RUNNING)]
+    text = closed_text("sitgo-3", running, lobby, now=1_000, window_s=30)
+    assert text.splitlines() == [
+        "sitgo-3 is running (3 of 4 players left): no seat to take.",
+        "The demo opens sitgo-4 5 s after sitgo-3 ends (now at level 2 of 3, the next in "
+        "0:41); then people have 30 s before the bots take the seats left. stud play --lobby "
+        "shows it; stud play --tournament sitgo-3 watches this one meanwhile."]
+    # Another sit & go is open: that is where the seat is.
+    lobby.append(sng("sitgo-4", 1, 1_020, phase=pb.TOURNAMENT_PHASE_REGISTERING,
+                     registration_open=True))
+    text = closed_text("sitgo-3", running, lobby, now=1_000, window_s=30)
+    assert text.splitlines()[1] == ("sitgo-4 is open (1 of its seats taken · bots take the "
+                                    "seats left in 0:20): stud play --register sitgo-4")
+    # Not the demo's: no schedule to tell.
+    other = pb.TournamentView(tournament_id="sng-9", phase=pb.TOURNAMENT_PHASE_RUNNING)
+    assert closed_text("sng-9", other, [], now=0) == \
+        "sng-9 is running (0 of 0 players left): no seat to take."

@@ -1,0 +1,155 @@
+"""make run's demo sit & go waits for people (issue 29): over the real room and tournament
+service, the demo (:func:`studclient.sitgo.one`) opens ``sitgo-1`` with a window for people;
+``stud play --lobby`` shows the time left before the bots sit; a person registers with ``stud
+play --register`` during it (before, the bots had filled the sit & go at once and a person
+got ``registration_closed``); the bots then take the seats left and the person plays the sit
+& go to its end beside them. A second registration, once it is full, is told when the next
+one opens."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from stud.v1 import tournament_pb2 as pb
+from studclient import Client, sitgo
+from studclient.bots import Bot, strategy_for
+from studclient.tourney_bots import TourneyBot, TourneyTally
+from studclient.tui.command import Setup
+from studtest.redis import TestRedis
+from studtest.table import Room, fast_settings
+from studtest.tournament_service import RunningTournament, running_tournament
+from studtools import cli
+from studtools.devkeys import DevKeys
+from tournament.config import Settings
+
+pytestmark = pytest.mark.integration
+
+WINDOW_S = 4
+
+
+@pytest.fixture
+async def service(room: Room, redis_server: TestRedis, redis_url: str,
+                  dev_keys: DevKeys) -> AsyncIterator[RunningTournament]:
+    url = (redis_server.server.url_for("tournament") if redis_server.server is not None
+           else redis_url)
+    settings = Settings(addr="127.0.0.1:0", redis_url=url, auth_keys=dev_keys.key_set(),
+                        service_key=dev_keys.service_key("tournament"),
+                        wallet_target=f"127.0.0.1:{room.wallet.port}",
+                        table_target=f"127.0.0.1:{room.table_port}", tick_s=0.05,
+                        table_settings=fast_settings())
+    async with running_tournament(settings, dev_keys) as running:
+        yield running
+
+
+def demo_env(room: Room, service: RunningTournament, keys: DevKeys,
+             monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    env = {"STUD_TABLE_TARGET": f"127.0.0.1:{room.table_port}",
+           "STUD_DEALER_TARGET": f"127.0.0.1:{room.dealer.port}",
+           "STUD_WALLET_TARGET": f"127.0.0.1:{room.wallet.port}",
+           "STUD_TOURNAMENT_TARGET": f"127.0.0.1:{service.port}",
+           "STUD_ISSUER_KEY": keys.issuer_key.pem(),
+           sitgo.WINDOW_ENV: str(WINDOW_S), sitgo.LEVEL_S_ENV: "2"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("STUD_OPERATOR_TOKEN", raising=False)
+    return env
+
+
+async def stud_play(*args: str) -> tuple[int, str, str]:
+    """``stud play ARGS`` (its own event loop: in a thread, while the room serves on this
+    one): the status, its output and its errors."""
+    out, err = io.StringIO(), io.StringIO()
+
+    def call() -> int:
+        import contextlib
+        with contextlib.redirect_stderr(err):
+            return cli.main(["play", *args], out)
+
+    status = await asyncio.to_thread(call)
+    return status, out.getvalue(), err.getvalue()
+
+
+async def test_a_person_takes_a_seat_in_the_demo_sit_and_go_and_plays_it(
+        room: Room, service: RunningTournament, dev_keys: DevKeys,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    env = demo_env(room, service, dev_keys, monkeypatch)
+    ops = Client.connect(env["STUD_TABLE_TARGET"], env["STUD_DEALER_TARGET"],
+                         env["STUD_WALLET_TARGET"], Setup(env, None).operator or "",
+                         tournament_addr=env["STUD_TOURNAMENT_TARGET"])
+    feed = io.StringIO()
+    opened = time.time()
+    demo = asyncio.create_task(sitgo.one(ops, env, feed, seed=7))
+    person: Client | None = None
+    try:
+        async with asyncio.timeout(10):
+            while "sitgo-1" not in feed.getvalue():
+                await asyncio.sleep(0.05)
+        status, out, err = await stud_play("--lobby", "--player", "alice")
+        assert status == 0, err
+        line = next(li for li in out.splitlines() if li.startswith("sitgo-1 "))
+        assert "registering" in line and "0 entries" in line, line
+        left = re.search(r"bots take the seats left in (\d+):(\d\d)", line)
+        assert left is not None, line  # the time left, read from the sit & go itself
+        assert 0 < 60 * int(left[1]) + int(left[2]) <= WINDOW_S
+
+        status, out, err = await stud_play("--register", "sitgo-1", "--player", "alice")
+        assert status == 0, err  # before: FAILED_PRECONDITION registration_closed
+        assert "alice registered for sitgo-1" in out
+        assert time.time() - opened < WINDOW_S  # taken within the window, not after it
+        view = await service.client.get("sitgo-1")
+        assert [e.player_id for e in view.entries] == ["alice"]  # the bots wait
+
+        # alice plays her seat (through the SDK, calling down as a person might).
+        setup = Setup(env, "alice")
+        person = setup.connect()
+        name, strategy = strategy_for("station", 0)
+        alice = TourneyBot("alice", person, name,
+                           Bot("alice", person, "", name, strategy, random.Random(1)))
+        tally = TourneyTally()
+        play = asyncio.create_task(alice.play("sitgo-1", tally, io.StringIO()))
+
+        async with asyncio.timeout(60):  # the window ends: the bots take the other seats
+            while len((await service.client.get("sitgo-1")).entries) < sitgo.SEATS:
+                await asyncio.sleep(0.1)
+        full = await service.client.get("sitgo-1")
+        assert time.time() - opened >= WINDOW_S - 1
+        assert sorted(e.player_id for e in full.entries) == [
+            "alice", "sitgo-bot-1", "sitgo-bot-2", "sitgo-bot-3"]
+
+        # Full: a second person is told why, and when the next sit & go opens.
+        status, out, err = await stud_play("--register", "sitgo-1", "--player", "bob")
+        assert status == 1
+        assert "no seat to take" in err and "sitgo-2" in err, err
+        assert f"{WINDOW_S} s before the bots" in err, err
+
+        async with asyncio.timeout(240):
+            await demo
+            await play
+        assert tally.actions > 0 and not tally.errors, tally.errors
+        final = await service.client.get("sitgo-1")
+        assert final.phase == pb.TOURNAMENT_PHASE_FINISHED
+        mine = next(e for e in final.entries if e.player_id == "alice")
+        assert mine.place >= 1
+        assert "[sitgo] sitgo-1 over: 1. " in feed.getvalue()
+        assert "1 of 4 seats taken; the bots take the rest" in feed.getvalue()
+    finally:
+        demo.cancel()
+        await asyncio.gather(demo, return_exceptions=True)
+        if person is not None:
+            await person.close()
+        await ops.close()
+
+
+def test_the_window_is_configurable(monkeypatch: Any) -> None:
+    assert sitgo.window_s({}) == 30
+    assert sitgo.window_s({sitgo.WINDOW_ENV: "5"}) == 5
+    assert sitgo.window_s({sitgo.WINDOW_ENV: "0"}) == 0
+    assert sitgo.window_s({sitgo.WINDOW_ENV: "soon"}) == 30
