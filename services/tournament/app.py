@@ -23,10 +23,11 @@ import hashlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
+import structlog
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from stud.v1 import tournament_pb2 as pb
@@ -51,7 +52,12 @@ from tournament.state import Tournament, apply
 EVENT_TYPE = "TournamentEvent"
 STATES_KEPT: Final = 1024
 """Folded tournaments a process keeps (least recently read goes first)."""
+WOKEN: Final = f"{keys.TOURNAMENT_PREFIX}woken"
+"""A sorted set: each tournament not over and the time of the latest event a caller's command
+appended to it (any replica's), which wakes the process manager's next round for it (issue
+29, G8: a round no longer steps every tournament); the owner removes it once it is over."""
 Clock = Callable[[], float]
+log = structlog.get_logger("tournament.app")
 
 
 def tournament_store(client: object) -> EventStore:
@@ -241,6 +247,8 @@ class TournamentApp:
         events, now = decided[-1]
         if not events:
             return Outcome(done.result.version, (), False)
+        if by is not None:
+            await self._wake(tournament_id, now)
         assert done.state is not None
         self._keep(tournament_id, done.state)
         first = done.result.version - len(events)
@@ -275,6 +283,42 @@ class TournamentApp:
             return await self._recorded(tournament_id, command_id, cmd)
         except CommandIdReused:
             return None
+
+    async def _wake(self, tournament_id: str, now: float) -> None:
+        """Mark ``tournament_id`` woken at ``now`` (:data:`WOKEN`). Best effort: after the
+        append, so a failure here (logged) leaves the command applied and the tournament to
+        the process manager's periodic sweep of every tournament."""
+        try:
+            await self._store.client.zadd(WOKEN, {tournament_id: now})
+        except Exception:
+            log.warning("tournament_wake_failed", tournament_id=tournament_id, exc_info=True)
+
+    async def woken_since(self, since: float) -> dict[str, float]:
+        """The tournaments a caller's event woke after ``since``, with when."""
+        rows = cast(list[tuple[bytes | str, float]], await self._store.client.zrangebyscore(
+            WOKEN, f"({since}", "+inf", withscores=True))
+        out: dict[str, float] = {}
+        for member, score in rows:
+            out[member.decode() if isinstance(member, bytes) else member] = float(score)
+        return out
+
+    async def versions(self, ids: Sequence[str]) -> dict[str, int]:
+        """Each tournament's stream version (0: none), pipelined a thousand at a time: what
+        a sweep of the process manager compares with the versions it stepped."""
+        out: dict[str, int] = {}
+        for i in range(0, len(ids), 1000):
+            chunk = ids[i:i + 1000]
+            async with self._store.client.pipeline(transaction=False) as pipe:
+                for tid in chunk:
+                    pipe.get(keys.tournament_key(tid, "version"))
+                raw = await pipe.execute()
+            out.update((tid, int(v) if v is not None else 0)
+                       for tid, v in zip(chunk, raw, strict=True))
+        return out
+
+    async def forget(self, tournament_id: str) -> None:
+        """A tournament over: no event wakes it any more."""
+        await self._store.client.zrem(WOKEN, tournament_id)
 
     @staticmethod
     def _reused(command_id: str) -> AlreadyExists:

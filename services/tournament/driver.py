@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import math
 from collections.abc import Awaitable
+from typing import Final
 
 import structlog
 
@@ -29,7 +32,7 @@ from tournament import events as ev
 from tournament.app import Outcome, TournamentApp, Writer
 from tournament.clients import Refused, Unavailable, WalletPort
 from tournament.leases import Leases
-from tournament.state import CANCELLED, FINISHED, Tournament
+from tournament.state import CANCELLED, FINISHED, REGISTERING, RUNNING, Tournament
 from tournament.table_steps import TableSteps
 
 log = structlog.get_logger("tournament.driver")
@@ -94,39 +97,184 @@ async def step(app: Writer, wallet: WalletPort, tournament_id: str) -> int:
     return done
 
 
-async def run(app: TournamentApp, wallet: WalletPort, tick_s: float,
-              stop: asyncio.Event, tables: TableSteps | None = None, *,
-              writer: Writer | None = None, leases: Leases | None = None) -> None:
-    """Round after round over every tournament not over, until ``stop`` is set (a flag, not
-    only a cancellation: a cancellation that lands inside a Redis call may be absorbed by
-    the client's retry). With ``leases``, only the tournaments this replica holds, through
-    ``writer`` (fenced by their epochs); without, every tournament, through ``app``."""
-    finished: set[str] = set()
-    write: Writer = app if writer is None else writer
-    while not stop.is_set():
-        ids = [t for t in await app.ids() if t not in finished]
-        if leases is not None:
+SWEEP_S: Final = 30.0
+"""Every this many seconds a round reads the version of every tournament not over and steps
+those that moved since it stepped them: the net under a wake that was lost (a process that
+died between a caller's append and its wake)."""
+
+
+def next_due(t: Tournament, now: float) -> float:
+    """When ``t`` next has something to do by time alone (``math.inf``: only an event wakes
+    it): every round while it runs (its tables move on by themselves) or has money or a
+    charge in flight, its start if it is a multi-table registering, else never."""
+    if t.phase == RUNNING:
+        return now
+    if any(not e.paid for e in t.field()) or set(t.payments) - t.paid:
+        return now
+    if t.phase == REGISTERING and t.cfg.format == ev.MULTI_TABLE:
+        return t.cfg.start_at
+    return math.inf
+
+
+class Rounds:
+    """The process manager's rounds (issue 29, G8: each round loaded and ticked every
+    tournament not over, so its cost grew with every open tournament). A round steps only
+    the tournaments due: those a caller's event woke (``TournamentApp.woken_since``, any
+    replica's), those whose deadline came (:func:`next_due`: a start, or every round while
+    one runs), and those just taken over; every :data:`SWEEP_S` seconds, those whose
+    version moved since they were last stepped here (a wake lost between a caller's append
+    and its mark; every one at a process's first round). A round's cost is flat in the idle
+    ones: one sorted-set read and a look at a heap (a sweep: one pipelined read of the
+    versions)."""
+
+    def __init__(self, app: TournamentApp, wallet: WalletPort,
+                 tables: TableSteps | None = None, *, writer: Writer | None = None,
+                 leases: Leases | None = None, sweep_s: float = SWEEP_S) -> None:
+        self.app, self.wallet, self.tables, self.leases = app, wallet, tables, leases
+        self.write: Writer = app if writer is None else writer
+        self.sweep_s = sweep_s
+        self.finished: set[str] = set()
+        self.open: set[str] = set()
+        """The tournaments not over that this process knows of (the last sweep's and the
+        ones woken since): what the leases are spread over."""
+        self._timers: list[tuple[float, str]] = []
+        self._due_at: dict[str, float] = {}
+        self._woken: dict[str, float] = {}
+        self._versions: dict[str, int] = {}
+        """Each tournament's version when it was last stepped here."""
+        self._next_sweep = -math.inf
+        self._cursor = -math.inf
+        self._among: frozenset[str] | None = None
+        self._held: set[str] = set()
+        self.stepped = 0
+        """Tournaments stepped in all (the benchmark's figure)."""
+
+    def sweep_next(self) -> None:
+        """Make the next round a sweep (a benchmark's or an operator's tool)."""
+        self._next_sweep = -math.inf
+
+    def _at(self, tid: str, at: float) -> None:
+        if at == math.inf:
+            self._due_at.pop(tid, None)
+        elif self._due_at.get(tid, math.inf) > at:
+            self._due_at[tid] = at
+            heapq.heappush(self._timers, (at, tid))
+
+    def _expired(self, now: float) -> set[str]:
+        out: set[str] = set()
+        while self._timers and self._timers[0][0] <= now:
+            at, tid = heapq.heappop(self._timers)
+            if self._due_at.get(tid) == at:
+                del self._due_at[tid]
+                out.add(tid)
+        return out
+
+    async def _due(self, now: float) -> tuple[set[str], bool]:
+        """The tournaments due now, and whether the set of tournaments may have changed (a
+        sweep, or one this process did not know of)."""
+        if now >= self._next_sweep:
+            # the wakes this sweep answers (the next rounds read them again, within their
+            # margin), read before the ids so that a tournament created between the two is
+            # in the ids
+            woken = await self.app.woken_since(now - WOKEN_MARGIN_S)
+            self.open = {t for t in await self.app.ids() if t not in self.finished}
+            self._next_sweep, self._cursor = now + self.sweep_s, now
+            self._woken = woken
+            # what changed since it was last stepped (an event whose wake was lost), or was
+            # never stepped here (the first sweep: every one), and what is due by time
+            versions = await self.app.versions(sorted(self.open))
+            moved = {t for t, v in versions.items() if self._versions.get(t) != v}
+            return moved | self._expired(now), True
+        woken = await self.app.woken_since(self._cursor - WOKEN_MARGIN_S)
+        self._cursor = now
+        new = {t for t, at in woken.items()
+               if t not in self.finished and at > self._woken.get(t, -math.inf)}
+        self._woken.update((t, woken[t]) for t in new)
+        fresh = bool(new - self.open)
+        self.open |= new
+        return new | self._expired(now), fresh
+
+    async def _claim(self, due: set[str], changed: bool) -> set[str]:
+        """With leases: hand over and take tournaments when it may change anything (a sweep,
+        a tournament new to this process, the live replicas changed, a lease lost); the due
+        ones held, and the ones just taken (stepped at once)."""
+        assert self.leases is not None
+        among = frozenset(self.leases.spread.live)
+        if changed or among != self._among or self._held != set(self.leases.held):
+            before = set(self.leases.held)
             try:
-                ids = await leases.claim(ids)
+                await self.leases.claim(sorted(self.open))
+                self._among = frozenset(self.leases.spread.live)
             except Exception:
                 log.exception("tournament_claims_failed")
-                ids = sorted(leases.held)
-        for tournament_id in ids:
-            if stop.is_set():
-                break
-            if leases is not None and tournament_id not in leases.held:
+            due |= set(self.leases.held) - before
+            self._held = set(self.leases.held)
+        return {t for t in due if t in self.leases.held}
+
+    async def round(self, stop: asyncio.Event | None = None) -> int:
+        """One round: each tournament due stepped; the number stepped."""
+        now = self.app.now()
+        due, changed = await self._due(now)
+        if self.leases is not None:
+            due = await self._claim(due, changed)
+        stepped = 0
+        for tournament_id in sorted(due):
+            if stop is not None and stop.is_set():
+                self._at(tournament_id, now)  # not stepped: the next round
+                continue
+            if self.leases is not None and tournament_id not in self.leases.held:
                 continue  # lost during this round: its new owner drives it
-            # The money steps and the table steps each on their own: a table that refuses
-            # (or a step of theirs the log refuses) never holds a payment back, nor the
-            # reverse.
-            if not await _guarded(tournament_id, step(write, wallet, tournament_id)):
-                continue
-            if tables is not None and not await _guarded(tournament_id,
-                                                         tables.round(tournament_id)):
-                continue
+            stepped += 1
+            await self._step(tournament_id)
+        self.stepped += stepped
+        return stepped
+
+    async def _step(self, tournament_id: str) -> None:
+        # The money steps and the table steps each on their own: a table that refuses (or a
+        # step of theirs the log refuses) never holds a payment back, nor the reverse.
+        if not await _guarded(tournament_id, step(self.write, self.wallet, tournament_id)):
+            return
+        if self.tables is not None and not await _guarded(
+                tournament_id, self.tables.round(tournament_id)):
+            return
+        try:
+            t = await self.app.load(tournament_id)
+        except Exception:
+            self._at(tournament_id, self.app.now())  # try again next round
+            return
+        self._versions[tournament_id] = t.version
+        if over(t):
+            self.finished.add(tournament_id)
+            self.open.discard(tournament_id)
+            self._due_at.pop(tournament_id, None)
+            self._woken.pop(tournament_id, None)
+            self._versions.pop(tournament_id, None)
             with contextlib.suppress(Exception):
-                if over(await app.load(tournament_id)):
-                    finished.add(tournament_id)
+                await self.app.forget(tournament_id)
+        else:
+            self._at(tournament_id, next_due(t, self.app.now()))
+
+
+WOKEN_MARGIN_S: Final = 5.0
+"""How far back a round reads the woken tournaments before its previous read (the callers'
+clocks may lag this replica's); a tournament is stepped once per wake all the same."""
+
+
+async def run(app: TournamentApp, wallet: WalletPort, tick_s: float,
+              stop: asyncio.Event, tables: TableSteps | None = None, *,
+              writer: Writer | None = None, leases: Leases | None = None,
+              sweep_s: float = SWEEP_S) -> None:
+    """Round after round (:class:`Rounds`: the tournaments due), until ``stop`` is set (a
+    flag, not only a cancellation: a cancellation that lands inside a Redis call may be
+    absorbed by the client's retry). With ``leases``, only the tournaments this replica
+    holds, through ``writer`` (fenced by their epochs); without, every tournament, through
+    ``app``."""
+    rounds = Rounds(app, wallet, tables, writer=writer, leases=leases, sweep_s=sweep_s)
+    while not stop.is_set():
+        try:
+            await rounds.round(stop)
+        except Exception:  # Redis away: the next round tries again
+            log.exception("tournament_round_failed")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), tick_s)
 
