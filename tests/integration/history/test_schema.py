@@ -373,3 +373,34 @@ def test_the_migrate_command(postgres: TestPostgres) -> None:
                               postgres.server.dsn("support", "cli_migrations")],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and refused.stderr.startswith("migrate: ")
+
+
+def test_a_normal_user_runs_its_own_server() -> None:
+    """make run and make test as a user (not root): the server runs as that user itself.
+    Run as root, the test becomes the server's system user to try it; as a user, every other
+    test here already does."""
+    import os
+    import subprocess
+    import sys
+
+    from studtools.pg_server import _reachable, server_user
+
+    if os.geteuid() != 0:
+        pytest.skip("not root: every other test here runs the server as this user")
+    user = server_user()
+    assert user is not None
+    root = Path(__file__).resolve().parents[3]
+    if not all(_reachable(p, user) for p in (Path(sys.executable), root)):
+        pytest.skip(f"{user} cannot reach the checkout or the venv here")
+    script = ("import os, psycopg\n"
+              "from studtools.pg_server import PostgresServer, server_user\n"
+              "assert server_user() is None\n"
+              "with PostgresServer(fsync=False) as s:\n"
+              "    print(len(s.prepare('stud')))\n"
+              "    with psycopg.connect(s.dsn('support', 'stud')) as c:\n"
+              "        print(c.execute('SELECT current_user').fetchone()[0])\n")
+    done = subprocess.run(["runuser", "-u", user, "--", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=180, cwd="/")
+    assert done.returncode == 0, done.stderr
+    count, who = done.stdout.split()
+    assert (int(count), who) == (len(migrations()), "support")
