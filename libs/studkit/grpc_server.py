@@ -66,7 +66,7 @@ from studkit.grpc_handlers import (
     with_stream_behavior,
     wrap_handler,
 )
-from studkit.limits import CallRateLimiter, LogSampler, RateLimited
+from studkit.limits import CallerKeys, CallRateLimiter, LogSampler, RateLimited
 from studkit.metrics import Metrics
 
 __all__ = [  # the error table and the handler wrapping live apart; importable from here too
@@ -263,13 +263,16 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Verifies the bearer token of every non-public call and exposes the caller through
     :func:`current_principal`; binds ``principal`` to the log context (never the token).
-    Given ``rates``, a connection past its call or refused-token budget is refused
-    (``RESOURCE_EXHAUSTED``, ``rate_limited``) before its token is checked, a refused token
-    is counted against its connection, and a player's call against the player's budget; a
-    rate-limited call is answered after ``rates.hold`` (half a second at least, then at most
-    20 a second per connection by default), so a flooding client gets a trickle of
-    refusals whatever it keeps in flight, and while a player has one held, none of their
-    calls is served.
+    Given ``rates``, budgets are kept per client, as ``callers`` names it
+    (:class:`~studkit.limits.CallerKeys`: the client address a trusted proxy attests, else
+    the connection). A call whose token the verifier knows good is its caller's and never
+    meets its client's refused-token budget; any other call from a client past that budget
+    is refused (``RESOURCE_EXHAUSTED``, ``rate_limited``) before its token is checked, and
+    a refused token is counted against its client; a player's call is counted against the
+    player's budget and the client's; a rate-limited call is answered after ``rates.hold``
+    (half a second at least, then at most 20 a second per client by default), so a
+    flooding client gets a trickle of refusals whatever it keeps in flight, and while a
+    player has one held, none of their calls is served.
     A server stream ends with ``UNAUTHENTICATED`` (reason ``token_expired``) when its
     caller's token expires (``Principal.expires_at`` against ``clock``): clients resume with
     a fresh token. Must sit inside :class:`ErrorMappingInterceptor` so that a refusal is
@@ -281,11 +284,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         public_services: Sequence[str] = PUBLIC_SERVICES,
         clock: Clock = time.time,
         rates: CallRateLimiter | None = None,
+        callers: CallerKeys | None = None,
     ) -> None:
         self._verifier = verifier
         self._public = tuple(public_services)
         self._clock = clock
         self._rates = rates
+        self._callers = callers if callers is not None else CallerKeys()
         self._handlers = HandlerCache(self._wrap)
 
     def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> Any:
@@ -314,20 +319,27 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             principal = self._verifier.verify_metadata(context.invocation_metadata())
             structlog.contextvars.bind_contextvars(principal=principal.subject)
         else:
-            peer = context.peer()
+            metadata = context.invocation_metadata()
+            # The client whose budgets the call spends: the address a trusted proxy attests,
+            # else the connection (issue 29, G6).
+            client = self._callers.key(context.peer(), metadata)
             try:
-                # A connection past its budget is refused before its token is looked at:
-                # no signature check, no decoding, for forged and garbage tokens too.
-                rates.admit(peer)
-                try:
-                    principal = self._verifier.verify_metadata(context.invocation_metadata())
-                except Unauthorized:
-                    rates.refused(peer)
-                    raise
+                # A token verified before is its caller's, whatever the client's refused
+                # calls: a good token is never refused for another caller's bad ones.
+                principal = self._verifier.known(metadata)
+                if principal is None:
+                    # A client past its budget is refused before its token is looked at:
+                    # no signature check, no decoding, for forged and garbage tokens too.
+                    rates.admit(client)
+                    try:
+                        principal = self._verifier.verify_metadata(metadata)
+                    except Unauthorized:
+                        rates.refused(client)
+                        raise
                 structlog.contextvars.bind_contextvars(principal=principal.subject)
-                rates.check(principal, peer)  # a flooding player is refused before any work
+                rates.check(principal, client)  # a flooding player is refused before any work
             except RateLimited:
-                await rates.hold(peer, _time_remaining(context), principal)
+                await rates.hold(client, _time_remaining(context), principal)
                 raise
         token = _principal.set(principal)
         try:
@@ -404,6 +416,7 @@ def create_grpc_server(
     clock: Clock = time.time,
     rates: CallRateLimiter | None = None,
     log_sampler: LogSampler | None = None,
+    callers: CallerKeys | None = None,
 ) -> GrpcServer:
     """A server with the auth and error interceptors, health, reflection and ``services``,
     bound to ``address`` (``127.0.0.1:0`` picks a free port) as its only owner: ``options``
@@ -413,17 +426,20 @@ def create_grpc_server(
     :func:`studkit.metrics.metrics_endpoint`); streams end when their token expires by
     ``clock``; players' call rates and each connection's refused calls are limited by
     ``rates`` (default: from the environment, ``STUD_RATE_PER_PLAYER`` /
-    ``STUD_RATE_PER_CONNECTION`` / ``STUD_RATE_REFUSED_PER_CONNECTION``); refusals' log
+    ``STUD_RATE_PER_CONNECTION`` / ``STUD_RATE_REFUSED_PER_CONNECTION``), each client's
+    counted as ``callers`` names it (default: from the environment,
+    ``STUD_TRUSTED_PROXIES``, :class:`~studkit.limits.CallerKeys`); refusals' log
     lines are sampled by ``log_sampler`` (default: see :class:`ErrorMappingInterceptor`).
     Call within a running loop;
     call :meth:`GrpcServer.start` to serve."""
     metrics = metrics if metrics is not None else Metrics()
     rates = rates if rates is not None else CallRateLimiter.from_env(os.environ)
+    callers = callers if callers is not None else CallerKeys.from_env(os.environ)
     sampler = log_sampler if log_sampler is not None else LogSampler(log_summary)
     server = grpc.aio.server(
         interceptors=[
             ErrorMappingInterceptor(errors, metrics=metrics, sampler=sampler),
-            AuthInterceptor(verifier, clock=clock, rates=rates),
+            AuthInterceptor(verifier, clock=clock, rates=rates, callers=callers),
         ],
         options=[*(o for o in options if o[0] != SINGLE_OWNER[0]), SINGLE_OWNER],
     )

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import time
+import urllib.parse
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from studkit.auth import Principal, Role
@@ -108,20 +110,26 @@ class _Bucket:
 
 class CallRateLimiter:
     """Token buckets: a player may make ``per_player`` calls a second (bursts up to
-    ``burst_s`` seconds' worth), one connection carrying players ``per_peer``, and one
-    connection ``refused_per_peer`` calls whose token is refused (missing, forged, garbage,
-    expired). Services, operators and auditors are not limited by the first two (they are
-    few and trusted; a service such as the table must never be slowed by its players'
-    floods).
+    ``burst_s`` seconds' worth), one client carrying players ``per_peer``, and one client
+    ``refused_per_peer`` calls whose token is refused (missing, forged, garbage, expired).
+    A client (the ``peer`` argument) is the key :class:`CallerKeys` gives: the connection,
+    or the client address a trusted proxy attests. Services, operators and auditors are not
+    limited by the first two (they are few and trusted; a service such as the table must
+    never be slowed by its players' floods).
 
-    A connection is checked twice. :meth:`admit`, before its token is even looked at, refuses
-    a connection that has spent its player-call or its refused-call budget: two dictionary
-    lookups, so a flood costs no signature check and no decoding past its budget, forged and
-    garbage tokens included. :meth:`check`, once the caller is known, counts a player's call
-    against the player and the connection; :meth:`refused` counts a refused token against the
-    connection. A rate-limited call is answered after :meth:`hold`: half a second at least,
-    then one connection's held calls one after another, so a flooding client gets a trickle
-    of refusals, whatever it keeps in flight. While a player has a rate-limited call held,
+    A call whose token is already known good (the verifier's cache) is counted as its
+    caller, never against its client's refused calls: a caller with a good token is not
+    refused for another caller's bad tokens on its connection (issue 29, G6: grpc-python's
+    shared subchannels, or a gateway, put many callers on one connection). Any other call
+    is checked twice. :meth:`admit`, before its token is even looked at, refuses a client
+    that has spent its refused-call budget: a dictionary lookup, so a flood costs no
+    signature check and no decoding past its budget, forged and garbage tokens included (a
+    token never seen before from such a client is refused with it until the budget
+    refills). :meth:`check`, once the caller is known, counts a player's call against the
+    player and the client; :meth:`refused` counts a refused token against the client. A
+    rate-limited call is answered after :meth:`hold`: half a second at least, then one
+    client's held calls one after another, so a flooding client gets a trickle of
+    refusals, whatever it keeps in flight. While a player has a rate-limited call held,
     every other call of theirs is refused too (:meth:`check`, before any work): a client that
     keeps calls in flight past its rate is served nothing until it slows down, instead of
     its whole allowance (100 ``GetTable`` a second by default: issue 17, F5, where the
@@ -223,15 +231,14 @@ class CallRateLimiter:
         return tokens >= 1.0
 
     def admit(self, peer: str) -> None:
-        """Before the token is checked: raise :class:`RateLimited` if connection ``peer`` has
-        spent its refused-call or its player-call budget (nothing is counted)."""
+        """Before a token not known good is checked: raise :class:`RateLimited` if client
+        ``peer`` has spent its refused-call budget (nothing is counted). Its player-call
+        budget is not looked at here: whether the caller is a player is known only once the
+        token is (:meth:`check`)."""
         if not self._has(f"r|{peer}", self._refused_rate):
-            raise RateLimited(f"more than {self._refused_rate:g} refused calls a second on "
-                              "this connection")
-        per_peer = self._rates[1]
-        if not self._has(f"c|{peer}", per_peer):
-            raise RateLimited(f"more than {per_peer:g} player calls a second on one "
-                              "connection")
+            where = "from this address" if peer.startswith("addr:") else "on this connection"
+            raise RateLimited(f"more than {self._refused_rate:g} refused calls a second "
+                              f"{where}")
 
     async def hold(self, peer: str, remaining_s: float | None,
                    principal: Principal | None = None) -> None:
@@ -293,6 +300,127 @@ class CallRateLimiter:
         if not self._take(f"c|{peer}", per_peer):
             raise RateLimited(f"more than {per_peer:g} player calls a second on one "
                               "connection")
+
+
+# --- whose budget a call spends --------------------------------------------------------------
+
+TRUSTED_PROXIES_ENV = "STUD_TRUSTED_PROXIES"
+"""Addresses or networks (``10.0.0.7``, ``10.8.0.0/16``, ``fd00::/8``; comma or space
+separated) of the proxies whose ``x-forwarded-for`` a service believes: the ingress, the
+gRPC-Web gateway. Unset or empty: none, every call is counted against its connection."""
+FORWARDED_FOR = "x-forwarded-for"
+MAX_HOPS = 16
+"""Hops of ``x-forwarded-for`` looked at, from the last: past that, the header attests
+nothing (a chain of more trusted proxies than that is not a deployment)."""
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class CallerKeys:
+    """Whose budgets (:class:`CallRateLimiter`'s per-connection ones) a call spends: the
+    client address a trusted proxy attests, else the connection (``context.peer()``).
+
+    A proxy in ``trusted`` (a gateway that carries many clients on a few upstream
+    connections) appends the address of its own peer to ``x-forwarded-for``. Read from the
+    last hop back, past the trusted proxies (a gateway behind another proxy), the first
+    address is the client's: the key is ``addr:<client>``. Hops a client wrote itself come
+    before the ones the proxies appended, so they are never read. A hop that is not an
+    address, or no header at all, attests nothing: the key is the connection. From a peer
+    that is not a trusted proxy the header is ignored, whatever it says.
+
+    >>> keys = CallerKeys(["10.0.0.0/8"])
+    >>> keys.key("ipv4:10.1.2.3:5000", [("x-forwarded-for", "6.6.6.6, 203.0.113.5")])
+    'addr:203.0.113.5'
+    >>> keys.key("ipv4:10.1.2.3:5000", [("x-forwarded-for", "203.0.113.5, 10.9.9.9")])
+    'addr:203.0.113.5'
+    >>> keys.key("ipv4:198.51.100.7:5000", [("x-forwarded-for", "203.0.113.5")])
+    'ipv4:198.51.100.7:5000'
+    >>> keys.key("ipv4:10.1.2.3:5000", [("x-forwarded-for", "unknown")])
+    'ipv4:10.1.2.3:5000'
+    """
+
+    def __init__(self, trusted: Iterable[str] = ()) -> None:
+        networks = []
+        for entry in trusted:
+            try:
+                networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+            except ValueError:
+                raise ValueError(f"{TRUSTED_PROXIES_ENV}: {entry!r} is not an address or "
+                                 "a network (10.0.0.7, 10.8.0.0/16, fd00::/8)") from None
+        self._trusted = tuple(networks)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> CallerKeys:
+        """From :data:`TRUSTED_PROXIES_ENV` (none when unset)."""
+        raw = env.get(TRUSTED_PROXIES_ENV, "")
+        return cls(e for e in raw.replace(",", " ").split() if e)
+
+    @property
+    def trusted(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        return self._trusted
+
+    def is_trusted(self, address: Address | None) -> bool:
+        return address is not None and any(address in n for n in self._trusted)
+
+    def key(self, peer: str, metadata: Sequence[tuple[str, str | bytes]] | None) -> str:
+        """The key of a call from ``peer`` carrying ``metadata``."""
+        if not self._trusted or not self.is_trusted(peer_address(peer)):
+            return peer
+        values = [v.decode(errors="replace") if isinstance(v, bytes) else v
+                  for k, v in (metadata or ()) if k.lower() == FORWARDED_FOR]
+        hops = ",".join(values).split(",")[-MAX_HOPS:]
+        for hop in reversed(hops):
+            address = hop_address(hop)
+            if address is None:
+                return peer
+            if not self.is_trusted(address):
+                return f"addr:{address}"
+        return peer
+
+
+def _plain(address: Address) -> Address:
+    """An IPv4 address written as IPv6 (``::ffff:10.0.0.1``, a dual-stack listener's
+    peers) as the IPv4 address it is."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def peer_address(peer: str) -> Address | None:
+    """The IP address of a gRPC peer (``ipv4:10.0.0.1:5000``, ``ipv6:[::1]:5000``, also
+    percent-encoded); None for any other (a Unix socket).
+
+    >>> peer_address("ipv6:%5B::ffff:10.0.0.1%5D:5000"), peer_address("unix:/tmp/s")
+    (IPv4Address('10.0.0.1'), None)
+    """
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return None
+    host = urllib.parse.unquote(rest).rpartition(":")[0]
+    try:
+        return _plain(ipaddress.ip_address(host.removeprefix("[").removesuffix("]")))
+    except ValueError:
+        return None
+
+
+def hop_address(hop: str) -> Address | None:
+    """One hop of ``x-forwarded-for`` as an address (``203.0.113.5``, ``2001:db8::1``,
+    also with a port: ``203.0.113.5:4711``, ``[2001:db8::1]:4711``); None if it is not one.
+
+    >>> hop_address(" [2001:db8::1]:4711"), hop_address("unknown")
+    (IPv6Address('2001:db8::1'), None)
+    """
+    text = hop.strip()
+    if text.startswith("["):
+        text, closed, port = text[1:].partition("]")
+        if not closed or (port and not port.startswith(":")):
+            return None
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        return _plain(ipaddress.ip_address(text))
+    except ValueError:
+        return None
 
 
 # --- log lines -------------------------------------------------------------------------------

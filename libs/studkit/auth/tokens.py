@@ -224,17 +224,41 @@ class TokenVerifier:
 
     def verify_metadata(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> Principal:
         """The principal of the ``authorization: Bearer`` entry of gRPC metadata."""
-        values = [v for k, v in (metadata or ()) if k.lower() == METADATA_KEY]
-        if not values:
-            raise Unauthorized("missing authorization metadata", reason="missing_token")
-        if len(values) > 1:
-            raise Unauthorized("more than one authorization entry")
-        value = values[0]
-        if isinstance(value, bytes):
-            value = value.decode(errors="replace")
-        if not value.startswith(BEARER):
-            raise Unauthorized("authorization is not a Bearer token")
-        return self.verify(value[len(BEARER):].strip())
+        return self.verify(_bearer(metadata))
+
+    def known(self, metadata: Sequence[tuple[str, str | bytes]] | None) -> Principal | None:
+        """The principal of the metadata's token if it was verified before and has not
+        expired, from the cache alone (nothing decoded, nothing raised); None otherwise (a
+        token not seen yet, refused, expired, or no token): then :meth:`verify_metadata`
+        decides."""
+        try:
+            token = _bearer(metadata)
+        except Unauthorized:
+            return None
+        if len(token) > MAX_TOKEN_CHARS:
+            return None
+        digest = self._digest(token)
+        known = self._verified.get(digest)
+        if known is None or known.expires_at is None \
+                or known.expires_at + self._leeway <= self._clock():
+            return None
+        self._verified.move_to_end(digest)
+        return known
+
+
+def _bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str:
+    """The token of the ``authorization: Bearer`` entry of gRPC metadata."""
+    values = [v for k, v in (metadata or ()) if k.lower() == METADATA_KEY]
+    if not values:
+        raise Unauthorized("missing authorization metadata", reason="missing_token")
+    if len(values) > 1:
+        raise Unauthorized("more than one authorization entry")
+    value = values[0]
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    if not value.startswith(BEARER):
+        raise Unauthorized("authorization is not a Bearer token")
+    return value[len(BEARER):].strip()
 
 
 class ServiceTokenSource:

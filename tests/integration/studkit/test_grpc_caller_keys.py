@@ -33,9 +33,11 @@ pytestmark = pytest.mark.integration
 
 SERVICE = "test.v1.Keys"
 KEYS = DevKeys.generate()
-REFUSED_PER_S = 5.0
-BURST_S = 2.0
+REFUSED_PER_S = 0.1
+BURST_S = 100.0
 BUDGET = int(REFUSED_PER_S * BURST_S)
+"""Ten refused calls, then one per 10 s: nothing that matters refills while a test runs,
+however slowly a busy machine runs it."""
 FLOOD = 60
 """Bad tokens sent in a flood: several budgets' worth, so the budget is spent whatever
 refills while the flood lasts."""
@@ -84,8 +86,8 @@ Serve = Callable[[CallerKeys | None], Awaitable[GrpcServer]]
 
 @pytest.fixture
 async def serve() -> AsyncIterator[Serve]:
-    """``serve(callers)``: a server whose refused calls are budgeted as in production (5 a
-    second, 2 s of burst here), answered at once (the hold has tests of its own)."""
+    """``serve(callers)``: a server whose refused calls are budgeted (:data:`BUDGET`), their
+    refusals answered at once (the hold has tests of its own)."""
     servers: list[GrpcServer] = []
 
     async def start(callers: CallerKeys | None) -> GrpcServer:
@@ -116,7 +118,7 @@ async def call(channel: grpc.aio.Channel, metadata: Metadata) -> tuple[str, str 
 
 
 RATE_LIMITED = ("RESOURCE_EXHAUSTED", "rate_limited")
-UNAUTHENTICATED = ("UNAUTHENTICATED", "invalid_token")
+UNAUTHENTICATED = ("UNAUTHENTICATED", "unauthenticated")
 
 
 async def test_a_good_token_is_never_refused_for_bad_tokens_on_its_connection(
@@ -138,7 +140,7 @@ async def test_a_good_token_is_never_refused_for_bad_tokens_on_its_connection(
             if i % 5 == 4:
                 victims[await call(shared, operator)] += 1
                 victims[await call(shared, amy)] += 1
-        assert attacker[RATE_LIMITED] >= FLOOD - BUDGET - 10, attacker
+        assert attacker[RATE_LIMITED] >= FLOOD - BUDGET - 1, attacker
         assert victims == {("OK", None): 2 * FLOOD // 5}, victims
         assert await call(shared, operator) == ("OK", None)
 
@@ -158,7 +160,7 @@ async def test_behind_a_trusted_proxy_each_client_address_has_its_own_budget(
         outcomes: Counter[tuple[str, str | None]] = Counter()
         for i in range(FLOOD):
             outcomes[await call(upstream, via(attacker_at, forged(i)))] += 1
-        assert outcomes[RATE_LIMITED] >= FLOOD - BUDGET - 10, outcomes
+        assert outcomes[RATE_LIMITED] >= FLOOD - BUDGET - 1, outcomes
         # Addresses of the attacker's own before the gateway's hop change nothing.
         spoofed = f"10.0.0.{secrets.randbelow(250)}, 192.0.2.{secrets.randbelow(250)}"
         assert await call(upstream, via(f"{spoofed}, {attacker_at}", forged(FLOOD))) \
@@ -182,7 +184,7 @@ async def test_a_forged_header_from_an_untrusted_peer_does_not_change_the_key(
         outcomes: Counter[tuple[str, str | None]] = Counter()
         for i in range(FLOOD):
             outcomes[await call(channel, via(f"198.51.100.{i % 250}", forged(i)))] += 1
-        assert outcomes[RATE_LIMITED] >= FLOOD - BUDGET - 10, outcomes
+        assert outcomes[RATE_LIMITED] >= FLOOD - BUDGET - 1, outcomes
         assert await call(channel, via("203.0.113.99", forged(FLOOD))) == RATE_LIMITED
 
 
@@ -195,4 +197,23 @@ async def test_a_trusted_proxy_without_the_header_is_one_client(serve: Serve) ->
         for i in range(FLOOD):
             metadata = forged(i) if i % 2 else via("not-an-address", forged(i))
             outcomes[await call(channel, metadata)] += 1
-        assert outcomes[RATE_LIMITED] >= FLOOD - BUDGET - 10, outcomes
+        assert outcomes[RATE_LIMITED] >= FLOOD - BUDGET - 1, outcomes
+
+
+async def test_a_token_never_seen_from_a_connection_past_its_budget_waits_for_a_refill(
+        serve: Serve) -> None:
+    """The price of a flood costing no signature check (issue 17, F5): from a connection
+    past its refused-call budget, a token the service has never verified is refused with
+    the flood, before it is decoded; once verified (here, from another connection) it is
+    served on the flooded connection too. Behind a trusted proxy the budget is the client
+    address's own (above), so only the flooder's address pays this."""
+    server = await serve(None)
+    zoe = valid(Principal(Role.PLAYER, "zoe"))
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as shared, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}",
+                                      options=(("grpc.use_local_subchannel_pool", 1),)) as own:
+        for i in range(BUDGET + 1):
+            await call(shared, forged(i))
+        assert await call(shared, zoe) == RATE_LIMITED
+        assert await call(own, zoe) == ("OK", None)
+        assert await call(shared, zoe) == ("OK", None)

@@ -341,3 +341,26 @@ def test_a_cached_token_still_expires() -> None:
     with pytest.raises(_Unauthorized) as caught:
         verifier.verify(token)
     assert caught.value.reason == "token_expired"
+
+
+def test_known_answers_from_the_cache_alone() -> None:
+    """``known`` (what the servers ask before a client's refused-call budget, issue 29 G6)
+    gives the principal of a token verified before and not expired, and None, raising
+    nothing and decoding nothing, for a token never seen, one refused, an expired one, or
+    no token."""
+    now = [NOW]
+    clock = lambda: now[0]  # noqa: E731
+    check = KEYS.verifier(clock)  # type: ignore[arg-type]
+    good = bearer_metadata(KEYS.issuer(clock).issue(ALICE, ttl_seconds=60))
+    assert check.known(good) is None  # never verified yet
+    assert check.verify_metadata(good) == check.known(good)
+    known = check.known(good)
+    assert known is not None and known.name == "alice"
+    bad = bearer_metadata("not-a-token")
+    with pytest.raises(Unauthorized):
+        check.verify_metadata(bad)
+    assert check.known(bad) is None
+    assert check.known(()) is None
+    assert check.known([("authorization", "Basic abc")]) is None
+    now[0] += 120
+    assert check.known(good) is None  # expired: verify_metadata refuses it
