@@ -206,7 +206,7 @@ async def test_a_table_s_state_lives_in_its_stream_alone(room: Room, redis_url: 
     await room.table_deps.app.tables.publish_summaries()
     found = await table_keys(redis_url, table_id)
     assert found <= {"events", "commands", "version", "owner", "trimmed", "snapshot",
-                     "summary"}, found
+                     "summary", "chain"}, found  # chain: the stream's head digest
     assert {"events", "commands", "version"} <= found
     kinds = set(await room_events(room, table_id))
     assert {"SettingsSet", "BuyInRequested", "TopUpQueued", "CashOutRequested",
