@@ -45,6 +45,7 @@ import json
 import operator
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -450,7 +451,17 @@ def compare(stores: TableStores) -> tuple[int, int, int, int, list[str]]:
 
 def chain_of(stores: TableStores) -> str | None:
     """None if PostgreSQL's events followed by Redis's (each sequence once) form the chain
-    from GENESIS to the recorded head; else the first break."""
+    from GENESIS to the recorded head; else the first break.
+
+    >>> from stud.v1.envelope_pb2 import EventEnvelope
+    >>> from studkit.chain import digest
+    >>> a = EventEnvelope(sequence=1, prev_digest=GENESIS).SerializeToString()
+    >>> b = EventEnvelope(sequence=2, prev_digest=digest(a)).SerializeToString()
+    >>> chain_of(TableStores("t", 2, 1, digest(b), {2: b}, [(1, a)])) is None
+    True
+    >>> chain_of(TableStores("t", 2, 1, digest(b), {2: b}, [(1, a[:-1] + b"x")]))[:33]
+    'table t: chain broken at event #1'
+    """
     archived = dict(stores.pg)
     last = max(archived, default=0)
     ordered = [archived[s] for s in sorted(archived)]
@@ -525,6 +536,11 @@ def verify_all(ar: ArchiveRoom, work: Path) -> dict[str, Any]:
           f"failed={report.get('failed')}", flush=True)
     for failure in (report.get("failures") or [])[:5]:
         print(f"replay FAILED {failure}", flush=True)
+    kinds = Counter(re.sub(r"\d+", "N", str(problem.get("what", problem)))
+                    for failure in report.get("failures") or []
+                    for problem in failure.get("problems") or [])
+    for kind, n in kinds.most_common(10):
+        print(f"replay problems x{n}: {kind}", flush=True)
     return report
 
 
@@ -608,7 +624,7 @@ async def campaign(hands: int, kills: int, n_tables: int, seed: int, work: Path,
         for proc in ar.archivers:  # nothing moves while the stores are compared
             proc.terminate()
         out.archiver_lines = {p.log_path.stem: archiver_lines(p) for p in ar.archivers}
-        await check_stores(ar, table_ids, out)
+        await asyncio.wait_for(check_stores(ar, table_ids, out), VERIFY_TIMEOUT_S)
         out.chips_lost = await room.chips_lost(table_ids)
         out.duplicate_settlements = await duplicate_settlements(room.redis)
         out.replay = check_replay(await asyncio.to_thread(verify_all, ar, work), out.hands)
