@@ -6,6 +6,7 @@ Commands are argparse subcommands; each module registers its own:
 - ``stud replay list|show|verify|export`` from the live logs (:mod:`studtools.replay_cli`)
 - ``stud bots`` (:mod:`studclient.bots`), ``stud play`` (:mod:`studclient.tui`)
 - ``stud archive`` (:mod:`studtools.archive`)
+- ``stud report`` (:mod:`studtools.report`)
 
 Every command runs with one environment: the process's over ``make run``'s ``.run/env``
 (:func:`studtools.runenv.stud_environment`, loaded here once), so each of them finds the stack
@@ -27,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO, TypeAlias, cast
 
 from studclient import bots, tui
-from studtools import archive, replay_check, replay_cli
+from studtools import archive, replay_check, replay_cli, report
 from studtools.runenv import stud_environment
 
 Handler: TypeAlias = Callable[[argparse.Namespace, TextIO, Mapping[str, str]], int]
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cli.register(replay_commands)
     bots.register(commands)
     archive.register(commands)
+    report.register(commands)
     tui.register(commands)
     return parser
 
