@@ -62,6 +62,6 @@ class TestPostgres:
 @contextlib.contextmanager
 def test_postgres() -> Iterator[TestPostgres]:
     """A started server with the migrated template; stopped afterwards."""
-    with PostgresServer(fsync=False) as server:
+    with PostgresServer(fsync=False, die_with_parent=True) as server:
         server.prepare(TEMPLATE)
         yield TestPostgres(server)

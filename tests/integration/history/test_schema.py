@@ -404,3 +404,40 @@ def test_a_normal_user_runs_its_own_server() -> None:
     assert done.returncode == 0, done.stderr
     count, who = done.stdout.split()
     assert (int(count), who) == (len(migrations()), "support")
+
+
+def test_a_test_server_dies_with_its_test_run() -> None:
+    """A test run killed with SIGKILL (a timeout, an OOM kill) leaves no PostgreSQL behind
+    on a shared machine: the tests' server gets SIGQUIT when its launcher dies."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import sys, time\n"
+              "from studtools.pg_server import PostgresServer\n"
+              "s = PostgresServer(fsync=False, die_with_parent=True).start()\n"
+              "print(s.process.pid, s.data_dir, flush=True)\n"
+              "time.sleep(600)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                text=True)
+    try:
+        assert launcher.stdout is not None
+        pid_text, data_dir = launcher.stdout.readline().split()
+        postmaster = int(pid_text)
+        os.kill(postmaster, 0)  # running
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=30)
+        for _ in range(600):
+            try:
+                os.kill(postmaster, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(postmaster, signal.SIGKILL)
+            pytest.fail("the server outlived its launcher")
+    finally:
+        launcher.kill()
+        shutil.rmtree(Path(data_dir).parent, ignore_errors=True)
