@@ -43,6 +43,7 @@ from studkit.auth import IssuerSource, Principal, Role, TokenBook
 from studkit.grpc_server import GrpcServer
 from studkit.mapping import card_from_proto, envelope_for, street_to_proto
 from studkit.store import EventStore
+from studtest.rigged_dealer import RiggedDealing, rigged_server
 from studtools.devkeys import DevKeys
 
 TABLE: Final = Principal(Role.SERVICE, "table")
@@ -144,12 +145,17 @@ class RunningDealer:
 
 
 @contextlib.asynccontextmanager
-async def running_dealer(settings: Settings,
-                         keys: DevKeys) -> AsyncIterator[RunningDealer]:
+async def running_dealer(settings: Settings, keys: DevKeys,
+                         rig: RiggedDealing | None = None) -> AsyncIterator[RunningDealer]:
     """Start a dealer for ``settings`` (use ``addr="127.0.0.1:0"``; ``settings.auth_keys``
-    should trust ``keys``), stop it on exit; its client signs with ``keys``."""
-    deps = build_deps(settings)
-    server, port = create_server(settings, deps)
+    should trust ``keys``), stop it on exit; its client signs with ``keys``. ``rig``: the
+    test-only rigged dealer (stacked decks, a dishonest dealer), else the honest one."""
+    if rig is None:
+        deps = build_deps(settings)
+        server, port = create_server(settings, deps)
+    else:
+        deps = build_deps(settings, dealing=rig)
+        server, port = rigged_server(rig)(settings, deps)
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

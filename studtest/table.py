@@ -22,6 +22,7 @@ from stud.v1 import table_pb2_grpc as pb_grpc
 from studkit.auth import Principal, Role, TokenBook
 from studtest.dealer import RunningDealer, running_dealer
 from studtest.redis import TestRedis
+from studtest.rigged_dealer import RiggedDealing
 from studtest.wallet import RunningWallet, running_wallet
 from studtools.devkeys import DevKeys
 from table.bootstrap import TableDeps, build_deps
@@ -145,14 +146,16 @@ def table_settings(redis_server: TestRedis, admin_url: str, keys: DevKeys, deale
 @contextlib.asynccontextmanager
 async def running_room(redis_server: TestRedis, admin_url: str, keys: DevKeys,
                        dealer_overrides: dict[str, Any] | None = None,
+                       rig: RiggedDealing | None = None,
                        **table_overrides: Any) -> AsyncIterator[Room]:
-    """Dealer, wallet and table, in process, over the session's Redis."""
+    """Dealer, wallet and table, in process, over the session's Redis; ``rig``: a rigged
+    dealer (stacked decks, a dishonest dealer: :mod:`studtest.rigged_dealer`)."""
     dealer_settings = DealerSettings(addr="127.0.0.1:0", auth_keys=keys.key_set(),
                                      redis_url=_url(redis_server, admin_url, "dealer"),
                                      **(dealer_overrides or {}))
     wallet_settings = WalletSettings(addr="127.0.0.1:0", auth_keys=keys.key_set(),
                                      redis_url=_url(redis_server, admin_url, "wallet"))
-    async with running_dealer(dealer_settings, keys) as dealer, \
+    async with running_dealer(dealer_settings, keys, rig) as dealer, \
             running_wallet(wallet_settings, keys) as wallet:
         settings = table_settings(redis_server, admin_url, keys, dealer.port, wallet.port,
                                   **table_overrides)

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from dealer.corruption import Corruption
+from dealer.dealing import HONEST, Dealing
 from dealer.deck import deal_street, seat_draws
 from dealer.fair import FairDealer, stored_hand
 from dealer.fair import bind_hand as _bind
 from dealer.players import OwnCards, PlayerCards
 from dealer.shuffle import CSPRNG, Entropy
-from dealer.stacking import StackedDecks
 from dealer.store import IDENTITY, DealerStore, FairHand, Recorded, StoredHand
 from dealer.tables import PublicTables, TableView
 from rules import DealPlan, HandState, pending_deal
@@ -131,14 +130,14 @@ class DealerApp:
         conflict_retries: int = 5,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         metrics: Metrics | None = None,
-        stacked: StackedDecks | None = None,
         seed_wait_ms: int = 1000,
-        corruption: Corruption = Corruption.NONE,
+        dealing: Dealing = HONEST,
         entropy: Entropy = CSPRNG,
     ) -> None:
         self._entropy = entropy
-        self._stacked = stacked
-        """TEST ONLY (``DEALER_STACKED_DECKS``): queued deck orders; None in production."""
+        self._dealing = dealing
+        """How the cards are chosen and opened (:mod:`dealer.dealing`): always honest in the
+        service; only the test support builds an app with another."""
         self._store = store
         self._tables = tables
         self._table_services = frozenset(table_services)
@@ -146,8 +145,8 @@ class DealerApp:
         self._clock_ms = clock_ms
         self._counters = DealerCounters.register(metrics if metrics is not None else Metrics())
         self._fair = FairDealer(store, tables, clock_ms=clock_ms, seed_wait_ms=seed_wait_ms,
-                                corruption=corruption)
-        """Seeds, proofs and openings of per-card hands (and the test-only corruption)."""
+                                dealing=dealing)
+        """Seeds, proofs and openings of per-card hands."""
         self._players = PlayerCards(store, tables, self._fair)
         """The players' own cards."""
 
@@ -185,9 +184,9 @@ class DealerApp:
                 + (" after the current one ends" if state.hand_in_progress else ""),
                 reason="not_next_hand",
             )
-        stacked = self._stacked.take(table_id, hand_number) if self._stacked else None
+        stacked = self._dealing.stacked_order(table_id, hand_number)
         fair: FairHand | None = None
-        if stacked is not None:
+        if stacked is not None:  # never in the service (dealer.dealing.HonestDealing)
             # A stacked deck is dealt as stacked: no seed may move it, so no card commitment.
             log.warning("stacked_deck_used")
             deck = HandDeck(table_id=table_id, hand_number=hand_number, order=stacked,
@@ -348,16 +347,6 @@ class DealerApp:
             out[seat] = tuple(dealt_down[: len(player.down)])
         log.info("hands_revealed", seats=len(out), phase=hand.phase.value)
         return out
-
-    def stack_deck(self, principal: Principal, table_id: str, hand_number: int,
-                   order: tuple[int, ...]) -> None:
-        """TEST ONLY: queue the deck order of one future hand (operators)."""
-        require_role(principal, Role.OPERATOR)
-        if self._stacked is None:  # pragma: no cover - the service is not even registered
-            raise Forbidden("stacked decks are off", reason="stacked_decks_off")
-        _bind(table_id, hand_number)
-        self._stacked.put(table_id, hand_number, order)
-        log.warning("stacked_deck_queued")
 
     # --- players ----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from dealer.app import DealerApp
 from dealer.config import Settings
-from dealer.stacking import StackedDecks
+from dealer.dealing import HONEST, Dealing
 from dealer.store import DealerStore
 from dealer.tables import PublicTables
 from studkit.auth import TokenVerifier
@@ -38,10 +38,12 @@ class DealerDeps:
         await self.store.close()
 
 
-def build_deps(settings: Settings) -> DealerDeps:
+def build_deps(settings: Settings, dealing: Dealing = HONEST) -> DealerDeps:
     """The dealer's dependencies for ``settings`` (call within a running loop). One Redis
     client, the dealer ACL user's, serves the deck store and the reads of tables' streams; a
-    second one, on its own bounded pool, tails the streams for ``WatchMyCards``."""
+    second one, on its own bounded pool, tails the streams for ``WatchMyCards``. ``dealing``
+    is honest; ``python -m dealer`` passes nothing else (only the test support's rigged
+    dealer does, in process or as ``python -m studtest.rigged_dealer``)."""
     store = DealerStore.from_url(settings.redis_url)
     # Watchers block in XREAD, one connection per table watched: on a pool of their own they
     # can never take the connections that StartHand and Deal need.
@@ -52,8 +54,7 @@ def build_deps(settings: Settings) -> DealerDeps:
     metrics = Metrics()
     app = DealerApp(store, tables, table_services=settings.table_services,
                     conflict_retries=settings.conflict_retries, metrics=metrics,
-                    stacked=StackedDecks() if settings.stacked_decks else None,
-                    seed_wait_ms=settings.seed_wait_ms, corruption=settings.corruption)
+                    seed_wait_ms=settings.seed_wait_ms, dealing=dealing)
     return DealerDeps(app=app, store=store, events=events, tailer=StreamTailer(watchers.client),
                       watchers=watchers,
                       verifier=TokenVerifier(settings.auth_keys, audience="dealer"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
-from dealer.corruption import Corruption
 from studkit.auth import KeySet, key_set_from_env, service_names
 from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 from studkit.service import redact_url
@@ -14,6 +14,32 @@ from studkit.service import redact_url
 DEFAULT_METRICS_PORT = 9102
 DEFAULT_ADDR = "[::]:50052"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+TEST_ONLY_SETTINGS: Final = ("DEALER_CORRUPT", "DEALER_STACKED_DECKS")
+"""Settings of the test support's rigged dealer (``python -m studtest.rigged_dealer``: a
+dishonest dealer, stacked decks). The service has no such dealer: with any of them set (not
+empty), ``python -m dealer`` refuses to start, whatever ``STUD_ENV`` says."""
+
+
+class TestOnlySetting(RuntimeError):
+    """Raised when the environment sets a test-only setting (:data:`TEST_ONLY_SETTINGS`)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        super().__init__(
+            f"{', '.join(names)}: test-only setting(s) of the rigged test dealer, which the "
+            "service does not contain; unset them (the test dealer is python -m "
+            "studtest.rigged_dealer, in the repository's test support only)")
+
+
+def test_only_settings(env: Mapping[str, str]) -> list[str]:
+    """The test-only settings ``env`` sets (an empty value sets nothing).
+
+    >>> test_only_settings({"DEALER_CORRUPT": "swap", "DEALER_STACKED_DECKS": ""})
+    ['DEALER_CORRUPT']
+    """
+    return [name for name in TEST_ONLY_SETTINGS if env.get(name, "").strip()]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,36 +77,18 @@ class Settings:
     seed_wait_ms: int = 1000
     """``DEALER_SEED_WAIT_MS``: how long after a hand's cards are committed its first deal
     waits for the committed seeds of the players dealt in to be opened (docs/fairness.md);
-    a seed not opened by then is left out of the deal order."""
-    corruption: Corruption = Corruption.NONE
-    """``DEALER_CORRUPT=swap|position|withhold|drop_seed``, TEST ONLY: a dishonest dealer that
-    tests catch with a player's own check. Refused (the dealer will not start) unless
-    ``STUD_ENV=test``."""
-    stacked_decks: bool = False
-    """``DEALER_STACKED_DECKS=1``, TEST ONLY: serve DealerTestingService.StackDeck so tests can
-    play known hands. Refused (the dealer will not start) unless ``STUD_ENV=test``."""
+    a seed not opened by then is left out of the deal order. A player who commits a seed
+    and never opens it delays each first card by up to this (docs/fairness.md)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Settings from ``env`` (default ``os.environ``)."""
+        """Settings from ``env`` (default ``os.environ``); :class:`TestOnlySetting` when
+        ``env`` sets a test-only setting."""
         env = os.environ if env is None else env
-        stacked = env.get("DEALER_STACKED_DECKS", "").lower() in ("1", "true", "yes")
-        if stacked and env.get("STUD_ENV") != "test":
-            raise RuntimeError(
-                "DEALER_STACKED_DECKS lets a caller choose the cards: it is a test setting and "
-                "is refused unless STUD_ENV=test. Never set it in production.")
-        try:
-            corruption = Corruption(env.get("DEALER_CORRUPT", "").lower())
-        except ValueError:
-            raise RuntimeError("DEALER_CORRUPT must be swap, position, withhold or "
-                               "drop_seed") from None
-        if corruption is not Corruption.NONE and env.get("STUD_ENV") != "test":
-            raise RuntimeError(
-                "DEALER_CORRUPT makes the dealer cheat: it is a test setting and is refused "
-                "unless STUD_ENV=test. Never set it in production.")
+        refused = test_only_settings(env)
+        if refused:
+            raise TestOnlySetting(refused)
         return cls(
-            stacked_decks=stacked,
-            corruption=corruption,
             seed_wait_ms=int(env.get("DEALER_SEED_WAIT_MS", "1000")),
             addr=env.get("DEALER_ADDR", DEFAULT_ADDR),
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),

@@ -1,8 +1,8 @@
 """The dealer's part of the per-card scheme (docs/fairness.md): the players' seeds (taken,
-opened and frozen before a hand's first card), the public proof of a hand, each card's
-opening, and the TEST ONLY corrupted dealer (``DEALER_CORRUPT``) that tests catch with a
-player's own check. :class:`~dealer.app.DealerApp` owns one :class:`FairDealer` and hands it
-these calls. Nothing here logs a card, a salt or a seed: ids and counts only.
+opened and frozen before a hand's first card), the public proof of a hand and each card's
+opening, asking the app's :class:`~dealer.dealing.Dealing` (honest in the service) at each
+step. :class:`~dealer.app.DealerApp` owns one :class:`FairDealer` and hands it these calls.
+Nothing here logs a card, a salt or a seed: ids and counts only.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from dealer.corruption import Corruption
+from dealer.dealing import HONEST, Dealing
 from dealer.store import DealerStore, SeedTaken, StoredHand
 from dealer.tables import PublicTables
 from studkit.auth import Forbidden, Principal, Role
@@ -71,18 +71,16 @@ async def stored_hand(store: DealerStore, table_id: str, hand_number: int) -> St
 class FairDealer:
     """Seeds, proofs and openings of per-card hands, over the dealer's store and the tables'
     public records. ``seed_wait_ms`` bounds the wait for seed openings before a hand's first
-    card; ``corruption`` is :attr:`Corruption.NONE` but in tests."""
+    card; ``dealing`` is :data:`~dealer.dealing.HONEST` but in the test support."""
 
     def __init__(self, store: DealerStore, tables: PublicTables, *,
                  clock_ms: Callable[[], int], seed_wait_ms: int,
-                 corruption: Corruption = Corruption.NONE) -> None:
+                 dealing: Dealing = HONEST) -> None:
         self._store = store
         self._tables = tables
         self._clock_ms = clock_ms
         self._seed_wait_ms = seed_wait_ms
-        self._corruption = corruption
-        """TEST ONLY (``DEALER_CORRUPT``): a deliberately dishonest dealer; NONE in
-        production."""
+        self._dealing = dealing
 
     # --- seeds ------------------------------------------------------------------------------
 
@@ -164,7 +162,7 @@ class FairDealer:
         if seed_commitment(table_id, hand_number, principal.name, seed) != committed:
             raise BadRequest("seed", "the seed does not open your commitment",
                              reason="seed_mismatch")
-        if self._corruption is Corruption.DROP_SEED:  # TEST ONLY: seen, then dropped
+        if not self._dealing.takes_seed(table_id, hand_number, principal.name):
             raise SeedTooLate(f"hand {hand_number}'s first card was dealt")
         taken = await self._store.open_seed(table_id, hand_number, principal.name, seed)
         if taken is not SeedTaken.OK:
@@ -208,33 +206,20 @@ class FairDealer:
         return HandProof(header=header, openings=openings, complete=True,
                          dealer_seed=fair.deck.dealer_seed, seeds=fair.seed_openings())
 
-    # --- test-only corruption ---------------------------------------------------------------
+    # --- the deck dealt and the openings given -----------------------------------------------
 
     def dealing_deck(self, stored: StoredHand) -> HandDeck:
-        deck = stored.dealing_deck()
-        if stored.fair is None or self._corruption not in (Corruption.SWAP,
-                                                           Corruption.POSITION):
-            return deck
-        order = list(deck.order)  # deal the last card first: not the committed order
-        order[0], order[-1] = order[-1], order[0]
-        return HandDeck(table_id=deck.table_id, hand_number=deck.hand_number,
-                        order=tuple(order), reshuffle_key=deck.reshuffle_key, salt=deck.salt)
+        """The deck the hand's streets are dealt from."""
+        return self._dealing.dealing_deck(stored)
 
     def openings(self, stored: StoredHand, draws: Sequence[Draw]
-                  ) -> tuple[CardOpening | None, ...]:
+                 ) -> tuple[CardOpening | None, ...]:
+        """The openings of ``draws`` (a player's down cards), none for a hand without a
+        per-card commitment."""
         fair = stored.fair
         if fair is None:
             return ()
         leaves = fair.deck.leaves()
-        out: list[CardOpening | None] = []
-        for draw in draws:
-            opening: CardOpening | None = fair.deck.opening(fair.deck.position_of(draw.card),
-                                                            leaves)
-            if draw.index == 0 and self._corruption is Corruption.WITHHOLD:
-                opening = None
-            elif draw.index == 0 and self._corruption is Corruption.SWAP:
-                honest = fair.deck.opening(fair.order().deal[0], leaves)
-                opening = CardOpening(position=honest.position, card=draw.card,
-                                      salt=honest.salt, path=honest.path)
-            out.append(opening)
-        return tuple(out)
+        return tuple(self._dealing.opening(
+            stored, draw, fair.deck.opening(fair.deck.position_of(draw.card), leaves))
+            for draw in draws)

@@ -13,21 +13,18 @@ the connections that dealing needs. Like every stream it ends with ``UNAUTHENTIC
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Final
 
 import grpc
-import structlog
 
 from dealer import mapping
 from dealer.bootstrap import DealerDeps
 from dealer.config import Settings
 from dealer.errors import DEALER_ERRORS
-from dealer.stacking import full_order
 from rules.events import DownCardDealt, HandEnded, HandStarted, PlayerLeft, UpCardDealt
 from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
-from studkit.errors import BadRequest
 from studkit.grpc_server import (
     GrpcServer,
     ServiceRegistration,
@@ -35,12 +32,10 @@ from studkit.grpc_server import (
     current_principal,
 )
 from studkit.limits import StreamLimiter
-from studkit.mapping.common import cards_from_proto
 from studkit.store import EventStore
 from studkit.tailer import StreamTailer
 
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerService"].full_name
-TESTING_SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerTestingService"].full_name
 CARD_EVENTS: Final = frozenset(
     cls.__name__ for cls in (HandStarted, DownCardDealt, UpCardDealt)
 )
@@ -155,41 +150,19 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
         return pb.ReleaseHandsResponse(released_through=released, deleted=deleted)
 
 
-class DealerTestingServicer(pb_grpc.DealerTestingServiceServicer):
-    """TEST ONLY (``DEALER_STACKED_DECKS``): stacked decks for known hands."""
-
-    def __init__(self, deps: DealerDeps) -> None:
-        self._app = deps.app
-
-    async def StackDeck(self, request: pb.StackDeckRequest,
-                        context: grpc.aio.ServicerContext) -> pb.StackDeckResponse:
-        table_id = mapping.table_id(request.table_id)
-        hand = mapping.hand_number(request.hand_number)
-        try:
-            order = full_order(cards_from_proto(request.cards, "cards"))
-        except ValueError as exc:
-            raise BadRequest("cards", str(exc)) from None
-        self._app.stack_deck(current_principal(), table_id, hand, order)
-        return pb.StackDeckResponse()
-
-
-def create_server(settings: Settings, deps: DealerDeps) -> tuple[GrpcServer, int]:
+def create_server(settings: Settings, deps: DealerDeps,
+                  extra_services: Sequence[ServiceRegistration] = ()
+                  ) -> tuple[GrpcServer, int]:
     """The dealer server bound to ``settings.addr`` (not started) and its port; calls are
-    counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``)."""
+    counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``).
+    ``python -m dealer`` registers the ``DealerService`` alone; ``extra_services`` are the
+    test support's (``DealerTestingService``, in ``studtest/rigged_dealer.py``)."""
     limiter = StreamLimiter(per_principal=settings.max_streams_per_player,
                             per_peer=settings.max_streams_per_connection)
     servicer = DealerServicer(deps, limiter)
     services: list[ServiceRegistration] = [
-        (pb_grpc.add_DealerServiceServicer_to_server, servicer, SERVICE_NAME)]
-    if settings.stacked_decks:
-        structlog.get_logger("dealer").warning(
-            "STACKED_DECKS_ENABLED", hint="test setting: callers may choose the cards")
-        services.append((pb_grpc.add_DealerTestingServiceServicer_to_server,
-                         DealerTestingServicer(deps), TESTING_SERVICE_NAME))
-    if settings.corruption:
-        structlog.get_logger("dealer").warning(
-            "DEALER_CORRUPT_ENABLED", kind=settings.corruption.value,
-            hint="test setting: the dealer cheats on purpose")
+        (pb_grpc.add_DealerServiceServicer_to_server, servicer, SERVICE_NAME),
+        *extra_services]
     server = create_grpc_server(
         settings.addr,
         services,

@@ -32,6 +32,7 @@ from stud.v1 import table_pb2
 from studkit.auth import Principal, Role, TokenBook
 from studkit.redis_client import connect_sync
 from studtest.redis import TestRedis
+from studtest.rigged_dealer import RiggedDealing
 from studtest.table import Room, fast_settings, player, running_room
 from studtools.devkeys import DevKeys
 
@@ -50,7 +51,7 @@ async def room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STUD_RATE_REFUSED_PER_CONNECTION", "1000000")
         async with running_room(redis_server, redis_url, dev_keys,
-                                dealer_overrides={"stacked_decks": True}) as running:
+                                rig=RiggedDealing(stacked=True)) as running:
             yield running
 
 

@@ -1,8 +1,9 @@
 """Each hand checked by each player alone, through the SDK and ``stud play``, against the
 in-process room (docs/fairness.md): with an honest dealer every hand is verified with the
-players' seeds in the deal order; with a dealer corrupted by the test-only DEALER_CORRUPT
-setting (a card swapped after the commitment, a card from another position, a withheld
-opening) the victim's own check fails, and ``stud play`` says so loudly."""
+players' seeds in the deal order; with the test support's rigged dealer
+(``studtest.rigged_dealer``) cheating (a card swapped after the commitment, a card from another
+position, a withheld opening) the victim's own check fails, and ``stud play`` says so
+loudly."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dealer.corruption import Corruption
 from stud.v1 import table_pb2 as pb
 from studclient import Client, Stale
 from studclient.bots import station_strategy
@@ -22,6 +22,7 @@ from studclient.tui.command import Setup
 from studclient.tui.text import action_for
 from studkit.cardcheck import Outcome, Verdict
 from studtest.redis import TestRedis
+from studtest.rigged_dealer import Corruption, RiggedDealing
 from studtest.table import Room, fast_settings, player, running_room
 from studtools import cli
 from studtools.devkeys import DevKeys
@@ -77,7 +78,7 @@ async def play(room: Room, names: list[str], hands: int,
 async def corrupt_room(request: pytest.FixtureRequest, redis_server: TestRedis,
                        redis_url: str, dev_keys: DevKeys) -> AsyncIterator[Room]:
     async with running_room(redis_server, redis_url, dev_keys,
-                            dealer_overrides={"corruption": request.param}) as room:
+                            rig=RiggedDealing(request.param)) as room:
         yield room
 
 

@@ -34,6 +34,7 @@ from studclient.tui.app import HistoryScreen, PlayApp, PlayOptions, screen_text,
 from studclient.tui.command import Setup
 from studkit.mapping import card_to_proto
 from studtest.redis import TestRedis
+from studtest.rigged_dealer import RiggedDealing
 from studtest.table import OPERATOR, Room, fast_settings, player, running_room
 from studtools.devkeys import DevKeys
 
@@ -56,7 +57,7 @@ DECK = [UI_DOWN[0], BOT_DOWN[0], UI_DOWN[1], BOT_DOWN[1], UI_UP[0], BOT_UP[0],
 async def stacked_room(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys
                        ) -> AsyncIterator[Room]:
     async with running_room(redis_server, redis_url, dev_keys,
-                            dealer_overrides={"stacked_decks": True}) as room:
+                            rig=RiggedDealing(stacked=True)) as room:
         yield room
 
 

@@ -25,6 +25,7 @@ from stud.v1 import table_pb2 as pb
 from studkit.auth import Principal
 from studkit.mapping import card_to_proto
 from studtest.redis import TestRedis
+from studtest.rigged_dealer import RiggedDealing
 from studtest.table import AUDITOR, OPERATOR, Room, act_once, fast_settings, player, running_room
 from studtools.devkeys import DevKeys
 
@@ -88,7 +89,7 @@ async def watch_all(room: Room, table_id: str, who: Principal) -> list[pb.TableE
 async def stacked_room(redis_server: TestRedis, redis_url: str,
                        dev_keys: DevKeys) -> AsyncIterator[Room]:
     async with running_room(redis_server, redis_url, dev_keys,
-                            dealer_overrides={"stacked_decks": True}) as room:
+                            rig=RiggedDealing(stacked=True)) as room:
         yield room
 
 

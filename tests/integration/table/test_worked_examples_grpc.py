@@ -1,6 +1,6 @@
 """Every worked example of RULES §16 that plays a whole hand, played again through the whole
 stack: the unit tests' hands (tests/unit/rules/test_worked_examples.py) are recorded, their
-cards stacked in a test-only dealer (DEALER_STACKED_DECKS), their players seated over gRPC
+cards stacked in the test support's rigged dealer (studtest.rigged_dealer), players seated over gRPC
 with the same stacks, each recorded action sent by that seat's player through the table's
 API, muck wishes given as muck preferences. The table then deals, shows down, awards, settles
 and reconciles by itself; its public record must tell the same hand (every event but the
@@ -49,6 +49,7 @@ from stud.v1 import dealer_pb2_grpc as dpb_grpc
 from stud.v1 import table_pb2 as pb
 from studkit.mapping import card_to_proto, event_from_proto
 from studtest.redis import TestRedis
+from studtest.rigged_dealer import RiggedDealing
 from studtest.table import OPERATOR, Room, fast_settings, player, running_room
 from studtools.devkeys import DevKeys
 
@@ -162,7 +163,7 @@ def _comparable(event: Event) -> Event:
 async def stacked_room(redis_server: TestRedis, redis_url: str,
                        dev_keys: DevKeys) -> Iterator[Room]:
     async with running_room(redis_server, redis_url, dev_keys,
-                            dealer_overrides={"stacked_decks": True}) as room:
+                            rig=RiggedDealing(stacked=True)) as room:
         yield room  # type: ignore[misc]
 
 

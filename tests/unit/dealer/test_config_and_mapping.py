@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dealer import mapping
-from dealer.config import Settings
-from dealer.corruption import Corruption
+from dealer.config import TEST_ONLY_SETTINGS, Settings, TestOnlySetting
 from dealer.deck import deal_street
 from dealer.shuffle import new_salt, shuffled
 from rules import DealPlan, DealSlot, Street
@@ -43,21 +42,20 @@ class TestSettings:
         with pytest.raises(RuntimeError, match="STUD_AUTH_SECRET"):
             Settings.from_env({**dev_keys.env("dealer"), "STUD_AUTH_SECRET": "s" * 40})
 
-    @pytest.mark.parametrize("kind", list(Corruption)[1:])
-    def test_production_configuration_refuses_a_corrupt_dealer(self, dev_keys: DevKeys,
-                                                              kind: Corruption) -> None:
-        """DEALER_CORRUPT (a dealer that cheats, for the players' checks to catch) is refused
-        unless STUD_ENV=test, as the stacked decks are; an unknown kind is refused too."""
-        env = {**dev_keys.env("dealer"), "DEALER_CORRUPT": kind.value}
-        for stud_env in ("", "prod", "dev", "production"):
-            with pytest.raises(RuntimeError, match="STUD_ENV=test"):
+    @pytest.mark.parametrize("name", TEST_ONLY_SETTINGS)
+    def test_a_test_only_setting_is_refused_whatever_stud_env_says(
+            self, dev_keys: DevKeys, name: str) -> None:
+        """DEALER_CORRUPT (a dealer that cheats) and DEALER_STACKED_DECKS belong to the test
+        support's rigged dealer, which the service does not contain: its settings refuse
+        them, even with STUD_ENV=test (issue 29); an empty value is no setting."""
+        env = {**dev_keys.env("dealer"), name: "1"}
+        for stud_env in ("", "prod", "dev", "test"):
+            with pytest.raises(TestOnlySetting, match=name) as caught:
                 Settings.from_env({**env, "STUD_ENV": stud_env})
-        with pytest.raises(RuntimeError, match="STUD_ENV=test"):
-            Settings.from_env(env)
-        assert Settings.from_env({**env, "STUD_ENV": "test"}).corruption is kind
-        assert Settings.from_env(dev_keys.env("dealer")).corruption is Corruption.NONE
-        with pytest.raises(RuntimeError, match="DEALER_CORRUPT must be"):
-            Settings.from_env({**env, "DEALER_CORRUPT": "lie", "STUD_ENV": "test"})
+            assert caught.value.names == [name]
+        assert Settings.from_env({**env, name: ""}).addr == "[::]:50052"
+        assert not any(hasattr(Settings.from_env(dev_keys.env("dealer")), field)
+                       for field in ("corruption", "stacked_decks"))
 
 
 class TestRequests:
