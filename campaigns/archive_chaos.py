@@ -181,22 +181,25 @@ class ArchiveRoom:
 
 
 def archiver_process(index: int, redis: RedisServer, pg: PostgresServer, keys: DevKeys,
-                     dealer: ServiceProcess, log_dir: Path) -> ServiceProcess:
+                     dealer: ServiceProcess | None, log_dir: Path) -> ServiceProcess:
     """``python -m archiver`` started as ``make run`` starts it (studtools.devrun), with the
-    campaign's small hot window and short interval."""
+    campaign's small hot window and short interval (``dealer`` None: the dealer's records are
+    neither copied nor released)."""
     return ServiceProcess("archiver", {
         "METRICS_PORT": "0", "LOG_LEVEL": "INFO", **keys.env("archiver"),
         "REDIS_URL": redis.url_for("archiver"), "STUD_HISTORY_DSN": pg.dsn("archiver"),
-        "ARCHIVER_DEALER_TARGET": dealer.target, "STUD_HOT_HANDS": str(HOT_HANDS),
-        "ARCHIVER_INTERVAL_S": str(INTERVAL_S), "ARCHIVER_SHUTDOWN_GRACE": "1"},
+        "ARCHIVER_DEALER_TARGET": dealer.target if dealer is not None else "",
+        "STUD_HOT_HANDS": str(HOT_HANDS), "ARCHIVER_INTERVAL_S": str(INTERVAL_S),
+        "ARCHIVER_SHUTDOWN_GRACE": "1"},
         log_dir / f"archiver{index}.log")
 
 
 @contextlib.asynccontextmanager
-async def archive_room(work: Path, replicas: int = 3, archivers: int = 2
-                       ) -> AsyncIterator[ArchiveRoom]:
-    """The room under ``work`` with PostgreSQL (migrated) and ``archivers`` archivers,
-    started, and stopped on exit whatever happened."""
+async def archive_room(work: Path, replicas: int = 3, archivers: int = 2,
+                       dealer_records: bool = True) -> AsyncIterator[ArchiveRoom]:
+    """The room under ``work`` with PostgreSQL (migrated) and ``archivers`` archivers (which
+    copy and release the dealer's records unless ``dealer_records`` is false), started, and
+    stopped on exit whatever happened."""
     keys = DevKeys.generate()
     passwords = {n: uuid.uuid4().hex for n in ("table", "dealer", "wallet", "auditor",
                                                   "tournament", "archiver")}
@@ -213,7 +216,8 @@ async def archive_room(work: Path, replicas: int = 3, archivers: int = 2
         procs = RoomProcesses(redis.url_for, keys, work / "logs", table_env={
             "TABLE_LEASE_MS": "1500", "TABLE_SNAPSHOT_EVERY": str(SNAPSHOT_EVERY),
             "TABLE_HISTORY_DSN": pg.dsn("support")}, replicas=replicas)
-        archiving = [archiver_process(i, redis, pg, keys, procs.dealer, work / "logs")
+        archiving = [archiver_process(i, redis, pg, keys,
+                                      procs.dealer if dealer_records else None, work / "logs")
                      for i in range(archivers)]
         await procs.start()
         for proc in archiving:
@@ -578,10 +582,10 @@ async def finish(room: CampaignRoom, table_ids: Sequence[str], limit_s: float = 
 # --- the campaign -------------------------------------------------------------------------------
 
 async def campaign(hands: int, kills: int, n_tables: int, seed: int, work: Path,
-                   archivers: int = 2) -> Outcome:
+                   archivers: int = 2, dealer_records: bool = True) -> Outcome:
     rng = random.Random(seed)
     out = Outcome()
-    async with archive_room(work, archivers=archivers) as ar:
+    async with archive_room(work, archivers=archivers, dealer_records=dealer_records) as ar:
         room = ar.room
         table_ids = [f"archive-{i}" for i in range(n_tables)]
         await room.open_tables(table_ids)
@@ -641,11 +645,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--archivers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-dealer-records", action="store_true",
+                        help="archivers without the dealer (no record copied, no hand "
+                        "released), as a comparison")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="stud-archive-chaos-") as work:
         out = asyncio.run(campaign(args.hands, args.kills, args.tables, args.seed, Path(work),
-                                   args.archivers))
+                                   args.archivers, not args.no_dealer_records))
     for problem in out.problems:
         print(f"FAILED {problem}")
     killed = " ".join(f"{t}={out.killed[t]}" for t in TARGETS)
