@@ -251,7 +251,7 @@ async def _cards_for(args: argparse.Namespace, settings: Settings, hand: HandLog
                           "(or STUD_ISSUER_KEY)")
     if not settings.dealer_target:
         return hand.events, [f"down cards hidden: no dealer ({DEALER_ENV})"], None
-    dealer = DealerSource(settings.dealer_target)
+    dealer = DealerSource(settings.dealer_target, settings.history_dsn)
     try:
         if auditor:
             record = await dealer.audit(auditor, hand.table_id, hand.number)
@@ -400,7 +400,7 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
     if log.chain_note and verdicts:
         verdicts[0].notes.append(log.chain_note)
     if settings.dealer_target and settings.auditor_token:
-        dealer = DealerSource(settings.dealer_target)
+        dealer = DealerSource(settings.dealer_target, settings.history_dsn)
         try:
             await _check_cards(dealer, settings.auditor_token, table_id, todo, verdicts)
         finally:
@@ -530,7 +530,7 @@ async def _export(args: argparse.Namespace, out: TextIO, settings: Settings) -> 
     if args.auditor:
         if not settings.auditor_token:
             raise SourceError(f"the auditor's export needs {AUDITOR_TOKEN_ENV}")
-        dealer = DealerSource(settings.dealer_target)
+        dealer = DealerSource(settings.dealer_target, settings.history_dsn)
         try:
             records = await dealer.audits(settings.auditor_token, args.table,
                                           [h.number for h in hands if h.complete])

@@ -486,11 +486,28 @@ class AuditRecord:
 class DealerSource:
     """The dealer's ``GetMyCards`` and ``GetAudit`` over one channel."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, archive_dsn: str = "") -> None:
         if not target:
             raise SourceError(f"no dealer: set {DEALER_ENV}")
         self._channel = grpc.aio.insecure_channel(target)
         self._stub = dpb_grpc.DealerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._archive_dsn = archive_dsn
+        """PostgreSQL as the auditor: where the record of a hand the dealer released is."""
+
+    async def _archived_record(self, table_id: str, hand: int) -> dpb.HandAudit | None:
+        """The dealer's record of ``hand`` from the archive's auditor schema (None: none)."""
+        import psycopg
+        try:
+            async with await psycopg.AsyncConnection.connect(self._archive_dsn) as conn:
+                cur = await conn.execute("SELECT record FROM auditor.dealer_hands WHERE "
+                                         "table_id = %s AND hand = %s", (table_id, hand))
+                row = await cur.fetchone()
+        except psycopg.Error as exc:
+            raise SourceError(f"the archived record of {table_id} h{hand}: {exc}") from None
+        if row is None or not row[0]:
+            return None
+        record: dpb.HandAudit = dpb.HandAudit.FromString(bytes(row[0]))
+        return record
 
     async def aclose(self) -> None:
         """Close the channel."""
@@ -503,8 +520,12 @@ class DealerSource:
                 dpb.GetAuditRequest(table_id=table_id, hand_number=hand),
                 metadata=bearer_metadata(token), timeout=TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
-            raise SourceError(f"GetAudit {table_id} h{hand}: {exc.code().name}: "
-                              f"{exc.details()}") from None
+            archived = (exc.code() is grpc.StatusCode.NOT_FOUND and self._archive_dsn
+                        and await self._archived_record(table_id, hand))
+            if not archived:
+                raise SourceError(f"GetAudit {table_id} h{hand}: {exc.code().name}: "
+                                  f"{exc.details()}") from None
+            reply = archived  # released by the dealer: its record is in the archive
         down: dict[int, list[tuple[int, Card]]] = {}
         for street in reply.streets:
             for draw in street.cards:
