@@ -132,9 +132,9 @@ def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
     app: PlayApp
     if args.tournament:
         from studclient.tui.tourney import TournamentPlayApp
-        app = TournamentPlayApp(setup.connect, args.tournament)
+        app = TournamentPlayApp(setup.connect, args.tournament, table_id=args.table or "")
     else:
-        app = PlayApp(setup.connect, PlayOptions(args.table, args.seat, args.buy_in),
+        app = PlayApp(setup.connect, PlayOptions(args.table or "demo", args.seat, args.buy_in),
                       fund=setup.fund)
 
     async def play() -> None:
@@ -167,7 +167,9 @@ def register(commands: Any) -> None:
         "play", help="play at a running room in the terminal",
         description="Sit down at a table of a running room and play in the terminal "
                     "(keys: docs/play.md).")
-    parser.add_argument("--table", default="demo", help="table id (default demo)")
+    parser.add_argument("--table", default=None,
+                        help="table id (default demo); with --tournament, when you hold no "
+                             "entry: the table to rail (default: the chip leader's)")
     parser.add_argument("--seat", type=_seat, default=0,
                         help="seat to take (default: the first free one)")
     parser.add_argument("--buy-in", type=_amount, default=0,
@@ -185,5 +187,7 @@ def register(commands: Any) -> None:
                          help="withdraw from tournament ID before its start, then list")
     tourney.add_argument("--tournament", metavar="ID", default=None,
                          help="play your entry in tournament ID: the table follows your "
-                              "seat when you are moved")
+                              "seat when you are moved; without an entry, rail it (watch a "
+                              "table as the public sees it: the chip leader's, --table, or "
+                              "n for the next)")
     parser.set_defaults(handler=lambda args, out, env: run(args, out, env))

@@ -8,6 +8,12 @@ log); the title shows the level, its stakes and the clock (``Level 2 · 150/300,
 next 300/600 in 1:23``, or ``Break · play resumes in 0:45``); a bust and, at the end, the
 player's place and prize are written to the log. The player does not sit down or leave in a
 tournament: the tournament seats them (so ``s``, ``t`` and ``l`` are refused by the table).
+
+A player who holds no entry still in rails the tournament: the screen watches a table as the
+public sees it (no down card, no seat), the chip leader's by default, moving with the lead
+(the tournament read again after a table opens, closes or fills, and at most every second
+otherwise), or the one picked (``stud play --tournament ID --table T``, or ``n`` for the next
+open table).
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Final
+from typing import ClassVar, Final
 
 from google.protobuf.timestamp_pb2 import Timestamp
+from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from stud.v1 import table_pb2
@@ -39,6 +46,12 @@ CLOCK_EVENTS: Final = frozenset({"started", "level_started", "break_started", "f
                                  "cancelled", "hand_for_hand", "busted"})
 """Events after which the app reads the tournament again (clock, field, places)."""
 RETRY_S: Final = 0.2
+RAIL_EVENTS: Final = frozenset({"started", "seat_confirmed", "move_seated", "busted",
+                                "table_closed", "finished", "cancelled"})
+"""Events after which a rail reads the tournament at once (a table opened, closed or was
+filled; a leader may have gone)."""
+RAIL_READ_S: Final = 1.0
+"""A rail reads the tournament (the chip counts) at most this often otherwise."""
 
 
 # --- text (pure) -----------------------------------------------------------------------------
@@ -161,6 +174,49 @@ def result_line(view: pb.TournamentView, player_id: str) -> str:
     return f"You finished in place {place} of {len(view.entries)}: prize {t.chips(best.prize)}"
 
 
+def entered(view: pb.TournamentView, player_id: str) -> bool:
+    """Whether ``player_id`` holds an entry still in (registered, or playing)."""
+    return any(e.player_id == player_id and not e.place for e in view.entries)
+
+
+def chip_leader(view: pb.TournamentView) -> pb.TournamentEntryView | None:
+    """The seated entry with the most chips (ties: the first table, then seat), if any."""
+    seated = [e for e in view.entries if not e.place and e.table_id]
+    if not seated:
+        return None
+    leader: pb.TournamentEntryView = min(seated, key=lambda e: (-e.chips, e.table_id, e.seat))
+    return leader
+
+
+def rail_table(view: pb.TournamentView, picked: str = "") -> str:
+    """The table a rail watches: ``picked`` while the tournament has it open, else the chip
+    leader's; "" when no table is open yet."""
+    open_tables = [tb.table_id for tb in view.tables]
+    if picked and picked in open_tables:
+        return picked
+    leader = chip_leader(view)
+    if leader is not None:
+        return str(leader.table_id)
+    return open_tables[0] if open_tables else ""
+
+
+def next_table(view: pb.TournamentView, current: str) -> str:
+    """The open table after ``current`` (in id order, round), "" when none is open."""
+    ids: list[str] = sorted(tb.table_id for tb in view.tables)
+    if not ids:
+        return ""
+    return next((i for i in ids if i > current), ids[0])
+
+
+def rail_line(view: pb.TournamentView, table_id: str, picked: str) -> str:
+    leader = chip_leader(view)
+    if not picked and leader is not None and leader.table_id == table_id:
+        why = f"the chip leader's, {leader.player_id} with {t.chips(leader.chips)}"
+    else:
+        why = "picked"
+    return f"Watching table {table_id} ({why}) as the public sees it"
+
+
 # --- the app ---------------------------------------------------------------------------------
 
 class TournamentPlayApp(PlayApp):
@@ -168,11 +224,20 @@ class TournamentPlayApp(PlayApp):
 
     TITLE = "stud play (tournament)"
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *PlayApp.BINDINGS, Binding("n", "next_table", "Next table (rail)")]
+
     def __init__(self, connect: Callable[[], Client], tournament_id: str, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 table_id: str = "", clock: Callable[[], float] = time.time) -> None:
         super().__init__(connect, PlayOptions(table_id=""), clock=clock)
         self.tournament_id = tournament_id
         self.tournament: pb.TournamentView | None = None
+        self.railing = False
+        """The player holds no entry still in: the screen rails the tournament (a table as
+        the public sees it), following the chip leader unless a table was picked."""
+        self.picked = table_id
+        """The table picked to rail (``--table``, or ``n``); "" follows the chip leader."""
+        self._railed_at = 0.0
         self.tracker: SeatTracker | None = None
         self.moves = 0
         """How many times the screen followed the player to another table."""
@@ -187,8 +252,16 @@ class TournamentPlayApp(PlayApp):
             self.say(f"Tournament {tid} ({self.tournament.config.name}): you are "
                      f"{self.player_id}")
             self.tracker = SeatTracker(self.player_id)
+            self.railing = not entered(self.tournament, self.player_id)
+            if self.railing:
+                which = f"table {self.picked}" if self.picked else "the chip leader's"
+                self.say(f"You are not entered in {tid}: railing it, a table as the public "
+                         f"sees it ({which}; n: the next table)")
+                await self._rail(client, self.tournament)
             async for update in client.tournaments.follow(tid, tracker=self.tracker):
                 await self._tournament_update(client, update)
+                if self.railing:
+                    await self._rail(client, None, update.kind)
             self.tournament = await client.tournaments.get(tid)
             self.say(result_line(self.tournament, self.player_id), style="bold")
         except StudError as exc:
@@ -212,10 +285,44 @@ class TournamentPlayApp(PlayApp):
             if update.kind in ("level_started", "break_started"):
                 self.say(clock_text(self.tournament, self._clock()))
 
-    async def _switch(self, client: Client, table_id: str) -> None:
+    async def _rail(self, client: Client, view: pb.TournamentView | None,
+                    kind: str = "") -> None:
+        """Rail the table to watch now (the picked one while open, else the chip leader's):
+        the tournament is read again at most every :data:`RAIL_READ_S` (at once after an
+        event that opens, closes or fills a table)."""
+        if view is None:
+            now = self._clock()
+            if kind not in RAIL_EVENTS and now - self._railed_at < RAIL_READ_S:
+                return
+            self._railed_at = now
+            try:
+                view = self.tournament = await client.tournaments.get(self.tournament_id)
+            except StudError:
+                return
+        table_id = rail_table(view, self.picked)
+        if table_id and table_id != self.options.table_id:
+            self.say(rail_line(view, table_id, self.picked), style="bold")
+            await self._switch(client, table_id, cards=False)
+
+    async def action_next_table(self) -> None:
+        """Railing: watch the next open table (and stay there)."""
+        client, view = self.client, self.tournament
+        if not self.railing or client is None or view is None:
+            self.say("n picks a table to rail; you play at your seat's")
+            return
+        table_id = next_table(view, self.options.table_id)
+        if not table_id:
+            self.say("No table is open yet")
+            return
+        self.picked = table_id
+        if table_id != self.options.table_id:
+            self.say(rail_line(view, table_id, table_id), style="bold")
+            await self._switch(client, table_id, cards=False)
+
+    async def _switch(self, client: Client, table_id: str, cards: bool = True) -> None:
         await self._stop_table()
         self.options = replace(self.options, table_id=table_id)
-        self._table_task = asyncio.create_task(self._follow_table(client, table_id))
+        self._table_task = asyncio.create_task(self._follow_table(client, table_id, cards))
 
     async def _stop_table(self) -> None:
         task, self._table_task = self._table_task, None
@@ -227,9 +334,9 @@ class TournamentPlayApp(PlayApp):
         if watch is not None:
             await watch.close()
 
-    async def _follow_table(self, client: Client, table_id: str) -> None:
+    async def _follow_table(self, client: Client, table_id: str, cards: bool = True) -> None:
         while True:
-            watch = TableWatch(client, table_id, on_event=self._on_event,
+            watch = TableWatch(client, table_id, cards=cards, on_event=self._on_event,
                                on_verdict=self._on_verdict)
             try:
                 await watch.start()

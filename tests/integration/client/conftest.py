@@ -10,8 +10,10 @@ import pytest
 from studclient import Client
 from studkit.auth import Principal
 from studtest.redis import TestRedis
-from studtest.table import Room, running_room
+from studtest.table import Room, fast_settings, running_room
+from studtest.tournament_service import RunningTournament, running_tournament
 from studtools.devkeys import DevKeys
+from tournament.config import Settings
 
 ClientFor = Callable[[Principal], Client]
 
@@ -52,3 +54,32 @@ async def client_for(room: Room) -> AsyncIterator[ClientFor]:
     yield make
     for client in made:
         await client.close()
+
+
+@pytest.fixture
+async def tournaments(room: Room, redis_server: TestRedis, redis_url: str,
+                      dev_keys: DevKeys) -> AsyncIterator[RunningTournament]:
+    """A tournament service over ``room`` (its own Redis user, fast rounds, fast tables)."""
+    url = (redis_server.server.url_for("tournament") if redis_server.server is not None
+           else redis_url)
+    settings = Settings(addr="127.0.0.1:0", redis_url=url, auth_keys=dev_keys.key_set(),
+                        service_key=dev_keys.service_key("tournament"),
+                        wallet_target=f"127.0.0.1:{room.wallet.port}",
+                        table_target=f"127.0.0.1:{room.table_port}", tick_s=0.05,
+                        table_settings=fast_settings())
+    async with running_tournament(settings, dev_keys) as running:
+        yield running
+
+
+def client_env(room: Room, tournaments: RunningTournament, keys: DevKeys,
+               monkeypatch: pytest.MonkeyPatch, **extra: str) -> dict[str, str]:
+    """The variables a ``stud`` command of this room reads (set in the process too)."""
+    env = {"STUD_TABLE_TARGET": f"127.0.0.1:{room.table_port}",
+           "STUD_DEALER_TARGET": f"127.0.0.1:{room.dealer.port}",
+           "STUD_WALLET_TARGET": f"127.0.0.1:{room.wallet.port}",
+           "STUD_TOURNAMENT_TARGET": f"127.0.0.1:{tournaments.port}",
+           "STUD_ISSUER_KEY": keys.issuer_key.pem(), **extra}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("STUD_OPERATOR_TOKEN", raising=False)
+    return env

@@ -13,7 +13,6 @@ import io
 import random
 import re
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,44 +22,15 @@ from studclient import Client, sitgo
 from studclient.bots import Bot, strategy_for
 from studclient.tourney_bots import TourneyBot, TourneyTally
 from studclient.tui.command import Setup
-from studtest.redis import TestRedis
-from studtest.table import Room, fast_settings
-from studtest.tournament_service import RunningTournament, running_tournament
+from studtest.table import Room
+from studtest.tournament_service import RunningTournament
 from studtools import cli
 from studtools.devkeys import DevKeys
-from tournament.config import Settings
+from tests.integration.client.conftest import client_env
 
 pytestmark = pytest.mark.integration
 
 WINDOW_S = 4
-
-
-@pytest.fixture
-async def service(room: Room, redis_server: TestRedis, redis_url: str,
-                  dev_keys: DevKeys) -> AsyncIterator[RunningTournament]:
-    url = (redis_server.server.url_for("tournament") if redis_server.server is not None
-           else redis_url)
-    settings = Settings(addr="127.0.0.1:0", redis_url=url, auth_keys=dev_keys.key_set(),
-                        service_key=dev_keys.service_key("tournament"),
-                        wallet_target=f"127.0.0.1:{room.wallet.port}",
-                        table_target=f"127.0.0.1:{room.table_port}", tick_s=0.05,
-                        table_settings=fast_settings())
-    async with running_tournament(settings, dev_keys) as running:
-        yield running
-
-
-def demo_env(room: Room, service: RunningTournament, keys: DevKeys,
-             monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = {"STUD_TABLE_TARGET": f"127.0.0.1:{room.table_port}",
-           "STUD_DEALER_TARGET": f"127.0.0.1:{room.dealer.port}",
-           "STUD_WALLET_TARGET": f"127.0.0.1:{room.wallet.port}",
-           "STUD_TOURNAMENT_TARGET": f"127.0.0.1:{service.port}",
-           "STUD_ISSUER_KEY": keys.issuer_key.pem(),
-           sitgo.WINDOW_ENV: str(WINDOW_S), sitgo.LEVEL_S_ENV: "2"}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("STUD_OPERATOR_TOKEN", raising=False)
-    return env
 
 
 async def stud_play(*args: str) -> tuple[int, str, str]:
@@ -78,9 +48,11 @@ async def stud_play(*args: str) -> tuple[int, str, str]:
 
 
 async def test_a_person_takes_a_seat_in_the_demo_sit_and_go_and_plays_it(
-        room: Room, service: RunningTournament, dev_keys: DevKeys,
+        room: Room, tournaments: RunningTournament, dev_keys: DevKeys,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    env = demo_env(room, service, dev_keys, monkeypatch)
+    env = client_env(room, tournaments, dev_keys, monkeypatch,
+                     **{sitgo.WINDOW_ENV: str(WINDOW_S), sitgo.LEVEL_S_ENV: "2"})
+    service = tournaments
     ops = Client.connect(env["STUD_TABLE_TARGET"], env["STUD_DEALER_TARGET"],
                          env["STUD_WALLET_TARGET"], Setup(env, None).operator or "",
                          tournament_addr=env["STUD_TOURNAMENT_TARGET"])
@@ -98,7 +70,7 @@ async def test_a_person_takes_a_seat_in_the_demo_sit_and_go_and_plays_it(
         assert "registering" in line and "0 entries" in line, line
         left = re.search(r"bots take the seats left in (\d+):(\d\d)", line)
         assert left is not None, line  # the time left, read from the sit & go itself
-        assert 0 < 60 * int(left[1]) + int(left[2]) <= WINDOW_S
+        assert 0 < 60 * int(left[1]) + int(left[2]) <= WINDOW_S + 1  # whole seconds
 
         status, out, err = await stud_play("--register", "sitgo-1", "--player", "alice")
         assert status == 0, err  # before: FAILED_PRECONDITION registration_closed

@@ -8,10 +8,15 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from stud.v1 import tournament_pb2 as pb
 from studclient.tournament import Seat
 from studclient.tui.tourney import (
+    chip_leader,
     clock_text,
     closed_text,
+    entered,
     lobby_lines,
     moved_line,
+    next_table,
+    rail_line,
+    rail_table,
     result_line,
 )
 
@@ -124,3 +129,25 @@ def test_a_full_demo_sit_and_go_says_when_the_next_one_opens() -> None:
     other = pb.TournamentView(tournament_id="sng-9", phase=pb.TOURNAMENT_PHASE_RUNNING)
     assert closed_text("sng-9", other, [], now=0) == \
         "sng-9 is running (0 of 0 players left): no seat to take."
+
+
+def test_a_rail_watches_the_picked_table_or_the_chip_leaders() -> None:
+    """Issue 29: a player with no entry rails the tournament."""
+    view = pb.TournamentView(
+        tables=[pb.TournamentTableView(table_id=i) for i in ("T.1", "T.2", "T.3")],
+        entries=[pb.TournamentEntryView(player_id="ann", chips=900, table_id="T.1", seat=2),
+                 pb.TournamentEntryView(player_id="bob", chips=1_400, table_id="T.2", seat=4),
+                 pb.TournamentEntryView(player_id="cat", chips=1_400, table_id="T.3", seat=1),
+                 pb.TournamentEntryView(player_id="dan", chips=0, place=4),
+                 pb.TournamentEntryView(player_id="eve", chips=5_000)])  # not seated yet
+    leader = chip_leader(view)
+    assert leader is not None and leader.player_id == "bob"  # a tie: the first table
+    assert rail_table(view) == "T.2"
+    assert rail_table(view, "T.3") == "T.3"
+    assert rail_table(view, "T.9") == "T.2"  # a picked table that closed: the leader's
+    assert next_table(view, "T.2") == "T.3" and next_table(view, "T.3") == "T.1"
+    assert rail_line(view, "T.2", "") == ("Watching table T.2 (the chip leader's, bob with "
+                                          "1,400) as the public sees it")
+    assert rail_line(view, "T.3", "T.3").endswith("(picked) as the public sees it")
+    assert entered(view, "ann") and not entered(view, "dan") and not entered(view, "zed")
+    assert rail_table(pb.TournamentView()) == "" and next_table(pb.TournamentView(), "") == ""
