@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -60,6 +60,12 @@ class PgHistory:
         return None if row is None else _segment(row, table_id)
 
     async def write_segment(self, segment: Segment) -> bool:
+        # A month's partitions first, each in its own short transaction (autocommit): made
+        # inside the copy's transaction, a new partition would lock readers out until it ends.
+        months = {e.occurred_at for e in segment.events} | {h.ended_at for h in segment.hands}
+        for when in sorted({(m.year, m.month) for m in months}):
+            await self.conn.execute("SELECT history.ensure_month(%s)",
+                                    (datetime(*when, 1, tzinfo=UTC),))
         try:
             async with self.conn.transaction():
                 cur = await self.conn.execute(
@@ -77,9 +83,6 @@ class PgHistory:
 
     async def _rows(self, segment: Segment) -> None:
         table_id = segment.table_id
-        months = {e.occurred_at for e in segment.events} | {h.ended_at for h in segment.hands}
-        for when in sorted(months):
-            await self.conn.execute("SELECT history.ensure_month(%s)", (when,))
         async with self.conn.cursor() as cur:
             async with cur.copy(
                     "COPY history.events (table_id, sequence, hand, type, command_id, "
