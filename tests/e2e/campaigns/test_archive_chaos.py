@@ -40,11 +40,6 @@ async def test_history_moves_under_kills_and_nothing_is_lost(run: Outcome) -> No
     assert run.exited == [] and run.tally.errors == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "stud replay verify checks an archived hand's cards only with the dealer's GetAudit, which "
-    "answers NOT_FOUND 'archived' once the archiver released the hand; the record is in "
-    "auditor.dealer_hands, which the replay does not read (libs/studtools/replay_cli.py "
-    "_check_cards)"))
 async def test_every_hand_played_is_verified_from_both_stores(run: Outcome) -> None:
     assert run.replay.verified == run.hands and run.replay.in_full == run.hands
     assert run.unverified == 0 and run.problems == [], run.problems[:10]
