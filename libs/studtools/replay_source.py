@@ -89,6 +89,7 @@ class Settings:
         """Settings from ``env`` (default ``os.environ``) over ``make run``'s env file
         (:func:`studtools.runenv.stud_environment`), with ``make run``'s defaults."""
         env = os.environ if env is None else env
+        given = env  # what the caller set beats make run's file, whichever variable it is
         run = run_dir(env)
         made = run_env(env)  # REDIS_URL and DEALER_ADDR count only in make run's file
         env = stud_environment(env)
@@ -103,7 +104,7 @@ class Settings:
         if not auditor:
             key_path = env.get(ISSUER_KEY_ENV) or str(run / "keys" / "issuer.pem")
             auditor = mint_auditor_token(Path(key_path))
-        history = (env.get(AUDITOR_DSN_ENV) or env.get(SUPPORT_DSN_ENV)
+        history = (given.get(AUDITOR_DSN_ENV) or given.get(SUPPORT_DSN_ENV)
                    or made.get(AUDITOR_DSN_ENV) or made.get(SUPPORT_DSN_ENV, ""))
         return cls(redis_url=url, dealer_target=dealer, auditor_token=auditor,
                    token=env.get(TOKEN_ENV, ""), history_dsn=history)

@@ -122,3 +122,15 @@ def test_every_command_takes_the_environment_from_main() -> None:
     for name, handler in handlers.items():
         assert handler is not None, name
         assert list(inspect.signature(handler).parameters)[1:] == ["out", "env"], name
+
+
+def test_an_archive_address_set_by_the_caller_beats_make_runs_file(tmp_path: Path) -> None:
+    """A support address the caller sets is used even where a stopped make run's .run/env
+    still names an auditor address (found by make archive-chaos)."""
+    from studtools.replay_source import Settings
+
+    (tmp_path / "env").write_text("export STUD_AUDITOR_DSN=postgresql://file-auditor\n")
+    given = {"STUD_RUN_DIR": str(tmp_path), "STUD_SUPPORT_DSN": "postgresql://explicit"}
+    assert Settings.from_env(given).history_dsn == "postgresql://explicit"
+    assert Settings.from_env({"STUD_RUN_DIR": str(tmp_path)}).history_dsn == \
+        "postgresql://file-auditor"
