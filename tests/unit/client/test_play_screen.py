@@ -114,3 +114,66 @@ def test_a_hand_without_a_commitment_or_without_your_seed_is_a_warning() -> None
     assert app.log_lines[-1].startswith("⚠ WARNING: hand 2: verified WITHOUT YOUR SEED")
     assert app._fair_mark() == "#2 ⚠ WITHOUT YOUR SEED"
     assert all("yellow" in style for _line, style in app._styled[-2:])
+
+
+def panel_rows(text: str) -> list[str]:
+    """The dealer panel's rows on screen (inside its border), narrow or wide layout."""
+    rows = text.splitlines()
+    top = next(i for i, row in enumerate(rows) if "╭─ Dealer" in row)
+    col = rows[top].index("╭─ Dealer")
+    out = []
+    for row in rows[top + 1:]:
+        cell = row[col:]
+        if cell.startswith("╰"):
+            break
+        out.append(cell[1:].rstrip(" │▁▂▃▄▅▆▇█").strip())
+    return [r for r in out if r]
+
+
+async def test_the_dealer_panel_shows_each_action_when_the_table_does() -> None:
+    """Issue 29 (the panel 'about a hand behind'): the public records of four whole hands
+    fed to the app one at a time, the table redrawn after each, with the last hand's history
+    opened after a showdown and closed during the next hand: after every record, the panel's
+    last row is the line that record made (narrow and wide screens)."""
+    import random
+
+    from rules import DECK, TableConfig
+    from rules.testing import StackedDeck, TableDriver
+    from studclient.tui.app import HistoryScreen
+    from tests.unit.client.test_play_text import aggressive_seat_two, records
+
+    driver = TableDriver(TableConfig(), stacks={1: 20_000, 2: 20_000, 3: 20_000})
+    for seed in range(4):
+        cards = list(DECK)
+        random.Random(seed).shuffle(cards)
+        driver.play_hand(StackedDeck(cards), aggressive_seat_two)
+    feed = records(driver, 0)
+    for size in ((80, 24), (130, 40)):
+        app = PlayApp(no_room, PlayOptions("demo"))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause(0.1)
+            hand, checked = 0, 0
+            for record in feed:
+                kind = record.event.WhichOneof("event")
+                if kind == "hand_started":
+                    hand = record.event.hand_started.hand_number
+                said = len(app.log_lines)
+                app._on_event(record)
+                view = a_view(3)
+                view.hand.hand_number = max(hand, 1)
+                app.show(view)
+                if kind == "hand_ended" and hand == 2:
+                    await app.push_screen(HistoryScreen("Hand #2", "the last hand"))
+                if kind == "hand_started" and hand == 3:
+                    await pilot.press("escape")  # read during hand 3's deal, then closed
+                await pilot.pause(0.02)
+                if len(app.log_lines) == said or isinstance(app.screen, HistoryScreen):
+                    continue
+                shown = panel_rows(screen_text(app))
+                newest = app.log_lines[-1]
+                # its last row ends the newest line (wrapped or not), and its first is there
+                assert shown and newest.replace(" ", "").endswith(
+                    shown[-1].replace(" ", "")), (size, newest, shown)
+                assert any(newest.startswith(row[:30]) for row in shown[-3:]), (newest, shown)
+                checked += 1
+            assert hand == 4 and checked > 100
