@@ -21,20 +21,18 @@ docs/history.md).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import glob
 import hashlib
 import os
 import pwd
 import secrets
 import shutil
-import signal
 import socket
 import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -78,21 +76,6 @@ def _reachable(path: Path, user: str) -> bool:
             return False
     return True
 
-
-def _die_with(parent: int) -> Callable[[], None]:
-    """A ``preexec_fn``: SIGQUIT for the child when its parent dies (``PR_SET_PDEATHSIG``; set
-    after the change of user, which would clear it), and no start at all when the parent has
-    died already."""
-    def arm() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGQUIT, 0, 0, 0) != 0:
-            os._exit(70)
-        if os.getppid() != parent:
-            os._exit(71)
-    return arm
-
-
-PR_SET_PDEATHSIG: Final = 1
 
 
 class PostgresNotFound(RuntimeError):
@@ -203,12 +186,23 @@ class PostgresServer:
         assert self.data_dir is not None
         return self.data_dir / "socket"
 
-    def _run_as(self) -> dict[str, object]:
+    def _as_server(self, argv: list[str], *, die_with_parent: bool = False) -> list[str]:
+        """``argv`` run as the server's user, and with the death signal when asked, through
+        util-linux's ``setpriv`` (exec'd, no Python code in the child): a ``preexec_fn`` or
+        ``user=`` would make subprocess fork the whole process, which gRPC's fork handlers
+        abort in a process with live gRPC threads (a test, a campaign)."""
+        prefix: list[str] = []
         user = server_user()
-        if user is None:
-            return {}
-        entry = pwd.getpwnam(user)
-        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+        if user is not None:
+            entry = pwd.getpwnam(user)
+            prefix += ["--reuid", str(entry.pw_uid), "--regid", str(entry.pw_gid),
+                       "--clear-groups"]
+        if die_with_parent:
+            prefix += ["--pdeathsig", "QUIT"]
+        if not prefix:
+            return argv
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        return [setpriv, *prefix, *argv]
 
     def _own(self, path: Path) -> None:
         user = server_user()
@@ -266,11 +260,10 @@ class PostgresServer:
         pwfile.write_text(self.passwords[ADMIN_USER] + "\n")
         pwfile.chmod(0o644)  # the server's user reads it once; removed right after
         try:
-            subprocess.run(
+            subprocess.run(self._as_server(
                 [str(self.bindir / "initdb"), "-D", str(self.data_dir), "-U", ADMIN_USER,
                  "--pwfile", str(pwfile), "--auth-local=trust", "--auth-host=scram-sha-256",
-                 "-E", "UTF8", "--no-locale"],
-                check=True, capture_output=True, **self._run_as())  # type: ignore[call-overload]
+                 "-E", "UTF8", "--no-locale"]), check=True, capture_output=True)
         except subprocess.CalledProcessError as exc:
             raise RuntimeError(f"initdb failed: {exc.stderr.decode(errors='replace')}") from None
         finally:
@@ -295,10 +288,9 @@ class PostgresServer:
                 args += ["-c", "fsync=off", "-c", "synchronous_commit=off",
                          "-c", "full_page_writes=off"]
             self.process = subprocess.Popen(
-                args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                start_new_session=self.new_session,
-                preexec_fn=_die_with(os.getpid()) if self.die_with_parent else None,
-                **self._run_as())  # type: ignore[call-overload]
+                self._as_server(args, die_with_parent=self.die_with_parent),
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=self.new_session)
             if self._wait_ready(port, timeout):
                 self.port = port
                 return
