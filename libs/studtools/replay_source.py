@@ -357,21 +357,34 @@ class RedisSource:
         from studhistory.pgarchive import archived
         try:
             async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
-                cur = await conn.execute(
-                    "SELECT s.first_sequence, COALESCE((SELECT n.first_sequence - 1 FROM "
-                    "history.hands n WHERE n.table_id = h.table_id AND n.hand = h.hand + 1), "
-                    "s.last_sequence), (SELECT p.state FROM "
-                    "history.segments p WHERE p.table_id = s.table_id AND p.last_sequence = "
-                    "s.first_sequence - 1) FROM history.hands h JOIN history.segments s ON "
-                    "s.table_id = h.table_id AND h.first_sequence BETWEEN s.first_sequence "
-                    "AND s.last_sequence WHERE h.table_id = %s AND h.hand = %s",
-                    (table_id, hand))
-                row = await cur.fetchone()
+                # Each a single index probe (a join of the hand on its segment's range made
+                # the planner walk every segment of a long table).
+                row = await (await conn.execute(
+                    "SELECT first_sequence FROM history.hands WHERE table_id = %s AND "
+                    "hand = %s LIMIT 1", (table_id, hand))).fetchone()
                 if row is None:
                     return None
-                first, last, before = int(row[0]), int(row[1]), row[2]
-                if first > 1 and before is None:
+                begins = int(row[0])
+                row = await (await conn.execute(
+                    "SELECT first_sequence, last_sequence FROM history.segments WHERE "
+                    "table_id = %s AND first_sequence <= %s ORDER BY first_sequence DESC "
+                    "LIMIT 1", (table_id, begins))).fetchone()
+                if row is None or int(row[1]) < begins:
                     return None
+                first, last = int(row[0]), int(row[1])
+                row = await (await conn.execute(
+                    "SELECT first_sequence - 1 FROM history.hands WHERE table_id = %s AND "
+                    "hand = %s LIMIT 1", (table_id, hand + 1))).fetchone()
+                if row is not None:
+                    last = min(last, int(row[0])) if int(row[0]) >= begins else last
+                before = None
+                if first > 1:
+                    row = await (await conn.execute(
+                        "SELECT state FROM history.segments WHERE table_id = %s AND "
+                        "last_sequence = %s", (table_id, first - 1))).fetchone()
+                    if row is None:
+                        return None
+                    before = row[0]
                 decoded = [decode_envelope(EventEnvelope.FromString(raw))
                            async for _, raw in archived(conn, table_id, first, last)]
         except psycopg.Error as exc:
