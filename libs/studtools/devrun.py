@@ -129,7 +129,7 @@ def port_free(port: int) -> bool:
 def service_port(name: str) -> int:
     """``name``'s usual port (:data:`PORTS`) when free, else any free port."""
     wanted = PORTS.get(name)
-    return wanted if wanted is not None and port_free(wanted) else free_port()
+    return wanted if wanted is not None and port_free(wanted) else free_port_but_planned()
 
 
 def wait_serving(
@@ -262,13 +262,28 @@ def service_env(name: str, addrs: Mapping[str, str],
     return env
 
 
+PLANNED_PORTS: set[int] = set()
+"""Ports chosen for this run's listeners and not yet bound by all of them: a metrics port is
+never one of these (a free port stays free until its owner binds it, so two choices made
+before either bound could otherwise be the same port)."""
+
+
+def free_port_but_planned() -> int:
+    """A free port no listener of this run has been given (and now given to the caller)."""
+    while (port := free_port()) in PLANNED_PORTS:
+        pass
+    PLANNED_PORTS.add(port)
+    return port
+
+
 def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_dir: Path,
                   called: Mapping[str, str], history: Mapping[str, str] | None = None
                   ) -> tuple[Running, int]:
     """Start service ``name`` on ``addr`` as its own Redis user, calling the services in
     ``called``; its output appends to ``<logs-dir>/<name>.log``. Returns it and its metrics
     port."""
-    metrics_port = free_port()
+    PLANNED_PORTS.add(int(addr.rsplit(":", 1)[1]))
+    metrics_port = free_port_but_planned()
     env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
            f"{name.upper()}_ADDR": addr, "METRICS_PORT": str(metrics_port),
            "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
@@ -382,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logs       {logs_dir}/<service>.log ({', '.join([*services, 'demo', 'sitgo'])}; "
               f"JSON lines, e.g. tail -f {logs_dir}/table.log)", flush=True)
         addrs = {name: f"{LOOPBACK}:{service_port(name)}" for name in services}
+        PLANNED_PORTS.update(int(a.rsplit(":", 1)[1]) for a in addrs.values())
         # The dealer and the wallet start together, then the table, which calls them, then
         # the tournament service, which calls the table and the wallet, and the archiver,
         # which asks the dealer for its records.
@@ -401,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
                     # Another process took the port between its choice and the bind (a
                     # second `make run`, a test): the same service again, on a free one.
                     # (Its health answer, if it has one, was never taken for the service's.)
-                    addrs[service.name] = f"{LOOPBACK}:{free_port()}"
+                    addrs[service.name] = f"{LOOPBACK}:{free_port_but_planned()}"
                     lost = service
                     service, metrics_port = start_service(
                         service.name, addrs[service.name], redis, keys, logs_dir, called,
