@@ -56,6 +56,10 @@ async def acl(admin: Client, *args: str) -> None:
 @pytest.fixture
 async def crashing(admin: Client, redis_url: str) -> AsyncIterator[dict[str, EventStore]]:
     """A store per step, logged in as a user refused that step's commands."""
+    if is_cluster(admin):
+        pytest.skip("the crash points are users refused one command, made with ACL SETUSER, "
+                    "which the cluster client cannot send to every node here; the order is "
+                    "the store's, the same on a cluster")
     stores: dict[str, EventStore] = {}
     users = []
     for step, denied in STEPS.items():
