@@ -44,7 +44,7 @@ import structlog
 from psycopg.types.json import Jsonb
 
 from bench.bench_rules import record_hand
-from bench.bench_scaling import prefix_bytes, redis_counters, seat_players
+from bench.bench_scaling import play, prefix_bytes, redis_counters, seat_players
 from rules import settlement
 from studhistory.archiver import archive_table
 from studhistory.dealer_records import DealerAudits
@@ -78,18 +78,8 @@ async def table_bytes(admin: Any, table_id: str) -> tuple[int, int, int]:
 
 
 async def play_hand(room: Room, table_id: str, rng: random.Random) -> int:
-    """Act until the next hand has started; actions taken."""
-    actions = 0
-    start = (await room.client.view(table_id)).hands_started
-    async with asyncio.timeout(120):
-        while True:
-            view = await room.client.view(table_id)
-            if view.hands_started > start:
-                return actions
-            if await act_once(room.client, table_id, view, rng.choice):
-                actions += 1
-            else:
-                await asyncio.sleep(0.002)
+    """Act until the next hand has started (bench_scaling's player); actions taken."""
+    return await play(room, table_id, (await room.client.view(table_id)).hands_started, rng)
 
 
 async def phase_redis(redis: TestRedis, dev: DevKeys, pg: PostgresServer,

@@ -9,7 +9,6 @@ second write of the same range a no-op that rolls back whole.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -148,12 +147,6 @@ async def archived(conn: psycopg.AsyncConnection[Any], table_id: str, first: int
         await cur.execute(query, (table_id, first, last if last is not None else 2**62))
         async for sequence, raw in cur:
             yield int(sequence), bytes(raw)
-
-
-def hand_json(value: str | dict[str, Any]) -> dict[int, Any]:
-    """A hand row's seat-keyed JSON column as a dict of ints."""
-    data = json.loads(value) if isinstance(value, str) else value
-    return {int(k): v for k, v in data.items()}
 
 
 class TableLock:
