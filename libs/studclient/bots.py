@@ -194,6 +194,8 @@ class Bot:
     rng: random.Random
     seat: int = 0
     buy_in: int = 0
+    last_seen: str = "no view yet"
+    """The last view this bot acted on, in words (printed when a run times out)."""
 
     async def play(self, hands: int, ours: set[str], tally: Tally) -> None:
         """Act at each turn until ``hands`` hands have started, then sit out; return once
@@ -203,6 +205,7 @@ class Bot:
         topped_up_for = sat_in_for = -1
         async with self.client.watch(self.table_id) as watch:
             async for view in watch.views():
+                self.last_seen = _seen(view)
                 mine = [s for s in view.seats if s.player_id in ours]
                 if sat_out and hand_over(view) and all(s.sitting_out for s in mine):
                     return
@@ -244,6 +247,13 @@ class Bot:
         except StudError as exc:
             tally.error(f"{self.name} {what}", exc)
         return False
+
+
+def _seen(view: table_pb2.TableView) -> str:
+    me = next((s for s in view.seats if s.seat == view.viewer_seat), None)
+    return (f"version {view.version}, hands started {view.hands_started}, "
+            f"hand over {hand_over(view)}, my turn {my_turn(view)}, "
+            f"stack {me.stack if me else None}, sitting out {me.sitting_out if me else None}")
 
 
 # --- credentials -----------------------------------------------------------------------------
@@ -467,6 +477,9 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                   f"{deposits} = {expected}", file=out)
     except TimeoutError:
         tally.errors.append(f"timed out after {args.timeout} s")
+        for table in tables:  # what each bot last saw: where a stuck run stopped
+            for bot in table.bots:
+                print(f"{bot.name} last saw {bot.last_seen}", file=out)
     except (StudError, RuntimeError) as exc:
         tally.error("setup", exc)
     finally:
