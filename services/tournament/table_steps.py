@@ -24,12 +24,16 @@ next round (the table answers the repeat from its own log).
 
 from __future__ import annotations
 
+import structlog
+
 from tournament import commands as c
 from tournament.app import Writer
-from tournament.clients import Refused, key
+from tournament.clients import Refused, Unavailable, key
 from tournament.conduct import H4H
 from tournament.state import RUNNING, Table, Tournament
 from tournament.tables import TableClient, TableState
+
+log = structlog.get_logger("tournament.table_steps")
 
 SEATING = "seating"
 """The pause of a table that has dealt no hand while a seat its draw gave it is not filled."""
@@ -54,14 +58,22 @@ class TableSteps:
         self._closed: set[str] = set()
 
     async def round(self, tid: str) -> int:
+        """One round of every table's steps. A table whose call is refused or unanswered
+        waits for the next round, and only it: its seats and a move to or from it wait
+        with it, while every other table goes on (one stuck table never stalls the
+        others)."""
         t = await self._app.load(tid)
         done = await self._close(tid, t)
         if t.phase != RUNNING:
             return done
-        done += await self._tables_now(tid, t)
+        waiting: set[str] = set()
+        done += await self._tables_now(tid, t, waiting)
         t = await self._app.load(tid)
-        done += await self._seats(tid, t)
+        done += await self._seats(tid, t, waiting)
         t = await self._app.load(tid)
+        m = t.move
+        if m is not None and {m.from_table, m.to_table} & waiting:
+            return done
         return done + await self._move(tid, t)
 
     async def _close(self, tid: str, t: Tournament) -> int:
@@ -72,7 +84,8 @@ class TableSteps:
             done += 1
         return done
 
-    async def _tables_now(self, tid: str, t: Tournament) -> int:
+    async def _tables_now(self, tid: str, t: Tournament, waiting: set[str] | None = None
+                          ) -> int:
         done = 0
         for k in list(t.tables):
             # ``t`` is the log as of this table's turn: the reports of the table before may
@@ -80,27 +93,42 @@ class TableSteps:
             # must come from one state (the stakes of level N under the key of level N).
             if k not in t.tables:
                 continue
-            level = t.cfg.structure.level(t.level)
-            state = await self._tables.state(k)
-            if not state.exists:
-                await self._tables.open(tid, k, t.cfg.seats, level, key(tid, "open", k),
-                                        t.cfg.pace)
-                state = await self._tables.state(k)
-                done += 1
-            await self._tables.stakes(k, level, key(tid, "stakes", k, t.level))
-            done += await self._hands(tid, k, t.tables[k], state)
+            try:
+                done += await self._table_now(tid, k, t)
+            except (Refused, Unavailable) as exc:
+                if waiting is None:
+                    raise
+                waiting.add(k)
+                log.info("tournament_table_waits", tournament_id=tid, table_id=k,
+                         error=str(exc))
             t = await self._app.load(tid)
-            table = t.tables.get(k)
-            if table is None:
-                continue
-            holds = table.holds | ({SEATING} if _awaits_draw(t, k, table, state) else set())
-            want = bool(holds)
-            if want != state.paused:
-                one_hand = not want and t.hand_for_hand
-                reason = ",".join(sorted(holds)) or (H4H if one_hand else "deal")
-                await self._tables.pause(k, want, reason, key(tid, "pause", k, want, t.version),
-                                         one_hand=one_hand)
-                done += 1
+        return done
+
+    async def _table_now(self, tid: str, k: str, t: Tournament) -> int:
+        """Table ``k`` made to match the log: it exists with the level's stakes, its hands
+        are reported, and it deals exactly when nothing holds it."""
+        done = 0
+        level = t.cfg.structure.level(t.level)
+        state = await self._tables.state(k)
+        if not state.exists:
+            await self._tables.open(tid, k, t.cfg.seats, level, key(tid, "open", k),
+                                    t.cfg.pace)
+            state = await self._tables.state(k)
+            done += 1
+        await self._tables.stakes(k, level, key(tid, "stakes", k, t.level))
+        done += await self._hands(tid, k, t.tables[k], state)
+        t = await self._app.load(tid)
+        table = t.tables.get(k)
+        if table is None:
+            return done
+        holds = table.holds | ({SEATING} if _awaits_draw(t, k, table, state) else set())
+        want = bool(holds)
+        if want != state.paused:
+            one_hand = not want and t.hand_for_hand
+            reason = ",".join(sorted(holds)) or (H4H if one_hand else "deal")
+            await self._tables.pause(k, want, reason, key(tid, "pause", k, want, t.version),
+                                     one_hand=one_hand)
+            done += 1
         return done
 
     async def _hands(self, tid: str, k: str, table: Table, state: TableState) -> int:
@@ -124,19 +152,30 @@ class TableSteps:
             done += 1
         return done
 
-    async def _seats(self, tid: str, t: Tournament) -> int:
+    async def _seats(self, tid: str, t: Tournament, waiting: set[str] | None = None) -> int:
+        """Each assigned seat taken and each busted entry's seat emptied; a table that
+        waits (``waiting``: its steps were refused this round) is left for the next round,
+        and a refused seat makes its table wait."""
         done = 0
+        waiting = set() if waiting is None else waiting
         moving = t.move.entry_id if t.move is not None else ""
         for e in t.field():
             if e.table_id in t.tables and not e.seated and e.bust is None \
-                    and e.entry_id != moving:
-                await self._seat(tid, e.table_id, e.seat, e.player_id, e.entry_id, e.chips)
+                    and e.entry_id != moving and e.table_id not in waiting:
+                try:
+                    await self._seat(tid, e.table_id, e.seat, e.player_id, e.entry_id,
+                                     e.chips)
+                except (Refused, Unavailable) as exc:
+                    waiting.add(e.table_id)
+                    log.info("tournament_table_waits", tournament_id=tid,
+                             table_id=e.table_id, error=str(exc))
+                    continue
                 await self._app.execute(tid, c.ConfirmSeat(e.entry_id),
                                         f"seated.{e.entry_id}.{e.table_id}.{e.seat}")
                 done += 1
         for k, table in t.tables.items():
             for s, entry in enumerate(table.seats, start=1):
-                if entry is None or t.entries[entry].bust is None:
+                if entry is None or t.entries[entry].bust is None or k in waiting:
                     continue
                 player = t.entries[entry].player_id
                 try:
@@ -145,7 +184,15 @@ class TableSteps:
                     # unseated already (by a move's step that raced the hand's bust): the
                     # seat is empty, and the model assigns it to nobody until it is freed
                     if refused.reason != "not_that_players_seat":
-                        raise
+                        waiting.add(k)
+                        log.info("tournament_table_waits", tournament_id=tid, table_id=k,
+                                 error=str(refused))
+                        continue
+                except Unavailable as exc:
+                    waiting.add(k)
+                    log.info("tournament_table_waits", tournament_id=tid, table_id=k,
+                             error=str(exc))
+                    continue
                 await self._app.execute(tid, c.ConfirmSeatFreed(k, s), f"freed.{k}.{s}.{entry}")
                 done += 1
         return done

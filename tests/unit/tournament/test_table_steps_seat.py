@@ -102,4 +102,11 @@ async def test_a_key_reused_for_a_seat_the_player_is_not_in_is_still_refused() -
         table_id, first.seat, first.player_id, 999)
     table.seats[table_id] = {first.seat: (other.player_id, 999)}
     with pytest.raises(Refused):
-        await TableSteps(app, table)._seats("M", run.t)  # type: ignore[arg-type]
+        await TableSteps(app, table)._seat(  # type: ignore[arg-type]
+            "M", table_id, first.seat, first.player_id, first.entry_id, first.chips)
+    # in a round, the refusal makes that table wait (the next round tries again) and the
+    # seat is never confirmed
+    waiting: set[str] = set()
+    await TableSteps(app, table)._seats("M", run.t, waiting)  # type: ignore[arg-type]
+    assert waiting == {table_id}
+    assert not run.t.entries[first.entry_id].seated
