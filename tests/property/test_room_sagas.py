@@ -160,7 +160,7 @@ class Table:
         self.step()
         self.commit(ApplyTopUp(seat, key))
 
-    def leave(self, n: int, seat: int) -> None:
+    def leave(self, n: int | str, seat: int) -> None:
         holder = self.room.table.seat(seat)
         key = f"leave-{n}"
         if holder is None or not self.commit(Leave(seat, holder.player_id, key)):
@@ -212,7 +212,10 @@ class Table:
             if due is None:
                 return
             if isinstance(due, Leave):
-                self.leave(1000 + _round, due.seat)
+                # keyed by the room's version, as the driver keys it: a round number
+                # repeats from one carry-on to the next, and a wallet call keyed like an
+                # earlier leave's would be answered as that one (paying nothing)
+                self.leave(f"due-{self.room.version}", due.seat)
             else:
                 self.commit(due)
         raise AssertionError("the sagas never settled")
