@@ -25,6 +25,7 @@ from studkit.store import EventStore
 from table.actor import ActorDeps, TableActor
 from table.app import TableApp
 from table.clients import DealerClient, Retry, WalletClient
+from table.port import Driving, System
 from wallet.app import WalletApp
 from wallet.store import WalletStore
 
@@ -112,10 +113,10 @@ class Process:
         loop = world.loop
 
         def deps_for() -> ActorDeps:
-            return ActorDeps(store=self.events, redis=as_client(self.redis),
-                             dealer=dealer, wallet=wallet, clock=loop.wall,
+            return ActorDeps(store=self.events, redis=as_client(self.redis), clock=loop.wall,
                              snapshot_every=5)
-        self.app = TableApp(self.events, deps_for)
+        self.app = TableApp(self.events, deps_for,
+                            Driving(System(dealer=dealer, wallet=wallet, clock=loop.wall)))
         self.app.tables.ready = True
         self.tasks: dict[asyncio.Task[None], None] = {}
         """Its tasks in the order they were spawned (a kill cancels them in that order: a

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 from google.protobuf.message import Message
@@ -33,11 +33,9 @@ from studkit.mapping import (
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
 from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
-from table.alarms import Alarms
-from table.clients import DealerClient, WalletClient
 from table.clock import as_logged, next_turn, turn_from_proto, turn_to_proto
 from table.inbox import Watcher
-from table.room import Room, RoomCommand, apply, decide
+from table.room import Room, RoomCommand, Turn, apply, decide
 from table.room_state import AnyEvent, updated
 from table.snapshot import from_extra, to_extra
 
@@ -50,28 +48,17 @@ class Stale(FailedPrecondition):
     default_reason = "stale"
 
 
-CHECKS_AT_ONCE = 8
-"""Tables of a replica reconciled with the wallet at a time (:attr:`ActorDeps.checks`)."""
-
-
 @dataclass
 class ActorDeps:
-    """What a table needs from the outside."""
+    """What the actor itself uses: the store, the time its commands are decided at, the
+    watchers' buffer and how often it snapshots (the dealer and the wallet are the driver's
+    and money's: :class:`table.port.System`)."""
 
     store: EventStore
     redis: Client
-    dealer: DealerClient
-    wallet: WalletClient
     clock: Callable[[], float] = time.time
     watcher_buffer: int = 1000
     snapshot_every: int = 25
-    on_status: Callable[[str, str, str], None] | None = None
-    alarms: Alarms = field(default_factory=Alarms)
-    """The replica's one timer (shared by every table of a replica)."""
-    checks: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CHECKS_AT_ONCE))
-    """The replica's turns to reconcile a table just loaded with the wallet (shared by every
-    table of a replica): a replica taking a thousand tables at once asks the wallet a few at
-    a time, never a thousand calls together that time out and are retried all at once."""
 
 
 def decode(envelope: EventEnvelope) -> AnyEvent:
@@ -102,6 +89,15 @@ class TableActor:
     @property
     def version(self) -> int:
         return self.room.version
+
+    def fence(self) -> None:
+        """Note that another owner holds the table now (an append was fenced)."""
+        self.fenced = True
+
+    def hold_turn(self, turn: Turn) -> None:
+        """Give the turn in progress a clock the log does not carry (a log older than
+        clocks: a full turn from now), held in memory only."""
+        self.room = updated(self.room, {"turn": turn})
 
     # --- loading -------------------------------------------------------------------------
 
@@ -229,7 +225,7 @@ class TableActor:
             self.wake.set()
             return done
 
-    async def system(self, command: RoomCommand, command_id: str) -> bool:
+    async def own(self, command: RoomCommand, command_id: str) -> bool:
         """Commit a command of the table itself; False when it is refused now (the driver
         looks again)."""
         try:
@@ -254,6 +250,15 @@ class TableActor:
         return [s.envelope for s in stored[:count]]
 
     # --- watchers ------------------------------------------------------------------------
+
+    def subscribe(self) -> Watcher:
+        """A new watcher of this table's live envelopes (:meth:`unsubscribe` it)."""
+        watcher = Watcher(limit=self.deps.watcher_buffer)
+        self.watchers.add(watcher)
+        return watcher
+
+    def unsubscribe(self, watcher: Watcher) -> None:
+        self.watchers.discard(watcher)
 
     def close_watchers(self) -> None:
         """End every live watch of this table here (the replica let it go)."""

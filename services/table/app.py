@@ -13,8 +13,9 @@ with the same request returns the recorded outcome; with another request, it is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from rules import Command, TableConfig
 from rules.commands import SitIn, SitOut
@@ -30,6 +31,7 @@ from table.clients import PLAYER_WAIT_S, key
 from table.driver import Driver
 from table.model import TableSettings
 from table.money import step_id
+from table.port import Driving, TablePort
 from table.replicas import Tables
 from table.room import (
     BUY_IN,
@@ -55,7 +57,8 @@ from table.tournament import (
     UnseatEntrant,
     refuse_players,
 )
-from table.watching import Watching
+from table.views import table_view
+from table.watching import HandArchive, Watching, hand_viewer, viewer_seat
 
 
 def command_key(principal: Principal, command_id: str) -> str:
@@ -86,13 +89,60 @@ def own_seat(principal: Principal, room: Room, seat: int) -> str:
     return principal.name
 
 
-class TableApp(Watching):
+class TableApp:
     """Every table this process owns, and the use cases over them."""
 
-    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps]) -> None:
+    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps],
+                 driving: Driving) -> None:
         self._store = store
-        self.tables = Tables(store, deps_for)
+        self.tables = Tables(store, deps_for, driving)
+        self.reading = Watching(store, self.tables.routed_actor)
+        """The reading use cases (watch, one hand's events, a player's own hands)."""
         self._opening: dict[str, asyncio.Lock] = {}
+
+    # --- reading (the collaborator's) ----------------------------------------------------
+
+    @property
+    def history(self) -> HandArchive | None:
+        return self.reading.history
+
+    @history.setter
+    def history(self, archive: HandArchive | None) -> None:
+        self.reading.history = archive
+
+    def watch(self, principal: Principal, table_id: str, after: int
+              ) -> AsyncIterator[EventEnvelope]:
+        """The table's game envelopes after ``after``, then live ones (:class:`Watching`)."""
+        return self.reading.watch(principal, table_id, after)
+
+    async def hand_events(self, table_id: str, hand_number: int
+                          ) -> tuple[list[EventEnvelope], bool]:
+        """One hand's game envelopes, and whether it has ended."""
+        return await self.reading.hand_events(table_id, hand_number)
+
+    async def my_hands(self, principal: Principal, page_token: str, size: int
+                       ) -> tuple[list[tuple[str, int, datetime, int, int, int]], str]:
+        """A player's own settled hands, newest first (:meth:`Watching.my_hands`)."""
+        return await self.reading.my_hands(principal, page_token, size)
+
+    @staticmethod
+    def viewer_seat(principal: Principal, actor: TablePort) -> int | None:
+        """The caller's seat at the table now, None for an observer."""
+        return viewer_seat(principal, actor.room)
+
+    @staticmethod
+    def hand_viewer(principal: Principal, actor: TablePort, hand_number: int
+                    ) -> tuple[int | None, bool]:
+        """Who the caller is to an event of hand ``hand_number`` (:func:`hand_viewer`)."""
+        return hand_viewer(principal, actor.room, hand_number)
+
+    async def table_view(self, principal: Principal, table_id: str) -> pb.TableView:
+        """The table now as the caller may see it."""
+        driver = await self.routed(table_id)
+        room = driver.actor.room
+        player = principal.name if principal.role is Role.PLAYER else None
+        return table_view(table_id, room, driver.status.of(room), driver.system.clock(),
+                          player, viewer_seat(principal, room))
 
     # --- life (the replicas' business) ---------------------------------------------------
 
@@ -102,8 +152,7 @@ class TableApp(Watching):
 
     def actor_of(self, table_id: str) -> TableActor | None:
         """The table's actor if this replica holds it."""
-        driver = self.tables.drivers.get(table_id)
-        return driver.actor if driver is not None else None
+        return self.tables.actors.get(table_id)
 
     @property
     def ready(self) -> bool:
@@ -138,7 +187,7 @@ class TableApp(Watching):
         """Commit ``make(room)`` as the caller's command. A check of who may ask that
         refuses a retry of an applied command (the seat is gone since) answers with the
         recorded outcome instead."""
-        actor = driver.actor
+        actor = self.tables.actor(driver.actor.table_id)
         cid = command_key(principal, command_id)
         try:
             command = make(actor.room)
@@ -159,7 +208,7 @@ class TableApp(Watching):
         room = driver.actor.room
         command = make(room)
         if expected is None or room.visible <= expected <= room.version:
-            decide(room, command, driver.actor.deps.clock())
+            decide(room, command, driver.system.clock())
         player = getattr(command, "player_id", "")
         await driver.money.require_funds(player, amount)
 
@@ -242,12 +291,10 @@ class TableApp(Watching):
             if done is None:
                 raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again "
                                          "with a new command id", reason="buy_in_refunded")
-            return Outcome(done.version, await driver.actor.recorded_envelopes(done), True)
-        driver.money.busy.add(seat)
-        try:
+            return Outcome(done.version, await self.tables.actor(table_id).recorded_envelopes(
+                done), True)
+        async with driver.money.carrying(seat):
             return _outcome(await driver.money.buy_in(seat, saga, PLAYER_WAIT_S))
-        finally:
-            driver.money.busy.discard(seat)
 
     async def leave_seat(self, principal: Principal, table_id: str, command_id: str,
                          seat: int, fp: str, expected: int | None) -> Outcome:
@@ -259,11 +306,8 @@ class TableApp(Watching):
                                                       wallet_key))
         saga = driver.actor.room.saga(seat)
         if saga is not None and saga.wallet_key == wallet_key:
-            driver.money.busy.add(seat)
-            try:
+            async with driver.money.carrying(seat):
                 await driver.money.cash_out(seat, saga, wait_s=PLAYER_WAIT_S)
-            finally:
-                driver.money.busy.discard(seat)
         return _outcome(done)
 
     async def add_chips(self, principal: Principal, table_id: str, command_id: str, seat: int,
@@ -282,12 +326,10 @@ class TableApp(Watching):
         saga = driver.actor.room.saga(seat)
         if saga is None or saga.kind != TOP_UP or saga.wallet_key != wallet_key:
             return await self._system_outcome(
-                driver.actor, step_id(ApplyTopUp(seat, wallet_key), wallet_key), queued)
-        driver.money.busy.add(seat)
-        try:
+                self.tables.actor(table_id), step_id(ApplyTopUp(seat, wallet_key), wallet_key),
+                queued)
+        async with driver.money.carrying(seat):
             added = await driver.money.top_up(seat, saga, PLAYER_WAIT_S)
-        finally:
-            driver.money.busy.discard(seat)
         return _outcome(added or queued)
 
     async def set_muck(self, principal: Principal, table_id: str, command_id: str, seat: int,

@@ -14,11 +14,12 @@ from studkit.auth import ServiceTokenSource, TokenVerifier
 from studkit.metrics import Metrics
 from studkit.redis_client import Client, connect
 from studkit.store import EventStore
-from table.actor import CHECKS_AT_ONCE, ActorDeps
+from table.actor import ActorDeps
 from table.alarms import Alarms
 from table.app import TableApp
 from table.clients import DealerClient, Retry, WalletClient
 from table.config import Settings
+from table.port import CHECKS_AT_ONCE, Driving, System
 
 
 @dataclass
@@ -84,12 +85,12 @@ def build_deps(settings: Settings) -> TableDeps:
     checks = asyncio.Semaphore(CHECKS_AT_ONCE)  # and one set of turns to ask the wallet
 
     def deps_for() -> ActorDeps:
-        return ActorDeps(store=events, redis=client, dealer=dealer, wallet=wallet,
-                         watcher_buffer=settings.watch_buffer, on_status=on_status,
-                         snapshot_every=settings.snapshot_every, alarms=alarms,
-                         checks=checks)
+        return ActorDeps(store=events, redis=client, watcher_buffer=settings.watch_buffer,
+                         snapshot_every=settings.snapshot_every)
 
-    app = TableApp(events, deps_for)
+    driving = Driving(System(dealer=dealer, wallet=wallet), alarms=alarms, checks=checks,
+                      on_status=on_status)
+    app = TableApp(events, deps_for, driving)
     if settings.history_dsn:  # hands the archiver moved to PostgreSQL stay readable
         app.history = HandArchive(settings.history_dsn)
     return TableDeps(app=app, redis=client, events=events,

@@ -23,10 +23,10 @@ from rules import ActionKind, Command, Phase
 from rules.commands import Check, Fold, RevealHands, Showdown, StartHand, TimeOut, VoidHand
 from rules.errors import RuleViolation
 from studkit.store import NotOwner
-from table.actor import TableActor
 from table.clients import Refused, Unreachable, key
 from table.clock import deadline
 from table.money import Money
+from table.port import Driving, TablePort
 from table.room import Leave, Play, Room, due_between_hands, next_sit_out_deadline
 from table.status import Status
 from table.tournament import may_deal
@@ -65,12 +65,15 @@ def leaving_action(room: Room, seat: int) -> Command:
 
 
 class Driver:
-    """Drives one table from its log."""
+    """Drives one table from its log, through its port (the room, the commit interface)
+    and the system (the clock, the dealer, the wallet)."""
 
-    def __init__(self, actor: TableActor) -> None:
+    def __init__(self, actor: TablePort, driving: Driving) -> None:
         self.actor = actor
-        self.status = Status(actor.table_id, actor.deps.on_status)
-        self.money = Money(actor, self.status)
+        self.system = driving.system
+        self._alarms = driving.alarms
+        self.status = Status(actor.table_id, driving.on_status)
+        self.money = Money(actor, driving.system, self.status, driving.checks)
         self.task: asyncio.Task[None] | None = None
         self.stopping = False
 
@@ -96,7 +99,7 @@ class Driver:
         except asyncio.CancelledError:
             raise
         except NotOwner:
-            actor.fenced = True
+            actor.fence()
             self.stopping = True
             log.warning("table_fenced", epoch=actor.epoch)
             return
@@ -112,7 +115,7 @@ class Driver:
         # Woken by a change of the table or by the replica's one timer (table.alarms); an
         # infinite delay sets no alarm: nothing but a change wakes an idle table.
         actor.wake.clear()
-        alarm = actor.deps.alarms.set(actor.wake, delay)
+        alarm = self._alarms.set(actor.wake, delay)
         try:
             await actor.wake.wait()
         finally:
@@ -132,20 +135,19 @@ class Driver:
         if hand is not None and hand.is_over and room.settled < hand.hand_number:
             await self.money.settle()
             return None
-        if not self.money.repaired:
-            await self.money.check()
+        if await self.money.check_once():
             return None
         if room.stopped:
             return 5.0
         if await self.money.roll_forward():
             return None
-        now = self.actor.deps.clock()
+        now = self.system.clock()
         due = due_between_hands(room, now)
         if due is not None:
             if isinstance(due, Leave):
                 due = replace(due, wallet_key=key(self.actor.table_id, "leave", due.seat,
                                                   room.version))
-            if await self.actor.system(due, f"due:{type(due).__name__}:{room.version}"):
+            if await self.actor.own(due, f"due:{type(due).__name__}:{room.version}"):
                 return None
         wait = await self._maybe_start(now)
         if wait is not None and self.actor.room.sagas:
@@ -168,14 +170,14 @@ class Driver:
             return wait
         version = room.version
         try:
-            commitment, cards = await self.actor.deps.dealer.start_hand(
+            commitment, cards = await self.system.dealer.start_hand(
                 self.actor.table_id, n, None, self.status.waiting)
         except Refused as exc:
             log.error("dealer_refused_start", hand_number=n, reason=exc.reason)
             return 2.0
         self.status.resumed()
         if self.actor.version == version:
-            await self.actor.system(Play(StartHand(hand_number=n, deck_commitment=commitment,
+            await self.actor.own(Play(StartHand(hand_number=n, deck_commitment=commitment,
                                                    card_commitment=cards)), f"h{n}:start")
         return None
 
@@ -184,7 +186,7 @@ class Driver:
         hand = room.table.hand
         assert hand is not None
         n, version = hand.hand_number, room.version
-        dealer, waiting = actor.deps.dealer, self.status.waiting
+        dealer, waiting = self.system.dealer, self.status.waiting
         try:
             if hand.phase == Phase.DEALING:
                 plan = rules.pending_deal(room.table)
@@ -196,7 +198,7 @@ class Driver:
                 deal = await dealer.deal(actor.table_id, n, plan, give_up, waiting)
                 self.status.resumed()
                 if actor.version == version:
-                    await actor.system(Play(deal), f"h{n}:deal:{int(plan.street)}")
+                    await actor.own(Play(deal), f"h{n}:deal:{int(plan.street)}")
                 return None
             if hand.phase in (Phase.REVEAL, Phase.SHOWDOWN):
                 give_up = self.status.give_up_after(room.settings.outage_limit_s, n)
@@ -205,16 +207,16 @@ class Driver:
                 if actor.version != version:
                     return None
                 if hand.phase == Phase.REVEAL:
-                    await actor.system(Play(RevealHands(hands=hands)), f"h{n}:reveal")
+                    await actor.own(Play(RevealHands(hands=hands)), f"h{n}:reveal")
                 else:
                     in_hand = {p.seat for p in hand.in_hand}
-                    await actor.system(Play(Showdown(
+                    await actor.own(Play(Showdown(
                         hands=hands, muck_requests=frozenset(room.muck & in_hand))),
                         f"h{n}:showdown")
                 return None
         except Unreachable as exc:
             log.error("hand_voided", hand_number=n, reason=f"{exc.service} unreachable")
-            await actor.system(Play(VoidHand(reason=f"{exc.service} unreachable")),
+            await actor.own(Play(VoidHand(reason=f"{exc.service} unreachable")),
                                f"h{n}:void")
             self.status.resumed()
             return None
@@ -226,14 +228,14 @@ class Driver:
         if hand.phase == Phase.BETTING and hand.to_act:
             seat = hand.to_act
             if seat in room.leaving:  # checked or folded at its turn, no clock run
-                await actor.system(Play(leaving_action(room, seat)), f"h{n}:leave:{version}")
+                await actor.own(Play(leaving_action(room, seat)), f"h{n}:leave:{version}")
                 return None
-            now = actor.deps.clock()
+            now = self.system.clock()
             due, fresh = deadline(room, now)
             if fresh is not None:  # a log older than clocks: a full turn from now
-                actor.room = replace(room, turn=fresh)
+                actor.hold_turn(fresh)
             if due is not None and now >= due:
-                await actor.system(Play(TimeOut(seat=seat)), f"h{n}:timeout:{version}")
+                await actor.own(Play(TimeOut(seat=seat)), f"h{n}:timeout:{version}")
                 return None
             return None if due is None else due - now
         return 1.0

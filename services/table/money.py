@@ -9,7 +9,9 @@ wallet keys (every wallet call is idempotent by its key), so nothing is paid twi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import structlog
 
@@ -20,8 +22,8 @@ from stud.v1 import room_pb2 as rpb
 from stud.v1 import wallet_pb2 as wpb
 from studkit.commit import Committed
 from studkit.errors import FailedPrecondition
-from table.actor import TableActor
-from table.clients import Refused, Unreachable, key
+from table.clients import Refused, Unreachable, WalletClient, key
+from table.port import System, TablePort
 from table.room import (
     WALLET_BUY_IN,
     WALLET_CASH_OUT,
@@ -54,16 +56,30 @@ def step_id(command: object, wallet_key: str) -> str:
 class Money:
     """One table's wallet calls, each beside the log's record of it."""
 
-    def __init__(self, actor: TableActor, status: Status) -> None:
+    def __init__(self, actor: TablePort, system: System, status: Status,
+                 checks: asyncio.Semaphore) -> None:
         self.actor = actor
         self.status = status
-        self.busy: set[int] = set()
+        self._wallet: WalletClient = system.wallet
+        self._checks = checks
+        self._busy: set[int] = set()
         """Seats whose saga a call of this process carries on now (the driver leaves them)."""
         self.repaired = False
+        """Whether the table was checked against the wallet since it was loaded."""
 
-    @property
-    def _wallet(self):  # type: ignore[no-untyped-def]
-        return self.actor.deps.wallet
+    @contextlib.asynccontextmanager
+    async def carrying(self, seat: int) -> AsyncIterator[None]:
+        """While a caller's request carries the seat's saga on, the driver leaves it (and
+        so does a reconciliation: its money is moving)."""
+        self._busy.add(seat)
+        try:
+            yield
+        finally:
+            self._busy.discard(seat)
+
+    def carried(self, seat: int) -> bool:
+        """Whether a call of this process carries the seat's saga on now."""
+        return seat in self._busy
 
     # --- the saga's steps ----------------------------------------------------------------
 
@@ -175,7 +191,7 @@ class Money:
         """Carry on one saga that no call of this process carries (the room's
         :func:`~table.room.saga_step` says how); True if one was."""
         room = self.actor.room
-        pending = sorted(seat for seat in room.sagas if seat not in self.busy)
+        pending = sorted(seat for seat in room.sagas if seat not in self._busy)
         if not pending or room.tournament:  # a tournament table has no money sagas
             return False
         reply = await self._wallet.reconcile(self.actor.table_id, on_wait=self.status.waiting)
@@ -220,7 +236,7 @@ class Money:
         settlement = settle_query(state)
         assert settlement is not None and state.config is not None
         if self.actor.room.tournament:  # tournament chips: no wallet, no rake (DESIGN 5c)
-            await self.actor.system(Settle(settlement.hand_number, 0),
+            await self.actor.own(Settle(settlement.hand_number, 0),
                                     f"h{settlement.hand_number}:settled")
             await self.actor.maybe_snapshot()
             return
@@ -238,11 +254,19 @@ class Money:
             request.rake_policy.cap = rake.cap
         await self._wallet.settle(request, on_wait=self.status.waiting)
         self.status.resumed()
-        await self.actor.system(Settle(settlement.hand_number, settlement.rake),
+        await self.actor.own(Settle(settlement.hand_number, settlement.rake),
                                 f"h{settlement.hand_number}:settled")
         log.info("hand_settled", hand_number=settlement.hand_number, rake=settlement.rake)
         if await self.check():
             await self.actor.maybe_snapshot()
+
+    async def check_once(self) -> bool:
+        """Check the table against the wallet once after it was loaded (:meth:`check`);
+        True if it did now, False if it had already."""
+        if self.repaired:
+            return False
+        await self.check()
+        return True
 
     async def check(self) -> bool:
         """Repair (an escrow the log knows nothing of is paid back) and reconcile, on one
@@ -251,7 +275,7 @@ class Money:
         if self.actor.room.tournament:
             self.repaired = True
             return True
-        async with self.actor.deps.checks:
+        async with self._checks:
             reply = await self._wallet.reconcile(self.actor.table_id,
                                                  on_wait=self.status.waiting)
         escrows = {s.seat: (s.player_id, s.balance) for s in reply.seats}
@@ -259,7 +283,7 @@ class Money:
             escrows.pop(seat, None)
         self.repaired = True
         problem = self.reconcile(escrows)
-        await self.actor.system(Reconciled(problem), f"reconciled:{self.actor.version}")
+        await self.actor.own(Reconciled(problem), f"reconciled:{self.actor.version}")
         if problem:
             log.error("reconciliation_failed", detail=problem)
         return not problem
@@ -270,7 +294,7 @@ class Money:
         room = self.actor.room
         wrong = []
         for number in range(1, len(room.table.seats) + 1):
-            if number in room.sagas or number in self.busy:
+            if number in room.sagas or number in self._busy:
                 continue
             seat = room.table.seat(number)
             held = escrows.get(number)
@@ -285,7 +309,7 @@ class Money:
         room = self.actor.room
         repaired = []
         for number, (player, balance) in sorted(escrows.items()):
-            if number in room.sagas or number in self.busy:
+            if number in room.sagas or number in self._busy:
                 continue
             seat = room.table.seat(number) if number <= len(room.table.seats) else None
             if seat is not None and seat.player_id == player:
@@ -295,7 +319,7 @@ class Money:
             # Recorded (fenced) before the wallet moves: a former owner resumed with a stale
             # room would take a seat's escrow for an orphan; its append is refused first
             # (NotOwner), so it pays nothing (found by the simulator, docs/reliability.md).
-            if not await self.actor.system(Record((rpb.OrphanEscrowRefunded(
+            if not await self.actor.own(Record((rpb.OrphanEscrowRefunded(
                     seat=number, player_id=player, amount=balance),)), f"orphan:{wallet_key}"):
                 continue
             await self._wallet.cash_out(player, self.actor.table_id, number, wallet_key,

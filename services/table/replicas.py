@@ -20,6 +20,7 @@ from studkit.store import EventStore, NotOwner
 from table.actor import ActorDeps, TableActor
 from table.driver import Driver, cancel_until_done
 from table.migrate import migrate_side_keys
+from table.port import Driving
 from table.views import summary
 
 log = structlog.get_logger("table")
@@ -35,10 +36,13 @@ renew the leases it already holds between two batches."""
 class Tables:
     """Every table this process owns: its driver (and through it, its actor)."""
 
-    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps]) -> None:
+    def __init__(self, store: EventStore, deps_for: Callable[[], ActorDeps],
+                 driving: Driving) -> None:
         self.store = store
         self.deps_for = deps_for
+        self.driving = driving
         self.drivers: dict[str, Driver] = {}
+        self._actors: dict[str, TableActor] = {}
         self.ready = False
         self.ownership: Ownership | None = None
         self.spread = Spread()
@@ -56,7 +60,7 @@ class Tables:
 
     @property
     def actors(self) -> dict[str, TableActor]:
-        return {t: d.actor for t, d in self.drivers.items()}
+        return dict(self._actors)
 
     # --- life ----------------------------------------------------------------------------
 
@@ -211,8 +215,9 @@ class Tables:
         actor = TableActor(table_id, self.deps_for(), epoch)
         await actor.load()
         await migrate_side_keys(actor)
-        driver = Driver(actor)
+        driver = Driver(actor, self.driving)
         self.drivers[table_id] = driver
+        self._actors[table_id] = actor
         driver.start()
         log.info("table_loaded", table_id=table_id, version=actor.version, epoch=epoch)
         return driver
@@ -221,10 +226,10 @@ class Tables:
         self._published.pop(table_id, None)
         self._summarized.pop(table_id, None)
         driver = self.drivers.pop(table_id, None)
-        if driver is None:
+        actor = self._actors.pop(table_id, None)
+        if driver is None or actor is None:
             return
         await driver.stop()
-        actor = driver.actor
         actor.close_watchers()  # their clients resume at the new owner (not here, silently)
         if release and self.ownership is not None and actor.epoch is not None \
                 and not actor.fenced:
@@ -257,6 +262,15 @@ class Tables:
             raise await self.redirect(table_id)
         raise NotFound(f"no table {table_id}", reason="unknown_table")
 
+    def actor(self, table_id: str) -> TableActor:
+        """The actor of a table this replica holds (KeyError otherwise)."""
+        return self._actors[table_id]
+
+    async def routed_actor(self, table_id: str) -> TableActor:
+        """The table's actor if this replica owns it (as :meth:`routed`)."""
+        await self.routed(table_id)
+        return self._actors[table_id]
+
     # --- the lobby -----------------------------------------------------------------------
 
     async def publish_summaries(self) -> None:
@@ -274,7 +288,8 @@ class Tables:
             if self._summarized.get(table_id) == made_of:
                 continue
             made[table_id] = made_of
-            line = summary(driver).SerializeToString(deterministic=True)
+            line = summary(table_id, room, made_of[1],
+                           self.driving.system.clock()).SerializeToString(deterministic=True)
             if self._published.get(table_id) != line:
                 pipe.set(keys.table_key(table_id, "summary"), line)
                 changed[table_id] = line
@@ -298,7 +313,9 @@ class Tables:
         for table_id, raw in zip(table_ids, await pipe.execute(), strict=True):
             driver = self.drivers.get(table_id)
             if driver is not None and driver.actor.room.table.opened:
-                out.append(summary(driver))
+                room = driver.actor.room
+                out.append(summary(table_id, room, driver.status.of(room),
+                                   self.driving.system.clock()))
             elif raw:
                 out.append(pb.TableSummary.FromString(raw))
         return out, next_token

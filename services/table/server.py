@@ -16,7 +16,6 @@ from rules.events import PlayerLeft
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from stud.v1.envelope_pb2 import EventEnvelope
-from studkit.auth import Role
 from studkit.errors import BadRequest, FailedPrecondition
 from studkit.fingerprint import fingerprint
 from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
@@ -38,7 +37,7 @@ from table.tournament import (
     SetStakes,
     UnseatEntrant,
 )
-from table.views import hand_result_to_proto, record_for, table_view
+from table.views import hand_result_to_proto, record_for
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TableService"].full_name
 _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -276,10 +275,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def GetTable(self, request: pb.GetTableRequest,
                        context: grpc.aio.ServicerContext) -> pb.TableView:
         table_id = check_ident(request.table_id, "table_id")
-        driver = await self._app.routed(table_id)
-        principal = current_principal()
-        player = principal.name if principal.role is Role.PLAYER else None
-        return table_view(driver, player, self._app.viewer_seat(principal, driver.actor))
+        return await self._app.table_view(current_principal(), table_id)
 
     async def WatchTable(self, request: pb.WatchTableRequest,
                          context: grpc.aio.ServicerContext

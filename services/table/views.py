@@ -22,8 +22,8 @@ from studkit.mapping import (
     street_to_proto,
 )
 from table.clock import deadline
-from table.driver import Driver
 from table.model import settings_to_proto
+from table.room import Room
 from table.room_state import SeatResult
 
 _PHASES = {
@@ -82,20 +82,21 @@ def hand_result_to_proto(hand_number: int, seats: tuple[SeatResult, ...]) -> pb.
                       stack_end=s.stack_end) for s in seats])
 
 
-def table_view(driver: Driver, player: str | None, viewer_seat: int | None) -> pb.TableView:
-    """The table now, as ``player`` (None: an observer) may see it. ``viewer_seat`` is the
-    seat they sit in now; the hand is shown to them as to a player dealt in only if they
-    were dealt into it (``rules.table_for``), whichever seat they sit in now."""
-    actor, room = driver.actor, driver.actor.room
+def table_view(table_id: str, room: Room, status: tuple[str, str], now: float,
+               player: str | None, viewer_seat: int | None) -> pb.TableView:
+    """The table ``room`` at time ``now``, with its ``status`` (and reason), as ``player``
+    (None: an observer) may see it. ``viewer_seat`` is the seat they sit in now; the hand is
+    shown to them as to a player dealt in only if they were dealt into it
+    (``rules.table_for``), whichever seat they sit in now."""
     state: TableState = table_for(room.table, player)
-    status, reason = driver.status.of(room)
+    status_now, reason = status
     # The version a client sees is its last event's: room events are not sent to watchers
     # (a command acted on it is not stale for a room event after it).
-    view = pb.TableView(table_id=actor.table_id, version=room.visible,
+    view = pb.TableView(table_id=table_id, version=room.visible,
                         last_event_id=f"0-{room.visible}" if room.visible else "",
                         viewer_seat=viewer_seat or 0, hands_started=state.hands_started,
                         settings=settings_to_proto(room.settings),
-                        status=STATUSES[status], status_reason=reason,
+                        status=STATUSES[status_now], status_reason=reason,
                         muck_preference=viewer_seat in room.muck if viewer_seat else False,
                         tournament_id=room.tournament_id, dealing_paused=room.paused,
                         pause_reason=room.pause_reason,
@@ -146,25 +147,25 @@ def table_view(driver: Driver, player: str | None, viewer_seat: int | None) -> p
         hv.legal_actions.CopyFrom(legal_actions_to_proto(legal))
     for award in hand.awards:
         hv.awards.append(event_to_proto(award).pot_awarded)
-    due, _fresh = deadline(room, actor.deps.clock())
+    due, _fresh = deadline(room, now)
     if due is not None:
         hv.turn_deadline.FromMicroseconds(int(due * 1e6))
         hv.time_bank_ms = room.bank(hand.to_act or 0)
     return view
 
 
-def summary(driver: Driver) -> pb.TableSummary:
-    """One line of the lobby."""
-    actor, room = driver.actor, driver.actor.room
+def summary(table_id: str, room: Room, status: tuple[str, str], now: float
+            ) -> pb.TableSummary:
+    """One line of the lobby: the table ``room`` with its ``status`` at time ``now``."""
     state = room.table
     players = [s.player_id for n in range(1, len(state.seats) + 1)
                if (s := state.seat(n)) is not None]
-    cutoff = actor.deps.clock() - 3600
-    out = pb.TableSummary(table_id=actor.table_id, settings=settings_to_proto(room.settings),
+    cutoff = now - 3600
+    out = pb.TableSummary(table_id=table_id, settings=settings_to_proto(room.settings),
                           seats_taken=len(players), players=players,
                           hands_per_hour=sum(1 for t in room.hand_started_at if t >= cutoff),
                           hands_started=state.hands_started,
-                          status=STATUSES[driver.status.of(room)[0]],
+                          status=STATUSES[status[0]],
                           tournament_id=room.tournament_id, dealing_paused=room.paused,
                           pause_reason=room.pause_reason)
     if state.config is not None:

@@ -5,7 +5,7 @@ the whole stream). Room events are the table's own state and are not sent to wat
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -15,8 +15,8 @@ from studkit.errors import BadRequest, FailedPrecondition, NotFound, OutOfRange,
 from studkit.mapping import is_room_event
 from studkit.store import EventStore, TrimmedRange
 from table.actor import TableActor
-from table.driver import Driver
-from table.inbox import Watcher, WatcherTooSlow
+from table.inbox import WatcherTooSlow
+from table.room import Room
 
 HAND_PAGE = 100
 """Events per read of one hand's history: a hand is about 40 events with four players
@@ -57,38 +57,42 @@ def my_hands_key(token: str) -> tuple[datetime, str, int]:
     return key
 
 
-class Watching:
-    """The reading use cases (mixed into the app)."""
-
-    _store: EventStore
-    history: HandArchive | None = None
-    """PostgreSQL's archive of hands (None: a hand that left Redis is NOT_FOUND archived)."""
-
-    async def routed(self, table_id: str) -> Driver:
-        raise NotImplementedError
-
-    @staticmethod
-    def viewer_seat(principal: Principal, actor: TableActor) -> int | None:
-        """The caller's seat at the table now, None for an observer."""
-        if principal.role is not Role.PLAYER:
-            return None
-        for number, seat in enumerate(actor.room.table.seats, start=1):
-            if seat is not None and seat.player_id == principal.name:
-                return number
+def viewer_seat(principal: Principal, room: Room) -> int | None:
+    """The caller's seat at the table now, None for an observer."""
+    if principal.role is not Role.PLAYER:
         return None
+    for number, seat in enumerate(room.table.seats, start=1):
+        if seat is not None and seat.player_id == principal.name:
+            return number
+    return None
 
-    def hand_viewer(self, principal: Principal, actor: TableActor, hand_number: int
-                    ) -> tuple[int | None, bool]:
-        """Who the caller is to an event of hand ``hand_number``: the seat they held in
-        that hand and True when they were dealt in (whoever holds that seat now is not);
-        outside a hand (0) their seat now."""
-        if not hand_number:
-            return self.viewer_seat(principal, actor), False
-        if principal.role is Role.PLAYER:
-            for seat, holder in actor.room.seatings.get(hand_number, {}).items():
-                if holder == principal.name:
-                    return seat, True
-        return None, False
+
+def hand_viewer(principal: Principal, room: Room, hand_number: int
+                ) -> tuple[int | None, bool]:
+    """Who the caller is to an event of hand ``hand_number``: the seat they held in that
+    hand and True when they were dealt in (whoever holds that seat now is not); outside a
+    hand (0) their seat now."""
+    if not hand_number:
+        return viewer_seat(principal, room), False
+    if principal.role is Role.PLAYER:
+        for seat, holder in room.seatings.get(hand_number, {}).items():
+            if holder == principal.name:
+                return seat, True
+    return None, False
+
+
+class Watching:
+    """The reading use cases: the live watch, one hand's events, a player's own hands.
+    ``routed`` is the table's actor if this replica owns it (else it raises where the table
+    is)."""
+
+    def __init__(self, store: EventStore,
+                 routed: Callable[[str], Awaitable[TableActor]]) -> None:
+        self._store = store
+        self._routed = routed
+        self.history: HandArchive | None = None
+        """PostgreSQL's archive of hands (None: a hand that left Redis is NOT_FOUND
+        archived)."""
 
     async def _archived(self, table_id: str, after: int) -> FailedPrecondition:
         return FailedPrecondition(
@@ -100,13 +104,12 @@ class Watching:
                     ) -> AsyncIterator[EventEnvelope]:
         """The table's game envelopes after sequence ``after``, then live ones; a watcher
         that falls ``watcher_buffer`` events behind is cut off (:class:`WatcherTooSlow`)."""
-        actor = (await self.routed(table_id)).actor
+        actor = await self._routed(table_id)
         if after > actor.version:
             raise OutOfRange(f"the table is at sequence {actor.version}; resume at or "
                              "before it", reason="after_the_end")
-        watcher = Watcher(limit=actor.deps.watcher_buffer)
-        upto = actor.version  # no await between this and registering: nothing is missed
-        actor.watchers.add(watcher)
+        upto = actor.version  # no await between this and subscribing: nothing is missed
+        watcher = actor.subscribe()
         try:
             last = after
             if after < upto:
@@ -121,7 +124,7 @@ class Watching:
                     raise WatcherTooSlow(f"fell behind; resume after sequence {last}")
                 live = await watcher.queue.get()
                 if live is None:  # the replica let the table go: resume at its owner
-                    await self.routed(table_id)  # not_owner, naming the owner, if it is known
+                    await self._routed(table_id)  # not_owner, naming the owner, if it is known
                     raise Unavailable(f"the table moved between replicas; resume after "
                                       f"sequence {last}", reason="table_moved")
                 if live.sequence <= last:
@@ -129,7 +132,7 @@ class Watching:
                 yield live
                 last = live.sequence
         finally:
-            actor.watchers.discard(watcher)
+            actor.unsubscribe(watcher)
 
     async def _caught_up(self, table_id: str, after: int, upto: int
                          ) -> AsyncIterator[EventEnvelope]:
@@ -148,7 +151,7 @@ class Watching:
     async def hand_events(self, table_id: str, hand_number: int
                           ) -> tuple[list[EventEnvelope], bool]:
         """The game envelopes of one hand, and whether it has ended."""
-        actor = (await self.routed(table_id)).actor
+        actor = await self._routed(table_id)
         if hand_number < 1 or hand_number > actor.room.table.hands_started:
             raise NotFound(f"hand {hand_number} has not been played", reason="unknown_hand")
         out: list[EventEnvelope] = []

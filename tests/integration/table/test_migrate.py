@@ -254,7 +254,7 @@ async def test_a_hand_the_old_code_settled_is_not_settled_again(room: Room,
     settled = asyncio.Event()
 
     async def old_settle() -> None:  # c7d5f48: the wallet, then the side key; no event
-        await driver.money._wallet.settle(settle_request(driver.actor.room.table, table_id))
+        await driver.system.wallet.settle(settle_request(driver.actor.room.table, table_id))
         await write_old_keys(redis_url, table_id, settled=1)
         settled.set()
         await asyncio.Event().wait()
