@@ -1,0 +1,137 @@
+"""The driver (services/table/driver.py) against a fake port, dealer and wallet: after every
+change it asks the log what is pending and does it (a hand to start, cards to deal, a clock
+run out, a leaving seat's turn, a hand to settle), and a dealer that stays away voids the
+hand. Each test takes one step at a time; no Redis, no gRPC, no timer."""
+
+from __future__ import annotations
+
+import math
+
+from rules import Phase, TableConfig
+from rules.commands import StartHand
+from table.driver import Driver
+from table.model import TableSettings
+from table.room import (
+    ConfirmBuyIn,
+    Leave,
+    Open,
+    Play,
+    RequestBuyIn,
+    Room,
+    RoomCommand,
+    apply,
+    decide,
+)
+from tests.unit.table.fakes import NOW, FakeDealer, FakePort, FakeWallet, driving
+
+
+def run(room: Room, command: RoomCommand) -> Room:
+    decision = decide(room, command, NOW)
+    return apply(room, decision.events, at=NOW, first_sequence=room.version + 1,
+                 table=decision.table)
+
+
+def two_players() -> Room:
+    room = run(Room(), Open("t1", TableConfig(), TableSettings(next_hand_delay_ms=0)))
+    for seat, player in ((1, "ann"), (2, "bob")):
+        room = run(room, RequestBuyIn(seat, player, 10_000, f"k-{player}", f"c-{player}"))
+        room = run(room, ConfirmBuyIn(seat, f"k-{player}"))
+    return room
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def driver_for(room: Room, dealer: FakeDealer | None = None
+               ) -> tuple[Driver, FakePort, FakeWallet, FakeDealer, Clock]:
+    clock = Clock()
+    port = FakePort(room, clock)
+    wallet = FakeWallet(escrow={1: ("ann", 10_000), 2: ("bob", 10_000)})
+    dealer = dealer or FakeDealer()
+    return Driver(port, driving(wallet, dealer, clock)), port, wallet, dealer, clock
+
+
+async def test_a_loaded_table_is_checked_against_the_wallet_first() -> None:
+    """The first step after a load reconciles the table with the wallet; the next one
+    starts a hand."""
+    driver, port, wallet, dealer, _ = driver_for(two_players())
+    assert await driver.step() is None
+    assert wallet.calls == ["Reconcile"] and dealer.calls == []
+    assert await driver.step() is None
+    assert dealer.calls == ["StartHand"]
+    assert port.room.table.hand_in_progress
+    assert port.commands[-1] == Play(StartHand(hand_number=1, deck_commitment="commitment-1"))
+
+
+async def test_cards_due_are_dealt_as_the_rules_plan_them() -> None:
+    """With the hand started, the dealer is asked for third street and the deal is
+    committed; then a player is to act."""
+    driver, port, _, dealer, _ = driver_for(two_players())
+    await driver.step()  # reconcile
+    await driver.step()  # start
+    assert port.room.table.hand is not None and port.room.table.hand.phase == Phase.DEALING
+    assert await driver.step() is None
+    assert dealer.calls[-1] == "Deal:THIRD"
+    hand = port.room.table.hand
+    assert hand is not None and hand.phase == Phase.BETTING and hand.to_act
+
+
+async def test_a_turn_whose_clock_ran_out_is_timed_out() -> None:
+    """A turn waits as long as its clock (action time, then the time bank); past its final
+    deadline the seat is timed out (RULES 6.12: its bring-in posted)."""
+    driver, port, _, _, clock = driver_for(two_players())
+    for _ in range(3):
+        await driver.step()  # reconcile, start, deal
+    wait = await driver.step()
+    assert wait is not None and 0 < wait < math.inf
+    assert port.room.turn is not None  # the clock held from now (none in this log)
+    clock.now += wait + 1
+    assert await driver.step() is None
+    assert port.kinds()[-1] == "TimeOut"
+
+
+async def test_a_leaving_seat_acts_passively_at_its_turn_without_a_clock() -> None:
+    """A seat that asked to leave during the hand is checked or folded (a bring-in posted)
+    at once when its turn comes."""
+    driver, port, _, _, _ = driver_for(two_players())
+    for _ in range(3):
+        await driver.step()
+    hand = port.room.table.hand
+    assert hand is not None and hand.to_act
+    seat = hand.to_act
+    player = port.room.table.seat(seat).player_id  # type: ignore[union-attr]
+    await port.commit(Leave(seat, player, "bye"), "c-bye")
+    assert await driver.step() is None
+    assert port.kinds()[-1] in ("Check", "Fold", "TimeOut")
+    assert port.room.table.hand is not None and port.room.table.hand.to_act != seat
+
+
+async def test_a_dealer_that_stays_away_voids_the_hand() -> None:
+    """Mid-deal, a dealer still unreachable past the outage limit voids the hand (RULES
+    9.8), and the next step settles it at the wallet."""
+    dealer = FakeDealer()
+    driver, port, wallet, _, _ = driver_for(two_players(), dealer)
+    await driver.step()
+    await driver.step()
+    dealer.down = True
+    assert await driver.step() is None
+    hand = port.room.table.hand
+    assert hand is not None and hand.voided and not port.room.table.hand_in_progress
+    assert await driver.step() is None
+    assert wallet.settled == [1] and port.room.settled == 1
+
+
+async def test_a_closed_table_waits_for_a_change_only() -> None:
+    """A closed table's seats are stood up and cashed out; then, with nothing to start, the
+    driver sets no alarm: only a change wakes it."""
+    from table.room import Close
+    driver, port, wallet, dealer, _ = driver_for(run(two_players(), Close(by="op")))
+    waits = [await driver.step() for _ in range(8)]
+    assert waits[-1] == math.inf and dealer.calls == []
+    assert port.room.table.seat(1) is None and port.room.table.seat(2) is None
+    assert wallet.escrow == {} and not port.room.sagas

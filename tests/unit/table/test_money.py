@@ -1,0 +1,196 @@
+"""Money (services/table/money.py) against a fake port and a model wallet: each saga's step
+is recorded before or after the wallet moves, a refusal moves nothing, a crash between two
+steps is carried on from the log with the same key, and reconciliation compares every escrow
+with its stack. No Redis, no gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rules import TableConfig
+from rules.commands import StartHand, VoidHand
+from stud.v1 import room_pb2 as rpb
+from studkit.errors import FailedPrecondition
+from table.model import TableSettings
+from table.money import Money
+from table.room import (
+    BUY_IN,
+    ConfirmBuyIn,
+    Leave,
+    Open,
+    Play,
+    QueueTopUp,
+    Record,
+    RequestBuyIn,
+    Room,
+    RoomCommand,
+    Settle,
+    apply,
+    decide,
+)
+from table.status import Status
+from tests.unit.table.fakes import NOW, FakePort, FakeWallet, driving
+
+
+def run(room: Room, command: RoomCommand) -> Room:
+    decision = decide(room, command, NOW)
+    return apply(room, decision.events, at=NOW, first_sequence=room.version + 1,
+                 table=decision.table)
+
+
+def opened(tournament_id: str = "") -> Room:
+    return run(Room(), Open("t1", TableConfig(), TableSettings(), tournament_id))
+
+
+def money_for(room: Room, wallet: FakeWallet) -> tuple[Money, FakePort]:
+    port = FakePort(room)
+    parts = driving(wallet)
+    return Money(port, parts.system, Status("t1"), asyncio.Semaphore(1)), port
+
+
+async def seat(money: Money, port: FakePort, number: int, player: str,
+               amount: int = 10_000) -> None:
+    key = f"k-{player}"
+    await port.commit(RequestBuyIn(number, player, amount, key, f"c-{player}"), f"c-{player}")
+    saga = port.room.saga(number)
+    assert saga is not None
+    await money.buy_in(number, saga, None)
+
+
+class TestBuyIn:
+    async def test_a_buy_in_moves_the_money_then_seats_the_player(self) -> None:
+        """The wallet moves the buy-in into the seat's escrow, then the seat is recorded
+        and the saga ends."""
+        wallet = FakeWallet(accounts={"ann": 50_000})
+        money, port = money_for(opened(), wallet)
+        await seat(money, port, 1, "ann")
+        assert wallet.escrow == {1: ("ann", 10_000)}
+        holder = port.room.table.seat(1)
+        assert holder is not None and holder.stack == 10_000 and not port.room.sagas
+
+    async def test_a_buy_in_the_wallet_refuses_ends_the_saga_and_seats_nobody(self) -> None:
+        """A refusal is recorded (the saga ends, the seat is free) and answered with the
+        wallet's reason; no money moved."""
+        wallet = FakeWallet(accounts={"ann": 50_000}, refuse="insufficient_funds")
+        money, port = money_for(opened(), wallet)
+        with pytest.raises(FailedPrecondition) as info:
+            await seat(money, port, 1, "ann")
+        assert info.value.reason == "insufficient_funds"
+        assert port.room.table.seat(1) is None and not port.room.sagas
+        assert wallet.escrow == {} and wallet.accounts == {"ann": 50_000}
+
+    async def test_funds_are_checked_before_anything_is_recorded(self) -> None:
+        """A buy-in the account cannot pay is refused before the log or the wallet moves."""
+        wallet = FakeWallet(accounts={"ann": 5_000})
+        money, port = money_for(opened(), wallet)
+        with pytest.raises(FailedPrecondition) as info:
+            await money.require_funds("ann", 10_000)
+        assert info.value.reason == "insufficient_funds" and port.commands == []
+
+
+class TestTopUpAndCashOut:
+    async def test_a_top_up_waits_while_its_seat_is_in_a_hand(self) -> None:
+        """Queued during a hand the seat plays, the top-up is not moved until the hand
+        ends (no wallet call)."""
+        wallet = FakeWallet(accounts={"ann": 50_000, "bob": 50_000})
+        money, port = money_for(opened(), wallet)
+        await seat(money, port, 1, "ann")
+        await seat(money, port, 2, "bob")
+        await port.commit(Play(StartHand(hand_number=1, deck_commitment="c")), "start")
+        await port.commit(QueueTopUp(1, "ann", 1_000, "top", "c-top"), "c-top")
+        saga = port.room.saga(1)
+        assert saga is not None
+        calls = len(wallet.calls)
+        assert await money.top_up(1, saga, None) is None
+        assert wallet.calls[calls:] == [] and port.room.saga(1) == saga
+
+    async def test_a_cash_out_the_wallet_cannot_reach_is_carried_on_later(self) -> None:
+        """The leave is recorded; the cash-out waits for the wallet, and the driver's roll
+        forward pays it with the same key once the wallet answers."""
+        wallet = FakeWallet(accounts={"ann": 50_000})
+        money, port = money_for(opened(), wallet)
+        await seat(money, port, 1, "ann")
+        await port.commit(Leave(1, "ann", "bye"), "c-bye")
+        saga = port.room.saga(1)
+        assert saga is not None
+        wallet.down = True
+        assert await money.cash_out(1, saga) is False
+        assert port.room.saga(1) == saga and wallet.escrow == {1: ("ann", 10_000)}
+        wallet.down = False
+        assert await money.roll_forward() is True
+        assert not port.room.sagas and wallet.escrow == {}
+        assert wallet.accounts["ann"] == 50_000
+
+    async def test_the_driver_leaves_a_saga_a_call_carries_on(self) -> None:
+        """While a caller's request carries a seat's saga on, the roll forward leaves it."""
+        wallet = FakeWallet(accounts={"ann": 50_000})
+        money, port = money_for(opened(), wallet)
+        await port.commit(RequestBuyIn(1, "ann", 10_000, "k", "c"), "c")
+        async with money.carrying(1):
+            assert money.carried(1)
+            assert await money.roll_forward() is False
+        assert not money.carried(1)
+        assert await money.roll_forward() is True  # a buy-in that never reached the wallet
+        assert port.room.saga(1) is None or port.room.saga(1).kind != BUY_IN  # type: ignore[union-attr]
+
+
+class TestSettlementAndReconciliation:
+    async def _played_hand(self) -> tuple[Money, FakePort, FakeWallet]:
+        wallet = FakeWallet(accounts={"ann": 50_000, "bob": 50_000})
+        money, port = money_for(opened(), wallet)
+        await seat(money, port, 1, "ann")
+        await seat(money, port, 2, "bob")
+        await port.commit(Play(StartHand(hand_number=1, deck_commitment="c")), "start")
+        await port.commit(Play(VoidHand(reason="test")), "void")
+        return money, port, wallet
+
+    async def test_a_finished_hand_is_settled_at_the_wallet_then_recorded(self) -> None:
+        """The wallet settles the hand, the table records it settled, then reconciles: every
+        escrow equals its stack, so dealing goes on."""
+        money, port, wallet = await self._played_hand()
+        await money.settle()
+        assert wallet.settled == [1] and port.room.settled == 1
+        assert wallet.calls[-2:] == ["SettleHand", "Reconcile"]
+        assert not port.room.stopped and port.kinds()[-1] == "Settle"
+        assert port.snapshots == 1  # a hand boundary with every escrow right
+
+    async def test_a_tournament_hand_is_settled_without_the_wallet(self) -> None:
+        """Tournament chips never reach the wallet: the hand is recorded settled, rake 0."""
+        wallet = FakeWallet()
+        money, port = money_for(opened("cup"), wallet)
+        await port.commit(Record((rpb.TournamentModeSet(tournament_id="cup"),)), "mode")
+        assert port.room.tournament
+        from table.tournament import SeatEntrant
+        await port.commit(SeatEntrant(1, "ann", 1_000), "s1")
+        await port.commit(SeatEntrant(2, "bob", 1_000), "s2")
+        await port.commit(Play(StartHand(hand_number=1, deck_commitment="c")), "start")
+        await port.commit(Play(VoidHand(reason="test")), "void")
+        await money.settle()
+        assert wallet.calls == [] and port.room.settled == 1
+        assert port.commands[-1] == Settle(1, 0)
+
+    async def test_an_escrow_that_differs_from_its_stack_stops_dealing(self) -> None:
+        """A reconciliation that finds an escrow unlike its seat's stack stops the table,
+        with the seat named in the reason."""
+        money, port, wallet = await self._played_hand()
+        wallet.escrow[2] = ("bob", 1)
+        assert await money.check() is False
+        assert "seat 2" in port.room.stopped
+
+    async def test_an_escrow_the_log_knows_nothing_of_is_recorded_then_paid_back(self) -> None:
+        """An orphan escrow (no seat, no saga) is recorded first (fenced), then cashed out
+        to its player; the reconciliation then passes."""
+        wallet = FakeWallet(accounts={"cat": 0}, escrow={3: ("cat", 700)})
+        money, port = money_for(opened(), wallet)
+        assert await money.check_once() is True
+        assert wallet.escrow == {} and wallet.accounts["cat"] == 700
+        assert port.kinds()[:1] == ["Record"] and not port.room.stopped
+        assert await money.check_once() is False  # once per load
+
+
+def test_a_confirm_of_an_unknown_saga_is_refused() -> None:
+    """(The room, not money, refuses a step of a saga the log does not hold.)"""
+    with pytest.raises(FailedPrecondition):
+        decide(opened(), ConfirmBuyIn(1, "nope"), NOW)
