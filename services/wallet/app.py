@@ -51,6 +51,7 @@ from wallet.model import (
     Withdraw,
     seat_account,
 )
+from wallet.protection import rule_for
 from wallet.store import BalanceChanged, WalletStore
 
 log = structlog.get_logger("wallet")
@@ -221,7 +222,10 @@ class WalletApp:
             return await self._view(command)
 
         async def save(_view: LedgerView, transaction: Transaction) -> tuple[Transaction, Applied]:
-            return transaction, await self._store.apply(transaction)
+            # Player protection (issue 34): checked and counted in the same script, at the
+            # wallet's clock (data, never a timer).
+            rule = rule_for(transaction, self._clock_ms())
+            return transaction, await self._store.apply(transaction, rule)
 
         def retried(attempt: int, _exc: BaseException) -> None:
             log.info("transaction_retried", command=type(command).__name__, attempt=attempt)

@@ -7,10 +7,14 @@
 -- KEYS[7] the record of the transaction's tournament pool (a hash: 'entry:<id>' -> JSON,
 --         'prize:<key>' -> JSON, 'terms' -> '<buy_in>:<fee>', 'standing:<player>' -> count,
 --         'entries' and 'prizes' -> counts); a placeholder never written when it has none
--- KEYS[7 + i] the statement stream of the account of posting i
+-- KEYS[8] players' protection (player id -> JSON of limits and exclusion, protection.py)
+-- KEYS[9] the usage list of the transaction's player ('<at_ms>:<deposit>:<wager>:<loss>',
+--         newest first); a placeholder never written when the transaction has no rule
+-- KEYS[9 + i] the statement stream of the account of posting i
 -- ARGV[1] idempotency scope      ARGV[2] fingerprint of the command
 -- ARGV[3] plan (JSON; amounts are decimal strings)
 -- ARGV[4] ledger record (JSON, stored verbatim)
+-- ARGV[5] protection rule (JSON: player, now, checks, blocked, usage) or ''
 --
 -- Order: a scope already applied returns its stored outcome (or a mismatch) before anything
 -- else, so a retry answers the original outcome even when balances have moved since. Then
@@ -35,6 +39,69 @@ for _, player in ipairs(plan.players) do
   if redis.call('HEXISTS', KEYS[4], player) == 0 then
     return {'error', 'unknown_account', 'player:' .. player}
   end
+end
+
+-- Player protection (issue 34): an active exclusion, then every limit in force of the
+-- kinds the move counts against, over its rolling window; the least left wins. Same rule as
+-- protection.check.
+local protect = ARGV[5] ~= '' and cjson.decode(ARGV[5]) or nil
+local usage_entry
+if protect then
+  local now = tonumber(protect.now)
+  local raw = redis.call('HGET', KEYS[8], protect.player)
+  local state = raw and cjson.decode(raw) or nil
+  local usage = nil
+  if state and protect.blocked and state.exclusion then
+    local e = state.exclusion
+    local lift, untl = tonumber(e.lift_ms), tonumber(e.until_ms)
+    if not (lift > 0 and now >= lift) and (untl == 0 or now < untl) then
+      return {'error', e.reason, e.until_ms}
+    end
+  end
+  if state and #protect.checks > 0 then
+    local worst = nil
+    for _, kind in ipairs(protect.checks) do
+      for _, window in ipairs({{'day', 86400000}, {'week', 604800000}, {'month', 2592000000}}) do
+        local limit = state.limits[kind .. ':' .. window[1]]
+        if limit then
+          local amount = tonumber(limit.amount)
+          if limit.pending ~= '' and now >= tonumber(limit.effective_ms) then
+            amount = tonumber(limit.pending)
+            if amount == 0 then amount = nil end
+          end
+          if amount then
+            if usage == nil then usage = redis.call('LRANGE', KEYS[9], 0, -1) end
+            local start, total, oldest = now - window[2], 0, nil
+            local field = ({deposit = 2, wager = 3, loss = 4})[kind]
+            for _, text in ipairs(usage) do
+              local parts = {}
+              for part in string.gmatch(text, '[^:]+') do parts[#parts + 1] = tonumber(part) end
+              if parts[1] > start and parts[1] <= now then
+                total = total + parts[field]
+                if parts[field] > 0 and (oldest == nil or parts[1] < oldest) then
+                  oldest = parts[1]
+                end
+              end
+            end
+            if total < 0 then total = 0 end
+            local remaining = amount - total
+            if remaining < 0 then remaining = 0 end
+            if total + tonumber(protect.usage[field - 1]) > amount
+                and (worst == nil or remaining < worst[3]) then
+              worst = {kind, window[1], remaining, amount,
+                       oldest and (oldest + window[2]) or now}
+            end
+          end
+        end
+      end
+    end
+    if worst then
+      return {'error', worst[1] .. '_limit', string.format('%s:%d:%d:%d', worst[2], worst[4],
+        worst[3], worst[5])}
+    end
+  end
+  usage_entry = string.format('%d:%s:%s:%s', now, protect.usage[1], protect.usage[2],
+    protect.usage[3])
 end
 
 for _, rule in ipairs(plan.seats) do
@@ -117,7 +184,7 @@ for account, value in pairs(after) do
   redis.call('HSET', KEYS[2], account, string.format('%d', value))
 end
 for i, posting in ipairs(plan.postings) do
-  redis.call('XADD', KEYS[7 + i], '*',
+  redis.call('XADD', KEYS[9 + i], '*',
     'tx_id', tx_id, 'kind', plan.kind, 'amount', posting.amount,
     'balance_after', string.format('%d', posting_after[i]),
     'table_id', plan.table_id, 'hand_id', plan.hand_id,
@@ -148,6 +215,15 @@ for _, rule in ipairs(plan.seats) do
 end
 if plan.hand_id ~= '' then
   redis.call('HSET', KEYS[6], plan.table_id, plan.hand_id)
+end
+if usage_entry then
+  redis.call('LPUSH', KEYS[9], usage_entry)
+  local old = tonumber(protect.now) - tonumber(protect.kept_ms)
+  while true do
+    local last = redis.call('LINDEX', KEYS[9], -1)
+    if not last or tonumber(string.match(last, '^[^:]+')) > old then break end
+    redis.call('RPOP', KEYS[9])
+  end
 end
 
 local balances = {}

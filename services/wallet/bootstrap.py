@@ -11,6 +11,8 @@ from studkit.auth import TokenVerifier
 from studkit.metrics import Metrics
 from wallet.app import WalletApp
 from wallet.config import Settings
+from wallet.protection_app import ProtectionApp
+from wallet.protection_store import ProtectionStore
 from wallet.store import WalletStore
 
 
@@ -21,6 +23,8 @@ class WalletDeps:
     app: WalletApp
     store: WalletStore
     verifier: TokenVerifier
+    protection: ProtectionApp
+    """Player protection's use cases (issue 34)."""
     metrics: Metrics = field(default_factory=Metrics)
 
     async def prepare(self) -> None:
@@ -43,6 +47,8 @@ def build_deps(settings: Settings) -> WalletDeps:
                       tournament_services=settings.tournament_services,
                       conflict_retries=settings.conflict_retries, metrics=metrics),
         store=store,
+        protection=ProtectionApp(ProtectionStore(store.client),
+                                 retries=settings.conflict_retries),
         verifier=TokenVerifier(settings.auth_keys, audience="wallet"),
         metrics=metrics,
     )

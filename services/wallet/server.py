@@ -14,15 +14,19 @@ from wallet.app import WalletApp
 from wallet.bootstrap import WalletDeps
 from wallet.config import Settings
 from wallet.errors import WALLET_ERRORS
+from wallet.protection_api import ProtectionMethods
+from wallet.protection_app import ProtectionApp
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["WalletService"].full_name
 
 
-class WalletServicer(pb_grpc.WalletServiceServicer):
-    """One method per RPC, each a translation around one app call."""
+class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
+    """One method per RPC, each a translation around one app call (the protection RPCs in
+    ``protection_api``)."""
 
-    def __init__(self, app: WalletApp) -> None:
+    def __init__(self, app: WalletApp, protection: ProtectionApp) -> None:
         self._app = app
+        self._protection = protection
 
     async def CreateAccount(
         self, request: pb.CreateAccountRequest, context: grpc.aio.ServicerContext
@@ -123,7 +127,8 @@ def create_server(settings: Settings, deps: WalletDeps) -> tuple[GrpcServer, int
     counted in ``deps.metrics`` (served by ``__main__`` on ``settings.metrics_port``)."""
     server = create_grpc_server(
         settings.addr,
-        [(pb_grpc.add_WalletServiceServicer_to_server, WalletServicer(deps.app), SERVICE_NAME)],
+        [(pb_grpc.add_WalletServiceServicer_to_server,
+          WalletServicer(deps.app, deps.protection), SERVICE_NAME)],
         verifier=deps.verifier,
         errors=WALLET_ERRORS,
         metrics=deps.metrics,

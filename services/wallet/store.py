@@ -49,6 +49,14 @@ from wallet.model import (
     pool_account,
     seat_account,
 )
+from wallet.protection import (
+    USAGE_KEPT_MS,
+    Excluded,
+    LimitExceeded,
+    LimitKind,
+    ProtectRule,
+    Window,
+)
 from wallet.transaction import PoolAction, PoolRule
 
 LEDGER: Final = wallet_key("ledger")
@@ -60,6 +68,15 @@ NO_TABLE_SEATS: Final = wallet_key("seats")
 """Stands in for KEYS[5] when a transaction touches no table (never written)."""
 NO_POOL: Final = wallet_key("pool")
 """Stands in for KEYS[7] when a transaction touches no tournament pool (never written)."""
+PROTECTION: Final = wallet_key("protection")
+"""Player id -> the JSON ``apply.lua`` checks money moves against (``protection.projection``)."""
+NO_USAGE: Final = wallet_key("usage")
+"""Stands in for KEYS[9] when a transaction has no protection rule (never written)."""
+
+
+def usage_key(player_id: str) -> str:
+    """List of one player's recent money moves as the limits count them, newest first."""
+    return wallet_key(f"usage:{player_id}")
 
 StreamRows = list[tuple[str, dict[str, str]]]
 
@@ -170,6 +187,17 @@ def _plan(transaction: Transaction) -> str:
     )
 
 
+def protect_plan(rule: ProtectRule | None) -> str:
+    """``apply.lua``'s ARGV[5]: the protection rule as JSON ('' for none)."""
+    if rule is None:
+        return ""
+    u = rule.usage
+    return json.dumps({"player": rule.player_id, "now": str(u.at_ms),
+                       "checks": [k.value for k in rule.checks], "blocked": rule.blocked,
+                       "usage": [str(u.deposit), str(u.wager), str(u.loss)],
+                       "kept_ms": str(USAGE_KEPT_MS)})
+
+
 def _record(transaction: Transaction) -> str:
     pool = {"pool": _pool_rule(transaction.pool)} if transaction.pool is not None else {}
     return json.dumps(
@@ -222,6 +250,12 @@ def _refusal(reason: str, detail: str) -> Exception:
         case ("entry_exists" | "terms_mismatch" | "entry_of_another_player" | "entry_refunded"
               | "not_entered"):
             return PoolUnavailable(reason, detail)
+        case "deposit_limit" | "loss_limit" | "wager_limit":
+            window, limit, remaining, resets = detail.split(":")
+            return LimitExceeded(LimitKind(reason.removesuffix("_limit")), Window(window),
+                                 int(limit), int(remaining), int(resets))
+        case "self_excluded" | "operator_excluded":
+            return Excluded(reason, int(detail))
         case _:
             return RuntimeError(f"unexpected refusal from apply.lua: {reason} {detail}")
 
@@ -232,6 +266,11 @@ class WalletStore:
     def __init__(self, client: Client) -> None:
         self._redis = client
         self._apply = client.register_script(_SCRIPT)
+
+    @property
+    def client(self) -> Client:
+        """The Redis connection pool (shared with the protection store)."""
+        return self._redis
 
     @classmethod
     def from_url(cls, url: str) -> WalletStore:
@@ -275,18 +314,24 @@ class WalletStore:
         if not await self._redis.hsetnx(ACCOUNTS, player_id, str(created_ms)):
             raise AlreadyExists(f"account player:{player_id} exists")
 
-    async def apply(self, transaction: Transaction) -> Applied:
+    async def apply(self, transaction: Transaction,
+                    protect: ProtectRule | None = None) -> Applied:
         """Apply ``transaction`` once per scope, atomically; a retry of an applied scope
-        returns the original outcome with ``replayed`` set. Raises the refusal otherwise."""
+        returns the original outcome with ``replayed`` set. Raises the refusal otherwise.
+        ``protect``: the player's exclusion and limits checked and the move counted in the
+        same script (``protection.rule_for``)."""
         table_seats = seats_key(transaction.table_id) if transaction.table_id else NO_TABLE_SEATS
         pool = pool_key(transaction.pool.tournament_id) if transaction.pool else NO_POOL
-        keys = [LEDGER, BALANCES, IDEMPOTENCY, ACCOUNTS, table_seats, LAST_HAND, pool]
+        usage = usage_key(protect.player_id) if protect is not None else NO_USAGE
+        keys = [LEDGER, BALANCES, IDEMPOTENCY, ACCOUNTS, table_seats, LAST_HAND, pool,
+                PROTECTION, usage]
         keys += [postings_key(p.account) for p in transaction.postings]
         args = [
             transaction.scope,
             transaction.fingerprint,
             _plan(transaction),
             _record(transaction),
+            protect_plan(protect),
         ]
         reply: list[Any] = await self._apply(keys=keys, args=args)
         status, payload, extra = reply

@@ -52,7 +52,7 @@ class StubStore:
         self.conflicts = conflicts
         self.reads = 0
 
-    async def apply(self, transaction: Transaction) -> Applied:
+    async def apply(self, transaction: Transaction, protect: object = None) -> Applied:
         if self.conflicts:
             self.conflicts -= 1
             raise BalanceChanged("moved")
