@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import secrets
 import shlex
@@ -354,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs-dir", default=".run/logs", help="the services' JSON logs")
     parser.add_argument("--env-file", default=".run/env",
                         help="addresses and dev credentials, for `source`")
+    parser.add_argument("--targets-file",
+                        help="each service's /metrics address, a Prometheus file_sd list "
+                             "that make observe scrapes (default: targets.json beside the "
+                             "env file)")
     parser.add_argument("--no-demo", action="store_true",
                         help="no demo table, bots or feed: the services only")
     parser.add_argument("--once", action="store_true",
@@ -398,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
               f"JSON lines, e.g. tail -f {logs_dir}/table.log)", flush=True)
         addrs = {name: f"{LOOPBACK}:{service_port(name)}" for name in services}
         PLANNED_PORTS.update(int(a.rsplit(":", 1)[1]) for a in addrs.values())
+        scrape: list[dict[str, object]] = []
         # The dealer and the wallet start together, then the table, which calls them, then
         # the tournament service, which calls the table and the wallet, and the archiver,
         # which asks the dealer for its records.
@@ -426,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{service.name:<10} {service.addr} "
                       f"{'SERVING' if ok else 'NOT SERVING'}"
                       f"  metrics http://{LOOPBACK}:{metrics_port}/metrics", flush=True)
+                scrape.append({"targets": [f"{LOOPBACK}:{metrics_port}"],
+                               "labels": {"job": f"stud-{service.name}"}})
                 if not ok:
                     print(f"make run: {service.name} did not start; see "
                           f"{logs_dir}/{service.name}.log, which ends:\n"
@@ -439,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {role.value}:{name}  {token}")
         env_file.parent.mkdir(parents=True, exist_ok=True)
         write_private(env_file, env_file_text(addrs, issuer_key, history))
+        write_private(Path(args.targets_file or env_file.parent / "targets.json"),
+                      json.dumps(scrape, indent=1))
         usual = all(addrs[n] == f"{LOOPBACK}:{p}" for n, p in PORTS.items() if n in addrs)
         print(f"env        {env_file} (the addresses, {ISSUER_KEY_ENV} and PostgreSQL's "
               f"roles, for `source {env_file}` in another terminal)", flush=True)
