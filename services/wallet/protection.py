@@ -590,12 +590,14 @@ def standings(state: Protection, usage: Sequence[Usage], now_ms: int) -> tuple[S
 
 def check(state: Protection, usage: Sequence[Usage], rule: ProtectRule, now_ms: int) -> None:
     """The refusal ``apply.lua`` gives (the same rule in Python): an active exclusion first,
-    then, among the limits a move would pass, the one with the least left."""
+    then, among the limits a move would pass, the one with the least left (the first in
+    ``rule.checks`` order, then day, week, month, on a tie)."""
     if rule.blocked and state.exclusion is not None and state.exclusion.active(now_ms):
         raise Excluded(state.exclusion.refusal, state.exclusion.until_ms)
     worst: LimitExceeded | None = None
-    for row in standings(state, usage, now_ms):
-        if row.kind not in rule.checks or row.in_force is None or row.remaining is None:
+    rows = [row for row in standings(state, usage, now_ms) if row.kind in rule.checks]
+    for row in sorted(rows, key=lambda row: rule.checks.index(row.kind)):  # the script's order
+        if row.in_force is None or row.remaining is None:
             continue
         if row.used + rule.usage.of(row.kind) > row.in_force and (
                 worst is None or row.remaining < worst.remaining):

@@ -125,7 +125,7 @@ class ProtectionApp:
                 continue
             for event in events:
                 log.info("protection_event", player_id=command.player_id,
-                         event=type(event).__name__,
+                         event_type=type(event).__name__,
                          operator=getattr(event, "operator", ""),
                          reason=getattr(event, "reason", ""))
             break
