@@ -29,8 +29,11 @@ async def admin(redis_server: TestRedis, redis_url: str) -> AsyncIterator[Client
 
 
 async def to_legacy_layout(admin: Client) -> set[str]:
-    """Rename every tagged wallet key to its old name, as an older wallet wrote them."""
-    names = [k async for k in admin.scan_iter(match=f"{TAGGED}*")]
+    """Rename every tagged wallet key to its old name, as an older wallet wrote them (the
+    player protection's keys, ``usage:*`` and ``protection*``, came after the tag: an older
+    wallet never wrote them)."""
+    names = [k async for k in admin.scan_iter(match=f"{TAGGED}*")
+             if not k.removeprefix(TAGGED).startswith(("usage:", "protection"))]
     for name in names:
         await admin.rename(name, keys.legacy_wallet_key(name.removeprefix(TAGGED)))
     return {keys.legacy_wallet_key(n.removeprefix(TAGGED)) for n in names}
