@@ -1,0 +1,97 @@
+"""Through the real Envoy: gRPC-Web calls in plain HTTP reach the services with their auth,
+status codes and ``stud-reason``; only the public methods are routed; the web app is served
+on the same origin; CORS only for a configured origin."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import pytest
+
+from stud.v1 import dealer_pb2, table_pb2
+from studkit.auth import Role
+from studtest.gateway import Stack, running_gateway, web_call
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+def get(url: str, method: str = "GET", headers: dict[str, str] | None = None
+        ) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, {k.lower(): v for k, v in answer.headers.items()}, \
+                answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+
+
+async def test_a_unary_call_through_the_gateway(stack: Stack) -> None:
+    stack.open_table("gw-unary")
+    reply = web_call(stack.gateway.url, "/stud.v1.TableService/GetTable",
+                     table_pb2.GetTableRequest(table_id="gw-unary"), token=stack.token("ann"))
+    view = reply.one(table_pb2.TableView)
+    assert view.table_id == "gw-unary" and view.config.small_bet == 100
+    assert reply.http_status == 200 and reply.headers["content-type"].startswith(
+        "application/grpc-web")
+
+
+async def test_a_refusal_keeps_its_status_and_reason(stack: Stack) -> None:
+    bad = web_call(stack.gateway.url, "/stud.v1.TableService/GetTable",
+                   table_pb2.GetTableRequest(table_id="gw-unary"), token="not-a-token",
+                   source="127.0.0.31")
+    assert bad.status == 16, (bad.status, bad.message)  # UNAUTHENTICATED
+    assert bad.reason, bad.metadata
+    missing = web_call(stack.gateway.url, "/stud.v1.TableService/GetTable",
+                       table_pb2.GetTableRequest(table_id="no-such-table"),
+                       token=stack.token("ann"))
+    assert (missing.status, missing.reason) == (5, "unknown_table"), missing.metadata
+
+
+@pytest.mark.parametrize("path", [
+    "/stud.v1.DealerService/Deal", "/stud.v1.DealerService/StartHand",
+    "/stud.v1.WalletService/SettleHand", "/stud.v1.WalletService/PayPrize",
+    "/stud.v1.TableService/SeatEntrant", "/stud.v1.DealerTestingService/StackDeck",
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"])
+async def test_the_services_own_calls_are_not_routed(stack: Stack, path: str) -> None:
+    reply = web_call(stack.gateway.url, path, dealer_pb2.DealRequest(table_id="gw-unary"),
+                     token=stack.token("ops", Role.OPERATOR))
+    assert (reply.http_status, reply.status) == (404, 12)  # UNIMPLEMENTED, never forwarded
+    assert path not in stack.room.dealer.logs() + stack.room.wallet.logs()
+
+
+async def test_the_web_app_is_served_on_the_same_origin(stack: Stack) -> None:
+    status, headers, body = get(stack.gateway.url)
+    assert (status, headers["content-type"]) == (200, "text/html; charset=utf-8")
+    assert b"lobby" in body
+    status, headers, body = get(stack.gateway.url + "app.js")
+    assert (status, headers["content-type"], body) == (
+        200, "text/javascript; charset=utf-8", b"console.log('stud');\n")
+    assert get(stack.gateway.url + "nothing.js")[0] == 404
+    assert get(stack.gateway.url + "healthz")[0] == 200
+    # Outside the web root: refused, whatever the spelling.
+    for path in ("../conftest.py", "%2e%2e/logs/table.log", "..%2Flogs%2Ftable.log"):
+        assert get(stack.gateway.url + path)[0] in (400, 404), path
+
+
+async def test_no_cors_unless_an_origin_is_configured(stack: Stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    preflight = {"Origin": "https://play.example", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization,content-type,x-grpc-web"}
+    path = "stud.v1.TableService/GetTable"
+    _, headers, _ = get(stack.gateway.url + path, "OPTIONS", preflight)
+    assert "access-control-allow-origin" not in headers
+    with running_gateway(stack.targets, tmp_path / "cors",
+                         cors_origins=("https://play.example",)) as gateway:
+        _, headers, _ = get(gateway.url + path, "OPTIONS", preflight)
+        assert headers["access-control-allow-origin"] == "https://play.example"
+        assert "authorization" in headers["access-control-allow-headers"]
+        _, other, _ = get(gateway.url + path, "OPTIONS",
+                          {**preflight, "Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in other
+        # The page on the configured origin reads the refusal's reason (a trailers-only
+        # answer carries it in headers, which CORS must expose).
+        reply = web_call(gateway.url, "/" + path, table_pb2.GetTableRequest(table_id="none"),
+                         token=stack.token("ann"), headers={"origin": "https://play.example"})
+        assert reply.reason == "unknown_table"
+        assert "stud-reason" in reply.headers.get("access-control-expose-headers", "")
