@@ -13,29 +13,25 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import structlog
-from google.protobuf.message import Message
 
+from rules import Event
 from rules.errors import RuleViolation
 from rules.events import HandEnded, HandStarted
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.commit import Committed, Proposal, commit
 from studkit.errors import FailedPrecondition
-from studkit.mapping import (
-    envelope_at,
-    event_from_envelope,
-    is_room_event,
-    room_envelope_at,
-    room_event_from_envelope,
-    timestamp_of,
-)
+from studkit.mapping import envelope_at, event_from_envelope, is_room_event, timestamp_of
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
 from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
 from table.clock import as_logged, next_turn, turn_from_proto, turn_to_proto
+from table.codec import room_envelope_at, room_event_from_envelope
 from table.inbox import Watcher
 from table.room import Room, RoomCommand, Turn, apply, decide
+from table.room_events import ROOM_EVENT_CLASSES
 from table.room_state import AnyEvent, updated
 from table.snapshot import from_extra, to_extra
 
@@ -177,13 +173,14 @@ class TableActor:
         for event in events:
             if isinstance(event, HandStarted):
                 number = event.hand_number
-            if isinstance(event, Message):
+            if isinstance(event, ROOM_EVENT_CLASSES):
                 out.append(room_envelope_at(event, table_id=self.table_id,
                                             hand_number=number, command_id="",
                                             occurred_at=occurred))
             else:
-                out.append(envelope_at(event, table_id=self.table_id, hand_number=number,
-                                       command_id="", occurred_at=occurred))
+                out.append(envelope_at(cast(Event, event), table_id=self.table_id,
+                                       hand_number=number, command_id="",
+                                       occurred_at=occurred))
             if isinstance(event, HandEnded):
                 number = 0
         return out

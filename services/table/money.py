@@ -18,10 +18,10 @@ import structlog
 from rules.errors import RuleViolation
 from rules.settlement import settlement as settle_query
 from rules.streets import Street
-from stud.v1 import room_pb2 as rpb
 from stud.v1 import wallet_pb2 as wpb
 from studkit.commit import Committed
 from studkit.errors import FailedPrecondition
+from table import room_events as rev
 from table.clients import Refused, Unreachable, WalletClient, key
 from table.port import System, TablePort
 from table.room import (
@@ -319,7 +319,7 @@ class Money:
             # Recorded (fenced) before the wallet moves: a former owner resumed with a stale
             # room would take a seat's escrow for an orphan; its append is refused first
             # (NotOwner), so it pays nothing (found by the simulator, docs/reliability.md).
-            if not await self.actor.own(Record((rpb.OrphanEscrowRefunded(
+            if not await self.actor.own(Record((rev.OrphanEscrowRefunded(
                     seat=number, player_id=player, amount=balance),)), f"orphan:{wallet_key}"):
                 continue
             await self._wallet.cash_out(player, self.actor.table_id, number, wallet_key,

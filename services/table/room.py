@@ -29,16 +29,16 @@ from rules.config import TableConfig
 from rules.decide import decide_and_fold
 from rules.errors import Reason, RuleViolation
 from rules.events import PlayerLeft
-from stud.v1 import room_pb2 as rpb
 from studkit.errors import BadRequest, FailedPrecondition
-from table.model import TableSettings, settings_to_proto
+from table import room_events as rev
+from table.model import TableSettings, settings_from_stored, settings_to_proto
+from table.room_events import RoomEvent
 from table.room_state import (
     BUY_IN,
     CASH_OUT,
     TOP_UP,
     AnyEvent,
     Room,
-    RoomEvent,
     Saga,
     Turn,
     apply,
@@ -221,7 +221,7 @@ def _request_buy_in(room: Room, c: RequestBuyIn, now: float) -> Decision:
         raise _refuse("rathole", f"you left this table with {owed} less than "
                       f"{round(room.settings.rathole_window_s)}s ago: bring at least that much")
     rules.decide(room.table, SitDown(seat=c.seat, player_id=c.player_id, stack=c.amount))
-    return Decision((rpb.BuyInRequested(seat=c.seat, player_id=c.player_id, amount=c.amount,
+    return Decision((rev.BuyInRequested(seat=c.seat, player_id=c.player_id, amount=c.amount,
                                         wallet_key=c.wallet_key, command_id=c.command_id),))
 
 
@@ -242,14 +242,14 @@ def _confirm_buy_in(room: Room, c: ConfirmBuyIn) -> Decision:
 def _end_buy_in(room: Room, c: EndBuyIn) -> Decision:
     saga = _pending(room, c.seat, BUY_IN, c.wallet_key)
     if c.stage == "failed":
-        return Decision((rpb.BuyInFailed(seat=c.seat, player_id=saga.player_id,
+        return Decision((rev.BuyInFailed(seat=c.seat, player_id=saga.player_id,
                                          reason=c.reason),))
     if c.stage == "refund_due":
-        return Decision(() if saga.refund_due else (rpb.BuyInRefundDue(
+        return Decision(() if saga.refund_due else (rev.BuyInRefundDue(
             seat=c.seat, player_id=saga.player_id, reason=c.reason),))
     if not saga.refund_due:
         raise _refuse("no_refund_due", "no refund is due")
-    return Decision((rpb.BuyInRefunded(seat=c.seat, player_id=saga.player_id,
+    return Decision((rev.BuyInRefunded(seat=c.seat, player_id=saga.player_id,
                                        amount=saga.amount),))
 
 
@@ -271,7 +271,7 @@ def _queue_top_up(room: Room, c: QueueTopUp) -> Decision:
     if holder.stack + c.amount > room.settings.buy_in_max:
         raise _refuse("above_buy_in_max",
                       f"a stack may be topped up to {room.settings.buy_in_max}")
-    return Decision((rpb.TopUpQueued(seat=c.seat, player_id=c.player_id, amount=c.amount,
+    return Decision((rev.TopUpQueued(seat=c.seat, player_id=c.player_id, amount=c.amount,
                                      wallet_key=c.wallet_key, command_id=c.command_id),))
 
 
@@ -288,10 +288,10 @@ def _leave(room: Room, c: Leave) -> Decision:
     if in_hand or room.saga(c.seat) is not None:
         if c.seat in room.leaving:
             return Decision(())
-        return Decision((rpb.LeaveRequested(seat=c.seat, player_id=c.player_id),))
+        return Decision((rev.LeaveRequested(seat=c.seat, player_id=c.player_id),))
     events, after = decide_and_fold(table, LeaveSeat(seat=c.seat))
     left = [e for e in events if isinstance(e, PlayerLeft)]
-    cash = tuple(rpb.CashOutRequested(seat=e.seat, player_id=e.player_id, amount=e.stack,
+    cash = tuple(rev.CashOutRequested(seat=e.seat, player_id=e.player_id, amount=e.stack,
                                       wallet_key=c.wallet_key) for e in left)
     return Decision((*events, *cash), after)
 
@@ -303,8 +303,10 @@ def _open(room: Room, c: Open) -> Decision:
     events, after = decide_and_fold(room.table, OpenTable(table_id=c.table_id,
                                                           config=c.config))
     settings = c.settings.for_config(c.config)
-    mode = (rpb.TournamentModeSet(tournament_id=c.tournament_id),) if c.tournament_id else ()
-    return Decision((*events, rpb.SettingsSet(settings=settings_to_proto(settings)), *mode),
+    mode = (rev.TournamentModeSet(tournament_id=c.tournament_id),) if c.tournament_id else ()
+    # as stored (whole seconds), so the room folded live equals the one folded from its log
+    stored = settings_from_stored(settings_to_proto(settings))
+    return Decision((*events, rev.SettingsSet(settings=stored), *mode),
                     after)
 
 
@@ -334,29 +336,29 @@ def decide(room: Room, command: RoomCommand, now: float) -> Decision:
             return _game(room, AddChips(seat=seat, amount=saga.amount))
         case DropTopUp(seat=seat, wallet_key=wallet_key, reason=reason):
             saga = _pending(room, seat, TOP_UP, wallet_key)
-            return Decision((rpb.TopUpDropped(seat=seat, player_id=saga.player_id,
+            return Decision((rev.TopUpDropped(seat=seat, player_id=saga.player_id,
                                               reason=reason),))
         case Leave():
             return _leave(room, command)
         case PayCashOut(seat=seat, wallet_key=wallet_key):
             saga = _pending(room, seat, CASH_OUT, wallet_key)
-            return Decision((rpb.CashOutPaid(seat=seat, player_id=saga.player_id),))
+            return Decision((rev.CashOutPaid(seat=seat, player_id=saga.player_id),))
         case SetMuck(seat=seat, player_id=player, muck=muck):
             _owned(room, seat, player)
             if (seat in room.muck) == muck:
                 return Decision(())
-            return Decision((rpb.MuckPreferenceSet(seat=seat, player_id=player, muck=muck),))
+            return Decision((rev.MuckPreferenceSet(seat=seat, player_id=player, muck=muck),))
         case Close(by=by):
-            return Decision(() if room.closed else (rpb.TableClosed(by=by),))
+            return Decision(() if room.closed else (rev.TableClosed(by=by),))
         case Settle(hand_number=n, rake=rake):
             if n <= room.settled:
                 raise _refuse("settled", f"hand {n} is settled")
-            return Decision((rpb.HandSettled(hand_number=n, rake=rake),))
+            return Decision((rev.HandSettled(hand_number=n, rake=rake),))
         case Reconciled(problem=problem):
             if problem and problem != room.stopped:
-                return Decision((rpb.DealingStopped(reason=problem),))
+                return Decision((rev.DealingStopped(reason=problem),))
             if not problem and room.stopped:
-                return Decision((rpb.DealingResumed(),))
+                return Decision((rev.DealingResumed(),))
             return Decision(())
         case Record(events=events):
             return Decision(events)

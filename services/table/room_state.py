@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Final, TypeAlias
-
-from google.protobuf.message import Message
+from typing import Any, Final, TypeAlias, assert_never, cast
 
 import rules
 from rules import Event, TableState
@@ -34,8 +32,9 @@ from rules.events import (
     TableOpened,
 )
 from rules.settlement import settlement
-from stud.v1 import room_pb2 as rpb
-from table.model import TableSettings, settings_from_stored
+from table import room_events as rev
+from table.model import TableSettings
+from table.room_events import ROOM_EVENT_CLASSES, RoomEvent
 
 ACTIONS: Final = (BringInPosted, Completed, BetMade, Raised, Called, Checked, Folded,
                   ActionTimedOut)
@@ -46,9 +45,8 @@ HAND_STARTS_KEPT: Final = 1000
 """Hands whose first sequence the room keeps, so that reading one of them starts there (an
 older hand's start is found by bisecting the stream: ``Watching.hand_events``)."""
 
-RoomEvent: TypeAlias = Message
-"""A message of ``room.proto`` (``rpb.BuyInRequested``, ...)."""
-AnyEvent: TypeAlias = Event | Message
+AnyEvent: TypeAlias = Event | RoomEvent
+"""An event of a table's stream: the rules' or the room's (:mod:`table.room_events`)."""
 
 BUY_IN: Final = "buy_in"
 TOP_UP: Final = "top_up"
@@ -191,14 +189,15 @@ def apply(room: Room, events: Sequence[AnyEvent], *, at: float, first_sequence: 
     whose bookkeeping reads the state before it."""
     for offset, event in enumerate(events):
         sequence = first_sequence + offset
-        if isinstance(event, Message):
-            f.room_event(event, at)
+        if isinstance(event, ROOM_EVENT_CLASSES):
+            f.room_event(event)
             continue
-        if run and isinstance(event, HandStarted):
+        game = cast(Event, event)  # not a room event: the rules'
+        if run and isinstance(game, HandStarted):
             state, run = rules.fold(run, state), []
-        f.game_event(event, state, at, sequence)
+        f.game_event(game, state, at, sequence)
         if table is None:
-            run.append(event)
+            run.append(game)
         f.visible = sequence
     if run:
         state = rules.fold(run, state)
@@ -323,52 +322,55 @@ class _Fold:
         if saga is not None and saga.kind == kind:
             del self.get("sagas")[seat]
 
-    def room_event(self, event: Message, at: float) -> None:
-        name = event.DESCRIPTOR.name
-        e: object = event
-        if isinstance(e, rpb.SettingsSet):
-            self.set("settings", settings_from_stored(e.settings))
-        elif isinstance(e, rpb.BuyInRequested):
-            self.get("sagas")[e.seat] = Saga(BUY_IN, e.player_id, e.amount, e.wallet_key,
-                                             e.command_id)
-        elif isinstance(e, rpb.BuyInRefundDue):
-            saga = self.now("sagas")[e.seat]
-            self.get("sagas")[e.seat] = replace(saga, refund_due=True)
-        elif isinstance(e, rpb.BuyInFailed | rpb.BuyInRefunded):
-            self._end_saga(e.seat, BUY_IN)
-        elif isinstance(e, rpb.TopUpQueued):
-            self.get("sagas")[e.seat] = Saga(TOP_UP, e.player_id, e.amount, e.wallet_key,
-                                             e.command_id)
-        elif isinstance(e, rpb.TopUpDropped):
-            self._end_saga(e.seat, TOP_UP)
-        elif isinstance(e, rpb.CashOutRequested):
-            self.get("sagas")[e.seat] = Saga(CASH_OUT, e.player_id, e.amount, e.wallet_key)
-        elif isinstance(e, rpb.CashOutPaid):
-            self._end_saga(e.seat, CASH_OUT)
-        elif isinstance(e, rpb.LeaveRequested):
-            self.get("leaving")[e.seat] = e.player_id
-        elif isinstance(e, rpb.MuckPreferenceSet):
-            muck = frozenset(self.now("muck"))
-            self.set("muck", muck | {e.seat} if e.muck else muck - {e.seat})
-        elif isinstance(e, rpb.TableClosed):
-            self.set("closed", True)
-        elif isinstance(e, rpb.HandSettled):
-            self.set("settled", max(int(self.now("settled")), e.hand_number))
-        elif isinstance(e, rpb.DealingStopped):
-            self.set("stopped", e.reason or "stopped")
-        elif isinstance(e, rpb.DealingResumed):
-            self.set("stopped", "")
-        elif isinstance(e, rpb.TournamentModeSet):
-            self.set("tournament_id", e.tournament_id)
-        elif isinstance(e, rpb.StakesQueued):
-            self.set("pending_stakes", Stakes(e.small_bet, e.big_bet, e.ante, e.bring_in))
-        elif isinstance(e, rpb.DealingPaused):
-            self.set("paused", e.paused)
-            self.set("pause_reason", e.reason if e.paused else "")
-            self.set("one_hand", (e.reason or "hand_for_hand")
-                     if e.one_hand and not e.paused else "")
-        elif not isinstance(e, rpb.OrphanEscrowRefunded):
-            raise ValueError(f"not a room event: {name}")
+    def room_event(self, event: RoomEvent) -> None:
+        """Fold one room event in (every kind is handled: an unknown one is a type
+        error)."""
+        match event:
+            case rev.SettingsSet(settings=settings):
+                self.set("settings", settings)
+            case rev.BuyInRequested() | rev.TopUpQueued():
+                kind = BUY_IN if isinstance(event, rev.BuyInRequested) else TOP_UP
+                self.get("sagas")[event.seat] = Saga(kind, event.player_id, event.amount,
+                                                     event.wallet_key, event.command_id)
+            case rev.BuyInRefundDue(seat=seat):
+                saga = self.now("sagas")[seat]
+                self.get("sagas")[seat] = replace(saga, refund_due=True)
+            case rev.BuyInFailed(seat=seat) | rev.BuyInRefunded(seat=seat):
+                self._end_saga(seat, BUY_IN)
+            case rev.TopUpDropped(seat=seat):
+                self._end_saga(seat, TOP_UP)
+            case rev.CashOutRequested():
+                self.get("sagas")[event.seat] = Saga(CASH_OUT, event.player_id, event.amount,
+                                                     event.wallet_key)
+            case rev.CashOutPaid(seat=seat):
+                self._end_saga(seat, CASH_OUT)
+            case rev.LeaveRequested(seat=seat, player_id=player):
+                self.get("leaving")[seat] = player
+            case rev.MuckPreferenceSet(seat=seat, muck=muck):
+                mucks = frozenset(self.now("muck"))
+                self.set("muck", mucks | {seat} if muck else mucks - {seat})
+            case rev.TableClosed():
+                self.set("closed", True)
+            case rev.HandSettled(hand_number=number):
+                self.set("settled", max(int(self.now("settled")), number))
+            case rev.DealingStopped(reason=reason):
+                self.set("stopped", reason or "stopped")
+            case rev.DealingResumed():
+                self.set("stopped", "")
+            case rev.TournamentModeSet(tournament_id=tournament_id):
+                self.set("tournament_id", tournament_id)
+            case rev.StakesQueued():
+                self.set("pending_stakes", Stakes(event.small_bet, event.big_bet, event.ante,
+                                                  event.bring_in))
+            case rev.DealingPaused(paused=paused, reason=reason, one_hand=one_hand):
+                self.set("paused", paused)
+                self.set("pause_reason", reason if paused else "")
+                self.set("one_hand", (reason or "hand_for_hand")
+                         if one_hand and not paused else "")
+            case rev.OrphanEscrowRefunded():
+                pass  # recorded before its escrow is paid back; the room keeps nothing
+            case _:
+                assert_never(event)
 
     def build(self, table: TableState, version: int) -> Room:
         changes = self.changes

@@ -19,8 +19,8 @@ from rules import TableState
 from rules.commands import ChangeStakes, LeaveSeat, SitDown
 from rules.decide import decide_and_fold
 from rules.errors import RuleViolation
-from stud.v1 import room_pb2 as rpb
 from studkit.errors import BadRequest, FailedPrecondition
+from table import room_events as rev
 from table.room_state import AnyEvent, Room, Stakes
 
 TOURNAMENT_TABLE: Final = "tournament_table"
@@ -154,7 +154,7 @@ def _set_stakes(room: Room, c: SetStakes) -> Outcome:
     if room.table.hand_in_progress:  # from the next hand on (RULES 2.5)
         if room.pending_stakes == s:
             return Outcome(())
-        return Outcome((rpb.StakesQueued(small_bet=s.small_bet, big_bet=s.big_bet,
+        return Outcome((rev.StakesQueued(small_bet=s.small_bet, big_bet=s.big_bet,
                                          ante=s.ante, bring_in=s.bring_in),))
     if s == current_stakes(room) and room.pending_stakes is None:
         return Outcome(())
@@ -172,7 +172,7 @@ def _pause(room: Room, c: PauseDealing) -> Outcome:
     if (room.paused, room.pause_reason, room.one_hand) == (c.paused, reason if c.paused
                                                            else "", one_hand):
         return Outcome(())
-    return Outcome((rpb.DealingPaused(paused=c.paused, reason=reason, one_hand=c.one_hand),))
+    return Outcome((rev.DealingPaused(paused=c.paused, reason=reason, one_hand=c.one_hand),))
 
 
 def decide_tournament(room: Room, command: TournamentCommand) -> Outcome:

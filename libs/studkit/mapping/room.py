@@ -1,6 +1,9 @@
 """Room events (``room.proto``) <-> stored EventEnvelopes. Room events sit beside the rules'
-events in a table's stream (DESIGN §5b); they are protobuf messages used as they are.
-``event_type`` is the message name (e.g. ``"BuyInRequested"``), as for the rules' events.
+events in a table's stream (DESIGN §5b). Here they are the protobuf messages; the table
+works with frozen dataclasses of the same names and fields (``table.room_events``), which
+its codec (``table.codec``, beside the settings type they carry: studkit may not import the
+table) maps to these messages. ``event_type`` is the message name (e.g.
+``"BuyInRequested"``), as for the rules' events.
 
 Every reader that folds the game (the replay, the archive, the dealer's view of a table)
 skips them with :func:`is_room_event`; the table folds both kinds.

@@ -11,7 +11,6 @@ import pytest
 
 from rules import TableConfig
 from rules.commands import StartHand, VoidHand
-from stud.v1 import room_pb2 as rpb
 from studkit.errors import FailedPrecondition
 from table.model import TableSettings
 from table.money import Money
@@ -22,7 +21,6 @@ from table.room import (
     Open,
     Play,
     QueueTopUp,
-    Record,
     RequestBuyIn,
     Room,
     RoomCommand,
@@ -160,7 +158,6 @@ class TestSettlementAndReconciliation:
         """Tournament chips never reach the wallet: the hand is recorded settled, rake 0."""
         wallet = FakeWallet()
         money, port = money_for(opened("cup"), wallet)
-        await port.commit(Record((rpb.TournamentModeSet(tournament_id="cup"),)), "mode")
         assert port.room.tournament
         from table.tournament import SeatEntrant
         await port.commit(SeatEntrant(1, "ann", 1_000), "s1")

@@ -23,7 +23,7 @@ from rules.commands import (
 from rules.errors import Reason, RuleViolation
 from rules.events import ActionTimedOut, HandEnded, HandStarted, PlayerLeft
 from rules.testing import deal_command
-from stud.v1 import room_pb2 as rpb
+from table import room_events as rev
 from table.model import TableSettings
 from table.room import (
     BUY_IN,
@@ -311,7 +311,7 @@ def test_leaving_after_the_hand_ends_waits_for_its_settlement() -> None:
     player = room.table.seat(other)
     assert player is not None
     assert [type(e) for e in events_of(room, Leave(other, player.player_id, "kc"))] == [
-        rpb.LeaveRequested]
+        rev.LeaveRequested]
     settled = run(run(room, Leave(other, player.player_id, "kc")), Settle(1, 0))
     assert due_between_hands(settled, NOW) == Leave(other, player.player_id, "")
     assert PlayerLeft in [type(e) for e in events_of(settled, Leave(other, player.player_id,
@@ -464,7 +464,7 @@ def test_folding_event_by_event_equals_deciding_once() -> None:
 
 def test_a_snapshot_holds_the_whole_room() -> None:
     room = run(run(in_hand(), Leave(1, "ann", "kc")), SetMuck(2, "bob", True))
-    room = run(room, Record((rpb.HandSettled(hand_number=0),)))
+    room = run(room, Record((rev.HandSettled(hand_number=0),)))
     again = from_extra(room.table, room.version, to_extra(room))
     assert again == room
 
