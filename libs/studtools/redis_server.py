@@ -54,10 +54,14 @@ SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
     # The archiver reads the tables' keys and trims a stream's head with trim.lua, which
     # writes the stream, its trimmed count and the command records it drops, and reads the
     # version and the snapshot (a script needs write access to every key it names); never a
-    # table's owner, settings or lobby summary.
+    # table's owner, settings or lobby summary. Of the wallet's keys, the ledger and the
+    # statements only (it reads them and trims their heads: studhistory.ledger_archive),
+    # never the balances, the idempotency records or the seats.
     "archiver": ("resetchannels", "%R~stud:table:*", "~stud:table:*:events",
                  "~stud:table:*:trimmed", "~stud:table:*:version", "~stud:table:*:snapshot",
-                 "~stud:table:*:commands", "+@all", "-@dangerous", *KEYSPACE_WIDE),
+                 "~stud:table:*:commands", "~stud:wallet:{wallet}:ledger",
+                 "~stud:wallet:{wallet}:postings:*", "+@all", "-@dangerous",
+                 *KEYSPACE_WIDE),
     # Auditors read the public streams, the tournaments' logs and the ledger; decks only
     # through the dealer's audit API after a hand (never a deck of a hand in play).
     "auditor": ("resetchannels", "%R~stud:table:*", "%R~stud:wallet:*",

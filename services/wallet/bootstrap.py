@@ -11,6 +11,7 @@ from studkit.auth import TokenVerifier
 from studkit.metrics import Metrics
 from wallet.app import WalletApp
 from wallet.config import Settings
+from wallet.history import store_for
 from wallet.protection_app import ProtectionApp
 from wallet.protection_store import ProtectionStore
 from wallet.store import WalletStore
@@ -40,7 +41,7 @@ class WalletDeps:
 
 def build_deps(settings: Settings) -> WalletDeps:
     """The wallet's dependencies for ``settings`` (call within a running loop)."""
-    store = WalletStore.from_url(settings.redis_url)
+    store = store_for(settings.redis_url, settings.history_dsn)
     metrics = Metrics()
     return WalletDeps(
         app=WalletApp(store, table_services=settings.table_services,

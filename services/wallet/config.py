@@ -42,6 +42,9 @@ class Settings:
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_addr: str = DEFAULT_METRICS_ADDR
     """``METRICS_ADDR``: the IP ``/metrics`` binds (all interfaces; ``make run``: loopback)."""
+    history_dsn: str = field(default="", repr=False)
+    """``WALLET_HISTORY_DSN``: PostgreSQL as the read-only ``stud_support`` role, where
+    statements' archived lines are read (``wallet.history``); empty: Redis only."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -58,6 +61,7 @@ class Settings:
             conflict_retries=int(env.get("WALLET_CONFLICT_RETRIES", "5")),
             metrics_port=port_number(env.get("METRICS_PORT", str(DEFAULT_METRICS_PORT))),
             metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
+            history_dsn=env.get("WALLET_HISTORY_DSN", ""),
         )
 
     @property

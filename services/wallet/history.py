@@ -1,0 +1,138 @@
+"""Statements whose older lines left Redis for PostgreSQL (docs/history.md, "The wallet's
+ledger"; the archiver's step: ``studhistory.ledger_archive``).
+
+The archiver copies every posting with its statement line (its stream id, the page token,
+and the balance after it) into ``ledger.postings``, verifies, and only then trims the head of
+each account's statement stream. So an account's statement is the archived lines *before*
+the oldest line still in Redis, then Redis's lines: :class:`ArchivedStatementStore` reads the
+stream's oldest id and the page's hot lines in one ``MULTI`` first, then PostgreSQL (a trim
+that happened before that read committed its rows before it), and answers the same pages,
+tokens and lines as before anything moved. A page whose lines are all in Redis never asks
+PostgreSQL. PostgreSQL (``WALLET_HISTORY_DSN``: the read-only ``stud_support`` role) down
+when a page needs it: ``UNAVAILABLE`` ``archive_unavailable`` (retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import psycopg
+
+from studkit.errors import Unavailable
+from studkit.redis_client import Client, connect
+from wallet.model import AccountId, AccountKind, StatementLine, StatementPage, TxKind
+from wallet.store import _STREAM_ID, StreamRows, UnknownAccount, WalletStore, postings_key
+
+
+class ArchiveUnavailable(Unavailable):
+    """PostgreSQL could not answer for a statement's archived lines (retry)."""
+
+    default_reason = "archive_unavailable"
+
+
+def _id(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ArchivedLines:
+    """An account's archived statement lines, over one connection as the support role, made
+    when first needed and again after an error."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def lines(self, account: str, after: str, before: str | None,
+                    limit: int) -> list[StatementLine]:
+        """Up to ``limit`` lines of ``account`` after the id ``after`` ("" for the start)
+        and before the id ``before`` (None: no bound), in the stream's order."""
+        lo = _id(after) if after else (-1, -1)
+        hi = _id(before) if before else (2**63 - 1, 2**63 - 1)
+        async with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await psycopg.AsyncConnection.connect(
+                        self._dsn, autocommit=True, connect_timeout=5)
+                cur = await self._conn.execute(
+                    "SELECT line_id, transaction_id, kind, amount, balance_after, line_ms, "
+                    "table_id, hand_id, tournament_id FROM ledger.postings "
+                    "WHERE account = %s AND (line_ms, line_seq) > (%s, %s) "
+                    "AND (line_ms, line_seq) < (%s, %s) ORDER BY line_ms, line_seq LIMIT %s",
+                    (account, *lo, *hi, limit))
+                rows = await cur.fetchall()
+            except psycopg.Error as exc:
+                await self.aclose()
+                raise ArchiveUnavailable(f"the archive of {account}'s statement could not "
+                                         f"be read: {type(exc).__name__}") from exc
+        return [StatementLine(posting_id=str(line), transaction_id=str(tx), kind=TxKind(kind),
+                              amount=int(amount), balance_after=int(after_),
+                              recorded_at_ms=int(ms), table_id=table, hand_id=hand,
+                              tournament_id=tour)
+                for line, tx, kind, amount, after_, ms, table, hand, tour in rows]
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+
+def _line(posting_id: str, f: dict[str, str]) -> StatementLine:
+    return StatementLine(
+        posting_id=posting_id, transaction_id=f["tx_id"], kind=TxKind(f["kind"]),
+        amount=int(f["amount"]), balance_after=int(f["balance_after"]),
+        recorded_at_ms=int(posting_id.split("-", 1)[0]), table_id=f.get("table_id", ""),
+        hand_id=f.get("hand_id", ""), tournament_id=f.get("tournament_id", ""))
+
+
+class ArchivedStatementStore(WalletStore):
+    """The wallet's store whose statements also read the archive (the module's docstring);
+    everything else is :class:`WalletStore`'s."""
+
+    def __init__(self, client: Client, archive: ArchivedLines) -> None:
+        super().__init__(client)
+        self.archive = archive
+
+    @classmethod
+    def with_archive(cls, url: str, dsn: str) -> ArchivedStatementStore:
+        """A store on a new connection pool, its archive read with ``dsn``."""
+        return cls(connect(url, decode_responses=True), ArchivedLines(dsn))
+
+    async def close(self) -> None:
+        await self.archive.aclose()
+        await super().close()
+
+    async def statement(self, account: AccountId, page_size: int, page_token: str = ""
+                        ) -> StatementPage:
+        if account.kind is AccountKind.PLAYER and not await self.account_exists(
+            account.player_id
+        ):
+            raise UnknownAccount(f"no account {account.key}")
+        if page_token and _STREAM_ID.fullmatch(page_token) is None:
+            raise ValueError("malformed page token")
+        key = postings_key(account)
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xrange(key, "-", "+", count=1)
+            pipe.xrange(key, f"({page_token}" if page_token else "-", "+", count=page_size + 1)
+            first, hot = cast(tuple[StreamRows, StreamRows], tuple(await pipe.execute()))
+        oldest = _s(first[0][0]) if first else None
+        lines: list[StatementLine] = []
+        if oldest is None or not page_token or _id(page_token) < _id(oldest):
+            lines = await self.archive.lines(account.key, page_token, oldest, page_size + 1)
+        lines += [_line(_s(i), {_s(k): _s(v) for k, v in f.items()}) for i, f in hot]
+        page = lines[:page_size]
+        next_token = page[-1].posting_id if len(lines) > page_size else ""
+        return StatementPage(lines=tuple(page), next_page_token=next_token)
+
+
+def store_for(redis_url: str, history_dsn: str) -> WalletStore:
+    """The wallet's store: reading archived statements when ``history_dsn`` is set."""
+    if history_dsn:
+        return ArchivedStatementStore.with_archive(redis_url, history_dsn)
+    return WalletStore.from_url(redis_url)
