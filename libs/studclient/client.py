@@ -658,6 +658,67 @@ class Client:
             retry_on=READ_RETRIED_CODES)
         return reply
 
+    # --- player protection (docs/player-protection.md) -------------------------------------
+
+    async def protection(self, player_id: str | None = None) -> wallet_pb2.ProtectionResponse:
+        """The caller's limits (with what is used and left), exclusion and protection events;
+        services, operators and auditors: any player's."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().GetProtection,
+            wallet_pb2.GetProtectionRequest(player_id=player_id or await self.player_id()),
+            retry_on=READ_RETRIED_CODES)
+        return reply
+
+    async def set_limit(self, kind: wallet_pb2.LimitKind,
+                        window: wallet_pb2.LimitWindow,
+                        amount: int) -> wallet_pb2.ProtectionResponse:
+        """Set, lower, raise or remove (``amount`` 0) one of the caller's limits: a first or
+        lower one applies at once, a higher one (or none) 24 hours later. Asking the same
+        again changes nothing, so a retry is safe."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().SetLimit,
+            wallet_pb2.SetLimitRequest(player_id=await self.player_id(), kind=kind,
+                                       window=window, amount=amount))
+        return reply
+
+    async def cancel_limit_increase(self, kind: wallet_pb2.LimitKind,
+                                    window: wallet_pb2.LimitWindow
+                                    ) -> wallet_pb2.ProtectionResponse:
+        """Withdraw one of the caller's raises before it applies."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().CancelLimitIncrease,
+            wallet_pb2.CancelLimitIncreaseRequest(player_id=await self.player_id(), kind=kind,
+                                                  window=window),
+            retry_on=frozenset())
+        return reply
+
+    async def self_exclude(self, period: wallet_pb2.ExclusionPeriod
+                           ) -> wallet_pb2.ProtectionResponse:
+        """Exclude the caller from play for ``period`` (a break is a short one). Nobody can
+        lift a timed exclusion early."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().SelfExclude,
+            wallet_pb2.SelfExcludeRequest(player_id=await self.player_id(), period=period))
+        return reply
+
+    async def exclude_player(self, player_id: str, period: wallet_pb2.ExclusionPeriod,
+                             reason: str) -> wallet_pb2.ProtectionResponse:
+        """Operators: exclude ``player_id``, with a reason (recorded in the event)."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().ExcludePlayer,
+            wallet_pb2.ExcludePlayerRequest(player_id=player_id, period=period, reason=reason))
+        return reply
+
+    async def lift_exclusion(self, player_id: str, reason: str
+                             ) -> wallet_pb2.ProtectionResponse:
+        """Operators: lift an indefinite exclusion at least six months old (applies 24 hours
+        later)."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().LiftExclusion,
+            wallet_pb2.LiftExclusionRequest(player_id=player_id, reason=reason),
+            retry_on=frozenset())
+        return reply
+
 
 __all__ = ["AUTO", "RETRIED_CODES", "Client", "RetryPolicy", "TableWatch", "TokenProvider",
            "token_subject"]

@@ -97,6 +97,10 @@ async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
             try:
                 reply = await tournaments.register(args.register)
             except FailedPrecondition as exc:
+                from studclient.protection import refusal_text
+                if refusal_text(exc):  # a limit or an exclusion (the wallet's refusal)
+                    print(f"stud play: {refusal_text(exc)}", file=sys.stderr)
+                    return 1
                 if exc.reason not in ("registration_closed", "full"):
                     raise
                 print(f"stud play: {exc}", file=sys.stderr)
@@ -119,6 +123,44 @@ async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
         await client.close()
 
 
+async def protect(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
+    """``--limits``, ``--set-limit``, ``--cancel-raise``, ``--self-exclude``: one call, then
+    the player's protection as it stands; the exit status."""
+    from studclient.protection import (
+        PERIODS,
+        parse_kind_window,
+        parse_limit,
+        protection_lines,
+        refusal_text,
+    )
+    client = setup.connect()
+    try:
+        await client.create_account(exist_ok=True)
+        if args.set_limit:
+            await client.set_limit(*parse_limit(args.set_limit))
+        elif args.cancel_raise:
+            await client.cancel_limit_increase(*parse_kind_window(args.cancel_raise))
+        elif args.self_exclude:
+            if args.self_exclude not in PERIODS:
+                raise ValueError(f"a period is one of {', '.join(PERIODS)}")
+            if not args.yes:
+                print(f"stud play: self-exclusion for {args.self_exclude} cannot be undone "
+                      "before it ends; add --yes to confirm", file=sys.stderr)
+                return 2
+            await client.self_exclude(PERIODS[args.self_exclude])
+        for line in protection_lines(await client.protection()):
+            print(line, file=out)
+        return 0
+    except ValueError as exc:
+        print(f"stud play: {exc}", file=sys.stderr)
+        return 2
+    except StudError as exc:
+        print(f"stud play: {refusal_text(exc) or exc}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+
+
 def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
     """Run the app (or the lobby's one call); the exit status."""
     try:
@@ -128,6 +170,8 @@ def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
         return 2
     if args.lobby or args.register or args.unregister:
         return asyncio.run(lobby(setup, args, out))
+    if args.limits or args.set_limit or args.cancel_raise or args.self_exclude:
+        return asyncio.run(protect(setup, args, out))
     from studclient.tui.app import PlayApp, PlayOptions
     app: PlayApp
     if args.tournament:
@@ -190,4 +234,19 @@ def register(commands: Any) -> None:
                               "seat when you are moved; without an entry, rail it (watch a "
                               "table as the public sees it: the chip leader's, --table, or "
                               "n for the next)")
+    protection = parser.add_argument_group(
+        "player protection", "limits and self-exclusion (docs/player-protection.md): each "
+        "prints your limits, what is used and left, and any exclusion, then exits")
+    protection.add_argument("--limits", action="store_true", help="show them")
+    protection.add_argument("--set-limit", metavar="KIND:WINDOW:AMOUNT", default=None,
+                            help="KIND deposit, loss or wager; WINDOW day, week or month "
+                                 "(rolling); a first or lower limit applies at once, a "
+                                 "higher one (or 0: none) 24 hours later")
+    protection.add_argument("--cancel-raise", metavar="KIND:WINDOW", default=None,
+                            help="withdraw a raise before it applies")
+    protection.add_argument("--self-exclude", metavar="PERIOD", default=None,
+                            help="take a break or exclude yourself: day, week, month, "
+                                 "six_months or indefinite (needs --yes)")
+    protection.add_argument("--yes", action="store_true",
+                            help="confirm --self-exclude")
     parser.set_defaults(handler=lambda args, out, env: run(args, out, env))

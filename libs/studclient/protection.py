@@ -1,0 +1,90 @@
+"""Player protection for the SDK's users and ``stud play`` (docs/player-protection.md):
+names of limit kinds, windows and exclusion periods, and readable lines for a player's
+protection and for a refusal by a limit or an exclusion. Pure."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Final
+
+from stud.v1 import wallet_pb2 as pb
+from studclient.errors import StudError
+
+KINDS: Final = {"deposit": pb.LIMIT_KIND_DEPOSIT, "loss": pb.LIMIT_KIND_LOSS,
+                "wager": pb.LIMIT_KIND_WAGER}
+WINDOWS: Final = {"day": pb.LIMIT_WINDOW_DAY, "week": pb.LIMIT_WINDOW_WEEK,
+                  "month": pb.LIMIT_WINDOW_MONTH}
+PERIODS: Final = {"day": pb.EXCLUSION_PERIOD_DAY, "week": pb.EXCLUSION_PERIOD_WEEK,
+                  "month": pb.EXCLUSION_PERIOD_MONTH,
+                  "six_months": pb.EXCLUSION_PERIOD_SIX_MONTHS,
+                  "indefinite": pb.EXCLUSION_PERIOD_INDEFINITE}
+_KIND_NAMES: Final = {v: k for k, v in KINDS.items()}
+_WINDOW_NAMES: Final = {v: k for k, v in WINDOWS.items()}
+LIMIT_REASONS: Final = ("deposit_limit", "loss_limit", "wager_limit")
+EXCLUSION_REASONS: Final = ("self_excluded", "operator_excluded")
+
+
+def when(ms: int) -> str:
+    """A wallet time (ms since the epoch) as UTC minutes."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def parse_limit(text: str) -> tuple[pb.LimitKind, pb.LimitWindow, int]:
+    """``KIND:WINDOW:AMOUNT`` (e.g. ``loss:week:500``; amount 0 removes the limit) as the
+    wire's kind, window and amount; ``ValueError`` otherwise."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in KINDS or parts[1] not in WINDOWS:
+        raise ValueError(f"a limit is KIND:WINDOW:AMOUNT with KIND one of {', '.join(KINDS)} "
+                         f"and WINDOW one of {', '.join(WINDOWS)}")
+    amount = int(parts[2])
+    if amount < 0:
+        raise ValueError("a limit's amount is 0 (none) or more")
+    return KINDS[parts[0]], WINDOWS[parts[1]], amount
+
+
+def parse_kind_window(text: str) -> tuple[pb.LimitKind, pb.LimitWindow]:
+    """``KIND:WINDOW`` as the wire's kind and window; ``ValueError`` otherwise."""
+    kind, _, window = text.partition(":")
+    if kind not in KINDS or window not in WINDOWS:
+        raise ValueError("KIND:WINDOW, e.g. wager:day")
+    return KINDS[kind], WINDOWS[window]
+
+
+def protection_lines(reply: pb.ProtectionResponse) -> list[str]:
+    """A player's protection, one line each: the exclusion, then each limit with what is
+    used and left and a raise that waits."""
+    lines = []
+    if reply.excluded:
+        until = "until an operator lifts it" if reply.excluded_until_ms == 0 \
+            else f"until {when(reply.excluded_until_ms)}"
+        by = f" by {reply.excluded_by} ({reply.exclusion_reason})" if reply.excluded_by \
+            else " (self-excluded)"
+        lines.append(f"{reply.player_id}: excluded from play {until}{by}")
+        if reply.lift_effective_ms:
+            lines.append(f"  lifted from {when(reply.lift_effective_ms)}")
+    if not reply.limits:
+        lines.append(f"{reply.player_id}: no limits set")
+    for row in reply.limits:
+        line = (f"{_KIND_NAMES[row.kind]:<7} per {_WINDOW_NAMES[row.window]:<5} "
+                f"{row.amount:>12,}  used {row.used:>12,}  left {row.remaining:>12,}")
+        if row.used:
+            line += f"  frees some at {when(row.resets_at_ms)}"
+        if row.increase_pending:
+            target = f"{row.pending_amount:,}" if row.pending_amount else "no limit"
+            line += f"  (raise to {target} from {when(row.pending_effective_ms)})"
+        lines.append(line)
+    return lines
+
+
+def refusal_text(error: StudError) -> str | None:
+    """A refusal by a limit or an exclusion in words, or None for any other refusal."""
+    meta = error.metadata
+    if error.reason in LIMIT_REASONS and "remaining" in meta:
+        return (f"Your {meta.get('window', '')} {meta.get('kind', '')} limit of "
+                f"{int(meta.get('limit', '0')):,} has {int(meta['remaining']):,} left; "
+                f"more frees at {when(int(meta.get('resets_at_ms', '0')))}.")
+    if error.reason in EXCLUSION_REASONS:
+        until = int(meta.get("until_ms", "0"))
+        return "You are excluded from play " + (
+            "until an operator lifts it." if until == 0 else f"until {when(until)}.")
+    return None

@@ -1,0 +1,78 @@
+"""Player protection from the SDK and ``stud play`` (issue 34) against a real wallet: a
+player sets and raises limits, reads what is left, is refused past a limit in words, and
+self-excludes (only with --yes)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from stud.v1 import wallet_pb2 as pb
+from studclient.client import Client
+from studclient.errors import FailedPrecondition
+from studclient.protection import parse_limit, protection_lines, refusal_text
+from studclient.tui.command import protect
+from studtest.wallet import OPERATOR, RunningWallet, player
+
+pytestmark = pytest.mark.integration
+
+
+def connect(wallet: RunningWallet, name: str) -> Client:
+    who = OPERATOR if name == "ops" else player(name)
+    return Client.connect("127.0.0.1:9", wallet_addr=f"127.0.0.1:{wallet.port}",
+                          token=wallet.client.tokens.token(who))
+
+
+def args(**given: Any) -> argparse.Namespace:
+    base = {"limits": False, "set_limit": None, "cancel_raise": None, "self_exclude": None,
+            "yes": False}
+    return argparse.Namespace(**{**base, **given})
+
+
+async def test_the_sdk_sets_limits_and_reads_a_refusal_in_words(wallet: RunningWallet) -> None:
+    carol, ops = connect(wallet, "carol"), connect(wallet, "ops")
+    try:
+        await carol.create_account()
+        await carol.set_limit(pb.LIMIT_KIND_DEPOSIT, pb.LIMIT_WINDOW_DAY, 100)
+        reply = await carol.set_limit(pb.LIMIT_KIND_DEPOSIT, pb.LIMIT_WINDOW_DAY, 1_000)
+        (row,) = reply.limits
+        assert (row.amount, row.increase_pending, row.pending_amount) == (100, True, 1_000)
+        await ops.deposit("carol", 60)
+        with pytest.raises(FailedPrecondition) as refused:
+            await ops.deposit("carol", 60)
+        assert refused.value.reason == "deposit_limit"
+        text = refusal_text(refused.value)
+        assert text is not None and "day deposit limit of 100 has 40 left" in text
+        lines = protection_lines(await carol.protection())
+        assert "used" in lines[0] and "left" in lines[0] and "raise to 1,000" in lines[0]
+    finally:
+        await carol.close()
+        await ops.close()
+
+
+async def test_stud_play_sets_a_limit_and_self_excludes_only_with_yes(
+        wallet: RunningWallet, capsys: pytest.CaptureFixture[str]) -> None:
+    setup: Any = SimpleNamespace(connect=lambda: connect(wallet, "dave"))
+    out = io.StringIO()
+    assert await protect(setup, args(set_limit="loss:week:500"), out) == 0
+    assert "loss    per week" in out.getvalue() and "500" in out.getvalue()
+    assert await protect(setup, args(set_limit="loss:fortnight:5"), io.StringIO()) == 2
+    assert await protect(setup, args(self_exclude="week"), io.StringIO()) == 2
+    assert "--yes" in capsys.readouterr().err
+    out = io.StringIO()
+    assert await protect(setup, args(self_exclude="week", yes=True), out) == 0
+    assert "excluded from play until" in out.getvalue()
+    assert "(self-excluded)" in out.getvalue()
+    assert await protect(setup, args(cancel_raise="loss:week"), io.StringIO()) == 1
+    assert "no_pending_increase" in capsys.readouterr().err
+
+
+def test_a_limit_is_kind_window_amount() -> None:
+    assert parse_limit("wager:month:0") == (pb.LIMIT_KIND_WAGER, pb.LIMIT_WINDOW_MONTH, 0)
+    for bad in ("wager:month", "bet:day:5", "deposit:day:-1"):
+        with pytest.raises(ValueError):
+            parse_limit(bad)
