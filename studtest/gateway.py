@@ -305,6 +305,11 @@ def _headers(token: str | None, headers: Mapping[str, str] | None) -> dict[str, 
     return out
 
 
+class StreamCut(EOFError):
+    """The answer ended without its trailers: the connection was closed or reset (an idle
+    timeout, a gateway going away). A client resumes with ``after_sequence``."""
+
+
 class WebStream:
     """One gRPC-Web call read frame by frame (a server stream, or a unary call): open with
     :meth:`open`, then :meth:`next` until it returns None (the trailers are in :attr:`reply`).
@@ -322,16 +327,23 @@ class WebStream:
         self.done = False
 
     def _read(self, n: int) -> bytes:
-        data = self.response.read(n)
+        try:
+            data = self.response.read(n)
+        except http.client.IncompleteRead as cut:
+            raise StreamCut(f"the connection ended mid-answer ({cut!r})") from cut
         if len(data) < n:
-            raise EOFError(f"the answer ended mid-frame ({len(data)} of {n} bytes)")
+            raise StreamCut(f"the answer ended mid-frame ({len(data)} of {n} bytes)")
         return data
 
     def next(self) -> bytes | None:
-        """The next message, or None at the end (the trailers read; a timeout raises)."""
+        """The next message, or None at the end (the trailers read). A connection that ends
+        without the trailers raises :class:`StreamCut`; a read timeout, ``TimeoutError``."""
         if self.done:
             return None
-        head = self.response.read(5)
+        try:
+            head = self.response.read(5)
+        except http.client.IncompleteRead as cut:
+            raise StreamCut(f"the connection ended mid-answer ({cut!r})") from cut
         if not head:
             self.done = True
             return None

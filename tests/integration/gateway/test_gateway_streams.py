@@ -1,0 +1,93 @@
+"""Streams through the real Envoy: a table's watch lives past the unary calls' timeout, a
+quiet one is reset only after the idle timeout set on purpose and resumes with
+``after_sequence`` (nothing lost, nothing twice), and four tables' streams are open at once."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from stud.v1 import table_pb2
+from studtest.gateway import Stack, StreamCut, WebStream, running_gateway, web_call
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+def sit(stack: Stack, table_id: str, player: str, seat: int, base_url: str | None = None
+        ) -> table_pb2.CommandReply:
+    stack.fund(player)
+    reply = web_call(base_url or stack.gateway.url, "/stud.v1.TableService/SitDown",
+                     table_pb2.SitDownRequest(table_id=table_id, command_id=f"sit-{player}",
+                                              seat=seat, buy_in=5_000),
+                     token=stack.token(player))
+    return reply.one(table_pb2.CommandReply)
+
+
+def watch(base_url: str, stack: Stack, table_id: str, after: int = 0,
+          who: str = "watcher") -> WebStream:
+    return WebStream(base_url, "/stud.v1.TableService/WatchTable",
+                     table_pb2.WatchTableRequest(table_id=table_id, after_sequence=after),
+                     token=stack.token(who), timeout=30)
+
+
+async def test_a_stream_outlives_the_unary_timeout_and_resumes_after_the_idle_one(
+        stack: Stack, tmp_path: Path) -> None:
+    table = "gw-quiet"
+    stack.open_table(table)
+    with running_gateway(stack.targets, tmp_path / "short", unary_timeout_s=1,
+                         stream_idle_s=4) as gateway:
+        stream = watch(gateway.url, stack, table)
+        first = stream.next_as(table_pb2.TableEventRecord)
+        assert first is not None and first.event.WhichOneof("event") == "table_opened"
+        # Quiet for more than the unary calls' timeout: the stream is still there.
+        await asyncio.sleep(2.5)
+        sat = sit(stack, table, "quinn", 3)
+        record = stream.next_as(table_pb2.TableEventRecord)
+        assert record is not None and record.sequence > first.sequence
+        assert record.sequence == sat.events[0].sequence
+        seen = [first.sequence, record.sequence]
+        while record is not None and record.sequence < sat.version:
+            record = stream.next_as(table_pb2.TableEventRecord)
+            if record is not None:
+                seen.append(record.sequence)
+        # Then quiet for longer than the idle timeout: Envoy resets the stream (no status:
+        # the connection ends mid-answer), which a client resumes.
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(StreamCut):
+            while stream.next() is not None or not stream.reply.trailers:
+                pass
+        assert loop.time() - started >= 3, "reset before the idle timeout"
+        stream.close()
+        sat_out = web_call(stack.gateway.url, "/stud.v1.TableService/SitOut",
+                           table_pb2.SitOutRequest(table_id=table, command_id="out-quinn",
+                                                   seat=3), token=stack.token("quinn"))
+        assert sat_out.status == 0, (sat_out.message, sat_out.reason)
+        with watch(gateway.url, stack, table, after=seen[-1]) as resumed:
+            again = resumed.next_as(table_pb2.TableEventRecord)
+        assert again is not None and again.sequence > seen[-1]
+        assert again.event.WhichOneof("event") == "player_sat_out"
+
+
+async def test_four_tables_streams_are_open_at_once(stack: Stack) -> None:
+    tables = [f"gw-multi-{i}" for i in range(4)]
+    for table in tables:
+        stack.open_table(table)
+    streams = [watch(stack.gateway.url, stack, t, who="multi") for t in tables]
+    try:
+        for stream in streams:
+            opened = stream.next_as(table_pb2.TableEventRecord)
+            assert opened is not None and opened.event.WhichOneof("event") == "table_opened"
+        # Every stream is live at once: an event at each table arrives on its own stream.
+        for i, table in enumerate(tables):
+            sit(stack, table, f"multi{i}", 1 + i)
+        for i, stream in enumerate(streams):
+            record = stream.next_as(table_pb2.TableEventRecord)
+            assert record is not None
+            assert record.event.WhichOneof("event") == "player_seated", record
+            assert record.event.player_seated.player_id == f"multi{i}"
+    finally:
+        for stream in streams:
+            stream.close()
