@@ -59,6 +59,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from studclient.sitgo import window_s
 from studkit.auth import Principal, Role
 from studtools.devkeys import DEV_SERVICES, DevKeys
+from studtools.gateway import LOCAL_UPSTREAM_SOURCE, Gateway, GatewayError, GatewaySettings
 from studtools.pg_server import PostgresServer
 from studtools.redis_server import (
     SERVICE_ACL,
@@ -81,9 +82,15 @@ TARGET_ENV: Final[Mapping[str, str]] = {"table": "STUD_TABLE_TARGET",
                                          "tournament": "STUD_TOURNAMENT_TARGET"}
 """The client-side variables naming each service's address (see :mod:`studclient.bots`)."""
 ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
+WEB_PORT: Final = 8080
+"""The gateway's port when free (the page ``http://127.0.0.1:8080/``), else any free port."""
+WEB_PLAYERS: Final = ("alice", "bob")
+"""The dev players that get a sign-in link (their dev token in the URL's fragment)."""
 DEMO_TABLE: Final = "demo"
 HOT_HANDS: Final = "5"
 """make run's hot window: a newcomer sees hands leave Redis for PostgreSQL within minutes."""
+WALLET_HOT_TRANSACTIONS: Final = "50"
+"""make run's hot window of the wallet's ledger (its statements read the archive)."""
 SITGO_SEATS: Final = 4
 """The demo sit & go's seats (:data:`studclient.sitgo.SEATS`)."""
 DEMO_RESTART_S: Final = (2.0, 60.0)
@@ -256,10 +263,14 @@ def service_env(name: str, addrs: Mapping[str, str],
         return {"ARCHIVER_DEALER_TARGET": addrs.get("dealer", ""),
                 "STUD_HISTORY_DSN": history.get("STUD_HISTORY_DSN", ""),
                 "STUD_HOT_HANDS": os.environ.get("STUD_HOT_HANDS", HOT_HANDS),
+                "WALLET_HOT_TRANSACTIONS": os.environ.get("WALLET_HOT_TRANSACTIONS",
+                                                          WALLET_HOT_TRANSACTIONS),
                 "ARCHIVER_INTERVAL_S": os.environ.get("ARCHIVER_INTERVAL_S", "1")}
     env = {f"{other.upper()}_ADDR": addr for other, addr in addrs.items() if other != name}
     if name == "table" and history.get("STUD_SUPPORT_DSN"):
         env["TABLE_HISTORY_DSN"] = history["STUD_SUPPORT_DSN"]
+    if name == "wallet" and history.get("STUD_SUPPORT_DSN"):
+        env["WALLET_HISTORY_DSN"] = history["STUD_SUPPORT_DSN"]
     return env
 
 
@@ -289,13 +300,41 @@ def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_
            f"{name.upper()}_ADDR": addr, "METRICS_PORT": str(metrics_port),
            "METRICS_ADDR": LOOPBACK, f"{name.upper()}_SHUTDOWN_GRACE":
                os.environ.get(f"{name.upper()}_SHUTDOWN_GRACE", SERVICE_SHUTDOWN_GRACE),
-           "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name)}
+           "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"), **keys.env(name),
+           # Believe the gateway's x-forwarded-for (and only its: it alone connects from
+           # this address), so that each browser has budgets of its own (docs/web.md).
+           "STUD_TRUSTED_PROXIES": os.environ.get("STUD_TRUSTED_PROXIES",
+                                                  LOCAL_UPSTREAM_SOURCE)}
     env.update(service_env(name, called, history))
     with log_file(logs_dir, name) as log:
         process = subprocess.Popen([sys.executable, "-m", name], env=env, stdout=log,
                                    stderr=log, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
     return Running(name=name, addr=addr, process=process), metrics_port
+
+
+def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
+                  logs_dir: Path) -> Gateway | None:
+    """The gRPC-Web gateway (:mod:`studtools.gateway`: Envoy from the pinned wheel) in front
+    of the table, dealer, wallet and tournament on :data:`WEB_PORT` (or a free port), serving
+    ``web/dist``; ready when returned. None (and why, printed) when it cannot start: the
+    terminal clients work without it."""
+    port = WEB_PORT if port_free(WEB_PORT) else free_port_but_planned()
+    settings = GatewaySettings(
+        upstreams={n: addrs[n] for n in ("table", "dealer", "wallet", "tournament")},
+        port=port, web_root=str((root / "web" / "dist").resolve()),
+        upstream_source=LOCAL_UPSTREAM_SOURCE, access_log="/dev/stdout")
+    gateway = Gateway(settings, run_dir / "gateway", new_session=True,
+                      log_file=logs_dir / "gateway.log")
+    try:
+        gateway.start()
+        gateway.wait_ready()
+    except GatewayError as exc:
+        gateway.stop()
+        print(f"web        no gateway: {str(exc).splitlines()[0]} (see {gateway.log_path})",
+              flush=True)
+        return None
+    return gateway
 
 
 def lost_its_port(service: Running, metrics_port: int | None = None) -> bool:
@@ -441,10 +480,24 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
         issuer = keys.issuer()
         print("dev tokens (1 hour):")
+        tokens = {}
         for role, name in ((Role.PLAYER, "alice"), (Role.PLAYER, "bob"),
                            (Role.OPERATOR, "ops"), (Role.AUDITOR, "audit")):
-            token = issuer.issue(Principal(role=role, name=name), ttl_seconds=3600)
+            token = tokens[name] = issuer.issue(Principal(role=role, name=name),
+                                                ttl_seconds=3600)
             print(f"  {role.value}:{name}  {token}")
+        if all(n in addrs for n in ("table", "dealer", "wallet", "tournament")):
+            gateway = start_gateway(addrs, root, data_dir.parent, logs_dir)
+            if gateway is not None and gateway.process is not None:
+                running.append(Running("gateway", gateway.url, gateway.process))
+                built = (root / "web" / "dist" / "index.html").exists()
+                print(f"web        {gateway.url} (the browser client: gRPC-Web through the "
+                      f"gateway, Envoy; log {gateway.log_path}"
+                      f"{'' if built else '; the web app is not built: make web'})",
+                      flush=True)
+                for name in WEB_PLAYERS:  # the token in the fragment: never sent to a server
+                    print(f"  sign in as {name:<6} {gateway.url}#token={tokens[name]}",
+                          flush=True)
         env_file.parent.mkdir(parents=True, exist_ok=True)
         write_private(env_file, env_file_text(addrs, issuer_key, history))
         write_private(Path(args.targets_file or env_file.parent / "targets.json"),

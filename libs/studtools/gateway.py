@@ -368,6 +368,8 @@ class Gateway:
     work_dir: Path
     process: subprocess.Popen[bytes] | None = None
     new_session: bool = False
+    log_file: Path | None = None
+    """Where Envoy's output (and access log) goes; default ``work_dir/envoy.log``."""
 
     @property
     def config_path(self) -> Path:
@@ -375,7 +377,7 @@ class Gateway:
 
     @property
     def log_path(self) -> Path:
-        return self.work_dir / "envoy.log"
+        return self.log_file if self.log_file is not None else self.work_dir / "envoy.log"
 
     @property
     def scheme(self) -> str:
