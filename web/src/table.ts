@@ -551,6 +551,7 @@ export class TablePane {
       return;
     }
     node.hidden = false;
+    node.dataset.hand = String(v.hand.handNumber);
     const mine = this.cards.get(v.hand.handNumber);
     const down = mine && mine.seat === v.viewerSeat ? mine.down : [];
     node.replaceChildren(el("span", { class: "label" }, "Your cards: "), ...down.map((c) => cardNode(c, "card mine")));
