@@ -12,6 +12,8 @@ import structlog
 import structlog.tracebacks
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from studkit.telemetry import add_trace_context
+
 REDACTED: Final = "[redacted]"
 SECRET_KEYS: Final = frozenset({"authorization", "token", "secret", "password", "jwt"})
 
@@ -50,6 +52,7 @@ def configure_logging(
     )
     processors: list[Processor] = [
         structlog.contextvars.merge_contextvars,
+        add_trace_context,  # trace_id and span_id inside a span (studkit.telemetry)
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         redact_secrets,

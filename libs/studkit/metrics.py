@@ -5,8 +5,9 @@
   ``stud_grpc_requests_total{service,method,code}``,
   ``stud_grpc_request_seconds{service,method}`` and
   ``stud_grpc_refusal_log_lines_suppressed_total{code}`` (refusals whose log line the
-  sampler left out). Services add their domain counters to the
-  same registry with :meth:`Metrics.counter`.
+  sampler left out), and the process-wide families of :mod:`studkit.telemetry` (the event
+  loop's lag, Redis calls). A traced call's latency carries its trace id as an exemplar.
+  Services add their domain counters to the same registry with :meth:`Metrics.counter`.
 - The gRPC families are fed by ``studkit.grpc_server.ErrorMappingInterceptor``, the one place
   that knows the status code each call ends with (see :meth:`Metrics.observe_rpc`).
 - :func:`metrics_endpoint` serves the registry over HTTP (``/metrics``) on ``METRICS_PORT``
@@ -35,6 +36,8 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+
+from studkit.telemetry import exemplar, register_process
 
 if TYPE_CHECKING:
     import grpc
@@ -103,6 +106,7 @@ class Metrics:
             "still counted in stud_grpc_requests_total), by status code.",
             ("code",), registry=self.registry,
         )
+        register_process(self.registry)  # the loop's lag, Redis calls (studkit.telemetry)
 
     def suppressed_log_line(self, code: grpc.StatusCode) -> None:
         """Count one refusal's log line that sampling left out."""
@@ -120,7 +124,7 @@ class Metrics:
                         self._seconds.labels(service=service, method=name))
             self._children[(method, code)] = children
         children[0].inc()
-        children[1].observe(seconds)
+        children[1].observe(seconds, exemplar())  # the trace id, when the call is traced
 
     def counter(
         self, name: str, documentation: str, values: Mapping[str, Sequence[str]] | None = None

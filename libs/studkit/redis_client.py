@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -31,11 +32,14 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 import redis.cluster
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import MaxConnectionsError
 from redis.typing import EncodableT
+
+from studkit.telemetry import observe_redis, redis_command
 
 Client: TypeAlias = Redis | RedisCluster
 """What :func:`connect` returns; annotate with this, not with one of the two."""
@@ -130,10 +134,17 @@ class ClusterClient(RedisCluster):
             self.turns.release()
 
     async def execute_command(self, *args: EncodableT, **kwargs: Any) -> Any:
-        async with self.turn():
-            if self._initialize:
-                await self.initialize()
-            return await super().execute_command(*args, **kwargs)
+        started = time.perf_counter()
+        try:
+            async with self.turn():
+                if self._initialize:
+                    await self.initialize()
+                reply = await super().execute_command(*args, **kwargs)
+        except BaseException as exc:
+            observe_redis(redis_command(args), time.perf_counter() - started, exc)
+            raise
+        observe_redis(redis_command(args), time.perf_counter() - started)
+        return reply
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None
                  ) -> ClusterPipeline:
@@ -151,10 +162,51 @@ class _TurnPipeline(ClusterPipeline):
 
     async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True
                       ) -> list[Any]:
-        async with self._turns.turn():
-            if self._turns._initialize:
-                await self._turns.initialize()
-            return await super().execute(raise_on_error, allow_redirections)
+        started = time.perf_counter()
+        try:
+            async with self._turns.turn():
+                if self._turns._initialize:
+                    await self._turns.initialize()
+                reply = await super().execute(raise_on_error, allow_redirections)
+        except BaseException as exc:
+            observe_redis("PIPELINE", time.perf_counter() - started, exc)
+            raise
+        observe_redis("PIPELINE", time.perf_counter() - started)
+        return reply
+
+
+class TimedRedis(Redis):
+    """A plain client whose every call and pipeline is timed and its failures counted
+    (``stud_redis_call_seconds``, ``stud_redis_errors_total``: :mod:`studkit.telemetry`)."""
+
+    async def execute_command(self, *args: EncodableT, **options: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        except BaseException as exc:
+            observe_redis(redis_command(args), time.perf_counter() - started, exc)
+            raise
+        observe_redis(redis_command(args), time.perf_counter() - started)
+        return reply
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None
+                 ) -> Pipeline:
+        return _TimedPipeline(self.connection_pool, self.response_callbacks, transaction,
+                              shard_hint)
+
+
+class _TimedPipeline(Pipeline):
+    """A plain client's pipeline, timed as one ``PIPELINE`` call."""
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            reply = await super().execute(raise_on_error)
+        except BaseException as exc:
+            observe_redis("PIPELINE", time.perf_counter() - started, exc)
+            raise
+        observe_redis("PIPELINE", time.perf_counter() - started)
+        return reply
 
 
 def connect(url: str, *, pool_wait_s: float | None = POOL_WAIT_S, **kwargs: Any) -> Client:
@@ -171,7 +223,7 @@ def connect(url: str, *, pool_wait_s: float | None = POOL_WAIT_S, **kwargs: Any)
     options.setdefault("retry", reconnecting())
     options.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError])
     options.setdefault("max_connections", POOL_SIZE)
-    return Redis.from_pool(BlockingConnectionPool.from_url(url, timeout=pool_wait_s,
+    return TimedRedis.from_pool(BlockingConnectionPool.from_url(url, timeout=pool_wait_s,
                                                            **options))
 
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
+from studkit import telemetry
 from studkit.auth import KeySet
 from studkit.grpc_server import GrpcServer, run_until_signalled
 from studkit.log import configure_logging
@@ -79,6 +80,7 @@ async def serve(name: str, settings: S, build_deps: Callable[[S], D],
         log.warning("insecure_dev_auth_keys", keys=len(settings.auth_keys),
                     hint="the key set trusts generated dev keys; never outside development")
     deps = build_deps(settings)
+    lag = asyncio.create_task(telemetry.watch_loop_lag(), name="loop-lag")
     try:
         await deps.store.ping()
         prepare = getattr(deps, "prepare", None)
@@ -97,6 +99,7 @@ async def serve(name: str, settings: S, build_deps: Callable[[S], D],
             await run_until_signalled(server, settings.shutdown_grace_s,
                                       before_stop=getattr(deps, "draining", None))
     finally:
+        lag.cancel()
         await deps.close()
     log.info(f"{name}_stopped")
 
@@ -105,4 +108,8 @@ def main(name: str, settings: S, build_deps: Callable[[S], D],
          create_server: Callable[[S, D], tuple[GrpcServer, int]], **started: object) -> None:
     """Entry point of a service process (``python -m <name>``)."""
     configure_logging(settings.log_level)
-    asyncio.run(serve(name, settings, build_deps, create_server, **started))
+    telemetry.setup(name)  # traces only when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    try:
+        asyncio.run(serve(name, settings, build_deps, create_server, **started))
+    finally:
+        telemetry.shutdown()  # the spans still buffered are exported

@@ -37,7 +37,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stud.v1.envelope_pb2 import EventEnvelope
-from studkit import keys
+from studkit import keys, telemetry
 from studkit.chain import GENESIS, digest
 from studkit.redis_client import Client
 
@@ -313,10 +313,22 @@ class EventStore:
             raise ValueError("expected_version must be >= 0")
         if not command_id:
             raise ValueError("command_id must not be empty")
+        if not telemetry.ENABLED:
+            return await self._append(table_id, envelopes, expected_version, command_id,
+                                      fingerprint, epoch, "")
+        # Traced: the append's span, its context stored on each envelope (studkit.telemetry).
+        with telemetry.appending(table_id, len(envelopes), expected_version) as parent:
+            return await self._append(table_id, envelopes, expected_version, command_id,
+                                      fingerprint, epoch, parent)
+
+    async def _append(self, table_id: str, envelopes: Sequence[EventEnvelope],
+                      expected_version: int, command_id: str, fingerprint: str,
+                      epoch: int | None, traceparent: str) -> AppendResult:
         first = head = await self._link(table_id, expected_version) if envelopes else b""
         payloads = []
         for offset, envelope in enumerate(envelopes, start=1):
-            payload = _sealed(envelope, table_id, command_id, expected_version + offset, head)
+            payload = _sealed(envelope, table_id, command_id, expected_version + offset, head,
+                              traceparent)
             payloads.append(payload)
             head = digest(payload)
         keys_ = tuple(self._key(table_id, name) for name in
@@ -581,13 +593,15 @@ class EventStore:
 
 
 def _sealed(envelope: EventEnvelope, table_id: str, command_id: str, sequence: int,
-            prev_digest: bytes) -> bytes:
+            prev_digest: bytes, traceparent: str = "") -> bytes:
     if envelope.table_id and envelope.table_id != table_id:
         raise ValueError(f"envelope for table {envelope.table_id!r} appended to {table_id!r}")
     if envelope.command_id and envelope.command_id != command_id:
         raise ValueError(f"envelope of command {envelope.command_id!r} in {command_id!r}")
     if envelope.sequence == sequence and envelope.table_id and envelope.command_id:
         envelope.prev_digest = prev_digest  # sealed by the writer: the link completes it
+        if traceparent:
+            envelope.traceparent = traceparent
         return bytes(envelope.SerializeToString(deterministic=True))
     sealed = EventEnvelope()
     sealed.CopyFrom(envelope)
@@ -595,4 +609,6 @@ def _sealed(envelope: EventEnvelope, table_id: str, command_id: str, sequence: i
     sealed.command_id = command_id
     sealed.sequence = sequence
     sealed.prev_digest = prev_digest
+    if traceparent:
+        sealed.traceparent = traceparent
     return bytes(sealed.SerializeToString(deterministic=True))

@@ -95,5 +95,5 @@ class TestSchemaGrowth:
         assert numbers == {
             "event_type": 1, "schema_version": 2, "table_id": 3, "hand_number": 4,
             "sequence": 5, "command_id": 6, "occurred_at": 7, "payload": 8,
-            "turn_clock": 9, "prev_digest": 10,
+            "turn_clock": 9, "prev_digest": 10, "traceparent": 11,
         }
