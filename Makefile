@@ -15,7 +15,7 @@ PYTEST := $(PY) -m pytest
 
 .PHONY: all venv compiled protos web test test-pure test-unit test-property test-integration test-e2e test-room failover chaos archive-chaos tournament fuzz audit load lint sim \
 	test-cluster bench bench-rules bench-store bench-room bench-replay bench-tournament \
-	bench-history run reset clean
+	bench-history run reset clean promtool observe observability
 
 all: test
 
@@ -147,6 +147,12 @@ chaos: $(PROTO_STAMP)
 archive-chaos: $(PROTO_STAMP)
 	$(PY) -m campaigns.archive_chaos --hands 200 --kills 12 --tables 4
 
+# Player protection (issue 34): 60 players with random limits, raises and exclusions fire
+# deposits, buy-ins, entries and cash-outs at once at the wallet; an audit of what it recorded
+# finds no move past a limit in force, none while excluded (docs/player-protection.md).
+protection: $(PROTO_STAMP)
+	$(PY) -m campaigns.protection --players 60 --rounds 4 --moves 30
+
 # Tournament: a 60-entrant multi-table tournament of `stud bots --tournament` at fast levels
 # (balancing, tables broken, breaks, hand for hand on the bubble) with kill -9 of the
 # tournament service and of table replicas at random points; chips conserved at every
@@ -181,7 +187,7 @@ lint: $(PROTO_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy libs services studtest campaigns tools sim
 
-bench: bench-rules bench-store bench-room bench-replay bench-tournament
+bench: bench-rules bench-store bench-room bench-hand-cost bench-replay bench-tournament
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -196,6 +202,13 @@ bench-store: $(PROTO_STAMP)
 
 bench-replay: $(PROTO_STAMP) compiled
 	$(PY) bench/bench_replay.py
+
+# One hand's cost by kind, counted outside the services (issue 35): appends, events, bytes
+# appended, store round trips, dealer and wallet calls, watch records, per hand over random
+# hands of 2-8 players (a few minutes); prints `hands=... appends=... store_round_trips=...` last.
+.PHONY: bench-hand-cost
+bench-hand-cost: $(PROTO_STAMP)
+	$(PY) bench/bench_hand_cost.py
 
 bench-room: $(PROTO_STAMP)
 	$(PY) bench/bench_room.py
@@ -214,6 +227,30 @@ bench-tournament: $(PROTO_STAMP)
 # the data (.run/redis) is kept across runs, the logs are in .run/logs.
 run: $(PROTO_STAMP)
 	$(PY) -m studtools.devrun
+
+# Debian's prometheus package (promtool and prometheus), unpacked without installing it
+# (apt-get download, dpkg -x) when missing: promtool checks and tests the rules in make test,
+# prometheus is make observe's.
+PROMETHEUS_DIR ?= build/prometheus
+PROMTOOL := $(PROMETHEUS_DIR)/usr/bin/promtool
+$(PROMTOOL):
+	rm -rf $(PROMETHEUS_DIR)/deb && mkdir -p $(PROMETHEUS_DIR)/deb
+	cd $(PROMETHEUS_DIR)/deb && { apt-get download prometheus >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get download prometheus; }; }
+	dpkg -x $(PROMETHEUS_DIR)/deb/prometheus_*.deb $(PROMETHEUS_DIR)
+	rm -rf $(PROMETHEUS_DIR)/deb
+	$(PROMTOOL) --version | head -1
+
+promtool: $(PROMTOOL)
+
+# A local Prometheus beside a running `make run` (docs/operations.md): it scrapes every
+# service (.run/targets.json), evaluates deploy/observability/rules.yml and prints its URL.
+observe: $(PROTO_STAMP) $(PROMTOOL)
+	STUD_PROMETHEUS_DIR=$(PROMETHEUS_DIR) $(PY) -m studtools.observe
+
+# The dashboards and rules of deploy/observability, generated again (tools/observability.py).
+observability: $(STAMP)
+	$(PY) -m tools.observability
 
 # Forget what make run kept: deletes .run/redis (tables, balances, hand logs), .run/pg (the
 # archive) and .run/logs (refused while a make run is running); the dev keys in .run/keys stay.
