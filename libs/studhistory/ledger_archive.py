@@ -43,8 +43,9 @@ from studkit import keys
 from studkit.redis_client import Client
 
 LEDGER: Final = keys.wallet_key("ledger")
-DEFAULT_HOT_TRANSACTIONS: Final = 1000
-"""The wallet's transactions kept in Redis once archived (``WALLET_HOT_TRANSACTIONS``)."""
+DEFAULT_HOT_TRANSACTIONS: Final = 0
+"""The wallet's transactions kept in Redis once archived (``WALLET_HOT_TRANSACTIONS``); 0:
+copied, never trimmed (for a wallet that cannot read the archive: no ``WALLET_HISTORY_DSN``)."""
 DEFAULT_BATCH: Final = 2000
 """Transactions copied (or trimmed) in one step at most."""
 LOCK: Final = "stud-archiver:wallet-ledger"
@@ -333,14 +334,16 @@ async def archive_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
                          keep: int = DEFAULT_HOT_TRANSACTIONS,
                          batch: int = DEFAULT_BATCH) -> LedgerOutcome:
     """One step for the wallet's ledger: copy, then verify and trim, under the wallet's
-    advisory lock (another archiver's step: skipped). ``conn`` is in autocommit."""
+    advisory lock (another archiver's step: skipped). ``conn`` is in autocommit. ``keep``
+    0: copy only."""
     cur = await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (LOCK,))
     row = await cur.fetchone()
     if not (row and row[0]):
         return LedgerOutcome(skipped=True)
     try:
         copied, postings = await copy_ledger(redis, conn, batch=batch)
-        outcome = await trim_ledger(redis, conn, keep=keep, batch=batch)
+        outcome = (await trim_ledger(redis, conn, keep=keep, batch=batch) if keep > 0
+                   else LedgerOutcome())
         outcome.copied, outcome.postings = copied, postings
         return outcome
     finally:

@@ -430,7 +430,7 @@ class RedisSource:
                     out.setdefault((table, str(record.get("hand_id", ""))), []).append(
                         LedgerTx(ident, postings))
                 if len(rows) < PAGE:
-                    return out
+                    break
                 last = rows[-1][0]
                 start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
         except NoPermissionError:
@@ -439,6 +439,34 @@ class RedisSource:
             if "NOPERM" in str(exc):
                 return None
             raise
+        if self.history_dsn:  # read after Redis: what was trimmed meanwhile is archived
+            seen = {t.entry_id for txs in out.values() for t in txs}
+            for key, tx in await self._archived_settlements(table_ids):
+                if tx.entry_id not in seen:
+                    out.setdefault(key, []).append(tx)
+            for txs in out.values():
+                txs.sort(key=lambda t: tuple(int(n) for n in t.entry_id.split("-")))
+        return out
+
+    async def _archived_settlements(self, table_ids: Sequence[str] | None
+                                    ) -> list[tuple[tuple[str, str], LedgerTx]]:
+        """The settlements whose ledger entries left Redis (``ledger.postings``)."""
+        import psycopg
+
+        query = ("SELECT transaction_id, table_id, hand_id, account, amount FROM "
+                 "ledger.postings WHERE kind = 'settlement'"
+                 + ("" if table_ids is None else " AND table_id = ANY(%s)")
+                 + " ORDER BY transaction_id, posting")
+        rows: dict[str, tuple[tuple[str, str], list[tuple[str, int]]]] = {}
+        try:
+            async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
+                cur = await conn.execute(query, () if table_ids is None else (list(table_ids),))
+                for tx, table, hand, account, amount in await cur.fetchall():
+                    rows.setdefault(str(tx), ((str(table), str(hand)), []))[1].append(
+                        (str(account), int(amount)))
+        except psycopg.Error as exc:
+            raise SourceError(f"the wallet's archived ledger: PostgreSQL: {exc}") from None
+        return [(key, LedgerTx(tx, tuple(postings))) for tx, (key, postings) in rows.items()]
 
 
 def _chained(table_id: str, archived_raw: Sequence[bytes],

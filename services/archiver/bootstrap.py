@@ -70,6 +70,6 @@ def build_deps(settings: Settings) -> ArchiverDeps:
         tokens = ServiceTokenSource(settings.service_key, "archiver")
         dealer = DealerAudits(channel, lambda: tokens.token("dealer"))
     archiver = Archiver(EventStore(redis), settings.history_dsn, metrics,
-                        settings.hot_hands, dealer)
+                        settings.hot_hands, dealer, wallet_hot=settings.wallet_hot)
     return ArchiverDeps(archiver, redis, TokenVerifier(settings.auth_keys),
                         settings.interval_s, channel, metrics)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from studhistory.archiver import DEFAULT_HOT_HANDS
+from studhistory.ledger_archive import DEFAULT_HOT_TRANSACTIONS
 from studkit.auth import KeySet, SigningKey, key_set_from_env, signing_key_from_env
 from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 
@@ -22,6 +23,9 @@ class Settings:
     ``REDIS_URL`` (the archiver ACL user's: reads ``stud:table:*``, trims the streams' heads),
     ``STUD_HISTORY_DSN`` (required: PostgreSQL as the ``stud_archiver`` role),
     ``STUD_HOT_HANDS`` (the hands each table keeps in Redis, ``20``),
+    ``WALLET_HOT_TRANSACTIONS`` (the wallet's latest transactions its ledger and statements
+    keep in Redis once archived; ``0``, the default: copied, never trimmed; set it only when
+    the wallet reads the archive, ``WALLET_HISTORY_DSN``),
     ``ARCHIVER_INTERVAL_S`` (seconds between rounds over every table, ``2``),
     ``ARCHIVER_DEALER_TARGET`` (the dealer's ``host:port``, for its hand records; empty: not
     archived), ``STUD_SERVICE_KEY`` (the private key that signs its ``service:archiver``
@@ -36,6 +40,7 @@ class Settings:
     auth_keys: KeySet
     service_key: SigningKey | None = field(default=None, repr=False)
     hot_hands: int = DEFAULT_HOT_HANDS
+    wallet_hot: int = DEFAULT_HOT_TRANSACTIONS
     interval_s: float = 2.0
     dealer_target: str = ""
     log_level: str = "INFO"
@@ -52,8 +57,12 @@ class Settings:
         hot = int(env.get("STUD_HOT_HANDS", str(DEFAULT_HOT_HANDS)))
         if hot < 1:
             raise ValueError("STUD_HOT_HANDS must be at least 1")
+        wallet_hot = int(env.get("WALLET_HOT_TRANSACTIONS", str(DEFAULT_HOT_TRANSACTIONS)))
+        if wallet_hot < 0:
+            raise ValueError("WALLET_HOT_TRANSACTIONS must be 0 or more")
         return cls(
             addr=env.get("ARCHIVER_ADDR", DEFAULT_ADDR),
+            wallet_hot=wallet_hot,
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
             history_dsn=dsn,
             auth_keys=key_set_from_env(env),

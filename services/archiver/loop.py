@@ -14,6 +14,11 @@ from prometheus_client import Gauge, Histogram
 
 from studhistory.archiver import ArchiveError, archive_table
 from studhistory.dealer_records import DealerAudits
+from studhistory.ledger_archive import (
+    DEFAULT_HOT_TRANSACTIONS,
+    LedgerArchiveError,
+    archive_ledger,
+)
 from studhistory.pgarchive import PgHistory, TableLock
 from studkit.metrics import Metrics
 from studkit.store import EventStore
@@ -33,6 +38,10 @@ class Archiver:
     dealer: DealerAudits | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     history: PgHistory | None = None
+    wallet_hot: int = DEFAULT_HOT_TRANSACTIONS
+    """The wallet's latest transactions kept in Redis (``WALLET_HOT_TRANSACTIONS``); 0: its
+    ledger is copied, never trimmed (the wallet reads archived statements only with
+    ``WALLET_HISTORY_DSN``)."""
 
     def __post_init__(self) -> None:
         registry = self.metrics.registry
@@ -53,6 +62,12 @@ class Archiver:
         self._busy = self.metrics.counter(
             "stud_archiver_tables_skipped_total", "Tables skipped because another archiver "
             "holds their lock.")
+        self._ledger = self.metrics.counter(
+            "stud_archiver_ledger_transactions_total", "The wallet's ledger transactions "
+            "copied to PostgreSQL (with their postings and statement lines).")
+        self._ledger_trimmed = self.metrics.counter(
+            "stud_archiver_ledger_trimmed_total", "The wallet's ledger transactions trimmed "
+            "from Redis once archived, verified and out of its hot window.")
         self._round = Histogram("stud_archiver_round_seconds", "Time of one round over every "
                                 "table.", registry=registry)
         self._last_round = Gauge("stud_archiver_last_round_unix", "When the last round "
@@ -100,13 +115,35 @@ class Archiver:
             log.info("trimmed", table_id=table_id, first=p.trimmed + 1, last=p.trim_to,
                      hands=len(p.trim_hands))
 
+    async def ledger_step(self) -> None:
+        """One step for the wallet's ledger (skipped when another archiver holds it)."""
+        history = await self.connected()
+        try:
+            outcome = await archive_ledger(self.store.client, history.conn,
+                                           keep=self.wallet_hot)
+        except LedgerArchiveError as exc:
+            self._failures.inc()
+            log.error("ledger_archive_failed", error=str(exc))
+            return
+        if outcome.skipped:
+            self._busy.inc()
+        if outcome.copied:
+            self._ledger.inc(outcome.copied)
+            log.info("ledger_archived", transactions=outcome.copied, postings=outcome.postings)
+        if outcome.trimmed:
+            self._ledger_trimmed.inc(outcome.trimmed)
+            log.info("ledger_trimmed", transactions=outcome.trimmed,
+                     lines=outcome.trimmed_lines, through=outcome.trimmed_through)
+
     async def round(self) -> None:
-        """One step for every table."""
+        """One step for every table, then for the wallet's ledger."""
         started = time.monotonic()
         for table_id in await self.store.table_ids():
             if self.stopping.is_set():
                 return
             await self.step(table_id)
+        if not self.stopping.is_set():
+            await self.ledger_step()
         self._round.observe(time.monotonic() - started)
         self._last_round.set(time.time())
 

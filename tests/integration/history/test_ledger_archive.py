@@ -6,6 +6,10 @@ between its copy and its trim moves each posting once."""
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +17,9 @@ import grpc
 import psycopg
 import pytest
 
+from archiver.loop import Archiver
 from stud.v1 import wallet_pb2 as pb
+from studhistory.archiver import archive_table
 from studhistory.ledger_archive import (
     LEDGER,
     LedgerArchiveError,
@@ -21,14 +27,22 @@ from studhistory.ledger_archive import (
     copy_ledger,
     statement_key,
     trim_ledger,
+    watermark,
 )
+from studhistory.pgarchive import PgHistory
 from studkit.grpc_server import rpc_error_reason
+from studkit.metrics import Metrics
 from studkit.redis_client import Client, connect
+from studkit.store import EventStore
 from studtest.redis import TestRedis
+from studtest.table import running_room
 from studtest.wallet import AUDITOR, RunningWallet, running_wallet
+from studtools.cli import main as cli_main
 from studtools.devkeys import DevKeys
 from wallet.config import Settings
 from wallet.history import ArchivedLines, ArchivedStatementStore
+
+from .test_archiver import room_with_hands
 
 pytestmark = pytest.mark.integration
 
@@ -213,3 +227,66 @@ async def test_an_archived_statement_with_postgres_down_is_unavailable(
         pb.GetStatementRequest(account=HOUSE, page_token=oldest),
         metadata=c.metadata(AUDITOR))
     assert len(reply.lines) == KEEP - 1
+
+
+async def test_replay_verify_finds_settlements_that_left_redis(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, history_dsns: Any,
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stud replay verify`` checks each hand's settlement in the wallet's ledger: in
+    PostgreSQL once it left Redis (a hand whose settlement is in neither store fails)."""
+    admin = connect(redis_url)
+    async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
+        table_id = await room_with_hands(room, 6, random.Random(8))
+        await room.table_deps.app.stop()
+    conn = await psycopg.AsyncConnection.connect(history_dsns.archiver, autocommit=True)
+    history = PgHistory(conn)
+    try:
+        await archive_table(EventStore(admin), history, table_id, keep_hands=2)
+        outcome = await archive_ledger(admin, conn, keep=1)
+        assert outcome.trimmed > 5
+    finally:
+        await conn.close()
+    monkeypatch.setenv("STUD_REPLAY_REDIS_URL", redis_url)
+    monkeypatch.setenv("STUD_RUN_DIR", str(tmp_path))
+    for name in ("STUD_AUDITOR_DSN", "STUD_DEALER_TARGET", "STUD_ISSUER_KEY",
+                 "STUD_REPLAY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("STUD_SUPPORT_DSN", history_dsns.support)
+    out = io.StringIO()
+    status = await asyncio.to_thread(cli_main, ["replay", "verify", "--table", table_id,
+                                                "--no-progress", "--json"], out)
+    report = json.loads(out.getvalue())
+    assert status == 0, out.getvalue()
+    assert report["verified"] >= 5 and report["failed"] == 0
+    await admin.aclose()
+
+
+async def test_the_archivers_round_moves_the_wallets_ledger(
+        wallet: RunningWallet, archiver: tuple[Client, Any], history_dsns: Any,
+        redis_url: str) -> None:
+    """The service's round takes the wallet's ledger one step after the tables: copied
+    always, trimmed only with a hot window (``WALLET_HOT_TRANSACTIONS``)."""
+    client, _ = archiver
+    await play_money(wallet, range(1, 6))
+    before = await statements(wallet)
+    admin = connect(redis_url, decode_responses=True)
+    try:
+        n = await admin.xlen(LEDGER)
+        copy_only = Archiver(EventStore(client), history_dsns.archiver, Metrics(), 2)
+        await copy_only.round()
+        await copy_only.aclose()
+        assert await admin.xlen(LEDGER) == n
+        async with await psycopg.AsyncConnection.connect(history_dsns.support) as conn:
+            mark = await watermark(conn)
+        assert mark == (await wallet.deps.store.ledger())[-1].transaction_id
+        metrics = Metrics()
+        trimming = Archiver(EventStore(client), history_dsns.archiver, metrics, 2,
+                            wallet_hot=KEEP)
+        await trimming.round()
+        await trimming.aclose()
+        assert await admin.xlen(LEDGER) == KEEP
+        assert metrics.registry.get_sample_value(
+            "stud_archiver_ledger_trimmed_total") == n - KEEP
+        assert await statements(wallet) == before
+    finally:
+        await admin.aclose()
