@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-MAKE_RUN_MODULES = ("test_make_run", "test_make_run_demo", "test_make_run_safety")
+MAKE_RUN_MODULES = ("test_make_run", "test_make_run_demo", "test_make_run_safety",
+                    "test_make_run_web")
 
 
 @pytest.fixture(autouse=True)
