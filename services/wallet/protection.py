@@ -486,6 +486,16 @@ def projection(state: Protection) -> str:
     return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
+def excluded_in(projected: str, now_ms: int) -> bool:
+    """Whether a :func:`projection` says the player is excluded at ``now_ms`` (the rule
+    ``apply.lua`` applies to it)."""
+    exclusion = json.loads(projected).get("exclusion")
+    if not exclusion:
+        return False
+    lift, until = int(exclusion["lift_ms"]), int(exclusion["until_ms"])
+    return not (lift and now_ms >= lift) and (until == 0 or now_ms < until)
+
+
 # --- the check with a money move ------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ deposit, buy-in and entry in the script that moves the money.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -97,6 +97,10 @@ class ProtectionApp:
                 raise Forbidden(f"a player may only read their own account, not {player_id}")
             require_role(principal, *READERS)
         return await self._view(player_id, self._clock_ms())
+
+    async def excluded(self, player_ids: Sequence[str]) -> set[str]:
+        """Which of ``player_ids`` are excluded now (for the table, with a settlement)."""
+        return await self._store.excluded(player_ids, self._clock_ms())
 
     async def _view(self, player_id: str, now_ms: int) -> ProtectionView:
         events = tuple(await self._store.events(player_id))

@@ -77,7 +77,11 @@ class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
     ) -> pb.SettleHandResponse:
         command = mapping.settle_hand_from_proto(request)
         applied = await self._app.settle_hand(current_principal(), command)
-        return mapping.settle_hand_to_proto(command, applied)
+        reply = mapping.settle_hand_to_proto(command, applied)
+        # Issue 34: the seats whose player is excluded now, for the table to stand up.
+        excluded = await self._protection.excluded([r.player_id for r in command.results])
+        reply.excluded_seats.extend(r.seat for r in command.results if r.player_id in excluded)
+        return reply
 
     async def CashOut(
         self, request: pb.CashOutRequest, context: grpc.aio.ServicerContext

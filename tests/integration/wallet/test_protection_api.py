@@ -401,3 +401,27 @@ async def test_a_raise_waits_and_a_deposit_past_the_limit_says_what_is_left(
     await client.deposit("alice", 50, "d2")
     error = await _refused(client.deposit("alice", 1, "d3"))
     assert rpc_error_reason(error) == "deposit_limit"
+
+
+async def test_a_settlement_names_the_seats_of_excluded_players(wallet: RunningWallet) -> None:
+    """A player who self-excludes during a hand: the hand settles (money at the table is
+    never taken back) and its reply names their seat for the table to stand up; a retry of
+    the settlement says the same; the other player is not named."""
+    client = wallet.client
+    for name, seat in (("alice", 1), ("bob", 2)):
+        await client.create_account(name)
+        await client.deposit(name, 1_000, f"d-{name}")
+        await client.buy_in(name, "t1", seat, 500, f"b-{name}")
+    await client.stub.SelfExclude(
+        pb.SelfExcludeRequest(player_id="bob", period=pb.EXCLUSION_PERIOD_DAY),
+        metadata=_md(wallet, player("bob")), timeout=10)
+    request = pb.SettleHandRequest(
+        table_id="t1", hand_id="h1",
+        seats=[pb.SettlementSeat(seat=1, player_id="alice", amount_in=100, amount_won=200),
+               pb.SettlementSeat(seat=2, player_id="bob", amount_in=100, amount_won=0)],
+        ended_on_street=pb.SettleHandRequest.STREET_FIFTH)
+    first = await client.settle(request)
+    again = await client.settle(request)
+    assert (list(first.excluded_seats), again.replayed, list(again.excluded_seats)) == (
+        [2], True, [2])
+    assert await client.escrows("t1") == {1: 600, 2: 400}
