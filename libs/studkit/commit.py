@@ -1,43 +1,107 @@
-"""The one write path of an event stream (DESIGN §5b, STYLE §11 "decide once"): decide on the
-current state, the envelopes sealed once, one fenced, conditional, idempotent append, and
-the state that deciding produced adopted as it is (never folded again). The retry on a lost
-race is :func:`studkit.uow.unit_of_work`'s, the one retry loop every writer shares.
+"""The one write path every writer shares (DESIGN §5b, STYLE §9 and §11 "decide once").
 
-A writer gives three things: the state it holds and its version (``current``), how to fold
-what another writer appended meanwhile (``catch_up``), and ``propose(state, version)``, which
-returns the sealed envelopes and the state after them, or raises a refusal (nothing is
-written).
+A :class:`Writer` holds what it decides on, knows how to catch up with what other writers
+wrote (:meth:`Writer.catch_up`) and proposes a command: decides it on what it holds and
+saves the outcome, raising one of its ``conflicts`` when another writer saved first.
+:func:`write` is the retry on a lost race, written once: propose; on a conflict, catch up
+and propose again, at most ``attempts`` times. The wallet's ledger and the dealer's streets
+are writers of this shape.
+
+An event stream's writer is a :class:`StreamWriter`: its state and version, a pure
+:meth:`StreamWriter.decide` that returns the events a command causes and the state after
+them, and one fenced, conditional, idempotent append of the envelopes sealed once; the
+state that deciding produced is adopted as it is (never folded again). :func:`commit` writes
+one command with it and returns what was decided (:class:`Committed`).
+
+>>> import asyncio
+>>> class Counter(Writer[int, int]):
+...     conflicts = (LookupError,)
+...     def __init__(self) -> None:
+...         self.held, self.stored, self.races = 0, 0, 1
+...     async def catch_up(self) -> None:
+...         self.held = self.stored
+...     async def propose(self, step: int) -> int:
+...         if self.races:  # another writer saved first, once
+...             self.races, self.stored = 0, self.stored + 10
+...         if self.held != self.stored:
+...             raise LookupError("moved")
+...         self.stored = self.held = self.held + step
+...         return self.stored
+>>> asyncio.run(write(Counter(), 1))
+11
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from stud.v1.envelope_pb2 import EventEnvelope
+from studkit.errors import Conflict
 from studkit.store import AppendResult, EventStore, NotOwner, StreamConflict
-from studkit.uow import unit_of_work
 
 S = TypeVar("S")
+C = TypeVar("C")
+R = TypeVar("R")
+
+
+class Writer(ABC, Generic[C, R]):
+    """One writer: it proposes a command (decides on what it holds, then saves), and
+    catches up after another writer saved first (one of :attr:`conflicts` raised)."""
+
+    conflicts: tuple[type[BaseException], ...] = ()
+    """What ``propose`` raises when another writer saved first (the race is lost)."""
+
+    @abstractmethod
+    async def catch_up(self) -> None:
+        """Read what other writers saved since what this one holds."""
+
+    @abstractmethod
+    async def propose(self, command: C) -> R:
+        """Decide ``command`` on what this writer holds and save it; raises a refusal
+        (nothing saved) or one of :attr:`conflicts` (nothing saved: catch up and again)."""
+
+
+async def write(writer: Writer[C, R], command: C, *, attempts: int = 5,
+                conflicts: tuple[type[BaseException], ...] | None = None,
+                on_conflict: Callable[[int, BaseException], None] | None = None) -> R:
+    """``writer.propose(command)``, caught up and proposed again while another writer saves
+    first (one of ``conflicts``, by default the writer's), at most ``attempts`` times; then
+    :class:`~studkit.errors.Conflict` (``ABORTED``: the caller may retry the request). A
+    refusal ends it at once, nothing saved."""
+    lost = writer.conflicts if conflicts is None else conflicts
+    for attempt in range(1, attempts + 1):
+        if attempt > 1:
+            await writer.catch_up()
+        try:
+            return await writer.propose(command)
+        except lost as exc:
+            if on_conflict is not None:
+                on_conflict(attempt, exc)
+    raise Conflict(f"concurrent writers kept winning; gave up after {attempts} attempts")
 
 
 @dataclass(frozen=True, slots=True)
 class Proposal(Generic[S]):
-    """What a command would write, and the state after it."""
+    """What a command would write: its events, their envelopes and the state after them."""
 
+    events: tuple[object, ...]
     envelopes: list[EventEnvelope]
     state: S
 
 
 @dataclass(frozen=True, slots=True)
 class Committed(Generic[S]):
-    """An append's outcome: the envelopes written and the state after them (``state`` is
-    None for a retry of a command already recorded: nothing was written)."""
+    """An append's outcome: the events decided, the envelopes written and the state after
+    them (``state`` is None and ``events`` empty for a retry of a command already recorded:
+    nothing was written)."""
 
     result: AppendResult
     envelopes: list[EventEnvelope]
     state: S | None
+    events: tuple[object, ...] = ()
 
 
 def seal(envelopes: Sequence[EventEnvelope], stream_id: str, command_id: str,
@@ -50,50 +114,70 @@ def seal(envelopes: Sequence[EventEnvelope], stream_id: str, command_id: str,
         envelope.sequence = version + offset
 
 
-async def commit(store: EventStore, stream_id: str, *,
-                 current: Callable[[], tuple[S, int]],
-                 catch_up: Callable[[], Awaitable[None]],
-                 propose: Callable[[S, int], Proposal[S]],
-                 command_id: str, fingerprint: str = "", epoch: int | None = None,
-                 fence: Callable[[], Awaitable[int | None]] | None = None,
-                 attempts: int = 5, record_empty: bool = True) -> Committed[S]:
-    """Decide and append one command (see the module's doc). Raises the refusal ``propose``
-    raised, :class:`~studkit.store.NotOwner` (fenced), :class:`~studkit.store.CommandIdReused`,
-    or :class:`~studkit.errors.Conflict` after ``attempts`` lost races. A command that
-    causes no event is still recorded (its retry is a duplicate) unless ``record_empty`` is
-    false (a writer's own command that found nothing to do).
+@dataclass(frozen=True, slots=True)
+class Append:
+    """One command to append: the command, its id and fingerprint (idempotency), and how
+    the append is fenced (``epoch``: the writer's own lease; ``fence_with_owner``: the
+    stream's current owner's epoch, read at each attempt, for a caller's command served by
+    any replica: a takeover between that read and the append is a lost race). A command
+    that causes no event is recorded (its retry is a duplicate) unless ``record_empty`` is
+    false (a writer's own command that found nothing to do)."""
 
-    ``epoch`` fences the append with the writer's own lease. ``fence`` instead reads the
-    epoch to append with at each attempt (a caller's command served by any replica, fenced
-    with the stream's current owner's): a takeover between that read and the append is a
-    lost race like another writer's append, decided again."""
-    behind = False
-    conflicts: tuple[type[BaseException], ...] = (
-        (StreamConflict,) if fence is None else (StreamConflict, NotOwner))
+    command: object
+    command_id: str
+    fingerprint: str = ""
+    epoch: int | None = None
+    fence_with_owner: bool = False
+    record_empty: bool = True
 
-    async def load() -> tuple[S, int]:
-        if behind:
-            await catch_up()
-        return current()
 
-    def decide(loaded: tuple[S, int]) -> Proposal[S]:
-        proposal = propose(*loaded)
-        seal(proposal.envelopes, stream_id, command_id, loaded[1])
-        return proposal
+class StreamWriter(Writer[Append, "Committed[S]"], Generic[S]):
+    """The writer of one fenced event stream: the state it holds and its version."""
 
-    async def save(loaded: tuple[S, int], proposal: Proposal[S]) -> Committed[S]:
-        if not proposal.envelopes and not record_empty:
-            return Committed(AppendResult(loaded[1], ()), [], proposal.state)
-        fenced = epoch if fence is None else await fence()
-        result = await store.append(stream_id, proposal.envelopes, loaded[1], command_id,
-                                    fingerprint, epoch=fenced)
+    conflicts = (StreamConflict,)
+
+    def __init__(self, store: EventStore, stream_id: str) -> None:
+        self.store = store
+        self.stream_id = stream_id
+
+    @property
+    @abstractmethod
+    def state(self) -> S:
+        """What this writer holds (folded from the stream up to :attr:`version`)."""
+
+    @property
+    @abstractmethod
+    def version(self) -> int:
+        """The stream's version :attr:`state` is folded to."""
+
+    @abstractmethod
+    def decide(self, command: object) -> Proposal[S]:
+        """The events ``command`` causes on :attr:`state`, unsealed, and the state after
+        them; raises a refusal (nothing is written)."""
+
+    async def propose(self, command: Append) -> Committed[S]:
+        """Decide on the state held, seal once, append at the version held."""
+        version = self.version
+        proposal = self.decide(command.command)
+        seal(proposal.envelopes, self.stream_id, command.command_id, version)
+        if not proposal.envelopes and not command.record_empty:
+            return Committed(AppendResult(version, ()), [], proposal.state, ())
+        epoch = (await self.store.owner_epoch(self.stream_id) if command.fence_with_owner
+                 else command.epoch)
+        result = await self.store.append(self.stream_id, proposal.envelopes, version,
+                                         command.command_id, command.fingerprint,
+                                         epoch=epoch)
         if result.duplicate:
-            return Committed(result, [], None)
-        return Committed(result, proposal.envelopes, proposal.state)
+            return Committed(result, [], None, ())
+        return Committed(result, proposal.envelopes, proposal.state, proposal.events)
 
-    def lost(_attempt: int, _exc: BaseException) -> None:
-        nonlocal behind
-        behind = True
 
-    return await unit_of_work(load, decide, save, conflicts=conflicts,
-                              attempts=attempts, on_conflict=lost)
+async def commit(writer: StreamWriter[S], command: Append, *, attempts: int = 5
+                 ) -> Committed[S]:
+    """Decide and append one command with ``writer`` (see the module's doc). Raises the
+    refusal deciding raised, :class:`~studkit.store.NotOwner` (fenced),
+    :class:`~studkit.store.CommandIdReused`, or :class:`~studkit.errors.Conflict` after
+    ``attempts`` lost races (a takeover is one, when fenced with the owner's epoch)."""
+    return await write(writer, command, attempts=attempts,
+                       conflicts=(StreamConflict, NotOwner) if command.fence_with_owner
+                       else (StreamConflict,))

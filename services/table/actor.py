@@ -21,12 +21,13 @@ from rules import Event
 from rules.errors import RuleViolation
 from rules.events import HandEnded, HandStarted
 from stud.v1.envelope_pb2 import EventEnvelope
-from studkit.commit import Committed, Proposal, commit
+from studkit.commit import Append, Committed, Proposal, StreamWriter, commit
 from studkit.errors import FailedPrecondition
 from studkit.mapping import envelope_at, event_from_envelope, is_room_event, timestamp_of
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
 from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
+from table import metrics
 from table.clock import as_logged, next_turn, turn_from_proto, turn_to_proto
 from table.codec import room_envelope_at, room_event_from_envelope
 from table.inbox import Watcher
@@ -68,10 +69,19 @@ def _seconds(envelope: EventEnvelope) -> float:
     return float(envelope.occurred_at.ToMicroseconds()) / 1e6
 
 
-class TableActor:
-    """One table's room, its one write path and its watchers."""
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A room command to commit, and the table version its caller decided on (None: any)."""
+
+    command: RoomCommand
+    expected: int | None = None
+
+
+class TableActor(StreamWriter[Room]):
+    """One table's room, its one write path (the writer of its stream) and its watchers."""
 
     def __init__(self, table_id: str, deps: ActorDeps, epoch: int | None = None) -> None:
+        super().__init__(deps.store, table_id)
         self.table_id = table_id
         self.deps = deps
         self.epoch = epoch
@@ -146,23 +156,27 @@ class TableActor:
 
     # --- the one write path --------------------------------------------------------------
 
-    def _propose(self, command: RoomCommand, expected: int | None
-                 ) -> Callable[[Room, int], Proposal[Room]]:
-        def propose(room: Room, version: int) -> Proposal[Room]:
-            if expected is not None and not room.visible <= expected <= version:
-                raise Stale(f"the table is at sequence {room.visible}, not {expected}")
-            now = as_logged(self.deps.clock())
-            decision = decide(room, command, now)
-            events = decision.events
-            after = apply(room, events, at=now, first_sequence=version + 1,
-                          table=decision.table)
-            envelopes = self._envelopes(room, events, now)
-            turn = next_turn(room, after, events, now)
-            if turn is not None and envelopes:
-                after = updated(after, {"turn": turn})
-                envelopes[-1].turn_clock.CopyFrom(turn_to_proto(turn))
-            return Proposal(envelopes, after)
-        return propose
+    @property
+    def state(self) -> Room:
+        return self.room
+
+    def decide(self, command: object) -> Proposal[Room]:
+        """The events ``command`` (an :class:`Asked`) causes on the room held, their
+        envelopes (unsealed) and the room after them (the turn's clock on the last)."""
+        assert isinstance(command, Asked)
+        room, version, expected = self.room, self.version, command.expected
+        if expected is not None and not room.visible <= expected <= version:
+            raise Stale(f"the table is at sequence {room.visible}, not {expected}")
+        now = as_logged(self.deps.clock())
+        decision = decide(room, command.command, now)
+        events = decision.events
+        after = apply(room, events, at=now, first_sequence=version + 1, table=decision.table)
+        envelopes = self._envelopes(room, events, now)
+        turn = next_turn(room, after, events, now)
+        if turn is not None and envelopes:
+            after = updated(after, {"turn": turn})
+            envelopes[-1].turn_clock.CopyFrom(turn_to_proto(turn))
+        return Proposal(events, envelopes, after)
 
     def _envelopes(self, room: Room, events: Sequence[AnyEvent], now: float
                    ) -> list[EventEnvelope]:
@@ -192,14 +206,13 @@ class TableActor:
         applied command gets the recorded outcome and its envelopes."""
         async with self.lock:
             try:
-                done = await commit(
-                    self.deps.store, self.table_id, current=lambda: (self.room, self.version),
-                    catch_up=self.catch_up, propose=self._propose(command, expected),
-                    command_id=command_id, fingerprint=fp, epoch=self.epoch,
-                    record_empty=record_empty)
+                done = await commit(self, Append(
+                    Asked(command, expected), command_id, fp, epoch=self.epoch,
+                    record_empty=record_empty))
             except NotOwner as exc:
                 log.warning("stale_append_refused", table_id=self.table_id, epoch=self.epoch,
                             current=exc.current)
+                metrics.STALE_APPENDS.inc()
                 self.fenced = True
                 self.wake.set()
                 raise

@@ -23,7 +23,7 @@ import hashlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, cast
 
@@ -34,7 +34,7 @@ from stud.v1 import tournament_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
-from studkit.commit import Proposal, commit
+from studkit.commit import Append, Proposal, StreamWriter, commit
 from studkit.errors import AlreadyExists, Conflict, NotFound
 from studkit.fingerprint import of_command
 from studkit.store import (
@@ -64,6 +64,46 @@ def tournament_store(client: object) -> EventStore:
     """The event store over the tournament service's own keys."""
     return EventStore(client, key=keys.tournament_key,  # type: ignore[arg-type]
                       index=keys.tournament_index())
+
+
+class TournamentWriter(StreamWriter[Tournament]):
+    """One tournament's stream as one command is written to it: the tournament it decides
+    on (its own: the app's cache may let it go), caught up from the stream after a lost
+    race, and the time its last decision was taken at."""
+
+    def __init__(self, store: EventStore, tournament_id: str,
+                 load: Callable[[str], Awaitable[Tournament]], clock: Clock,
+                 seed: Callable[[], int],
+                 envelope: Callable[[ev.Event, float], EventEnvelope], *,
+                 creating: bool) -> None:
+        super().__init__(store, tournament_id)
+        self.held = Tournament()
+        self.decided_at = 0.0
+        self._load, self._clock, self._seed = load, clock, seed
+        self._to_envelope = envelope
+        self._creating = creating
+
+    @property
+    def state(self) -> Tournament:
+        return self.held
+
+    @property
+    def version(self) -> int:
+        return self.held.version
+
+    async def catch_up(self) -> None:
+        try:
+            self.held = await self._load(self.stream_id)
+        except NotFound:
+            if not self._creating:  # only its creation writes a tournament's first event
+                raise
+
+    def decide(self, command: object) -> Proposal[Tournament]:
+        now = self._clock()
+        events = tuple(decide(self.held, cast(c.Command, command), now, self._seed()))
+        self.decided_at = now
+        return Proposal(events, [self._to_envelope(e, now) for e in events],
+                        apply(self.held, events))
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,37 +240,15 @@ class TournamentApp:
             raise self._reused(chosen) from exc
         if recorded is not None:
             return await self._replay(tournament_id, recorded)
-        decided: list[tuple[tuple[ev.Event, ...], float]] = []
-        latest = Tournament()
-        """The state this command is decided on (its own: the cache may let it go)."""
-
-        async def catch_up() -> None:
-            nonlocal latest
-            try:
-                latest = await self.load(tournament_id)
-            except NotFound:
-                if not isinstance(cmd, c.Create):
-                    raise
-
-        def current() -> tuple[Tournament, int]:
-            return latest, latest.version
-
-        def propose(t: Tournament, _version: int) -> Proposal[Tournament]:
-            now = self._clock()
-            events = tuple(decide(t, cmd, now, self._seed()))
-            decided.append((events, now))
-            return Proposal([self._envelope(e, now) for e in events], apply(t, events))
-
-        async def owner() -> int | None:
-            return await self._store.owner_epoch(tournament_id)
-
-        await catch_up()
+        writer = TournamentWriter(self._store, tournament_id, self.load, self._clock,
+                                  self._seed, self._envelope,
+                                  creating=isinstance(cmd, c.Create))
+        await writer.catch_up()
         try:
-            done = await commit(self._store, tournament_id, current=current,
-                                catch_up=catch_up, propose=propose, command_id=command_id,
-                                fingerprint=fingerprint, epoch=epoch,
-                                fence=owner if epoch is None else None,
-                                attempts=self._retries, record_empty=False)
+            done = await commit(writer, Append(cmd, command_id, fingerprint, epoch=epoch,
+                                               fence_with_owner=epoch is None,
+                                               record_empty=False),
+                                attempts=self._retries)
         except CommandIdReused as exc:
             # recorded meanwhile: a retry of the same command (in the old form too) answers
             try:
@@ -244,7 +262,7 @@ class TournamentApp:
             raise Conflict("the tournament kept changing; retry", reason="conflict") from None
         if done.result.duplicate:
             return await self._replay(tournament_id, done.result)
-        events, now = decided[-1]
+        events, now = cast(tuple[ev.Event, ...], done.events), writer.decided_at
         if not events:
             return Outcome(done.result.version, (), False)
         if by is not None:
