@@ -19,6 +19,7 @@ from table.alarms import Alarms
 from table.app import TableApp
 from table.clients import DealerClient, Retry, WalletClient
 from table.config import Settings
+from table.metrics import TableGauges, register
 from table.port import CHECKS_AT_ONCE, Driving, System
 
 
@@ -32,6 +33,8 @@ class TableDeps:
     verifier: TokenVerifier
     channels: tuple[grpc.aio.Channel, ...]
     metrics: Metrics = field(default_factory=Metrics)
+    gauges: TableGauges | None = None
+    _streams: asyncio.Task[None] | None = None
 
     @property
     def store(self) -> TableDeps:
@@ -45,6 +48,8 @@ class TableDeps:
     async def start(self) -> None:
         """Rebuild every table from its log and drive it."""
         await self.app.start()
+        if self.gauges is not None:  # the longest streams' lengths, every few seconds
+            self._streams = asyncio.create_task(self.gauges.keep_streams(self.redis))
 
     async def draining(self) -> None:
         """On SIGTERM, before the drain: hand every table over (leases released)."""
@@ -52,6 +57,8 @@ class TableDeps:
 
     async def close(self) -> None:
         """Stop the tables' drivers, close the channels and the Redis connections."""
+        if self._streams is not None:
+            self._streams.cancel()
         await self.app.stop()
         for channel in self.channels:
             await channel.close()
@@ -93,6 +100,8 @@ def build_deps(settings: Settings) -> TableDeps:
     app = TableApp(events, deps_for, driving)
     if settings.history_dsn:  # hands the archiver moved to PostgreSQL stay readable
         app.history = HandArchive(settings.history_dsn)
+    gauges = register(metrics, lambda: app.actors)  # docs/operations.md "Metrics"
     return TableDeps(app=app, redis=client, events=events,
                      verifier=TokenVerifier(settings.auth_keys, audience="table"),
-                     channels=(dealer_channel, wallet_channel), metrics=metrics)
+                     channels=(dealer_channel, wallet_channel), metrics=metrics,
+                     gauges=gauges)

@@ -23,6 +23,8 @@ from rules import ActionKind, Command, Phase
 from rules.commands import Check, Fold, RevealHands, Showdown, StartHand, TimeOut, VoidHand
 from rules.errors import RuleViolation
 from studkit.store import NotOwner
+from studkit.telemetry import linked
+from table import metrics
 from table.clients import Refused, Unreachable, key
 from table.clock import deadline
 from table.money import Money
@@ -33,6 +35,9 @@ from table.tournament import may_deal
 
 log = structlog.get_logger("table")
 
+DEALER_STEPS = {Phase.DEALING: "table.deal", Phase.REVEAL: "table.reveal",
+                Phase.SHOWDOWN: "table.showdown"}
+"""The phases that wait on the dealer, and the name of the driver's span for each."""
 PENDING_SAGA_S = 5.0
 """How soon a table with a saga still pending looks at it again (else an idle table waits
 for a change only)."""
@@ -133,7 +138,9 @@ class Driver:
             return await self._drive_hand()
         hand = table.hand
         if hand is not None and hand.is_over and room.settled < hand.hand_number:
-            await self.money.settle()
+            with linked(self.actor.table_id, "table.settle", hand_number=hand.hand_number):
+                await self.money.settle()
+            metrics.HANDS_ENDED.inc()
             return None
         if await self.money.check_once():
             return None
@@ -169,16 +176,18 @@ class Driver:
         if wait > 0:
             return wait
         version = room.version
-        try:
-            commitment, cards = await self.system.dealer.start_hand(
-                self.actor.table_id, n, None, self.status.waiting)
-        except Refused as exc:
-            log.error("dealer_refused_start", hand_number=n, reason=exc.reason)
-            return 2.0
-        self.status.resumed()
-        if self.actor.version == version:
-            await self.actor.own(Play(StartHand(hand_number=n, deck_commitment=commitment,
-                                                   card_commitment=cards)), f"h{n}:start")
+        with linked(self.actor.table_id, "table.start_hand", hand_number=n):
+            try:
+                commitment, cards = await self.system.dealer.start_hand(
+                    self.actor.table_id, n, None, self.status.waiting)
+            except Refused as exc:
+                log.error("dealer_refused_start", hand_number=n, reason=exc.reason)
+                return 2.0
+            self.status.resumed()
+            if self.actor.version == version:
+                await self.actor.own(Play(StartHand(
+                    hand_number=n, deck_commitment=commitment, card_commitment=cards)),
+                    f"h{n}:start")
         return None
 
     async def _drive_hand(self) -> float | None:
@@ -186,38 +195,19 @@ class Driver:
         hand = room.table.hand
         assert hand is not None
         n, version = hand.hand_number, room.version
-        dealer, waiting = self.system.dealer, self.status.waiting
+        waiting = self.status.waiting
         try:
-            if hand.phase == Phase.DEALING:
-                plan = rules.pending_deal(room.table)
-                if plan is None:
-                    return 1.0
-                # The outage clock starts here, at the first call the hand waits on (a
-                # wake-up in a betting round starts none: it waits on nobody).
-                give_up = self.status.give_up_after(room.settings.outage_limit_s, n)
-                deal = await dealer.deal(actor.table_id, n, plan, give_up, waiting)
-                self.status.resumed()
-                if actor.version == version:
-                    await actor.own(Play(deal), f"h{n}:deal:{int(plan.street)}")
-                return None
-            if hand.phase in (Phase.REVEAL, Phase.SHOWDOWN):
-                give_up = self.status.give_up_after(room.settings.outage_limit_s, n)
-                hands = await dealer.reveal(actor.table_id, n, (), give_up, waiting)
-                self.status.resumed()
-                if actor.version != version:
-                    return None
-                if hand.phase == Phase.REVEAL:
-                    await actor.own(Play(RevealHands(hands=hands)), f"h{n}:reveal")
-                else:
-                    in_hand = {p.seat for p in hand.in_hand}
-                    await actor.own(Play(Showdown(
-                        hands=hands, muck_requests=frozenset(room.muck & in_hand))),
-                        f"h{n}:showdown")
-                return None
+            step = DEALER_STEPS.get(hand.phase)
+            if step is not None:
+                # A step for the events just appended: its trace links to their append.
+                with linked(actor.table_id, step, hand_number=n):
+                    return await self._deal_or_reveal()
         except Unreachable as exc:
-            log.error("hand_voided", hand_number=n, reason=f"{exc.service} unreachable")
-            await actor.own(Play(VoidHand(reason=f"{exc.service} unreachable")),
-                               f"h{n}:void")
+            with linked(actor.table_id, "table.void", hand_number=n):
+                log.error("hand_voided", hand_number=n, reason=f"{exc.service} unreachable")
+                await actor.own(Play(VoidHand(reason=f"{exc.service} unreachable")),
+                                f"h{n}:void")
+            metrics.HANDS_VOIDED.inc()
             self.status.resumed()
             return None
         except Refused as exc:
@@ -235,7 +225,44 @@ class Driver:
             if fresh is not None:  # a log older than clocks: a full turn from now
                 actor.hold_turn(fresh)
             if due is not None and now >= due:
-                await actor.own(Play(TimeOut(seat=seat)), f"h{n}:timeout:{version}")
+                with linked(actor.table_id, "table.timeout", hand_number=n, seat=seat):
+                    timed_out = await actor.own(Play(TimeOut(seat=seat)),
+                                                f"h{n}:timeout:{version}")
+                if timed_out:
+                    metrics.TURN_TIMEOUTS.inc()
                 return None
             return None if due is None else due - now
         return 1.0
+
+    async def _deal_or_reveal(self) -> float | None:
+        """Deal the cards due, or turn the hands up (a reveal, a showdown)."""
+        actor, room = self.actor, self.actor.room
+        hand = room.table.hand
+        assert hand is not None
+        n, version = hand.hand_number, room.version
+        dealer, waiting = self.system.dealer, self.status.waiting
+        if hand.phase == Phase.DEALING:
+            plan = rules.pending_deal(room.table)
+            if plan is None:
+                return 1.0
+            # The outage clock starts here, at the first call the hand waits on (a
+            # wake-up in a betting round starts none: it waits on nobody).
+            give_up = self.status.give_up_after(room.settings.outage_limit_s, n)
+            deal = await dealer.deal(actor.table_id, n, plan, give_up, waiting)
+            self.status.resumed()
+            if actor.version == version:
+                await actor.own(Play(deal), f"h{n}:deal:{int(plan.street)}")
+            return None
+        give_up = self.status.give_up_after(room.settings.outage_limit_s, n)
+        hands = await dealer.reveal(actor.table_id, n, (), give_up, waiting)
+        self.status.resumed()
+        if actor.version != version:
+            return None
+        if hand.phase == Phase.REVEAL:
+            await actor.own(Play(RevealHands(hands=hands)), f"h{n}:reveal")
+        else:
+            in_hand = {p.seat for p in hand.in_hand}
+            await actor.own(Play(Showdown(
+                hands=hands, muck_requests=frozenset(room.muck & in_hand))),
+                f"h{n}:showdown")
+        return None

@@ -17,6 +17,7 @@ from studkit import keys
 from studkit.errors import NotFound, Unavailable
 from studkit.ownership import Lease, Ownership, Replica, Spread, rendezvous
 from studkit.store import EventStore, NotOwner
+from table import metrics
 from table.actor import ActorDeps, TableActor
 from table.driver import Driver, cancel_until_done
 from table.migrate import migrate_side_keys
@@ -207,6 +208,8 @@ class Tables:
             with contextlib.suppress(Exception):
                 await self.ownership.release(table_id, epoch)
             raise
+        if epoch > 1:  # the table had an owner before: a takeover (docs/operations.md)
+            metrics.LEASE_TAKEOVERS.inc()
         log.info("table_taken", table_id=table_id, epoch=epoch,
                  load_ms=round((time.monotonic() - started) * 1000, 1))
         return driver
