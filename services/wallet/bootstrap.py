@@ -3,6 +3,7 @@ registry (gRPC and domain counters)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import structlog
@@ -12,6 +13,7 @@ from studkit.metrics import Metrics
 from wallet.app import WalletApp
 from wallet.config import Settings
 from wallet.history import store_for
+from wallet.metrics import LedgerGauge
 from wallet.protection_app import ProtectionApp
 from wallet.protection_store import ProtectionStore
 from wallet.store import WalletStore
@@ -27,6 +29,13 @@ class WalletDeps:
     protection: ProtectionApp
     """Player protection's use cases (issue 34)."""
     metrics: Metrics = field(default_factory=Metrics)
+    ledger: LedgerGauge | None = None
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def start(self) -> None:
+        """Keep the ledger's balance gauge (docs/operations.md "Metrics")."""
+        if self.ledger is not None:
+            self.background.append(asyncio.create_task(self.ledger.keep(self.store.client)))
 
     async def prepare(self) -> None:
         """Before serving: adopt the wallet keys of the layout before the hash tag."""
@@ -36,6 +45,8 @@ class WalletDeps:
 
     async def close(self) -> None:
         """Release the Redis connections."""
+        for task in self.background:
+            task.cancel()
         await self.store.close()
 
 
@@ -52,4 +63,5 @@ def build_deps(settings: Settings) -> WalletDeps:
                                  retries=settings.conflict_retries),
         verifier=TokenVerifier(settings.auth_keys, audience="wallet"),
         metrics=metrics,
+        ledger=LedgerGauge(metrics),
     )
