@@ -32,6 +32,7 @@ from table.room import (
     ConfirmBuyIn,
     DropTopUp,
     EndBuyIn,
+    Leave,
     PayCashOut,
     Reconciled,
     Record,
@@ -252,11 +253,18 @@ class Money:
         if rake is not None:
             request.rake_policy.percent_bps = rake.percent_bps
             request.rake_policy.cap = rake.cap
-        await self._wallet.settle(request, on_wait=self.status.waiting)
+        settled = await self._wallet.settle(request, on_wait=self.status.waiting)
         self.status.resumed()
         await self.actor.own(Settle(settlement.hand_number, settlement.rake),
                                 f"h{settlement.hand_number}:settled")
         log.info("hand_settled", hand_number=settlement.hand_number, rake=settlement.rake)
+        # Issue 34: a player the wallet says is excluded is stood up after this hand, their
+        # escrow cashed out (the driver carries the cash-out on like any leave).
+        players = {s.seat: s.player_id for s in settlement.seats}
+        for seat in settled.excluded_seats:
+            if seat in players:
+                wallet_key = key(table_id, "excluded", seat, settlement.hand_number)
+                await self.actor.own(Leave(seat, players[seat], wallet_key), wallet_key)
         if await self.check():
             await self.actor.maybe_snapshot()
 
