@@ -17,7 +17,7 @@ from studkit.auth import ServiceTokenSource, TokenVerifier
 from studkit.metrics import Metrics
 from studkit.ownership import Ownership, Replica
 from studkit.redis_client import Client, connect
-from tournament import driver
+from tournament import driver, metrics
 from tournament.app import TournamentApp, tournament_store
 from tournament.clients import WalletClient
 from tournament.config import Settings
@@ -43,6 +43,7 @@ class TournamentDeps:
 
     def __post_init__(self) -> None:
         self.writer = Fenced(self.app, self.leases, self.metrics)
+        metrics.register(self.metrics, lambda: self.leases.held)  # docs/operations.md
 
     @property
     def store(self) -> TournamentDeps:

@@ -27,8 +27,10 @@ import structlog
 
 from studkit.errors import ServiceError
 from studkit.store import NotOwner
+from studkit.telemetry import linked
 from tournament import commands as c
 from tournament import events as ev
+from tournament import metrics
 from tournament.app import Outcome, TournamentApp, Writer
 from tournament.clients import Refused, Unavailable, WalletPort
 from tournament.leases import Leases
@@ -230,6 +232,11 @@ class Rounds:
         return stepped
 
     async def _step(self, tournament_id: str) -> None:
+        # A step for what was appended: its trace links to that append (studkit.telemetry).
+        with linked(tournament_id, "tournament.step"):
+            await self._step_once(tournament_id)
+
+    async def _step_once(self, tournament_id: str) -> None:
         # The money steps and the table steps each on their own: a table that refuses (or a
         # step of theirs the log refuses) never holds a payment back, nor the reverse.
         if not await _guarded(tournament_id, step(self.write, self.wallet, tournament_id)):
@@ -243,6 +250,7 @@ class Rounds:
             self._at(tournament_id, self.app.now())  # try again next round
             return
         self._versions[tournament_id] = t.version
+        metrics.GAUGES.seen(t, over(t))
         if over(t):
             self.finished.add(tournament_id)
             self.open.discard(tournament_id)

@@ -21,6 +21,7 @@ from studkit.keys import check_id
 from studkit.limits import StreamLimiter
 from tournament import commands as c
 from tournament import events as ev
+from tournament import metrics
 from tournament.app import Outcome, TournamentApp
 from tournament.bootstrap import TournamentDeps
 from tournament.clients import Refused, Unavailable
@@ -158,7 +159,9 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
 
     async def Register(self, request: pb.RegisterRequest,
                        context: grpc.aio.ServicerContext) -> pb.TournamentReply:
-        return await self._player(request, c.Register)
+        reply = await self._player(request, c.Register)
+        metrics.REGISTRATIONS.inc()
+        return reply
 
     async def Unregister(self, request: pb.UnregisterRequest,
                          context: grpc.aio.ServicerContext) -> pb.TournamentReply:
