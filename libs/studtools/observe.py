@@ -49,6 +49,13 @@ def binary(name: str) -> Path | None:
     return Path(found) if found else None
 
 
+def ui_assets(prometheus: Path) -> list[str]:
+    """Debian's build serves its (classic) web pages from the package's
+    ``usr/share/prometheus/web``: the unpacked copy's, beside the binary."""
+    web = prometheus.parent.parent / "share" / "prometheus" / "web"
+    return [f"--web.local-assets={web}/"] if web.is_dir() else []
+
+
 def config(targets_file: Path, rules: Path = RULES, interval: str = "5s") -> dict[str, object]:
     """The local Prometheus's configuration: the services ``make run`` lists in
     ``targets_file`` (their ``job`` is ``stud-<service>``, as the alerts expect) and
@@ -100,7 +107,7 @@ def start(run_dir: Path, port: int, targets_file: Path | None = None,
         [str(prometheus), f"--config.file={home / 'prometheus.yml'}",
          f"--storage.tsdb.path={home / 'data'}", f"--web.listen-address={LOOPBACK}:{port}",
          "--storage.tsdb.retention.time=2d", "--enable-feature=exemplar-storage",
-         "--web.enable-lifecycle"],
+         "--web.enable-lifecycle", *ui_assets(prometheus)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -145,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as exc:
         print(f"make observe: {exc}", file=sys.stderr)
         return 1
-    print(f"prometheus {url} (targets: {url}/targets, alerts: {url}/alerts, rules: "
-          f"{RULES.relative_to(ROOT)}; scraping the services in {targets})", flush=True)
+    print(f"prometheus {url} (targets: {url}/classic/targets, alerts: {url}/classic/alerts, "
+          f"rules: {RULES.relative_to(ROOT)}; scraping the services in {targets})", flush=True)
     print("running; Ctrl-C stops it", flush=True)
 
     def interrupted(signum: int, frame: object) -> None:

@@ -130,5 +130,8 @@ def test_make_observe_scrapes_every_service_and_evaluates_the_rules(
         assert bad == []
         down = [r for r in rules if r["name"] == "StudTargetDown" and r["alerts"]]
         assert down == []
+        # the pages make observe prints (Debian's classic UI, from the unpacked assets)
+        with urllib.request.urlopen(f"{url}/classic/alerts", timeout=5) as page:
+            assert "StudTableStopped" in page.read().decode()
     finally:
         observe.stop(process)
