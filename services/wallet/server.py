@@ -14,6 +14,7 @@ from wallet.app import WalletApp
 from wallet.bootstrap import WalletDeps
 from wallet.config import Settings
 from wallet.errors import WALLET_ERRORS
+from wallet.metrics import timed_settlement
 from wallet.protection_api import ProtectionMethods
 from wallet.protection_app import ProtectionApp
 
@@ -76,7 +77,8 @@ class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
         self, request: pb.SettleHandRequest, context: grpc.aio.ServicerContext
     ) -> pb.SettleHandResponse:
         command = mapping.settle_hand_from_proto(request)
-        applied = await self._app.settle_hand(current_principal(), command)
+        with timed_settlement():  # stud_wallet_settlement_seconds
+            applied = await self._app.settle_hand(current_principal(), command)
         reply = mapping.settle_hand_to_proto(command, applied)
         # Issue 34: the seats whose player is excluded now, for the table to stand up.
         excluded = await self._protection.excluded([r.player_id for r in command.results])
