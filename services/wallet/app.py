@@ -18,15 +18,15 @@ no counter carries an id or an amount.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Final
 
 import structlog
 
 from studkit.auth import Forbidden, Principal, Role, require_role, require_service
+from studkit.commit import Writer, write
 from studkit.errors import BadRequest, ServiceError
 from studkit.metrics import Metrics
-from studkit.uow import unit_of_work
 from wallet.ledger import (
     LedgerError,
     LedgerView,
@@ -77,6 +77,28 @@ def _may_read(principal: Principal, account: AccountId) -> None:
         _own_or(principal, account.player_id, *READERS)
     else:
         require_role(principal, *READERS)
+
+
+class LedgerWriter(Writer[Command, tuple[Transaction, Applied]]):
+    """The ledger as one transaction is written to it (studkit.commit): the view ``decide``
+    reads, read again when another transaction moved it first (:class:`BalanceChanged`)."""
+
+    conflicts = (BalanceChanged,)
+
+    def __init__(self, store: WalletStore, read: Callable[[Command], Awaitable[LedgerView]],
+                 clock_ms: Callable[[], int], command: Command) -> None:
+        self.view = LedgerView()
+        self._store, self._read, self._clock_ms, self._command = store, read, clock_ms, command
+
+    async def catch_up(self) -> None:
+        self.view = await self._read(self._command)
+
+    async def propose(self, command: Command) -> tuple[Transaction, Applied]:
+        transaction = decide(command, self.view)
+        # Player protection (issue 34): checked and counted in the same script, at the
+        # wallet's clock (data, never a timer).
+        rule = rule_for(transaction, self._clock_ms())
+        return transaction, await self._store.apply(transaction, rule)
 
 
 class WalletApp:
@@ -218,21 +240,13 @@ class WalletApp:
         key = getattr(command, "idempotency_key", "")
         if key:
             structlog.contextvars.bind_contextvars(idempotency_key=key)
-        async def load() -> LedgerView:
-            return await self._view(command)
-
-        async def save(_view: LedgerView, transaction: Transaction) -> tuple[Transaction, Applied]:
-            # Player protection (issue 34): checked and counted in the same script, at the
-            # wallet's clock (data, never a timer).
-            rule = rule_for(transaction, self._clock_ms())
-            return transaction, await self._store.apply(transaction, rule)
-
         def retried(attempt: int, _exc: BaseException) -> None:
             log.info("transaction_retried", command=type(command).__name__, attempt=attempt)
 
-        transaction, applied = await unit_of_work(
-            load, lambda view: decide(command, view), save, conflicts=(BalanceChanged,),
-            attempts=self._retries, on_conflict=retried)
+        writer = LedgerWriter(self._store, self._view, self._clock_ms, command)
+        await writer.catch_up()
+        transaction, applied = await write(writer, command, attempts=self._retries,
+                                           on_conflict=retried)
         log.info("transaction_applied", kind=transaction.kind.value,
                  transaction_id=applied.transaction_id, replayed=applied.replayed,
                  postings=len(transaction.postings))
