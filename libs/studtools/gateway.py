@@ -36,6 +36,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -188,9 +189,12 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
     off = {"envoy.filters.http.file_server": {
         "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "disabled": True}}
     for service, methods in PUBLIC_METHODS.items():
-        for method in methods:
-            path = f"/{service}/{method}"
-            streaming = f"{service}/{method}" in STREAMS
+        for streaming in (False, True):
+            chosen = [m for m in methods if (f"{service}/{m}" in STREAMS) == streaming]
+            if not chosen:
+                continue
+            # One route per service and kind: its methods by their exact paths.
+            path = {"safe_regex": {"regex": f"^/{re.escape(service)}/({'|'.join(chosen)})$"}}
             action: dict[str, Any] = {"timeout": "0s" if streaming else
                                       _duration(settings.unary_timeout_s)}
             if streaming:
@@ -201,11 +205,11 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
                     "grpc_timeout_header_max": _duration(settings.unary_timeout_s)}
             if SERVICE_OF[service] == "table":
                 routes.append({
-                    "match": {"path": path, "headers": [
+                    "match": {**path, "headers": [
                         {"name": OWNER_HEADER, "present_match": True}]},
                     "route": {**action, "cluster": "table_owner"},
                     "typed_per_filter_config": off})
-            routes.append({"match": {"path": path},
+            routes.append({"match": path,
                            "route": {**action, "cluster": SERVICE_OF[service]},
                            "typed_per_filter_config": off})
     # Any other path of the API's services: no route (404, UNIMPLEMENTED to gRPC-Web).
@@ -336,6 +340,10 @@ def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
                          "downstream_connections.v3.DownstreamConnectionsConfig",
                 "max_active_downstream_connections": 50000}}]},
     }
+    # The routes' method lists are regexes over a few hundred characters (RE2 program size
+    # ~150; Envoy refuses past 100 unless told).
+    config["layered_runtime"] = {"layers": [{"name": "static", "static_layer": {
+        "re2.max_program_size.error_level": 1000}}]}
     if settings.admin_port is not None:
         config["admin"] = {"address": {"socket_address": {
             "address": "127.0.0.1", "port_value": settings.admin_port}}}
@@ -468,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", choices=["k8s"])
     parser.parse_args(argv)
     import yaml
-    sys.stdout.write(yaml.safe_dump(envoy_config(K8S_SETTINGS), sort_keys=False, width=100))
+    plain = json.loads(json.dumps(envoy_config(K8S_SETTINGS)))  # no shared nodes: no aliases
+    sys.stdout.write(yaml.safe_dump(plain, sort_keys=False, width=100))
     return 0
 
 
