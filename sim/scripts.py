@@ -6,8 +6,9 @@ each run on the simulated Redis's keys between two awaits, so atomically.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import ResponseError
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 MAX_BALANCE = 9007199254740991
 """``apply.lua``'s MAX: no balance beyond 2^53 - 1 either way."""
+SETTLED_KEPT = 100
+"""``apply.lua``'s SETTLED_KEPT: a table's settlement records kept (its latest hands)."""
 
 
 def _b(value: object) -> bytes:
@@ -99,11 +102,24 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             return ["error", "idempotency_key_reused", scope.decode()]
         return ["ok", record["outcome"], 1]
     plan = json.loads(argv[2])
+    match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
+    settled_n = int(match.group(1)) if match else None
+    expired = b"expired:" + _b(plan["table_id"])
+    if settled_n is not None and settled_n <= int(h.get(idem, {}).get(expired, b"0")):
+        return ["error", "settlement_expired", f"{plan['table_id']} {plan['hand_id']}"]
     if "pool" in plan:
         raise ValueError("apply.lua's tournament pools are not simulated")
     for player in plan["players"]:
         if _b(player) not in h.get(accounts, {}):
             return ["error", "unknown_account", f"player:{player}"]
+    protect = json.loads(argv[4]) if len(argv) > 4 and argv[4] != b"" else None
+    usage_entry = None
+    if protect is not None:
+        refusal = _protect(r, keys_, protect)
+        if refusal is not None:
+            return refusal
+        usage = protect["usage"]
+        usage_entry = _b(f"{protect['now']}:{usage[0]}:{usage[1]}:{usage[2]}")
     held = h.get(seats, {})
     for rule in plan["seats"]:
         holder = held.get(_b(rule["seat"]))
@@ -148,7 +164,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     for account, value in after.items():
         h.setdefault(balances, {})[_b(account)] = b"%d" % value
     for i, posting in enumerate(plan["postings"]):
-        r.data.xadd(keys_[7 + i], None, {  # KEYS[7] is the (unsimulated) pool's
+        r.data.xadd(keys_[9 + i], None, {  # KEYS[7] is the (unsimulated) pool's
             b"tx_id": tx_id, b"kind": _b(plan["kind"]), b"amount": _b(posting["amount"]),
             b"balance_after": b"%d" % posting_after[i], b"table_id": _b(plan["table_id"]),
             b"hand_id": _b(plan["hand_id"]), b"tournament_id": b""})
@@ -159,12 +175,68 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             h.get(seats, {}).pop(_b(rule["seat"]), None)
     if plan["hand_id"] != "":
         h.setdefault(last_hand, {})[_b(plan["table_id"])] = _b(plan["hand_id"])
+    if usage_entry is not None and protect is not None:
+        kept = r.data.lists.setdefault(keys_[8], [])
+        kept.insert(0, usage_entry)
+        old = int(protect["now"]) - int(protect["kept_ms"])
+        while kept and int(kept[-1].split(b":")[0]) <= old:
+            kept.pop()
     report = {a: str(after.get(a, balance(a))) for a in plan["report"]}
     outcome = json.dumps({"tx_id": tx_id.decode(), "balances": report or None,
                           "amount": plan["amount"]})
     h.setdefault(idem, {})[scope] = _b(json.dumps({"fingerprint": fingerprint,
                                                    "outcome": outcome}))
+    if settled_n is not None and settled_n > SETTLED_KEPT:
+        old = settled_n - SETTLED_KEPT
+        through = int(h[idem].get(expired, b"0"))
+        if old > through:
+            for n in range(max(through + 1, old - 63), old + 1):
+                h[idem].pop(_b(f"settle:{plan['table_id']}:h{n}"), None)
+            h[idem][expired] = b"%d" % old
     return ["ok", outcome, 0]
+
+
+_WINDOWS: Final = (("day", 86_400_000), ("week", 604_800_000), ("month", 2_592_000_000))
+
+
+def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[Any] | None:
+    """``apply.lua``'s player protection: an active exclusion, then the limit with the least
+    left among those the move would pass; None when it may go."""
+    now = int(protect["now"])
+    raw = r.data.hashes.get(keys_[7], {}).get(_b(protect["player"]))
+    if raw is None:
+        return None
+    state = json.loads(raw)
+    exclusion = state.get("exclusion")
+    if protect["blocked"] and exclusion:
+        lift, until = int(exclusion["lift_ms"]), int(exclusion["until_ms"])
+        if not (lift > 0 and now >= lift) and (until == 0 or now < until):
+            return ["error", exclusion["reason"], exclusion["until_ms"]]
+    worst: tuple[str, str, int, int, int] | None = None
+    usage = [[int(p) for p in text.split(b":")] for text in r.data.lists.get(keys_[8], [])]
+    for kind in protect["checks"]:
+        field_ = {"deposit": 1, "wager": 2, "loss": 3}[kind]
+        for window, span in _WINDOWS:
+            limit = state["limits"].get(f"{kind}:{window}")
+            if limit is None:
+                continue
+            amount: int | None = int(limit["amount"])
+            if limit["pending"] != "" and now >= int(limit["effective_ms"]):
+                amount = int(limit["pending"]) or None
+            if amount is None:
+                continue
+            inside = [u for u in usage if now - span < u[0] <= now]
+            total = max(0, sum(u[field_] for u in inside))
+            counted = [u[0] for u in inside if u[field_] > 0]
+            remaining = max(0, amount - total)
+            if total + int(protect["usage"][field_ - 1]) > amount and (
+                    worst is None or remaining < worst[2]):
+                worst = (kind, window, remaining, amount,
+                         min(counted) + span if counted else now)
+    if worst is not None:
+        return ["error", f"{worst[0]}_limit",
+                f"{worst[1]}:{worst[3]}:{worst[2]}:{worst[4]}"]
+    return None
 
 
 def _create_hand(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:

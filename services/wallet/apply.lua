@@ -35,6 +35,17 @@ end
 
 local plan = cjson.decode(ARGV[3])
 
+-- A table's settlement records are kept for its latest SETTLED_KEPT hands (issue 31: the
+-- wallet's keys stay flat); 'expired:<table>' is the hand through which they were dropped. A
+-- settlement of such a hand without its record is a retry from beyond the window: refused,
+-- never applied twice (the table settles its hands in order, each before the next starts).
+local SETTLED_KEPT = 100
+local settled_n = plan.kind == 'settlement' and tonumber(string.match(plan.hand_id, '^h(%d+)$'))
+local expired_field = 'expired:' .. plan.table_id
+if settled_n and settled_n <= tonumber(redis.call('HGET', KEYS[3], expired_field) or '0') then
+  return {'error', 'settlement_expired', plan.table_id .. ' ' .. plan.hand_id}
+end
+
 for _, player in ipairs(plan.players) do
   if redis.call('HEXISTS', KEYS[4], player) == 0 then
     return {'error', 'unknown_account', 'player:' .. player}
@@ -232,4 +243,15 @@ for _, account in ipairs(plan.report) do
 end
 local outcome = cjson.encode({tx_id = tx_id, balances = balances, amount = plan.amount})
 redis.call('HSET', KEYS[3], scope, cjson.encode({fingerprint = fingerprint, outcome = outcome}))
+if settled_n and settled_n > SETTLED_KEPT then
+  local old = settled_n - SETTLED_KEPT
+  local through = tonumber(redis.call('HGET', KEYS[3], expired_field) or '0')
+  if old > through then
+    -- Normally one record; at most 64 (records from before the window existed stay).
+    for n = math.max(through + 1, old - 63), old do
+      redis.call('HDEL', KEYS[3], 'settle:' .. plan.table_id .. ':h' .. n)
+    end
+    redis.call('HSET', KEYS[3], expired_field, string.format('%d', old))
+  end
+end
 return {'ok', outcome, 0}

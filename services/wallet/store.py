@@ -137,6 +137,13 @@ class BalanceChanged(Conflict):
     default_reason = "balance_changed"
 
 
+class SettlementExpired(FailedPrecondition):
+    """Raised for a settlement of a hand whose record left with the table's older hands
+    (``apply.lua`` keeps a table's latest 100): never applied twice."""
+
+    default_reason = "settlement_expired"
+
+
 class BalanceLimit(FailedPrecondition):
     """Raised when a balance would leave the exact integer range (±(2^53 - 1))."""
 
@@ -244,6 +251,9 @@ def _refusal(reason: str, detail: str) -> Exception:
             return BalanceChanged(f"{detail} moved while the request was decided")
         case "balance_limit":
             return BalanceLimit(f"{detail} would exceed the balance range")
+        case "settlement_expired":
+            return SettlementExpired(f"the settlement of {detail} is older than the "
+                                     "wallet keeps its records")
         case "unknown_entry":
             tournament_id, _, entry_id = detail.partition(":")
             return UnknownEntry(tournament_id, entry_id)

@@ -90,14 +90,7 @@ async def play_money(wallet: RunningWallet, hands: range) -> None:
             await c.deposit(name, 5_000, f"dep-{name}")
             await c.buy_in(name, "t1", seat, 2_000, f"buy-{name}")
     for h in hands:
-        won = 1 if h % 3 else 2
-        await c.settle(pb.SettleHandRequest(
-            table_id="t1", hand_id=f"h{h}", rake=2,
-            rake_policy=pb.RakePolicy(percent_bps=500, cap=2),
-            ended_on_street=pb.SettleHandRequest.STREET_SEVENTH,
-            seats=[pb.SettlementSeat(seat=s, player_id=p, amount_in=20,
-                                     amount_won=38 if s == won else 0)
-                   for s, p in ((1, "alice"), (2, "bob"))]))
+        await settle_hand(c, h)
 
 
 async def statements(wallet: RunningWallet) -> dict[tuple[str, int], list[Any]]:
@@ -290,3 +283,41 @@ async def test_the_archivers_round_moves_the_wallets_ledger(
         assert await statements(wallet) == before
     finally:
         await admin.aclose()
+
+
+async def test_a_tables_settlement_records_stay_a_window_and_an_old_retry_is_refused(
+        wallet: RunningWallet, redis_url: str) -> None:
+    """The wallet keeps the settlement records of each table's latest 100 hands, so its keys
+    stay flat; a retry of an older settlement is refused ``settlement_expired`` and changes
+    nothing, one inside the window answers its original outcome."""
+    await play_money(wallet, range(1, 106))
+    admin = connect(redis_url, decode_responses=True)
+    try:
+        records = [k for k in await admin.hkeys("stud:wallet:{wallet}:idempotency")
+                   if k.startswith("settle:t1:")]
+        assert len(records) == 100 and "settle:t1:h5" not in records
+        balances, n = await wallet.deps.store.balances(), await admin.xlen(LEDGER)
+        c = wallet.client
+        for hand in (1, 5):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await settle_hand(c, hand)
+            assert info.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert rpc_error_reason(info.value) == "settlement_expired"
+        assert (await wallet.deps.store.balances(), await admin.xlen(LEDGER)) == (balances, n)
+        assert (await settle_hand(c, 6)).replayed
+        assert (await wallet.deps.store.balances(), await admin.xlen(LEDGER)) == (balances, n)
+    finally:
+        await admin.aclose()
+
+
+async def settle_hand(c: Any, h: int) -> pb.SettleHandResponse:
+    """Hand ``h``'s settlement at t1 (2 to the house; seat 2 wins every third hand)."""
+    won = 1 if h % 3 else 2
+    reply: pb.SettleHandResponse = await c.settle(pb.SettleHandRequest(
+        table_id="t1", hand_id=f"h{h}", rake=2,
+        rake_policy=pb.RakePolicy(percent_bps=500, cap=2),
+        ended_on_street=pb.SettleHandRequest.STREET_SEVENTH,
+        seats=[pb.SettlementSeat(seat=s, player_id=p, amount_in=20,
+                                 amount_won=38 if s == won else 0)
+               for s, p in ((1, "alice"), (2, "bob"))]))
+    return reply
