@@ -53,6 +53,8 @@ class Data:
     streams: dict[bytes, list[tuple[bytes, dict[bytes, bytes]]]] = field(default_factory=dict)
     stream_ids: dict[bytes, list[tuple[int, int]]] = field(default_factory=dict)
     """Each stream's entry ids, parsed (ascending, as XADD keeps them): XRANGE bisects."""
+    lists: dict[bytes, list[bytes]] = field(default_factory=dict)
+    """Lists, head first (the wallet's usage lists of player protection)."""
     appends: list[tuple[str, str, int]] = field(default_factory=list)
     """Each applied table append: (stream key, the writer's epoch, entries written)."""
     drop_every: int = 0
@@ -227,6 +229,12 @@ class SimRedis:
     async def hmget(self, key: str, names: list[str]) -> Any:
         await self.io()
         return self.returned("hmget", self._hmget(key, names))
+
+    async def lrange(self, key: str, start: int, end: int) -> list[Any]:
+        await self.io()
+        values = self.data.lists.get(_b(key), [])
+        stop = len(values) if end == -1 else end + 1
+        return [self._out(v) for v in values[start:stop]]
 
     async def hexists(self, key: str, name: str) -> bool:
         await self.io()

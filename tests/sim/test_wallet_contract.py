@@ -23,15 +23,27 @@ from studkit.redis_client import connect
 from tests.sim.conftest import Recording
 from wallet.app import WalletApp
 from wallet.model import AccountId, BuyIn, CashOut, Deposit, SeatResult, SettleHand, Withdraw
+from wallet.protection import (
+    LimitIncreaseRequested,
+    LimitKind,
+    LimitSet,
+    Period,
+    SelfExcluded,
+    Window,
+    fold,
+    projection,
+)
 from wallet.store import (
     ACCOUNTS,
     BALANCES,
     IDEMPOTENCY,
     LAST_HAND,
     LEDGER,
+    PROTECTION,
     WalletStore,
     postings_key,
     seats_key,
+    usage_key,
 )
 
 OPERATOR = Principal(Role.OPERATOR, "contract")
@@ -118,7 +130,33 @@ async def settlements(app: WalletApp) -> list[object]:
                                                       idempotency_key="c2")))]
 
 
-CASES: dict[str, Case] = {"deposits": deposits, "seats": seats, "settlements": settlements}
+async def limits(app: WalletApp) -> list[object]:
+    """Player protection (issue 34): p1 with a daily deposit limit and a weekly wager limit
+    (and a raise that waits), p2 self-excluded."""
+    store = app._store
+    p1 = fold([LimitSet(at_ms=0, kind=LimitKind.DEPOSIT, window=Window.DAY, amount=800),
+               LimitSet(at_ms=0, kind=LimitKind.WAGER, window=Window.WEEK, amount=500),
+               LimitSet(at_ms=0, kind=LimitKind.LOSS, window=Window.MONTH, amount=450),
+               LimitIncreaseRequested(at_ms=0, kind=LimitKind.WAGER, window=Window.WEEK,
+                                      amount=5_000, effective_ms=86_400_000)])
+    p2 = fold([SelfExcluded(at_ms=0, period=Period.WEEK, until_ms=604_800_000)])
+    for player, state in (("p1", p1), ("p2", p2)):
+        await app.create_account(OPERATOR, player)
+        await store._redis.hset(PROTECTION, player, projection(state))
+    return [await outcome(app.deposit(OPERATOR, deposit("p1", 500, "d1"))),
+            await outcome(app.deposit(OPERATOR, deposit("p1", 500, "d2"))),  # deposit_limit
+            await outcome(app.deposit(OPERATOR, deposit("p1", 300, "d3"))),
+            await outcome(app.buy_in(TABLE, buy_in("p1", 1, 300, "b1"))),
+            await outcome(app.buy_in(TABLE, buy_in("p1", 1, 300, "b2"))),  # wager_limit
+            await outcome(app.cash_out(TABLE, CashOut(table_id="t1", seat=1, player_id="p1",
+                                                      idempotency_key="c1"))),
+            await outcome(app.buy_in(TABLE, buy_in("p1", 1, 200, "b3"))),  # loss 0: fits
+            await outcome(app.buy_in(TABLE, buy_in("p1", 1, 1, "b4"))),  # wager_limit
+            await outcome(app.deposit(OPERATOR, deposit("p2", 10, "d4")))]  # self_excluded
+
+
+CASES: dict[str, Case] = {"deposits": deposits, "seats": seats, "settlements": settlements,
+                          "limits": limits}
 ACCOUNT_KEYS = ["player:p1", "player:p2", "seat:t1:1", "seat:t1:2", "external"]
 
 
@@ -146,6 +184,8 @@ async def stored(client: Recording) -> list[object]:
                           [[parsed(part) for part in reply] for reply in client.replies]]
     for key in (BALANCES, IDEMPOTENCY, ACCOUNTS, seats_key("t1"), LAST_HAND):
         rows.append((key, hash_(await client.hgetall(key))))
+    for player in ("p1", "p2"):
+        rows.append((usage_key(player), await client.lrange(usage_key(player), 0, -1)))
     for account in ACCOUNT_KEYS:
         key = postings_key(AccountId.parse(account))
         rows.append((key, [{k: plain(v) for k, v in fields.items()}
