@@ -213,3 +213,26 @@ async def network(page: Page) -> list[Message]:
             msg.ParseFromString(body)
             out.append(Message(entry["url"], msg))
     return out
+
+
+# --- make screenshots --------------------------------------------------------------------------
+
+SHOTS_ENV = "STUD_SCREENSHOTS"
+"""A folder: the tests save their screenshots there (``make screenshots``: docs/web)."""
+
+
+async def shoot(page: Page, name: str, *, full_page: bool = False) -> None:
+    """Save a PNG of ``page`` as ``name``.png when STUD_SCREENSHOTS names a folder (each name
+    once per run: the first moment that fits)."""
+    folder = os.environ.get(SHOTS_ENV)
+    if not folder:
+        return
+    path = Path(folder) / f"{name}.png"
+    if path in _SHOT:
+        return
+    _SHOT.add(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(path), full_page=full_page)
+
+
+_SHOT: set[Path] = set()

@@ -15,7 +15,7 @@ from playwright.async_api import Page, expect
 from stud.v1 import dealer_pb2, table_pb2
 from studtest.table import Room, fast_settings, player
 
-from .conftest import Player, Players, network
+from .conftest import Player, Players, network, shoot
 
 pytestmark = pytest.mark.integration
 
@@ -134,6 +134,11 @@ async def test_two_players_play_to_showdown_by_clicking(room: Room, players: Pla
                 if hidden:
                     assert "shown" in shown_flags or "mucked" in shown_flags, (p.name, hidden)
                     seen_showdown[p.name] += 1
+                    await shoot(p.page, "showdown")
+                elif len(await own_cards_shown(p, table_id)) >= 4 and await p.pane(
+                        table_id).get_by_role("group", name="Actions").get_by_role(
+                        "button").count():
+                    await shoot(p.page, "table")
             a = await checked_hands(alice.page, table_id)
             b = await checked_hands(bob.page, table_id)
             if a["hand"] and b["hand"] and int(a["hand"]) >= HANDS and int(b["hand"]) >= HANDS:
