@@ -25,16 +25,16 @@ from dealer.players import OwnCards, PlayerCards
 from dealer.shuffle import CSPRNG, Entropy
 from dealer.store import IDENTITY, DealerStore, FairHand, Recorded, StoredHand
 from dealer.tables import PublicTables, TableView
-from rules import DealPlan, HandState, pending_deal
+from rules import DealPlan, HandState, Street, pending_deal
 from rules.views import revealable_seats
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.cardcheck import HandProof
 from studkit.cardproof import FairDeck
+from studkit.commit import Writer, write
 from studkit.deckproof import FairAudit, HandAudit, HandDeck, StreetDeal, commit
 from studkit.errors import FailedPrecondition, NotFound
 from studkit.metrics import ClosedCounter, Metrics
 from studkit.store import EventStore
-from studkit.uow import unit_of_work
 
 ARCHIVER_SERVICE = "archiver"
 """The service whose token may read a finished hand's record, as an auditor does."""
@@ -116,6 +116,29 @@ def _hand_of(view: TableView, hand_number: int) -> HandState:
             reason="not_current_hand",
         )
     return hand
+
+
+class StreetWriter(Writer[DealPlan, StreetDeal]):
+    """One street's deal as it is written (studkit.commit): the hand's record and the
+    table's state it is decided on, read again when another call recorded a street first."""
+
+    conflicts = (_StreetRecorded,)
+
+    def __init__(self, app: DealerApp, table_id: str, hand_number: int, street: Street,
+                 first_index: int | None) -> None:
+        self.app, self.table_id, self.hand_number = app, table_id, hand_number
+        self.street, self.first_index = street, first_index
+        self.held: tuple[StoredHand, TableView | None] | None = None
+
+    async def catch_up(self, preloaded: StoredHand | None = None) -> None:
+        self.held = await self.app._loaded(self.table_id, self.hand_number, self.street,
+                                           preloaded)
+
+    async def propose(self, plan: DealPlan) -> StreetDeal:
+        assert self.held is not None
+        deal = self.app._decide_deal(self.hand_number, plan, self.first_index, *self.held)
+        return await self.app._save_deal(self.table_id, self.hand_number, plan,
+                                         self.first_index, self.held[0], deal)
 
 
 class DealerApp:
@@ -221,42 +244,42 @@ class DealerApp:
         # every deal but a hand's first); a retry after a lost race loads afresh.
         preloaded = await self._fair.freeze_seeds(table_id, hand_number)
 
-        async def load() -> tuple[StoredHand, TableView | None]:
-            nonlocal preloaded
-            stored, preloaded = preloaded, None
-            if stored is None:
-                stored = await self._stored(table_id, hand_number)
-            if stored.deal_for(plan.street) is not None:
-                return stored, None  # a repeat: the table's state is not needed
-            return stored, await self._tables.view(table_id)
-
-        def decide(loaded: tuple[StoredHand, TableView | None]) -> StreetDeal:
-            return self._decide_deal(hand_number, plan, first_index, *loaded)
-
-        async def save(loaded: tuple[StoredHand, TableView | None], deal: StreetDeal
-                       ) -> StreetDeal:
-            stored, _view = loaded
-            if stored.deal_for(plan.street) is not None:
-                return deal  # a repeat: recorded before
-            outcome, existing = await self._store.record_deal(
-                table_id, hand_number, deal, len(stored.deals))
-            if outcome is Recorded.CONFLICT:
-                raise _StreetRecorded(table_id, hand_number)
-            if outcome is Recorded.MISSING:
-                raise NotFound(f"no deck for hand {hand_number}", reason="unknown_hand")
-            if outcome is Recorded.EXISTS and existing is not None:
-                return self._repeat(existing, plan, first_index)
-            up = sum(1 for card in deal.cards if card.up)
-            self._counters.cards_dealt.inc(up, face="up")
-            self._counters.cards_dealt.inc(len(deal.cards) - up, face="down")
-            log.info("street_dealt", cards=len(deal.cards), burned=deal.burn is not None,
-                     reshuffled=deal.reshuffled)
-            return deal
-
-        # The one unit of work every writer shares (studkit.uow): a street recorded by a
+        writer = StreetWriter(self, table_id, hand_number, plan.street, first_index)
+        await writer.catch_up(preloaded)
+        # The one retry every writer shares (studkit.commit): a street recorded by a
         # concurrent call meanwhile loads again and decides again.
-        return await unit_of_work(load, decide, save, conflicts=(_StreetRecorded,),
-                                  attempts=self._retries)
+        return await write(writer, plan, attempts=self._retries)
+
+    async def _loaded(self, table_id: str, hand_number: int, street: Street,
+                      stored: StoredHand | None) -> tuple[StoredHand, TableView | None]:
+        """The hand's record (``stored`` if already read) and, unless the street was dealt
+        before (a repeat), the table's public state."""
+        if stored is None:
+            stored = await self._stored(table_id, hand_number)
+        if stored.deal_for(street) is not None:
+            return stored, None  # a repeat: the table's state is not needed
+        return stored, await self._tables.view(table_id)
+
+    async def _save_deal(self, table_id: str, hand_number: int, plan: DealPlan,
+                         first_index: int | None, stored: StoredHand, deal: StreetDeal
+                         ) -> StreetDeal:
+        """Record a street's deal (``_StreetRecorded`` if another call recorded one first)."""
+        if stored.deal_for(plan.street) is not None:
+            return deal  # a repeat: recorded before
+        outcome, existing = await self._store.record_deal(
+            table_id, hand_number, deal, len(stored.deals))
+        if outcome is Recorded.CONFLICT:
+            raise _StreetRecorded(table_id, hand_number)
+        if outcome is Recorded.MISSING:
+            raise NotFound(f"no deck for hand {hand_number}", reason="unknown_hand")
+        if outcome is Recorded.EXISTS and existing is not None:
+            return self._repeat(existing, plan, first_index)
+        up = sum(1 for card in deal.cards if card.up)
+        self._counters.cards_dealt.inc(up, face="up")
+        self._counters.cards_dealt.inc(len(deal.cards) - up, face="down")
+        log.info("street_dealt", cards=len(deal.cards), burned=deal.burn is not None,
+                 reshuffled=deal.reshuffled)
+        return deal
 
     def _decide_deal(self, hand_number: int, plan: DealPlan, first_index: int | None,
                      stored: StoredHand, view: TableView | None) -> StreetDeal:
