@@ -68,7 +68,8 @@ class Setup:
 
     async def fund(self, client: Client, buy_in: int) -> str | None:
         """Dev rooms: open the player's account and, with an operator at hand, deposit
-        enough for a few buy-ins when the balance is short of one."""
+        enough for a few buy-ins when the balance is short of one (with a prompt to set
+        limits when the player has none)."""
         await client.create_account(exist_ok=True)
         balance = await client.balance()
         if balance >= buy_in or self.operator is None:
@@ -79,7 +80,11 @@ class Setup:
             await ops.deposit(self.player, amount)
         finally:
             await ops.close()
-        return f"Dev deposit: {amount:,} to {self.player}'s wallet"
+        note = f"Dev deposit: {amount:,} to {self.player}'s wallet"
+        if not (await client.protection()).limits:  # RTS 12: prompted at the first deposit
+            note += (". You have set no limits: stud play --set-limit deposit:day:AMOUNT "
+                     "(loss and wager too, per day, week or month)")
+        return note
 
 
 async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:

@@ -76,3 +76,25 @@ def test_a_limit_is_kind_window_amount() -> None:
     for bad in ("wager:month", "bet:day:5", "deposit:day:-1"):
         with pytest.raises(ValueError):
             parse_limit(bad)
+
+
+async def test_the_first_deposit_prompts_for_limits_until_one_is_set(
+        wallet: RunningWallet) -> None:
+    """RTS 12: stud play's first (dev) deposit says the player has no limits and how to set
+    them; with a limit set it says nothing of it."""
+    from studclient.tui.command import Setup
+
+    for name, expect in (("erin", True), ("finn", False)):
+        client = connect(wallet, name)
+        fake: Any = SimpleNamespace(operator=wallet.client.tokens.token(OPERATOR),
+                                    player=name,
+                                    connect=lambda token=None: connect(wallet, "ops"))
+        try:
+            await client.create_account()
+            if not expect:
+                await client.set_limit(pb.LIMIT_KIND_LOSS, pb.LIMIT_WINDOW_WEEK, 5_000)
+            note = await Setup.fund(fake, client, 1_000)
+            assert note is not None and note.startswith("Dev deposit: 5,000")
+            assert ("--set-limit" in note) is expect
+        finally:
+            await client.close()
