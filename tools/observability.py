@@ -625,6 +625,9 @@ def build_dashboard(board: Board) -> Any:
                 target = prometheus.Dataquery().expr(q.expr).ref_id(ref).datasource(ds)
                 if q.legend:
                     target = target.legend_format(q.legend)
+                if "histogram_quantile(" in q.expr and "_seconds_bucket" in q.expr:
+                    # the slow buckets' exemplars (trace ids) as dots on the latency graph
+                    target = target.exemplar(True)
                 kind = kind.with_target(target)
             builder = builder.with_panel(kind)
     return builder.build()

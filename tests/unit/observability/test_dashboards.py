@@ -121,3 +121,17 @@ def test_every_recorded_series_read_is_recorded() -> None:
             for name in obs.metric_names(expr):
                 if ":" in name:
                     assert name in recorded, f"{name} is recorded by no rule"
+
+
+def test_latency_panels_show_exemplars() -> None:
+    """A latency quantile's query asks for the buckets' exemplars (the trace ids of slow
+    calls), so "why was that action slow" goes from the graph to one trace."""
+    latency = 0
+    for board in dashboards().values():
+        for panel in board["panels"]:
+            for target in panel.get("targets") or []:
+                expr = target["expr"]
+                if "histogram_quantile(" in expr and "_seconds_bucket" in expr:
+                    latency += 1
+                    assert target.get("exemplar") is True, (panel["title"], expr)
+    assert latency >= 8
