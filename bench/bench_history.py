@@ -5,7 +5,8 @@ local redis-server, a local PostgreSQL (``studtools.pg_server``), the in-process
 
 1. **Redis bytes per table against hands dealt**: one table, ``--players`` random-legal bots,
    ``--hands`` hands, the archiver's step after every hand with ``STUD_HOT_HANDS`` =
-   ``--hot-hands`` (its dealer's records copied and released, as the service does); every
+   ``--hot-hands`` (its dealer's records copied and released, as the service does) and its
+   step for the wallet's ledger with ``WALLET_HOT_TRANSACTIONS`` = ``--wallet-hot``; every
    ``--every`` hands, ``MEMORY USAGE`` of the table's keys, the
    dealer's keys of the table, and the wallet's keys. ``redis_flat=yes`` when the second half
    of the run grew the total by under 5%.
@@ -48,6 +49,7 @@ from bench.bench_scaling import play, prefix_bytes, redis_counters, seat_players
 from rules import settlement
 from studhistory.archiver import archive_table
 from studhistory.dealer_records import DealerAudits
+from studhistory.ledger_archive import archive_ledger
 from studhistory.pgarchive import PgHistory
 from studkit.redis_client import connect
 from studkit.store import EventStore
@@ -102,6 +104,7 @@ async def phase_redis(redis: TestRedis, dev: DevKeys, pg: PostgresServer,
             actions += await play_hand(room, table_id, rng)
             await archive_table(store, history, table_id, keep_hands=args.hot_hands,
                                 dealer=dealer)
+            await archive_ledger(admin, history.conn, keep=args.wallet_hot)
             if hand % args.every == 0 or hand == args.hands:
                 samples.append((hand, *await table_bytes(admin, table_id)))
         cpu1, _ = await redis_counters(admin)
@@ -327,6 +330,8 @@ async def main() -> None:
     parser.add_argument("--every", type=int, default=500)
     parser.add_argument("--players", type=int, default=4)
     parser.add_argument("--hot-hands", type=int, default=20)
+    parser.add_argument("--wallet-hot", type=int, default=200,
+                        help="WALLET_HOT_TRANSACTIONS: the wallet's ledger kept in Redis")
     parser.add_argument("--snapshot-every", type=int, default=25)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--idle-tables", type=int, default=100)
