@@ -15,9 +15,10 @@ When on:
 - Redis calls are spans (OpenTelemetry's Redis instrumentation);
 - :meth:`studkit.store.EventStore.append` runs in a span (:func:`appending`) whose W3C
   context is stored on each envelope it appends (``EventEnvelope.traceparent``): the trace
-  crosses the stream; the last one of each stream is remembered, and :func:`linked` opens a
-  table's (or a tournament's) own step, a new trace, with a link to it: the driver's dealer
-  and wallet calls for the events a player's command appended are linked to that command;
+  crosses the stream; the appends since a stream's last step are remembered, and
+  :func:`linked` opens the table's (or the tournament's) next step, a new trace, with a link
+  to each: the next street's deal links to the Bet and the Call of the betting round it
+  follows, the settlement to the action that ended the hand;
 - every log line written inside a span carries ``trace_id`` and ``span_id``
   (:func:`add_trace_context`, a structlog processor);
 - latency histograms get the trace id as an exemplar (:func:`exemplar`; exemplars are in the
@@ -48,12 +49,15 @@ ENABLED: bool = False
 
 ENDPOINT_VARIABLES: Final = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 TRACER_NAME: Final = "stud"
-LAST_KEPT: Final = 4096
-"""Streams whose last append's span context is remembered for :func:`linked`."""
+STREAMS_KEPT: Final = 4096
+"""Streams whose appends' span contexts are remembered for :func:`linked`."""
+CAUSES_KEPT: Final = 16
+"""Appends remembered per stream between two of its steps (the latest ones)."""
 
 _provider: Any = None
 _tracer: trace.Tracer = trace.NoOpTracer()
-_last: OrderedDict[str, SpanContext] = OrderedDict()
+_pending: OrderedDict[str, list[SpanContext]] = OrderedDict()
+"""Stream -> the span contexts of its appends since its last linked step."""
 _instrumentors: list[Any] = []
 
 
@@ -180,7 +184,8 @@ def parse_traceparent(value: str) -> SpanContext | None:
 @contextlib.contextmanager
 def appending(stream_id: str, events: int, expected_version: int) -> Iterator[str]:
     """The span of one append to ``stream_id``; yields the ``traceparent`` to store on its
-    envelopes ("" when tracing is off), and remembers the span for :func:`linked`."""
+    envelopes ("" when tracing is off), and remembers the span (when it appended something)
+    for the stream's next :func:`linked` step."""
     if not ENABLED:
         yield ""
         return
@@ -190,29 +195,32 @@ def appending(stream_id: str, events: int, expected_version: int) -> Iterator[st
                         "stud.expected_version": expected_version}) as span:
         yield traceparent()
     if events:
-        _last[stream_id] = span.get_span_context()
-        _last.move_to_end(stream_id)
-        if len(_last) > LAST_KEPT:
-            _last.popitem(last=False)
+        causes = _pending.setdefault(stream_id, [])
+        causes.append(span.get_span_context())
+        del causes[:-CAUSES_KEPT]
+        _pending.move_to_end(stream_id)
+        if len(_pending) > STREAMS_KEPT:
+            _pending.popitem(last=False)
 
 
-def last_append(stream_id: str) -> SpanContext | None:
-    """The span context of this process's last traced append to ``stream_id``."""
-    return _last.get(stream_id)
+def pending_appends(stream_id: str) -> tuple[SpanContext, ...]:
+    """The span contexts of this process's traced appends to ``stream_id`` since its last
+    :func:`linked` step, oldest first."""
+    return tuple(_pending.get(stream_id, ()))
 
 
 @contextlib.contextmanager
 def linked(stream_id: str, name: str, **attributes: str | int) -> Iterator[None]:
     """A step the table (or the tournament) takes on its own for ``stream_id``: a new trace
-    whose root span ``name`` links to the last append to the stream (the events it acts
-    on). Nothing when tracing is off."""
+    whose root span ``name`` links to each append to the stream since its last step (the
+    events it acts on; they are then forgotten). Nothing when tracing is off."""
     if not ENABLED:
         yield
         return
-    cause = _last.get(stream_id)
+    causes = _pending.pop(stream_id, ())
     with _tracer.start_as_current_span(
             name, context=otel_context.Context(), kind=SpanKind.INTERNAL,
-            links=[Link(cause, {"stud.link": "caused_by"})] if cause is not None else (),
+            links=[Link(cause, {"stud.link": "caused_by"}) for cause in causes],
             attributes={"stud.stream": stream_id, **attributes}):
         yield
 

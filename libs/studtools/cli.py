@@ -7,6 +7,7 @@ Commands are argparse subcommands; each module registers its own:
 - ``stud bots`` (:mod:`studclient.bots`), ``stud play`` (:mod:`studclient.tui`)
 - ``stud archive`` (:mod:`studtools.archive`)
 - ``stud report`` (:mod:`studtools.report`)
+- ``stud trace show|receive`` (:mod:`studtools.traces`)
 
 Every command runs with one environment: the process's over ``make run``'s ``.run/env``
 (:func:`studtools.runenv.stud_environment`, loaded here once), so each of them finds the stack
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO, TypeAlias, cast
 
 from studclient import bots, tui
-from studtools import archive, replay_check, replay_cli, report
+from studtools import archive, replay_check, replay_cli, report, traces
 from studtools.runenv import stud_environment
 
 Handler: TypeAlias = Callable[[argparse.Namespace, TextIO, Mapping[str, str]], int]
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     bots.register(commands)
     archive.register(commands)
     report.register(commands)
+    traces.register(commands)
     tui.register(commands)
     return parser
 
