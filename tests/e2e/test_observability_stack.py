@@ -88,12 +88,9 @@ def test_the_rules_and_panels_read_only_exported_metrics(stack: Path) -> None:
         exported |= exported_names(target["targets"][0])
     assert "stud_grpc_requests_total" in exported  # the scrape did read the families
     used = obs.used_metric_names()
-    missing = {name: sorted(where) for name, where in used.items()
-               if name not in exported and name not in obs.PENDING_METRICS}
+    assert len(used) > 20
+    missing = {name: sorted(where) for name, where in used.items() if name not in exported}
     assert missing == {}, "read by rules or panels, exported by no service"
-    assert set(used) >= obs.PENDING_METRICS, "PENDING_METRICS names a metric nothing reads"
-    landed = sorted(obs.PENDING_METRICS & exported)
-    print(f"exported now, to take off tools/observability.py's PENDING_METRICS: {landed}")
 
 
 def api(url: str, path: str) -> Any:
