@@ -210,8 +210,10 @@ bench-replay: $(PROTO_STAMP) compiled
 bench-hand-cost: $(PROTO_STAMP)
 	$(PY) bench/bench_hand_cost.py
 
+# BENCH_ROOM_ARGS=--traced: every service traced, exporting to a receiver in the bench (the
+# CPU per action beside an untraced run is tracing's cost, docs/operations.md "Traces").
 bench-room: $(PROTO_STAMP)
-	$(PY) bench/bench_room.py
+	$(PY) bench/bench_room.py $(BENCH_ROOM_ARGS)
 
 # History (issue 31): Redis bytes per table against hands with the archiver running, tables
 # per Redis master, archive throughput and lag, look-ups over 1,000,000 archived hands; prints

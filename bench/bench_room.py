@@ -17,43 +17,80 @@ are tables (at most one player per table can be acting at a time); and the fair 
 room's own I/O at the room's concurrency: one unary call in, one fenced append, the event
 pushed to each of the table's watchers (one per bot) over their server streams.
 
+``--traced`` turns tracing on in every service (issue 33): ``OTEL_EXPORTER_OTLP_ENDPOINT``
+points at an OTLP receiver this process runs (:mod:`studtools.traces`, spans kept in memory
+and counted); the CPU per action beside a run without it is tracing's cost
+(docs/operations.md "Traces").
+
 The run itself is ``campaigns.throughput`` (``make load`` runs it too; ``bench/`` builds on
 ``campaigns/``, never the other way). Run: ``make bench-room`` (or
-``.venv/bin/python bench/bench_room.py --seconds 20``).
+``.venv/bin/python bench/bench_room.py --seconds 20``; traced: ``make bench-room
+BENCH_ROOM_ARGS=--traced``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import secrets
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from campaigns.throughput import SERVICES, room_run
 from studtools.redis_server import RedisServer, server_version
+from studtools.traces import Receiver, receiving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_fairness beside this file
 from bench_fairness import fairness_lines
 
 
+@contextlib.asynccontextmanager
+async def tracing(on: bool) -> AsyncIterator[Receiver | None]:
+    """With ``on``, an OTLP receiver here and every service (a child: it inherits the
+    environment) exporting to it; yields the receiver (None when off)."""
+    if not on:
+        os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        yield None
+        return
+    async with receiving() as (receiver, port):
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+        os.environ.setdefault("OTEL_TRACES_SAMPLER", "always_on")
+        try:
+            yield receiver
+        finally:
+            os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+
+
 async def main_async(args: argparse.Namespace) -> None:
     passwords = {name: secrets.token_urlsafe(16) for name in SERVICES}
+    receiver: Receiver | None
+    async with tracing(args.traced) as receiver:
+        await run_room(args, passwords, receiver)
+
+
+async def run_room(args: argparse.Namespace, passwords: dict[str, str],
+                   receiver: Receiver | None) -> None:
     with RedisServer(passwords=passwords, appendfsync=args.fsync) as redis_server, \
             tempfile.TemporaryDirectory(prefix="bench-room-") as tmp:
         version = ".".join(map(str, server_version(redis_server.binary)))
         print(f"== room: redis-server {version}, AOF appendfsync {args.fsync}, services log at "
               f"{args.log_level}, {args.seconds:.0f} s per figure after {args.warm_up:.0f} s "
-              f"warm-up, {os.cpu_count()} CPUs")
+              f"warm-up, {os.cpu_count()} CPUs, tracing {'on' if receiver else 'off'}")
         started = time.perf_counter()
         run = await room_run(redis_server, Path(tmp), args.tables, args.bots, args.seconds,
                              args.warm_up, args.log_level)
         for line in run.lines(args.seconds):
             print(line)
-        print(f"  table CPU per action: {run.table_cpu_ms():.2f} ms")
+        print(f"  table CPU per action: {run.table_cpu_ms():.2f} ms (tracing "
+              f"{'on' if receiver else 'off'})")
+        if receiver is not None:
+            print(f"  spans received: {len(receiver.spans)} "
+                  f"({len(receiver.spans) / max(1, run.room.count):.1f} per action)")
         for line in fairness_lines():  # what the per-card commitment adds per hand
             print(line)
         print(f"(total {time.perf_counter() - started:.1f} s)")
@@ -68,6 +105,8 @@ def main() -> None:
     parser.add_argument("--fsync", default="everysec", choices=("always", "everysec", "no"),
                         help="Redis AOF appendfsync")
     parser.add_argument("--log-level", default="INFO", help="the services' LOG_LEVEL")
+    parser.add_argument("--traced", action="store_true",
+                        help="every service exports its traces to a receiver in this process")
     asyncio.run(main_async(parser.parse_args()))
 
 
