@@ -29,6 +29,7 @@ from table.room import (
     WALLET_CASH_OUT,
     WALLET_REFUND,
     ApplyTopUp,
+    BuyInEnd,
     ConfirmBuyIn,
     DropTopUp,
     EndBuyIn,
@@ -107,14 +108,14 @@ class Money:
             bought = await self._wallet.buy_in(saga.player_id, table_id, seat, saga.amount,
                                                saga.wallet_key, give_up_after=wait_s)
         except Refused as exc:
-            end = EndBuyIn(seat, saga.wallet_key, "failed", exc.reason or "")
+            end = EndBuyIn(seat, saga.wallet_key, BuyInEnd.FAILED, exc.reason or "")
             await self.actor.commit(end, step_id(end, saga.wallet_key))
             raise FailedPrecondition(f"the wallet refused the buy-in: {exc.reason}",
                                      reason=exc.reason or "buy_in_refused") from None
         if bought.replayed and not await self._holds(seat, saga):
             # A replay whose chips went back meanwhile (an orphan's refund): the wallet moved
             # nothing now, so nothing may be seated on it.
-            end = EndBuyIn(seat, saga.wallet_key, "failed", "buy_in_refunded")
+            end = EndBuyIn(seat, saga.wallet_key, BuyInEnd.FAILED, "buy_in_refunded")
             await self.actor.commit(end, step_id(end, saga.wallet_key))
             raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again with "
                                      "a new command id", reason="buy_in_refunded")
@@ -136,7 +137,7 @@ class Money:
         recorded after), then paid, then recorded as refunded. Nothing is paid unless the
         refund is due in the log: a saga another call ended meanwhile is left alone."""
         wallet_key = saga.wallet_key
-        due = EndBuyIn(seat, wallet_key, "refund_due", reason)
+        due = EndBuyIn(seat, wallet_key, BuyInEnd.REFUND_DUE, reason)
         try:
             await self.actor.commit(due, step_id(due, wallet_key))
         except (RuleViolation, FailedPrecondition):
@@ -147,7 +148,7 @@ class Money:
         await self._wallet.cash_out(saga.player_id, self.actor.table_id, seat,
                                     key(self.actor.table_id, wallet_key, "refund"),
                                     on_wait=self.status.waiting)
-        done = EndBuyIn(seat, wallet_key, "refunded")
+        done = EndBuyIn(seat, wallet_key, BuyInEnd.REFUNDED)
         await self.actor.commit(done, step_id(done, wallet_key))
 
     async def top_up(self, seat: int, saga: Saga, wait_s: float | None

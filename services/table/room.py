@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum, unique
 from typing import Final, TypeAlias
 
 import rules
@@ -40,6 +41,7 @@ from table.room_state import (
     AnyEvent,
     Room,
     Saga,
+    SagaKind,
     Turn,
     apply,
 )
@@ -93,14 +95,23 @@ class ConfirmBuyIn:
     wallet_key: str
 
 
+@unique
+class BuyInEnd(StrEnum):
+    """How a buy-in ends without a seat (its value is in the step's command id)."""
+
+    FAILED = "failed"
+    REFUND_DUE = "refund_due"
+    REFUNDED = "refunded"
+
+
 @dataclass(frozen=True, slots=True)
 class EndBuyIn:
     """The buy-in ends without a seat: failed (nothing moved), due for a refund, or
-    refunded (``stage``: ``failed``, ``refund_due``, ``refunded``)."""
+    refunded."""
 
     seat: int
     wallet_key: str
-    stage: str
+    stage: BuyInEnd
     reason: str = ""
 
 
@@ -225,7 +236,7 @@ def _request_buy_in(room: Room, c: RequestBuyIn, now: float) -> Decision:
                                         wallet_key=c.wallet_key, command_id=c.command_id),))
 
 
-def _pending(room: Room, seat: int, kind: str, wallet_key: str) -> Saga:
+def _pending(room: Room, seat: int, kind: SagaKind, wallet_key: str) -> Saga:
     saga = room.saga(seat)
     if saga is None or saga.kind != kind or saga.wallet_key != wallet_key:
         raise _refuse("no_such_saga", f"seat {seat} has no such {kind} pending")
@@ -241,10 +252,10 @@ def _confirm_buy_in(room: Room, c: ConfirmBuyIn) -> Decision:
 
 def _end_buy_in(room: Room, c: EndBuyIn) -> Decision:
     saga = _pending(room, c.seat, BUY_IN, c.wallet_key)
-    if c.stage == "failed":
+    if c.stage == BuyInEnd.FAILED:
         return Decision((rev.BuyInFailed(seat=c.seat, player_id=saga.player_id,
                                          reason=c.reason),))
-    if c.stage == "refund_due":
+    if c.stage == BuyInEnd.REFUND_DUE:
         return Decision(() if saga.refund_due else (rev.BuyInRefundDue(
             seat=c.seat, player_id=saga.player_id, reason=c.reason),))
     if not saga.refund_due:
@@ -406,14 +417,24 @@ def next_sit_out_deadline(room: Room, now: float) -> float:
 
 # --- carrying a saga on (policy; the money module does the wallet's part) -------------------
 
-WALLET_NONE: Final = "none"
-WALLET_BUY_IN: Final = "buy_in"
-WALLET_CASH_OUT: Final = "cash_out"
-WALLET_REFUND: Final = "refund"
+@unique
+class WalletStep(StrEnum):
+    """The wallet call that carries a saga on before its step is recorded."""
+
+    NONE = "none"
+    BUY_IN = "buy_in"
+    CASH_OUT = "cash_out"
+    REFUND = "refund"
+
+
+WALLET_NONE: Final = WalletStep.NONE
+WALLET_BUY_IN: Final = WalletStep.BUY_IN
+WALLET_CASH_OUT: Final = WalletStep.CASH_OUT
+WALLET_REFUND: Final = WalletStep.REFUND
 
 
 def saga_step(room: Room, seat: int, held: tuple[str, int] | None
-              ) -> tuple[str, RoomCommand] | None:
+              ) -> tuple[WalletStep, RoomCommand] | None:
     """How a saga that no call carries on goes on (after a crash, an outage, or a top-up
     held for a hand's end): the wallet call to make first (idempotent by the saga's key),
     then the command that records it. ``held`` is what the wallet holds for the seat now.
@@ -434,7 +455,7 @@ def saga_step(room: Room, seat: int, held: tuple[str, int] | None
             return None
         return WALLET_BUY_IN, ApplyTopUp(seat, saga.wallet_key)
     if saga.refund_due:
-        return WALLET_REFUND, EndBuyIn(seat, saga.wallet_key, "refunded")
+        return WALLET_REFUND, EndBuyIn(seat, saga.wallet_key, BuyInEnd.REFUNDED)
     if held == (saga.player_id, saga.amount):
         return WALLET_NONE, ConfirmBuyIn(seat, saga.wallet_key)
-    return WALLET_NONE, EndBuyIn(seat, saga.wallet_key, "failed", "abandoned")
+    return WALLET_NONE, EndBuyIn(seat, saga.wallet_key, BuyInEnd.FAILED, "abandoned")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum, unique
 from typing import Any, Final, TypeAlias, assert_never, cast
 
 import rules
@@ -48,16 +49,25 @@ older hand's start is found by bisecting the stream: ``Watching.hand_events``)."
 AnyEvent: TypeAlias = Event | RoomEvent
 """An event of a table's stream: the rules' or the room's (:mod:`table.room_events`)."""
 
-BUY_IN: Final = "buy_in"
-TOP_UP: Final = "top_up"
-CASH_OUT: Final = "cash_out"
+@unique
+class SagaKind(StrEnum):
+    """The money move a seat's saga makes."""
+
+    BUY_IN = "buy_in"
+    TOP_UP = "top_up"
+    CASH_OUT = "cash_out"
+
+
+BUY_IN: Final = SagaKind.BUY_IN
+TOP_UP: Final = SagaKind.TOP_UP
+CASH_OUT: Final = SagaKind.CASH_OUT
 
 
 @dataclass(frozen=True, slots=True)
 class Saga:
     """A money move of one seat in flight: the wallet moves, then the log records."""
 
-    kind: str
+    kind: SagaKind
     player_id: str
     amount: int
     wallet_key: str
@@ -317,7 +327,7 @@ class _Fold:
         for old in sorted(results)[:-SEATINGS_KEPT]:
             del results[old]
 
-    def _end_saga(self, seat: int, kind: str) -> None:
+    def _end_saga(self, seat: int, kind: SagaKind) -> None:
         saga = self.now("sagas").get(seat)
         if saga is not None and saga.kind == kind:
             del self.get("sagas")[seat]

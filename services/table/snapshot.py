@@ -11,7 +11,7 @@ from rules import TableState
 from studkit.plain import plain
 from table.model import TableSettings
 from table.room import Room, Saga, Turn
-from table.room_state import SeatResult, Stakes
+from table.room_state import SagaKind, SeatResult, Stakes
 
 FORMAT: Final = 2
 """The room format of ``extra`` (absent: a snapshot from before the room events)."""
@@ -51,7 +51,8 @@ def from_extra(table: TableState, version: int, extra: dict[str, Any]) -> Room:
     return Room(
         table=table, version=version,
         settings=TableSettings(**extra["settings"]) if modern else TableSettings(),
-        sagas={int(s): Saga(**v) for s, v in extra.get("sagas", {}).items()},
+        sagas={int(s): Saga(**{**v, "kind": SagaKind(v["kind"])})
+               for s, v in extra.get("sagas", {}).items()},
         leaving=_by_seat(extra.get("leaving", {}), str),
         muck=frozenset(int(s) for s in extra.get("muck", ())),
         closed=bool(extra.get("closed", False)), stopped=str(extra.get("stopped", "")),

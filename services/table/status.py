@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from enum import StrEnum, unique
 from typing import Final
 
 import structlog
@@ -14,10 +15,20 @@ from table.room import Room
 
 log = structlog.get_logger("table")
 
-OPEN: Final = "open"
-WAITING: Final = "waiting"
-STOPPED: Final = "stopped"
-CLOSED: Final = "closed"
+@unique
+class TableStatus(StrEnum):
+    """A table's status as the lobby and the views show it."""
+
+    OPEN = "open"
+    WAITING = "waiting"
+    STOPPED = "stopped"
+    CLOSED = "closed"
+
+
+OPEN: Final = TableStatus.OPEN
+WAITING: Final = TableStatus.WAITING
+STOPPED: Final = TableStatus.STOPPED
+CLOSED: Final = TableStatus.CLOSED
 
 
 class Status:

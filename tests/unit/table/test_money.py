@@ -17,6 +17,7 @@ from table.money import Money
 from table.room import (
     BUY_IN,
     ConfirmBuyIn,
+    EndBuyIn,
     Leave,
     Open,
     Play,
@@ -191,3 +192,12 @@ def test_a_confirm_of_an_unknown_saga_is_refused() -> None:
     """(The room, not money, refuses a step of a saga the log does not hold.)"""
     with pytest.raises(FailedPrecondition):
         decide(opened(), ConfirmBuyIn(1, "nope"), NOW)
+
+
+def test_a_steps_command_id_is_the_one_older_tables_recorded() -> None:
+    """A saga step's command id spells its stage as before the stages were an enum, so a
+    step recorded by older code is a duplicate, not a second step."""
+    from table.money import step_id
+    from table.room import BuyInEnd
+    assert step_id(EndBuyIn(1, "k", BuyInEnd.REFUND_DUE), "k") == "s:EndBuyIn:refund_due:k"
+    assert step_id(ConfirmBuyIn(1, "k"), "k") == "s:ConfirmBuyIn:k"
