@@ -54,6 +54,7 @@ from studtools.replay_hands import (
     split_hands,
     summary,
     verify_hand_log,
+    verify_hands,
 )
 from studtools.replay_room import room_line
 from studtools.replay_source import (
@@ -382,11 +383,15 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
     finally:
         await source.aclose()
     with no_gc():  # the log is long-lived and acyclic: no collection passes over it
-        todo = [h for h in split_hands(table_id, log.events, log.start)[0]
-                if hand_number is None or h.number == hand_number]
+        if hand_number is None:  # each hand's state before it from the verdict before
+            checked = verify_hands(table_id, log.events, log.start)
+        else:
+            checked = [(h, verify_hand_log(h)) for h in
+                       split_hands(table_id, log.events, log.start)[0]
+                       if h.number == hand_number]
+        todo = [hand for hand, _verdict in checked]
         verdicts = []
-        for hand in todo:
-            verdict = verify_hand_log(hand)
+        for hand, verdict in checked:
             if verdict.ok and hand.complete and ledger is not None and verdict.after:
                 verdict.problems.extend(check_money(
                     hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))

@@ -422,6 +422,43 @@ def conservation(number: int, before: TableState, after: TableState,
     return problems
 
 
+def verify_hands(table_id: str, log: Sequence[Logged], start: TableState | None = None
+                 ) -> list[tuple[HandLog, HandVerdict]]:
+    """Every hand of the log (as :func:`split_hands` cuts it) with its verdict
+    (:func:`verify_hand_log`). The state before each hand is the one the hand before left:
+    its re-decision computes it (``decide_and_fold`` returns ``fold(events, state)`` of the
+    events it checked equal to the log's), so a hand re-decided in full is not folded a second
+    time; after a hand with a problem, the log's own events are folded, as ``split_hands``
+    does."""
+    out: list[tuple[HandLog, HandVerdict]] = []
+    state = TableState() if start is None else start
+    lead: list[Logged] = []
+    current: HandLog | None = None
+    for item in log:
+        event = item.event
+        if current is None:
+            if isinstance(event, HandStarted):
+                before = fold([e.event for e in lead], state) if lead else state
+                current = HandLog(table_id, event.hand_number, before, [item], lead,
+                                  state if lead else None)
+                lead = []
+            else:
+                lead.append(item)
+            continue
+        current.events.append(item)
+        if isinstance(event, HandEnded):
+            verdict = verify_hand_log(current)
+            if verdict.ok and verdict.after is not None:
+                state = verdict.after
+            else:
+                state = fold([e.event for e in current.events], current.before)
+            out.append((current, verdict))
+            current = None
+    if current is not None:
+        out.append((current, verify_hand_log(current)))
+    return out
+
+
 def verify_log(table_id: str, log: Sequence[Logged], hands: Iterable[int] | None = None
                ) -> list[HandVerdict]:
     """Verify the hands of a table's log (all, or those numbered in ``hands``): every

@@ -28,6 +28,7 @@ from studtools.replay_hands import (
     merge_down_cards,
     split_hands,
     verify_hand_log,
+    verify_hands,
     verify_log,
 )
 from studtools.replay_source import Settings, token_role
@@ -112,6 +113,32 @@ def test_a_changed_amount_names_the_first_wrong_event() -> None:
     assert problem.sequence == log[at].sequence
     assert "Called" in problem.what and problem.line("t1").startswith(
         f"table t1 hand {failed[0].hand}: event #{problem.sequence}: ")
+
+
+@pytest.mark.parametrize("tamper", [None, "amount", "stack"])
+def test_verify_hands_takes_each_state_from_the_verdict_before_and_agrees(
+        tamper: str | None) -> None:
+    """``verify_hands`` (``stud replay verify --all``) gives every hand the state before it
+    that ``split_hands`` folds, and the same verdicts, on a legal log and on logs changed
+    so that a hand fails (the hands after it are then given the log's own fold)."""
+    _table, log = played(hands=6, seed=3)
+    if tamper == "amount":  # a call for one chip more: its hand fails, the rest verify
+        at = [i for i, item in enumerate(log) if isinstance(item.event, Called)][3]
+        called = log[at].event
+        assert isinstance(called, Called)
+        log[at] = replace(log[at], event=replace(called, amount=called.amount + 1))
+    elif tamper == "stack":  # the chips added between hands: the next hand starts richer
+        at = next(i for i, item in enumerate(log) if type(item.event).__name__ == "ChipsAdded")
+        added = log[at].event
+        log[at] = replace(log[at], event=replace(added, amount=added.amount + 7))  # type: ignore[type-var]
+    hands, _end = split_hands("t1", log)
+    expected = [verify_hand_log(hand) for hand in hands]
+    got = verify_hands("t1", log)
+    assert [(h.number, h.before, h.start, h.events, h.lead) for h, _v in got] == [
+        (h.number, h.before, h.start, h.events, h.lead) for h in hands]
+    assert [(v.hand, v.problems, v.notes, v.checks, v.after) for _h, v in got] == [
+        (v.hand, v.problems, v.notes, v.checks, v.after) for v in expected]
+    assert (tamper == "amount") == any(not v.ok for _h, v in got)
 
 
 def test_an_event_no_command_gives_is_found() -> None:
