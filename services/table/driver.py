@@ -21,7 +21,6 @@ import structlog
 import rules
 from rules import ActionKind, Command, Phase
 from rules.commands import Check, Fold, RevealHands, Showdown, StartHand, TimeOut, VoidHand
-from rules.errors import RuleViolation
 from studkit.store import NotOwner
 from studkit.telemetry import linked
 from table import metrics
@@ -168,9 +167,7 @@ class Driver:
             # Nothing to start: only a change (closing, resuming, a cash-out) wakes it.
             return math.inf
         n = room.table.hands_started + 1
-        try:
-            rules.decide(room.table, StartHand(hand_number=n))
-        except RuleViolation:
+        if not rules.can_start_hand(room.table):  # asked, not probed with decide
             return next_sit_out_deadline(room, now)
         wait = room.last_hand_ended_at + room.settings.next_hand_delay_ms / 1000 - now
         if wait > 0:
