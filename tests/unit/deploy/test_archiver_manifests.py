@@ -266,7 +266,7 @@ def paths(docs: Docs, app: str, direction: str) -> set[tuple[str, object]]:
 
 DNS = {("any", 53)}
 MONITORING = ("ns:stud-hilo/monitoring=true", "metrics")
-CLIENTS = "ns:stud-hilo/ingress=true"
+CLIENTS = "gateway"  # clients reach the services through the gateway only (gateway.yaml)
 
 
 class TestArchiverNetwork:

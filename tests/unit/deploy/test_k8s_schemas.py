@@ -79,7 +79,8 @@ def test_rendered_overlays_validate(overlay: str,
     assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {
         "stud-hilo"}
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
-    assert set(deployments) == {"table", "dealer", "wallet", "tournament", "archiver"}
+    assert set(deployments) == {"table", "dealer", "wallet", "tournament", "archiver",
+                                "gateway"}
 
 
 def test_dev_overlay_generates_every_secret_key_a_pod_reads(

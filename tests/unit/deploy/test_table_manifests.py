@@ -161,13 +161,11 @@ class TestTableNetwork:
         return by_kind("NetworkPolicy")
 
     def test_clients_reach_the_table_api(self) -> None:
-        """The ingress namespace reaches the table's gRPC port (every pod: redirects name a
-        pod)."""
+        """The gateway reaches the table's gRPC port (every pod: redirects name a pod)."""
         spec = self.policies()["table-ingress"]["spec"]
         assert spec["podSelector"] == {"matchLabels": {"app": "table"}}
         (rule,) = spec["ingress"]
-        assert rule["from"] == [{"namespaceSelector": {"matchLabels": {
-            "stud-hilo/ingress": "true"}}}]
+        assert rule["from"] == [{"podSelector": {"matchLabels": {"app": "gateway"}}}]
         assert [p["port"] for p in rule["ports"]] == [ports()["grpc"]]
 
     def test_only_the_table_and_clients_reach_dealer_and_wallet(self) -> None:
@@ -180,7 +178,8 @@ class TestTableNetwork:
             spec = self.policies()[f"{name}-ingress"]["spec"]
             (rule,) = spec["ingress"]
             pods = [p["podSelector"] for p in rule["from"] if "podSelector" in p]
-            assert pods == [{"matchLabels": {"app": "table"}}]
+            assert pods == [{"matchLabels": {"app": "table"}},
+                            {"matchLabels": {"app": "gateway"}}]
             assert [p["port"] for p in rule["ports"]] == [port]
             container = deployments[name]["spec"]["template"]["spec"]["containers"][0]
             env_ = {e["name"]: e.get("value") for e in container["env"]}

@@ -154,12 +154,11 @@ class TestTournamentNetwork:
         return by_kind("NetworkPolicy")
 
     def test_clients_reach_the_tournament_api(self) -> None:
-        """The ingress namespace reaches the tournament's gRPC port, nobody else."""
+        """The gateway reaches the tournament's gRPC port, nobody else."""
         spec = self.policies()["tournament-ingress"]["spec"]
         assert spec["podSelector"] == {"matchLabels": {"app": "tournament"}}
         (rule,) = spec["ingress"]
-        assert rule["from"] == [{"namespaceSelector": {"matchLabels": {
-            "stud-hilo/ingress": "true"}}}]
+        assert rule["from"] == [{"podSelector": {"matchLabels": {"app": "gateway"}}}]
         assert [p["port"] for p in rule["ports"]] == [GRPC]
 
     def test_the_tournament_reaches_the_table_and_the_wallet_only(self) -> None:
@@ -173,12 +172,14 @@ class TestTournamentNetwork:
 
     def test_only_the_tournament_pod_reaches_the_tournament_calls(
             self) -> None:
-        """Every ingress rule of the table and the wallet admits the gateway's namespace, the
-        table (wallet only) or the tournament pod: no other pod reaches their tournament
-        calls. Which RPC the tournament pod may make is checked per call: the wallet's
+        """Every ingress rule of the table and the wallet admits the gateway, the table
+        (wallet only) or the tournament pod: no other pod reaches their tournament calls
+        (the gateway does not route them: studtools.gateway.PUBLIC_METHODS). Which RPC the
+        tournament pod may make is checked per call: the wallet's
         WALLET_TOURNAMENT_SERVICES and the table's TOURNAMENT_SERVICE name ``tournament``,
         the wallet's default too."""
-        allowed = {"table": {"tournament"}, "wallet": {"table", "tournament"}}
+        allowed = {"table": {"tournament", "gateway"},
+                   "wallet": {"table", "tournament", "gateway"}}
         for target, pods in allowed.items():
             peers: set[str] = set()
             for policy in self.policies().values():
@@ -187,11 +188,8 @@ class TestTournamentNetwork:
                     continue
                 for rule in spec.get("ingress", []):
                     for peer in rule["from"]:
-                        if "podSelector" in peer:
-                            peers.add(peer["podSelector"]["matchLabels"]["app"])
-                        else:
-                            assert peer == {"namespaceSelector": {"matchLabels": {
-                                "stud-hilo/ingress": "true"}}}, peer
+                        assert set(peer) == {"podSelector"}, peer
+                        peers.add(peer["podSelector"]["matchLabels"]["app"])
             assert peers == pods, target
         wallet = by_kind("Deployment")["wallet"]["spec"]["template"]["spec"]["containers"][0]
         values = {e["name"]: e.get("value") for e in wallet["env"]}
