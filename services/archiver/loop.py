@@ -20,6 +20,7 @@ from studhistory.ledger_archive import (
     archive_ledger,
 )
 from studhistory.pgarchive import PgHistory, TableLock
+from studhistory.tournament_archive import archive_tournaments
 from studkit.metrics import Metrics
 from studkit.store import EventStore
 
@@ -37,6 +38,8 @@ class Archiver:
     hot_hands: int
     dealer: DealerAudits | None = None
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    tournaments_seen: dict[str, int] = field(default_factory=dict)
+    """Tournament -> its stream's length when last read and not over yet."""
     history: PgHistory | None = None
     wallet_hot: int = DEFAULT_HOT_TRANSACTIONS
     """The wallet's latest transactions kept in Redis (``WALLET_HOT_TRANSACTIONS``); 0: its
@@ -68,6 +71,9 @@ class Archiver:
         self._ledger_trimmed = self.metrics.counter(
             "stud_archiver_ledger_trimmed_total", "The wallet's ledger transactions trimmed "
             "from Redis once archived, verified and out of its hot window.")
+        self._tournaments = self.metrics.counter(
+            "stud_archiver_tournaments_total", "Tournaments whose facts (entries, busts, "
+            "places, prizes, refunds, ending) were written to PostgreSQL.")
         self._round = Histogram("stud_archiver_round_seconds", "Time of one round over every "
                                 "table.", registry=registry)
         self._last_round = Gauge("stud_archiver_last_round_unix", "When the last round "
@@ -135,8 +141,17 @@ class Archiver:
             log.info("ledger_trimmed", transactions=outcome.trimmed,
                      lines=outcome.trimmed_lines, through=outcome.trimmed_through)
 
+    async def tournaments_step(self) -> None:
+        """The facts of every tournament that is over and paid out, once."""
+        history = await self.connected()
+        outcome = await archive_tournaments(self.store.client, history.conn,
+                                            self.tournaments_seen)
+        for tid in outcome.archived:
+            self._tournaments.inc()
+            log.info("tournament_archived", tournament_id=tid)
+
     async def round(self) -> None:
-        """One step for every table, then for the wallet's ledger."""
+        """One step for every table, then for the wallet's ledger and the tournaments."""
         started = time.monotonic()
         for table_id in await self.store.table_ids():
             if self.stopping.is_set():
@@ -144,6 +159,8 @@ class Archiver:
             await self.step(table_id)
         if not self.stopping.is_set():
             await self.ledger_step()
+        if not self.stopping.is_set():
+            await self.tournaments_step()
         self._round.observe(time.monotonic() - started)
         self._last_round.set(time.time())
 
