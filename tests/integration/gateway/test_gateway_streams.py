@@ -5,6 +5,8 @@ quiet one is reset only after the idle timeout set on purpose and resumes with
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,70 @@ async def test_four_tables_streams_are_open_at_once(stack: Stack) -> None:
     finally:
         for stream in streams:
             stream.close()
+
+
+OPEN_STREAMS_JS = """
+async ({bodies, token, waitMs}) => {
+  window.stud_readers = [];
+  const open = bodies.map(async (b64) => {
+    const body = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+    const answer = await fetch("/stud.v1.TableService/WatchTable", {
+      method: "POST", body,
+      headers: {"content-type": "application/grpc-web+proto", "x-grpc-web": "1",
+                "authorization": "Bearer " + token}});
+    const reader = answer.body.getReader();
+    window.stud_readers.push(reader);  // kept open: the stream stays live
+    let got = 0;
+    while (got < 5) {
+      const {value, done} = await reader.read();
+      if (done) break;
+      got += value.length;
+    }
+    return got;
+  });
+  const timer = new Promise(r => setTimeout(() => r("timeout"), waitMs));
+  const got = await Promise.race([Promise.all(open), timer]);
+  return {got, protocol: performance.getEntriesByType("navigation")[0].nextHopProtocol};
+}
+"""
+
+
+async def test_a_page_holds_eight_tables_streams_over_tls_with_http2(
+        stack: Stack, tmp_path: Path) -> None:
+    """Multi-tabling: over TLS the gateway speaks HTTP/2, and one page holds eight tables'
+    WatchTable streams on one connection, each with its first event, all open at once (a
+    page over plain HTTP/1.1 gets six connections to a host: the seventh would wait)."""
+    import base64
+
+    from playwright.async_api import async_playwright
+
+    from studtest.gateway import frame
+
+    chromium = shutil.which(os.environ.get("STUD_CHROMIUM", "") or "chromium")
+    if chromium is None:
+        pytest.fail("Debian's chromium is not installed (apt-get install chromium, or "
+                    "STUD_CHROMIUM=/path): this test never skips", pytrace=False)
+    tables = [f"gw-h2-{i}" for i in range(8)]
+    for table in tables:
+        stack.open_table(table)
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / "index.html").write_text("<!doctype html><title>tables</title>\n")
+    bodies = [base64.b64encode(frame(table_pb2.WatchTableRequest(table_id=t))).decode()
+              for t in tables]
+    with running_gateway(stack.targets, tmp_path / "tls", web_root=web, tls=True) as gateway:
+        assert gateway.url.startswith("https://")
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=chromium, headless=True,
+                                               args=["--no-sandbox"])
+            try:
+                context = await browser.new_context(ignore_https_errors=True)
+                page = await context.new_page()
+                await page.goto(gateway.url)
+                result = await page.evaluate(OPEN_STREAMS_JS, {
+                    "bodies": bodies, "token": stack.token("multi-h2"), "waitMs": 20_000})
+            finally:
+                await browser.close()
+    assert result["protocol"] == "h2", result
+    assert result["got"] != "timeout", "not every stream started while the others were open"
+    assert all(n >= 5 for n in result["got"]), result
