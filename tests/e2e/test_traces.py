@@ -175,10 +175,14 @@ async def test_one_bet_traced_across_the_room(redis_server: test_redis_source.Te
                            and 'method="Bet"' in line]
             assert any("# {trace_id=\"" in line for line in bet_buckets), bet_buckets
             assert "stud_table_hands_ended_total" in exposition
+            assert "\nstud_table_tables_open 1.0\n" in exposition
+            assert "\nstud_table_seated_players 2.0\n" in exposition
+            assert "\nstud_table_tables_stopped 0.0\n" in exposition
             assert "stud_event_loop_lag_seconds_bucket" in exposition
             assert 'stud_redis_call_seconds_bucket{command="EVALSHA"' in exposition
             wallet = await asyncio.to_thread(scrape_openmetrics, room.wallet.metrics_port)
             assert "stud_wallet_settlement_seconds_bucket" in wallet
+            assert "\nstud_wallet_ledger_balance 0.0\n" in wallet
 
     # stud trace show: the Bet's trace as a tree, the deal linked to it.
     shown = render(bet.trace_id, [SpanRecord.from_json(line)
