@@ -13,28 +13,28 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 import structlog
 
-from rules import Event
 from rules.errors import RuleViolation
-from rules.events import HandEnded, HandStarted
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.commit import Append, Committed, Proposal, StreamWriter, commit
 from studkit.errors import FailedPrecondition
-from studkit.mapping import envelope_at, event_from_envelope, is_room_event, timestamp_of
+from studkit.mapping import is_room_event
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
 from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
 from table import metrics
-from table.clock import as_logged, next_turn, turn_from_proto, turn_to_proto
-from table.codec import room_envelope_at, room_event_from_envelope
+from table.clock import as_logged, next_turn
+from table.codec import decode, decode_command, encode
 from table.inbox import Watcher
 from table.room import Room, RoomCommand, Turn, apply, decide
-from table.room_events import ROOM_EVENT_CLASSES
-from table.room_state import AnyEvent, updated
+from table.room_events import TurnStarted
+from table.room_state import updated
 from table.snapshot import from_extra, to_extra
+
+__all__ = ["ActorDeps", "Asked", "Stale", "TableActor", "decode"]
+"""(``decode``, the codec's, is read from here by the simulator's checks.)"""
 
 log = structlog.get_logger("table")
 
@@ -56,13 +56,6 @@ class ActorDeps:
     clock: Callable[[], float] = time.time
     watcher_buffer: int = 1000
     snapshot_every: int = 25
-
-
-def decode(envelope: EventEnvelope) -> AnyEvent:
-    """The event a stored envelope holds, the room's or the rules'."""
-    if is_room_event(envelope):
-        return room_event_from_envelope(envelope)
-    return event_from_envelope(envelope)
 
 
 def _seconds(envelope: EventEnvelope) -> float:
@@ -130,10 +123,9 @@ class TableActor(StreamWriter[Room]):
                 start = end
 
     def _fold_command(self, envelopes: Sequence[EventEnvelope]) -> None:
-        first, last = envelopes[0], envelopes[-1]
-        turn = turn_from_proto(last.turn_clock) if last.HasField("turn_clock") else None
-        self.room = apply(self.room, [decode(e) for e in envelopes], at=_seconds(first),
-                          first_sequence=first.sequence, turn=turn)
+        first = envelopes[0]
+        self.room = apply(self.room, decode_command(envelopes), at=_seconds(first),
+                          first_sequence=first.sequence)
 
     async def catch_up(self) -> None:
         """Fold what another writer appended (then this one's append is refused anyway)."""
@@ -171,33 +163,17 @@ class TableActor(StreamWriter[Room]):
         decision = decide(room, command.command, now)
         events = decision.events
         after = apply(room, events, at=now, first_sequence=version + 1, table=decision.table)
-        envelopes = self._envelopes(room, events, now)
         turn = next_turn(room, after, events, now)
-        if turn is not None and envelopes:
+        if turn is not None and events:
+            started = TurnStarted(seat=turn.seat, started_at=turn.started_at,
+                                  action_deadline=turn.action_deadline,
+                                  deadline=turn.deadline, bank_ms=turn.bank_ms)
+            events = (*events, started)
             after = updated(after, {"turn": turn})
-            envelopes[-1].turn_clock.CopyFrom(turn_to_proto(turn))
-        return Proposal(events, envelopes, after)
-
-    def _envelopes(self, room: Room, events: Sequence[AnyEvent], now: float
-                   ) -> list[EventEnvelope]:
-        occurred = timestamp_of(now)  # one for every envelope
         hand = room.table.hand
         number = hand.hand_number if hand is not None and room.table.hand_in_progress else 0
-        out = []
-        for event in events:
-            if isinstance(event, HandStarted):
-                number = event.hand_number
-            if isinstance(event, ROOM_EVENT_CLASSES):
-                out.append(room_envelope_at(event, table_id=self.table_id,
-                                            hand_number=number, command_id="",
-                                            occurred_at=occurred))
-            else:
-                out.append(envelope_at(cast(Event, event), table_id=self.table_id,
-                                       hand_number=number, command_id="",
-                                       occurred_at=occurred))
-            if isinstance(event, HandEnded):
-                number = 0
-        return out
+        envelopes = encode(events, table_id=self.table_id, hand_number=number, now=now)
+        return Proposal(events, envelopes, after)
 
     async def commit(self, command: RoomCommand, command_id: str, fp: str = "",
                      expected: int | None = None, *, record_empty: bool = True

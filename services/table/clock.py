@@ -1,5 +1,6 @@
-"""The action clock as data (DESIGN 5a): each turn's deadline is in the log (the envelope's
-``TurnClock`` on the last event after which a player is to act), so any owner re-arms it.
+"""The action clock as data (DESIGN 5a): each turn's deadline is in the log (a
+``TurnStarted``, stored as the envelope's ``turn_clock`` on the last event after which a
+player is to act: ``table.codec``), so any owner re-arms it.
 Pure: the time comes in as ``now``."""
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rules import Phase
-from stud.v1.envelope_pb2 import TurnClock
 from table.room_state import ACTIONS, Room, Turn
 
 
@@ -24,21 +24,6 @@ def as_logged(t: float) -> float:
     True
     """
     return round(t * 1e6) / 1e6
-
-
-def turn_from_proto(clock: TurnClock) -> Turn:
-    """The room's :class:`Turn` of an envelope's clock."""
-    return Turn(seat=clock.seat, started_at=clock.started_at.ToMicroseconds() / 1e6,
-                action_deadline=clock.action_deadline.ToMicroseconds() / 1e6,
-                deadline=clock.deadline.ToMicroseconds() / 1e6, bank_ms=clock.time_bank_ms)
-
-
-def turn_to_proto(turn: Turn) -> TurnClock:
-    clock = TurnClock(seat=turn.seat, time_bank_ms=turn.bank_ms)
-    clock.started_at.FromMicroseconds(_micros(turn.started_at))
-    clock.action_deadline.FromMicroseconds(_micros(turn.action_deadline))
-    clock.deadline.FromMicroseconds(_micros(turn.deadline))
-    return clock
 
 
 def fresh_turn(room: Room, seat: int, now: float) -> Turn:

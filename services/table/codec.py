@@ -2,17 +2,26 @@
 event is stored as the message of its own name with the same fields, so the bytes are those
 the table wrote when its events were the messages themselves, and every stream written
 before loads as it is (``tests/unit/table/test_codec.py``). The envelope around them is
-:mod:`studkit.mapping.room`'s."""
+:mod:`studkit.mapping.room`'s. A turn's clock (:class:`~table.room_events.TurnStarted`) is
+stored on the envelope of the event before it (``turn_clock``), as it always was: it takes
+no sequence of the stream.
+
+:func:`encode` and :func:`decode_command` are the table's edge: its events, the rules' and
+the room's, to the envelopes of one command and back."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
-from typing import Final
+from typing import Final, cast
 
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from stud.v1.envelope_pb2 import EventEnvelope
+from rules import Event
+from rules.events import HandEnded, HandStarted
+from stud.v1.envelope_pb2 import EventEnvelope, TurnClock
+from studkit.mapping import envelope_at, event_from_envelope, is_room_event, timestamp_of
 from studkit.mapping import room as stored
 from table import room_events as rev
 from table.model import settings_from_stored, settings_to_proto
@@ -60,3 +69,65 @@ def room_envelope_at(event: RoomEvent, *, table_id: str, hand_number: int, comma
     return stored.room_envelope_at(room_event_to_proto(event), table_id=table_id,
                                    hand_number=hand_number, command_id=command_id,
                                    occurred_at=occurred_at)
+
+
+def turn_clock(turn: rev.TurnStarted) -> TurnClock:
+    """The envelope's ``turn_clock`` of a turn (whole microseconds)."""
+    clock = TurnClock(seat=turn.seat, time_bank_ms=turn.bank_ms)
+    clock.started_at.FromMicroseconds(round(turn.started_at * 1e6))
+    clock.action_deadline.FromMicroseconds(round(turn.action_deadline * 1e6))
+    clock.deadline.FromMicroseconds(round(turn.deadline * 1e6))
+    return clock
+
+
+def turn_started(clock: TurnClock) -> rev.TurnStarted:
+    """The turn an envelope's ``turn_clock`` records."""
+    return rev.TurnStarted(seat=clock.seat, started_at=clock.started_at.ToMicroseconds() / 1e6,
+                           action_deadline=clock.action_deadline.ToMicroseconds() / 1e6,
+                           deadline=clock.deadline.ToMicroseconds() / 1e6,
+                           bank_ms=clock.time_bank_ms)
+
+
+def decode(envelope: EventEnvelope) -> Event | RoomEvent:
+    """The event a stored envelope holds, the room's or the rules' (its turn's clock
+    aside: :func:`decode_command`)."""
+    if is_room_event(envelope):
+        return room_event_from_envelope(envelope)
+    return event_from_envelope(envelope)
+
+
+def decode_command(envelopes: Sequence[EventEnvelope]
+                   ) -> list[Event | RoomEvent | rev.TurnStarted]:
+    """The events of stored envelopes, each followed by the turn its envelope's clock
+    starts, if any."""
+    out: list[Event | RoomEvent | rev.TurnStarted] = []
+    for envelope in envelopes:
+        out.append(decode(envelope))
+        if envelope.HasField("turn_clock"):
+            out.append(turn_started(envelope.turn_clock))
+    return out
+
+
+def encode(events: Sequence[Event | RoomEvent | rev.TurnStarted], *, table_id: str,
+           hand_number: int, now: float) -> list[EventEnvelope]:
+    """The envelopes of one command's events (unsealed), all at ``now``: the hand number
+    each belongs to (from ``hand_number``, the hand in progress or 0, on through the hand
+    its events start and end), a turn's clock on the envelope before it."""
+    occurred = timestamp_of(now)  # one for every envelope
+    number = hand_number
+    out: list[EventEnvelope] = []
+    for event in events:
+        if isinstance(event, rev.TurnStarted):
+            out[-1].turn_clock.CopyFrom(turn_clock(event))
+            continue
+        if isinstance(event, HandStarted):
+            number = event.hand_number
+        if isinstance(event, ROOM_EVENT_CLASSES):
+            out.append(room_envelope_at(event, table_id=table_id, hand_number=number,
+                                        command_id="", occurred_at=occurred))
+        else:
+            out.append(envelope_at(cast(Event, event), table_id=table_id, hand_number=number,
+                                   command_id="", occurred_at=occurred))
+        if isinstance(event, HandEnded):
+            number = 0
+    return out

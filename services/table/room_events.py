@@ -156,6 +156,20 @@ class DealingPaused:
     one_hand: bool = False
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted:
+    """A seat's turn and its clock (absolute times, seconds): the action time runs to
+    ``action_deadline``, then the seat's bank to ``deadline``. Stored on the envelope of the
+    event that gave the seat the turn (``EventEnvelope.turn_clock``), not as an envelope of
+    its own: it takes no sequence of the stream."""
+
+    seat: int
+    started_at: float
+    action_deadline: float
+    deadline: float
+    bank_ms: int
+
+
 RoomEvent: TypeAlias = (
     SettingsSet | BuyInRequested | BuyInFailed | BuyInRefundDue | BuyInRefunded
     | TopUpQueued | TopUpDropped | CashOutRequested | CashOutPaid | LeaveRequested

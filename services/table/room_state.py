@@ -46,8 +46,9 @@ HAND_STARTS_KEPT: Final = 1000
 """Hands whose first sequence the room keeps, so that reading one of them starts there (an
 older hand's start is found by bisecting the stream: ``Watching.hand_events``)."""
 
-AnyEvent: TypeAlias = Event | RoomEvent
-"""An event of a table's stream: the rules' or the room's (:mod:`table.room_events`)."""
+AnyEvent: TypeAlias = Event | RoomEvent | rev.TurnStarted
+"""An event of a table's stream: the rules', the room's (:mod:`table.room_events`), or a
+turn's clock."""
 
 @unique
 class SagaKind(StrEnum):
@@ -187,18 +188,23 @@ def updated(room: Room, changes: Mapping[str, object]) -> Room:
 # --- folding --------------------------------------------------------------------------------
 
 def apply(room: Room, events: Sequence[AnyEvent], *, at: float, first_sequence: int,
-          turn: Turn | None = None, table: TableState | None = None) -> Room:
-    """``room`` with ``events`` folded in (sequences ``first_sequence``, ...; ``at`` their
-    time). ``table`` is the rules' state after them when the caller has it (it is not
-    folded again); ``turn`` the clock the last event's envelope carries."""
+          table: TableState | None = None) -> Room:
+    """``room`` with ``events`` folded in (sequences ``first_sequence``, ... : a
+    :class:`~table.room_events.TurnStarted` takes none; ``at`` their time). ``table`` is the
+    rules' state after them when the caller has it (it is not folded again)."""
     f = _Fold(room)
     state = room.table
     run: list[Event] = []
     """The game events not yet folded into ``state``: folded together (``rules.fold``: a run
     of hand events thaws and freezes the hand once), up to a hand's start, the one event
     whose bookkeeping reads the state before it."""
-    for offset, event in enumerate(events):
-        sequence = first_sequence + offset
+    sequence = first_sequence - 1
+    for event in events:
+        if isinstance(event, rev.TurnStarted):
+            f.turn = Turn(event.seat, event.started_at, event.action_deadline, event.deadline,
+                          event.bank_ms)
+            continue
+        sequence += 1
         if isinstance(event, ROOM_EVENT_CLASSES):
             f.room_event(event)
             continue
@@ -211,15 +217,13 @@ def apply(room: Room, events: Sequence[AnyEvent], *, at: float, first_sequence: 
         f.visible = sequence
     if run:
         state = rules.fold(run, state)
-    if turn is not None:
-        f.turn = turn
     final = table if table is not None else state
     for event in events:
         if isinstance(event, HandEnded):
             f.hand_result(final, event.hand_number)
         elif isinstance(event, StakesChanged):
             f.set("pending_stakes", None)
-    return f.build(final, first_sequence + len(events) - 1 if events else room.version)
+    return f.build(final, sequence if sequence >= first_sequence else room.version)
 
 
 def hand_result(table: TableState) -> tuple[SeatResult, ...]:

@@ -147,3 +147,53 @@ def test_the_table_writes_the_bytes_it_wrote_before() -> None:
         room = apply(room, decision.events, at=NOW, first_sequence=room.version + 1,
                      table=decision.table)
     assert made == decoded
+
+
+def test_a_turns_clock_is_an_event_stored_on_the_envelope_before_it() -> None:
+    """A deal that gives a seat the turn decides a ``TurnStarted`` after the rules' events;
+    it is stored as the last envelope's ``turn_clock`` (no envelope, no sequence of its
+    own), and folding the sealed envelopes gives the room deciding made."""
+    from rules import pending_deal
+    from rules.cards import parse_cards
+    from rules.commands import StartHand
+    from rules.testing import deal_command
+    from studkit.commit import seal
+    from table.actor import Asked
+    from table.room import Play
+    from table.room_events import TurnStarted
+
+    room = live_seated()
+    room = run_at(room, Play(StartHand(hand_number=1, deck_commitment="c")))
+    plan = pending_deal(room.table)
+    assert plan is not None
+    deal = deal_command(plan, parse_cards("2c 9d 3h Kd 5s 7h")[:len(plan.slots)],
+                        hide_down=True)
+    actor = TableActor("t1", ActorDeps(store=cast(Any, None), redis=cast(Any, None),
+                                       clock=lambda: NOW + 1))
+    actor.room = room
+    proposal = actor.decide(Asked(Play(deal)))
+    started = proposal.events[-1]
+    assert isinstance(started, TurnStarted) and started.started_at == NOW + 1
+    assert started.deadline > started.action_deadline > started.started_at
+    assert len(proposal.envelopes) == len(proposal.events) - 1
+    assert [e.HasField("turn_clock") for e in proposal.envelopes][-2:] == [False, True]
+    seal(proposal.envelopes, "t1", "s:deal", room.version)
+    folded = TableActor("t1", ActorDeps(store=cast(Any, None), redis=cast(Any, None)))
+    folded.room = room
+    folded.fold(proposal.envelopes)
+    assert folded.room == proposal.state and folded.room.turn is not None
+    assert folded.room.version == room.version + len(proposal.envelopes)
+
+
+def live_seated() -> Room:
+    room = run_at(Room(), COMMANDS[0])
+    for seat, player in ((1, "ann"), (2, "bob")):
+        room = run_at(room, RequestBuyIn(seat, player, 10_000, f"k{seat}", f"c{seat}"))
+        room = run_at(room, ConfirmBuyIn(seat, f"k{seat}"))
+    return room
+
+
+def run_at(room: Room, command: RoomCommand) -> Room:
+    decision = decide(room, command, NOW)
+    return apply(room, decision.events, at=NOW, first_sequence=room.version + 1,
+                 table=decision.table)
