@@ -241,6 +241,27 @@ class LedgerOutcome:
     """Another archiver held the wallet's lock."""
 
 
+async def _check_not_trimmed_past(redis: Client, conn: psycopg.AsyncConnection[Any],
+                                  mark: str | None) -> None:
+    """Refuse to copy when Redis trimmed more entries than PostgreSQL holds (PostgreSQL
+    restored to an earlier point): a copy would leave a gap. Redis 7 counts the entries ever
+    added to a stream (``XINFO STREAM``'s ``entries-added``); 6.2 does not, and there this
+    check cannot be made."""
+    info = cast(dict[Any, Any], await redis.xinfo_stream(LEDGER))
+    added = info.get("entries-added", info.get(b"entries-added"))
+    if added is None:
+        return
+    trimmed = int(added) - int(info.get("length", info.get(b"length", 0)))
+    cur = await conn.execute("SELECT coalesce(sum(transactions), 0) FROM ledger.segments")
+    row = await cur.fetchone()
+    archived = int(row[0]) if row is not None else 0
+    if trimmed > archived:
+        raise LedgerArchiveError(f"the ledger was trimmed of {trimmed} entries but "
+                                 f"PostgreSQL's archive holds {archived} (through "
+                                 f"{mark or 'none'}): restore the missing range first "
+                                 "(docs/history.md, Restore)")
+
+
 async def copy_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
                       batch: int = DEFAULT_BATCH) -> tuple[int, int]:
     """Copy the ledger's entries after the watermark (at most ``batch``) with their statement
@@ -249,6 +270,7 @@ async def copy_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
     entries = await _xrange(redis, LEDGER, f"({mark}" if mark else "-", count=batch)
     if not entries:
         return 0, 0
+    await _check_not_trimmed_past(redis, conn, mark)
     plan = [(entry_id, fields, _postings(entry_id, fields)) for entry_id, fields in entries]
     wanted = Counter(account for _, _, ps in plan for _, account, _, _ in ps)
     lines: dict[str, list[tuple[str, dict[str, str]]]] = {}

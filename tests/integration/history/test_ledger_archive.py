@@ -39,6 +39,7 @@ from studtest.table import running_room
 from studtest.wallet import AUDITOR, RunningWallet, running_wallet
 from studtools.cli import main as cli_main
 from studtools.devkeys import DevKeys
+from studtools.redis_server import find_redis_server, server_version
 from wallet.config import Settings
 from wallet.history import ArchivedLines, ArchivedStatementStore
 
@@ -321,3 +322,22 @@ async def settle_hand(c: Any, h: int) -> pb.SettleHandResponse:
                                  amount_won=38 if s == won else 0)
                for s, p in ((1, "alice"), (2, "bob"))]))
     return reply
+
+
+async def test_a_ledger_trimmed_past_the_archive_is_not_copied_with_a_gap(
+        wallet: RunningWallet, archiver: tuple[Client, Any], history_dsns: Any) -> None:
+    """PostgreSQL restored to before a trim: the next copy is refused (on Redis 7, which
+    counts the entries a stream was ever given), never written with the trimmed range missing."""
+    client, conn = archiver
+    await play_money(wallet, range(1, 6))
+    await archive_ledger(client, conn, keep=KEEP)
+    if server_version(find_redis_server()) < (7,):
+        pytest.skip("Redis 6.2 does not count the entries a stream was given")
+    with psycopg.connect(history_dsns.admin, autocommit=True) as owner:  # "a restore"
+        for table in ("ledger.postings", "ledger.segments"):
+            owner.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+            owner.execute(f"DELETE FROM {table}")
+            owner.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    await settle_hand(wallet.client, 6)
+    with pytest.raises(LedgerArchiveError, match="trimmed of"):
+        await copy_ledger(client, conn)
