@@ -12,6 +12,8 @@ hand ends, the settlement follow. Then:
 - the table's log line of the Bet carries the Bet's ``trace_id``;
 - the Bet's latency bucket carries the trace id as an exemplar (OpenMetrics);
 - ``stud trace show`` prints the Bet's trace with the deal linked to it.
+
+And the tournament's steps likewise: the step that charges a registration links to it.
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import grpc
 import pytest
 
 from stud.v1 import table_pb2 as pb
+from stud.v1 import tournament_pb2 as tpb
+from stud.v1 import tournament_pb2_grpc as tpb_grpc
 from studkit.redis_client import connect
 from studkit.store import EventStore
 from studtest import redis as test_redis_source
-from studtest.processes import room_processes
+from studtest.processes import ServiceProcess, restartable_port, room_processes
 from studtest.table import TableClient, fast_settings, player
+from studtest.tournament_service import TournamentClient
 from studtools import cli
 from studtools.devkeys import DevKeys
 from studtools.traces import SpanRecord, receiving, render
@@ -43,6 +49,8 @@ METHODS = {BRING_IN: ("PostBringIn", pb.PostBringInRequest), BET: ("Bet", pb.Bet
            CALL: ("Call", pb.CallRequest), CHECK: ("Check", pb.CheckRequest),
            FOLD: ("Fold", pb.FoldRequest), COMPLETE: ("Complete", pb.CompleteRequest)}
 BET_RPC = "/stud.v1.TableService/Bet"
+SNG = tpb.TournamentConfig(name="sng", format=tpb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=1000,
+                           fee=100, seats=3, structure=tpb.TournamentStructure(preset="turbo"))
 
 
 async def turn(client: TableClient, table_id: str, wanted: int,
@@ -194,3 +202,52 @@ async def test_one_bet_traced_across_the_room(redis_server: test_redis_source.Te
     assert f"linked from trace {deal.trace_id} (its table.deal follows EventStore.append" \
         in shown
     print(f"\n{bettor}'s Bet, as stud trace show prints it:\n{shown}")
+
+
+async def test_a_tournament_step_links_to_the_registration(
+        redis_server: test_redis_source.TestRedis, redis_url: str, tmp_path: Path) -> None:
+    """The tournament's process manager charges a registration's buy-in at its next step: that
+    step's trace links to the Register's append and holds the wallet's call."""
+    def url_for(service: str) -> str:
+        return redis_server.server.url_for(service) if redis_server.server else redis_url
+
+    async with receiving() as (receiver, port):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+               "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_TRACES_SAMPLER": "always_on"}
+        async with room_processes(url_for, KEYS, tmp_path, extra_env=env) as room, \
+                room.clients() as clients:
+            tournament = ServiceProcess("tournament", {
+                **env, "METRICS_PORT": str(restartable_port()), "METRICS_ADDR": "127.0.0.1",
+                "LOG_LEVEL": "INFO", **KEYS.env("tournament"),
+                "REDIS_URL": url_for("tournament"),
+                "TOURNAMENT_WALLET_TARGET": room.wallet.target,
+                "TOURNAMENT_TABLE_TARGET": room.table.target, "TOURNAMENT_TICK_S": "0.2",
+                "TOURNAMENT_SHUTDOWN_GRACE": "1"}, tmp_path / "tournament.log")
+            tournament.start()
+            try:
+                await tournament.wait_serving()
+                await clients.wallet.create_account("ann")
+                await clients.wallet.deposit("ann", 5_000, "dep-ann-sng")
+                async with grpc.aio.insecure_channel(tournament.target) as channel:
+                    client = TournamentClient(
+                        tpb_grpc.TournamentServiceStub(channel),  # type: ignore[no-untyped-call]
+                        KEYS)
+                    await client.create("sng-traced", SNG)
+                    await client.register("sng-traced", player("ann"), "reg-ann")
+                [register] = await receiver.wait_for(
+                    lambda s: s.name == "/stud.v1.TournamentService/Register"
+                    and s.kind == "server")
+                [append] = [s for s in receiver.trace(register.trace_id)
+                            if s.name == "EventStore.append" and s.parent_id == register.span_id]
+                steps = await receiver.wait_for(
+                    lambda s: s.name == "tournament.step"
+                    and (register.trace_id, append.span_id) in s.links)
+                await receiver.wait_for(
+                    lambda s: s.trace_id in {t.trace_id for t in steps}
+                    and s.service == "wallet" and s.kind == "server")
+                exposition = await asyncio.to_thread(scrape_openmetrics,
+                                                     tournament.metrics_port)
+                assert "\nstud_tournament_registrations_total 1.0\n" in exposition
+                assert "\nstud_tournament_running 0.0\n" in exposition
+            finally:
+                tournament.terminate()
