@@ -40,9 +40,7 @@ How to use it::
 from __future__ import annotations
 
 import contextlib
-import datetime
 import http.client
-import ipaddress
 import os
 import ssl
 import struct
@@ -62,6 +60,7 @@ from studtools.gateway import (
     UPSTREAMS,
     Gateway,
     GatewaySettings,
+    self_signed,
 )
 from studtools.redis_server import free_port
 
@@ -70,34 +69,6 @@ M = TypeVar("M", bound=Message)
 TRUSTED_ENV = {"STUD_TRUSTED_PROXIES": LOCAL_UPSTREAM_SOURCE}
 """What a service behind the local gateway needs to count browsers apart."""
 GRPC_WEB = "application/grpc-web+proto"
-
-
-def self_signed(work_dir: Path) -> tuple[Path, Path]:
-    """A self-signed certificate and key (PEM) for 127.0.0.1 and localhost."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stud-hilo test gateway")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"),
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .sign(key, hashes.SHA256()))
-    work_dir.mkdir(parents=True, exist_ok=True)
-    cert_path, key_path = work_dir / "tls.crt", work_dir / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    key_path.chmod(0o600)
-    return cert_path, key_path
 
 
 @contextlib.contextmanager

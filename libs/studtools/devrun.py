@@ -59,7 +59,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from studclient.sitgo import window_s
 from studkit.auth import Principal, Role
 from studtools.devkeys import DEV_SERVICES, DevKeys
-from studtools.gateway import LOCAL_UPSTREAM_SOURCE, Gateway, GatewayError, GatewaySettings
+from studtools.gateway import (
+    LOCAL_UPSTREAM_SOURCE,
+    Gateway,
+    GatewayError,
+    GatewaySettings,
+    self_signed,
+)
 from studtools.pg_server import PostgresServer
 from studtools.redis_server import (
     SERVICE_ACL,
@@ -84,6 +90,8 @@ TARGET_ENV: Final[Mapping[str, str]] = {"table": "STUD_TABLE_TARGET",
 ISSUER_KEY_ENV: Final = "STUD_ISSUER_KEY"
 WEB_PORT: Final = 8080
 """The gateway's port when free (the page ``http://127.0.0.1:8080/``), else any free port."""
+WEB_TLS_PORT: Final = 8443
+"""Its TLS page (HTTP/2: a page holds more than three tables; ``https://127.0.0.1:8443/``)."""
 WEB_PLAYERS: Final = ("alice", "bob")
 """The dev players that get a sign-in link (their dev token in the URL's fragment)."""
 DEMO_TABLE: Final = "demo"
@@ -320,10 +328,15 @@ def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
     ``web/dist``; ready when returned. None (and why, printed) when it cannot start: the
     terminal clients work without it."""
     port = WEB_PORT if port_free(WEB_PORT) else free_port_but_planned()
+    tls_port = WEB_TLS_PORT if port_free(WEB_TLS_PORT) else free_port_but_planned()
+    tls = run_dir / "tls"
+    if not (tls / "tls.crt").exists() or not (tls / "tls.key").exists():
+        self_signed(tls)  # kept across runs: a browser accepts it once
     settings = GatewaySettings(
         upstreams={n: addrs[n] for n in ("table", "dealer", "wallet", "tournament")},
         port=port, web_root=str((root / "web" / "dist").resolve()),
-        upstream_source=LOCAL_UPSTREAM_SOURCE, access_log="/dev/stdout")
+        tls_cert=str((tls / "tls.crt").resolve()), tls_key=str((tls / "tls.key").resolve()),
+        tls_port=tls_port, upstream_source=LOCAL_UPSTREAM_SOURCE, access_log="/dev/stdout")
     gateway = Gateway(settings, run_dir / "gateway", new_session=True,
                       log_file=logs_dir / "gateway.log")
     try:
@@ -498,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
                 for name in WEB_PLAYERS:  # the token in the fragment: never sent to a server
                     print(f"  sign in as {name:<6} {gateway.url}#token={tokens[name]}",
                           flush=True)
+                print(f"  multi-tabling    {gateway.tls_url} (TLS with HTTP/2: more than "
+                      f"three tables in one page; a self-signed certificate, "
+                      f"{data_dir.parent / 'tls' / 'tls.crt'}: accept it once)", flush=True)
         env_file.parent.mkdir(parents=True, exist_ok=True)
         write_private(env_file, env_file_text(addrs, issuer_key, history))
         write_private(Path(args.targets_file or env_file.parent / "targets.json"),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import ipaddress
 import json
 import os
@@ -113,6 +114,9 @@ class GatewaySettings:
     tls_cert: str | None = None
     tls_key: str | None = None
     """PEM files: TLS with HTTP/2 (and HTTP/1.1) on the port; None: plain HTTP/1.1 and h2c."""
+    tls_port: int | None = None
+    """With a certificate: TLS on this port and plain HTTP on ``port`` too (make run: the
+    plain page, and the TLS one for multi-tabling); None: TLS on ``port`` only."""
     cors_origins: tuple[str, ...] = ()
     """Origins (``https://play.example.com``) that may call the API from another origin."""
     unary_timeout_s: float = 30.0
@@ -261,6 +265,11 @@ def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
     return filters
 
 
+def _listener(name: str, host: str, port: int, chain: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "address": {"socket_address": {"address": host, "port_value": port}},
+            "per_connection_buffer_limit_bytes": 1048576, "filter_chains": [chain]}
+
+
 def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
     """The Envoy bootstrap (v3) for ``settings``: a JSON-able dict (Envoy reads it as YAML or
     JSON)."""
@@ -310,26 +319,29 @@ def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
                 "duration_ms": "%DURATION%", "upstream": "%UPSTREAM_HOST%"}}}}]
     chain: dict[str, Any] = {"filters": [{
         "name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}
+    listeners = []
     if settings.tls_cert is not None:
         if settings.tls_key is None:
             raise ValueError("a TLS certificate needs its key")
-        chain["transport_socket"] = {"name": "envoy.transport_sockets.tls", "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3."
-                     "DownstreamTlsContext",
-            "common_tls_context": {
-                "alpn_protocols": ["h2", "http/1.1"],
-                "tls_params": {"tls_minimum_protocol_version": "TLSv1_2"},
-                "tls_certificates": [{"certificate_chain": {"filename": settings.tls_cert},
-                                      "private_key": {"filename": settings.tls_key}}]}}}
+        secure = {**chain, "transport_socket": {
+            "name": "envoy.transport_sockets.tls", "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3."
+                         "DownstreamTlsContext",
+                "common_tls_context": {
+                    "alpn_protocols": ["h2", "http/1.1"],
+                    "tls_params": {"tls_minimum_protocol_version": "TLSv1_2"},
+                    "tls_certificates": [{
+                        "certificate_chain": {"filename": settings.tls_cert},
+                        "private_key": {"filename": settings.tls_key}}]}}}}
+        listeners.append(_listener("gateway-tls" if settings.tls_port else "gateway",
+                                   settings.listen,
+                                   settings.tls_port or settings.port, secure))
+    if settings.tls_cert is None or settings.tls_port is not None:
+        listeners.append(_listener("gateway", settings.listen, settings.port, chain))
     config: dict[str, Any] = {
         "node": {"id": "stud-gateway", "cluster": "stud-gateway"},
         "static_resources": {
-            "listeners": [{
-                "name": "gateway",
-                "address": {"socket_address": {"address": settings.listen,
-                                               "port_value": settings.port}},
-                "per_connection_buffer_limit_bytes": 1048576,
-                "filter_chains": [chain]}],
+            "listeners": listeners,
             "clusters": [*(_cluster(n, settings.upstreams[n], settings) for n in UPSTREAMS),
                          _owner_cluster(settings)]},
         # Connections a gateway holds open at most (browsers, each with its streams).
@@ -348,6 +360,35 @@ def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
         config["admin"] = {"address": {"socket_address": {
             "address": "127.0.0.1", "port_value": settings.admin_port}}}
     return config
+
+
+def self_signed(work_dir: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and key (PEM: ``tls.crt``, ``tls.key`` in ``work_dir``) for
+    127.0.0.1 and localhost, valid for a year: make run's TLS page and the tests'."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stud-hilo dev gateway")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = work_dir / "tls.crt", work_dir / "tls.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return cert_path, key_path
 
 
 # --- running it ------------------------------------------------------------------------------
@@ -389,14 +430,24 @@ class Gateway:
 
     @property
     def scheme(self) -> str:
-        return "https" if self.settings.tls_cert else "http"
+        """Of :attr:`url`: https when TLS is all it serves."""
+        return "https" if self.settings.tls_cert and self.settings.tls_port is None else "http"
 
     @property
     def url(self) -> str:
-        """The page's address (``http://127.0.0.1:8080/``)."""
+        """The page's address (``http://127.0.0.1:8080/``; ``https://`` with TLS alone)."""
         host = self.settings.listen
         host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         return f"{self.scheme}://{host}:{self.settings.port}/"
+
+    @property
+    def tls_url(self) -> str | None:
+        """The TLS page (HTTP/2) when it is served beside the plain one (``tls_port``)."""
+        if self.settings.tls_cert is None or self.settings.tls_port is None:
+            return None
+        host = self.settings.listen
+        host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        return f"https://{host}:{self.settings.tls_port}/"
 
     def start(self) -> None:
         """Write the configuration and start Envoy (one worker thread, no hot restart, so

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -62,6 +64,16 @@ def test_make_run_prints_the_page_and_sign_in_links_that_work(tmp_path: Path) ->
             assert keys.verifier().verify(fragment["token"][0]).subject == f"player:{name}"
         with urllib.request.urlopen(page, timeout=10) as answer:
             assert answer.status == 200
+        # The TLS page (its own self-signed certificate, kept in .run/tls) speaks HTTP/2.
+        (tls_line,) = [line for line in lines if line.startswith("  multi-tabling ")]
+        secure = urllib.parse.urlsplit(tls_line.split()[1])
+        assert secure.scheme == "https" and secure.hostname == "127.0.0.1", tls_line
+        assert (tmp_path / "tls" / "tls.crt").exists()
+        context = ssl.create_default_context(cafile=str(tmp_path / "tls" / "tls.crt"))
+        context.set_alpn_protocols(["h2", "http/1.1"])
+        with socket.create_connection((secure.hostname, secure.port), timeout=10) as raw, \
+                context.wrap_socket(raw, server_hostname=secure.hostname) as conn:
+            assert conn.selected_alpn_protocol() == "h2"
         # The link's token, through the gateway, is alice to the services.
         token = urllib.parse.parse_qs(urllib.parse.urlsplit(links["alice"]).fragment)["token"][0]
         balance = web_call(page, "/stud.v1.WalletService/GetBalance",
