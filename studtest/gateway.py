@@ -18,11 +18,15 @@ How to use it::
   ``x-forwarded-for`` (``STUD_TRUSTED_PROXIES``), then the gateway in front of them; it
   stops everything on exit. ``tls=True`` serves TLS with HTTP/2 (a self-signed certificate
   for ``127.0.0.1`` and ``localhost``, :attr:`Stack.cert`; a browser context needs
-  ``ignore_https_errors=True``). ``dealer_env`` / ``table_env`` / ``tournament_env`` add
-  variables to those services (a test knob), ``gateway`` overrides
+  ``ignore_https_errors=True``): a page with more than three tables needs it, as each table
+  is two streams (WatchTable, WatchMyCards) and plain HTTP/1.1 gives a page six.
+  ``dealer_env`` / ``table_env`` / ``tournament_env`` add variables to those services (a
+  test knob), ``gateway`` overrides
   :class:`studtools.gateway.GatewaySettings` fields (``cors_origins=("http://x",)``,
   ``unary_timeout_s=2``, ...).
 - :func:`running_gateway` is the gateway alone, in front of services you started.
+- ``stack.open_table(id)`` and ``stack.fund(player)`` prepare a table and a wallet through
+  the gateway, as an operator.
 - What the gateway serves: the public methods (``studtools.gateway.PUBLIC_METHODS``) at
   ``/<package>.<Service>/<Method>`` for gRPC-Web (``application/grpc-web+proto``, as
   ``@connectrpc/connect-web``'s ``createGrpcWebTransport`` sends it, ``baseUrl`` = the
