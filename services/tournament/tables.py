@@ -56,12 +56,13 @@ class HandStacks:
 class TableClient:
     def __init__(self, channel: grpc.aio.Channel, metadata: Metadata, timeout_s: float,
                  settings: tpb.TableSettings | None = None,
-                 connect: Connect = grpc.aio.insecure_channel) -> None:
+                 connect: Connect | None = None) -> None:
         self._stub = tpb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
         self._metadata = metadata
         self._timeout = timeout_s
         self._settings = settings
-        self._connect = connect
+        # Looked up at each call (not bound at import): traced channels when tracing is on.
+        self._connect: Connect = connect or (lambda target: grpc.aio.insecure_channel(target))
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, tpb_grpc.TableServiceStub] = {}
         self._routes: dict[str, str] = {}
