@@ -135,10 +135,12 @@ async def test_two_players_play_to_showdown_by_clicking(room: Room, players: Pla
                     assert "shown" in shown_flags or "mucked" in shown_flags, (p.name, hidden)
                     seen_showdown[p.name] += 1
                     await shoot(p.page, "showdown")
-                elif len(await own_cards_shown(p, table_id)) >= 4 and await p.pane(
+                elif await p.pane(table_id).get_by_role(
+                        "region", name=f"Seat {seats[p.name]}", exact=True).locator(
+                        ".up [data-card]").count() >= 3 and await p.pane(
                         table_id).get_by_role("group", name="Actions").get_by_role(
                         "button").count():
-                    await shoot(p.page, "table")
+                    await shoot(p.page, "table")  # 5th street or later, to act
             a = await checked_hands(alice.page, table_id)
             b = await checked_hands(bob.page, table_id)
             if a["hand"] and b["hand"] and int(a["hand"]) >= HANDS and int(b["hand"]) >= HANDS:

@@ -165,10 +165,20 @@ async def test_a_connection_cut_mid_hand_resumes(room: Room, players: Players,
     await expect(check).to_have_attribute("data-outcome", "verified")
 
 
-@pytest.mark.parametrize("room", [Corruption.SWAP], indirect=True)
-async def test_a_corrupted_proof_fails_the_pages_check(room: Room, players: Players) -> None:
-    """The rigged dealer swaps seat 1's first down card after committing: alice's page says
-    the check failed, naming the card by street and draw only; bob's own check passes his."""
+EXPECTED = {
+    Corruption.SWAP: "the opening does not match the commitment",
+    Corruption.POSITION: "the card is not at the position the deal rule gives",
+    Corruption.WITHHOLD: "the dealer sent no opening",
+}
+
+
+@pytest.mark.parametrize("room", list(EXPECTED), indirect=True)
+async def test_a_corrupted_proof_fails_the_pages_check(room: Room, players: Players,
+                                                       request: pytest.FixtureRequest) -> None:
+    """The rigged dealer tampers with seat 1's first down card (studtest.rigged_dealer):
+    alice's page says the check failed, naming the card by street and draw only, in the
+    words the SDK's check uses (tests/integration/client/test_fair_play.py)."""
+    kind = request.node.callspec.params["room"]
     table_id = await room.client.open_table("web-rigged", settings=fast_settings(
         next_hand_delay_ms=60_000))
     await room.fund("alice", 100_000)
@@ -181,8 +191,7 @@ async def test_a_corrupted_proof_fails_the_pages_check(room: Room, players: Play
     check = alice.pane(table_id).get_by_role("status", name="Deal check")
     await expect(check).to_have_attribute("data-outcome", "failed", timeout=20_000)
     await expect(check).to_contain_text(
-        "hand 1: CHECK FAILED: your down card 1 (3rd street, draw 0): the opening does not "
-        "match the commitment")
+        f"hand 1: CHECK FAILED: your down card 1 (3rd street, draw 0): {EXPECTED[kind]}")
     await expect(alice.pane(table_id).get_by_role("list", name="Dealer log")).to_contain_text(
         "Deal check: hand 1: CHECK FAILED")
 

@@ -1,7 +1,7 @@
 // One table in the page: the view (GetTable), the live feed (WatchTable, resumed from the last
 // sequence), the player's own cards (WatchMyCards), the actions the view offers, the seat's
 // controls, the dealer's log, the last hand and the deal check of every hand.
-import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Api } from "./api";
 import { commandId, isAbort, refusal, refusalText } from "./api";
 import type { LegalAction } from "./gen/stud/v1/common_pb";
@@ -455,20 +455,29 @@ export class TablePane {
     const hand = v?.hand;
     if (!v || !hand || !hand.toAct || hand.phase === HandPhase.COMPLETE || !hand.turnDeadline) {
       this.els.clock.textContent = "";
-      return;
+    } else {
+      this.tickClock(hand.toAct, hand.turnDeadline, hand.timeBankMs);
     }
-    const left = (timestampMs(hand.turnDeadline) - Date.now()) / 1000;
-    const bank = Number(hand.timeBankMs) / 1000;
+    if (this.view?.tournamentId) {
+      // the tournament moves on between the table's events (a bust's place, the end, a move)
+      if (this.tournament?.phase !== TournamentPhase.FINISHED) void this.readTournament(false);
+      this.renderTournament();
+    }
+  }
+
+  private tickClock(toAct: number, deadline: Timestamp, bankMs: bigint): void {
+    const left = (timestampMs(deadline) - Date.now()) / 1000;
+    const bank = Number(bankMs) / 1000;
     const action = Math.max(0, left - bank);
     this.els.clock.textContent = action > 0
-      ? `${this.who(hand.toAct)} to act: ${countdown(action)}, time bank ${countdown(bank)}`
-      : `${this.who(hand.toAct)} on the time bank: ${countdown(left)}`;
-    if (this.view?.tournamentId) this.renderTournament();
+      ? `${this.who(toAct)} to act: ${countdown(action)}, time bank ${countdown(bank)}`
+      : `${this.who(toAct)} on the time bank: ${countdown(left)}`;
   }
 
   private render(): void {
     const v = this.view;
     if (!v) return;
+    if (!performance.getEntriesByName("stud-first-view").length) performance.mark("stud-first-view");
     const hand = v.hand;
     const live = !!hand && hand.phase !== HandPhase.COMPLETE;
     const stakes = v.config ? `${chips(v.config.smallBet)}/${chips(v.config.bigBet)}` : "";
