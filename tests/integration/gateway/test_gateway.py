@@ -95,3 +95,38 @@ async def test_no_cors_unless_an_origin_is_configured(stack: Stack, tmp_path) ->
                          token=stack.token("ann"), headers={"origin": "https://play.example"})
         assert reply.reason == "unknown_table"
         assert "stud-reason" in reply.headers.get("access-control-expose-headers", "")
+
+
+async def test_native_grpc_passes_through_the_gateway(stack: Stack) -> None:
+    """A gRPC client (the SDK, stud play) reaches the same routes through the gateway."""
+    import grpc
+
+    from stud.v1 import table_pb2_grpc
+
+    stack.open_table("gw-native")
+    target = stack.gateway.url.removeprefix("http://").rstrip("/")
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = table_pb2_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
+        view = await stub.GetTable(table_pb2.GetTableRequest(table_id="gw-native"),
+                                   metadata=(("authorization",
+                                              f"Bearer {stack.token('nat')}"),), timeout=10)
+        assert view.table_id == "gw-native"
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.SeatEntrant(table_pb2.SeatEntrantRequest(table_id="gw-native"),
+                                   metadata=(("authorization",
+                                              f"Bearer {stack.token('nat')}"),), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_a_table_call_follows_the_owner_header(stack: Stack) -> None:
+    """``stud-owner: ip:port`` (a not_owner refusal's owner) sends a table call to that
+    replica instead of the table Service."""
+    stack.open_table("gw-owner")
+    request = table_pb2.GetTableRequest(table_id="gw-owner")
+    token = stack.token("owner-follower")
+    there = web_call(stack.gateway.url, "/stud.v1.TableService/GetTable", request,
+                     token=token, headers={"stud-owner": stack.room.table.target})
+    assert there.one(table_pb2.TableView).table_id == "gw-owner"
+    nowhere = web_call(stack.gateway.url, "/stud.v1.TableService/GetTable", request,
+                       token=token, headers={"stud-owner": "127.0.0.1:1"})
+    assert nowhere.status == 14, nowhere.metadata  # UNAVAILABLE: nobody listens there
