@@ -152,7 +152,7 @@ def _start_round(hand: MutableHand, config: TableConfig) -> None:
     hand.cap_lifted = hand.bring_in_pending = False
     street = hand.street
     assert street is not None
-    view = hand.view()
+    view: HandState = hand  # type: ignore[assignment]  # hand.view(), inlined (a hot path)
     if hand.exposed:
         hand.phase = _SHOWDOWN if street == _SEVENTH else _DEALING
     elif street == _THIRD:
@@ -190,7 +190,7 @@ def _end_round(hand: MutableHand, cap_lifted: bool) -> None:
 
 
 def _after_action(hand: MutableHand, config: TableConfig, seat: int) -> None:
-    view = hand.view()
+    view: HandState = hand  # type: ignore[assignment]  # hand.view(), inlined (a hot path)
     lifted = hand.cap_lifted or lifts_cap(view, config, round_start=False)
     if round_over(view):
         _end_round(hand, lifted)
@@ -223,7 +223,7 @@ def _act(hand: MutableHand, seat: int, amount: int, reference: int) -> None:
 
 
 def _wager(hand: MutableHand, config: TableConfig, seat: int, amount: int, to: int) -> None:
-    if 2 * (to - hand.level) >= street_bet(hand.view(), config):
+    if 2 * (to - hand.level) >= street_bet(hand, config):  # type: ignore[arg-type]
         hand.level = to
         hand.full_wagers += 1
     _act(hand, seat, amount, _reference(hand, config, to))
@@ -360,6 +360,46 @@ _HAND_EVENTS = HAND_EVENTS
 
 
 _EVENT_TYPES = frozenset(EVENT_TYPES)
+_copy_hand, _copy_table = _TWINS[HandState][1], _TWINS[TableState][1]
+
+
+def _hand_started(state: TableState, event: HandStarted) -> TableState:
+    """The hand dealt in at ``event``'s seats (once a hand: plain stores into twins, where
+    ``_derive`` took keyword arguments)."""
+    seats = state.seats
+    players = []
+    for n in event.seats:
+        seat_state = seats[n - 1]
+        assert seat_state is not None
+        player = _copy_player(_BLANK_PLAYER)
+        player.seat, player.stack, player.player_id = n, seat_state.stack, seat_state.player_id
+        players.append(become(player, Player))
+    hand = _copy_hand(_BLANK_HAND)
+    hand.hand_number, hand.players = event.hand_number, tuple(players)
+    hand.deck_commitment, hand.card_commitment = event.deck_commitment, event.card_commitment
+    table = _copy_table(state)
+    table.hand, table.hands_started = become(hand, HandState), state.hands_started + 1
+    result: TableState = become(table, TableState)
+    return result
+
+
+def _hand_ended(state: TableState) -> TableState:
+    """Each seat keeps its player's stack at the hand's end; the hand is complete."""
+    ended = state.hand
+    assert ended is not None
+    table_seats = list(state.seats)
+    for p in ended.players:
+        current = table_seats[p.seat - 1]
+        if current is not None:
+            seat_twin = _copy_seat(current)
+            seat_twin.stack = p.stack
+            table_seats[p.seat - 1] = become(seat_twin, Seat)
+    hand = _copy_hand(ended)
+    hand.phase, hand.to_act = _COMPLETE, None
+    table = _copy_table(state)
+    table.seats, table.hand = tuple(table_seats), become(hand, HandState)
+    result: TableState = become(table, TableState)
+    return result
 
 
 def evolve(state: TableState, event: Event) -> TableState:
@@ -381,7 +421,12 @@ def evolve(state: TableState, event: Event) -> TableState:
         twin = MutableHand.thaw(state.hand)
         handler(twin, state.config, event)
         return _with_hand(state, twin.freeze())
-    if type(event) not in _EVENT_TYPES:
+    kind = type(event)
+    if kind is HandStarted:  # once a hand each: before the match's chain of cases
+        return _hand_started(state, event)  # type: ignore[arg-type]
+    if kind is HandEnded:
+        return _hand_ended(state)
+    if kind not in _EVENT_TYPES:
         raise TypeError(f"not an event: {type(event).__name__}")
     match event:
         case TableOpened(table_id=table_id, config=config):
@@ -402,34 +447,14 @@ def evolve(state: TableState, event: Event) -> TableState:
             current = state.seats[seat - 1]
             assert current is not None
             return _set_seat(state, seat, _derive(current, stack=current.stack + amount))
-        case HandStarted(hand_number=number, seats=seats, deck_commitment=commitment,
-                         card_commitment=cards):
-            players = []
-            for n in seats:
-                seat_state = state.seats[n - 1]
-                assert seat_state is not None
-                player = _copy_player(_BLANK_PLAYER)
-                player.seat, player.stack, player.player_id = (n, seat_state.stack,
-                                                               seat_state.player_id)
-                players.append(become(player, Player))
-            hand = _derive(_BLANK_HAND, hand_number=number, players=tuple(players),
-                           deck_commitment=commitment, card_commitment=cards)
-            return _derive(state, hand=hand, hands_started=state.hands_started + 1)
+        case HandStarted():
+            return _hand_started(state, event)
         case StakesChanged(small_bet=small, big_bet=big, ante=ante, bring_in=bring_in):
             assert state.config is not None
             return _derive(state, config=replace(state.config, small_bet=small, big_bet=big,
                                                  ante=ante, bring_in=bring_in))
         case HandEnded():
-            assert state.hand is not None
-            table_seats = list(state.seats)
-            for p in state.hand.players:
-                current = table_seats[p.seat - 1]
-                if current is not None:
-                    seat_twin = _copy_seat(current)
-                    seat_twin.stack = p.stack
-                    table_seats[p.seat - 1] = become(seat_twin, Seat)
-            return _derive(state, seats=tuple(table_seats),
-                           hand=_derive(state.hand, phase=_COMPLETE, to_act=None))
+            return _hand_ended(state)
         case (
             AntePosted() | CardBurned() | BurnsReshuffled() | DownCardDealt() | UpCardDealt()
             | CommunityCardDealt() | BringInPosted() | Completed() | BetMade() | Raised()
