@@ -23,7 +23,11 @@ comparison that can come out false:
 - nothing was trimmed before it was durable: no sample saw ``trimmed`` above PostgreSQL's
   watermark, and at the end every trimmed sequence is in PostgreSQL;
 - the wallet's ledger sums to zero (deposits == balances + escrows + house) and no hand was
-  settled twice (as ``make chaos`` checks them);
+  settled twice (as ``make chaos`` checks them); the archivers also move the wallet's ledger
+  (``WALLET_HOT_TRANSACTIONS=5``, the wallet reading its statements from both stores): every
+  transaction both stores hold is the same in each, their union sums to zero and to the
+  balances per account (one trimmed before it was durable would be missing), no hand is
+  settled twice in it, and some of it left Redis;
 - ``stud replay verify --all`` reading both stores (PostgreSQL as the auditor role,
   ``STUD_AUDITOR_DSN``, which also reads the dealer's archived records) verified every hand
   played in full;
@@ -78,10 +82,13 @@ from studtest.processes import RoomProcesses, ServiceProcess, restartable_port
 from studtools.devkeys import DevKeys
 from studtools.pg_server import PostgresServer
 from studtools.redis_server import RedisServer
+from wallet.store import BALANCES, LEDGER
 
 TARGETS: Final = ("archiver", "postgres", "redis", "table")
 """Killed in this order first, then at random."""
 HOT_HANDS: Final = 3
+WALLET_HOT: Final = 5
+"""The wallet's ledger kept in Redis (``WALLET_HOT_TRANSACTIONS``): it is trimmed all the time."""
 SNAPSHOT_EVERY: Final = 2
 INTERVAL_S: Final = 0.5
 SAMPLE_EVERY_S: Final = 0.5
@@ -114,6 +121,10 @@ class Outcome:
     archived: dict[str, int] = field(default_factory=dict)
     chips_lost: int = 0
     duplicate_settlements: int = 0
+    ledger_problems: list[str] = field(default_factory=list)
+    """The wallet's ledger in PostgreSQL and Redis against its balances (:func:`check_ledger`)."""
+    ledger_trimmed: int = 0
+    """The wallet's ledger entries no longer in Redis (archived)."""
     unverified: int = 0
     exited: list[str] = field(default_factory=list)
     """Processes found exited without being killed."""
@@ -156,6 +167,9 @@ class Outcome:
             self.problems.append(f"{self.chips_lost} chips lost")
         if self.duplicate_settlements:
             self.problems.append(f"{self.duplicate_settlements} hands settled twice")
+        self.problems.extend(self.ledger_problems)
+        if self.ledger_trimmed < 1:
+            self.problems.append("nothing trimmed from the wallet's ledger")
         if self.unverified:
             self.problems.append(f"{self.unverified} of {self.hands} hands not verified in "
                                  "full")
@@ -190,6 +204,7 @@ def archiver_process(index: int, redis: RedisServer, pg: PostgresServer, keys: D
         "REDIS_URL": redis.url_for("archiver"), "STUD_HISTORY_DSN": pg.dsn("archiver"),
         "ARCHIVER_DEALER_TARGET": dealer.target if dealer is not None else "",
         "STUD_HOT_HANDS": str(HOT_HANDS), "ARCHIVER_INTERVAL_S": str(INTERVAL_S),
+        "WALLET_HOT_TRANSACTIONS": str(WALLET_HOT),
         "ARCHIVER_SHUTDOWN_GRACE": "1"},
         log_dir / f"archiver{index}.log")
 
@@ -213,7 +228,8 @@ async def archive_room(work: Path, replicas: int = 3, archivers: int = 2,
     try:
         await asyncio.to_thread(pg.start)
         await asyncio.to_thread(pg.prepare)
-        procs = RoomProcesses(redis.url_for, keys, work / "logs", table_env={
+        procs = RoomProcesses(redis.url_for, keys, work / "logs", extra_env={
+            "WALLET_HISTORY_DSN": pg.dsn("support")}, table_env={
             "TABLE_LEASE_MS": "1500", "TABLE_SNAPSHOT_EVERY": str(SNAPSHOT_EVERY),
             "TABLE_HISTORY_DSN": pg.dsn("support")}, replicas=replicas)
         archiving = [archiver_process(i, redis, pg, keys,
@@ -579,6 +595,60 @@ async def finish(room: CampaignRoom, table_ids: Sequence[str], limit_s: float = 
                      limit_s, "hands still in progress")
 
 
+async def check_ledger(ar: ArchiveRoom, out: Outcome) -> None:
+    """The wallet's ledger across both stores (the archivers stopped): every transaction
+    PostgreSQL and Redis both hold has the same postings in each; the union sums to zero and
+    to the balances projection per account (a transaction trimmed before it was durable would
+    be missing from it); no hand settled twice in it (``duplicate_settlements`` reads Redis
+    alone); ``ledger_trimmed``: the transactions only PostgreSQL holds."""
+    admin = aredis.Redis.from_url(ar.room.redis.url, decode_responses=True)
+    try:
+        hot: dict[str, tuple[tuple[str, int], ...]] = {}
+        settled: dict[str, tuple[str, str]] = {}
+        start = "-"
+        while True:
+            batch: list[Any] = list(await admin.xrange(LEDGER, min=start, count=1000) or [])
+            for entry_id, fields in batch:
+                plan = json.loads(fields["tx"])
+                hot[entry_id] = tuple((str(a), int(v)) for a, v in plan["postings"])
+                if plan.get("kind") == "settlement":
+                    settled[entry_id] = (plan["table_id"], plan["hand_id"])
+            if len(batch) < 1000:
+                break
+            start = f"({batch[-1][0]}"
+        balances = {k: int(v) for k, v in (await admin.hgetall(BALANCES)).items() if int(v)}
+    finally:
+        await admin.aclose()
+    cold: dict[str, list[tuple[str, int]]] = {}
+    async with await _pg_connect(ar.pg.dsn("admin")) as conn:
+        cur = await conn.execute("SELECT transaction_id, account, amount, kind, table_id, "
+                                 "hand_id FROM ledger.postings ORDER BY transaction_id, posting")
+        for tx, account, amount, kind, table, hand in await cur.fetchall():
+            cold.setdefault(tx, []).append((account, int(amount)))
+            if kind == "settlement":
+                settled[tx] = (table, hand)
+    differ = [tx for tx in hot.keys() & cold.keys() if tuple(cold[tx]) != hot[tx]]
+    if differ:
+        out.ledger_problems.append(f"{len(differ)} ledger transactions differ between Redis "
+                                   f"and PostgreSQL, first {sorted(differ)[0]}")
+    union = {**{tx: tuple(p) for tx, p in cold.items()}, **hot}
+    sums: Counter[str] = Counter()
+    for postings in union.values():
+        for account, amount in postings:
+            sums[account] += amount
+    if sum(sums.values()) != 0:
+        out.ledger_problems.append(f"the ledger in PostgreSQL and Redis sums to "
+                                   f"{sum(sums.values())}, not zero")
+    if {k: v for k, v in sums.items() if v} != balances:
+        out.ledger_problems.append("the ledger in PostgreSQL and Redis does not sum to the "
+                                   "balances (a transaction lost, or counted twice)")
+    twice = Counter(settled.values())
+    if any(n > 1 for n in twice.values()):
+        out.ledger_problems.append(f"{sum(1 for n in twice.values() if n > 1)} hands settled "
+                                   "twice in the ledger's two stores")
+    out.ledger_trimmed = len(union) - len(hot)
+
+
 # --- the campaign -------------------------------------------------------------------------------
 
 async def campaign(hands: int, kills: int, n_tables: int, seed: int, work: Path,
@@ -631,6 +701,7 @@ async def campaign(hands: int, kills: int, n_tables: int, seed: int, work: Path,
         await asyncio.wait_for(check_stores(ar, table_ids, out), VERIFY_TIMEOUT_S)
         out.chips_lost = await room.chips_lost(table_ids)
         out.duplicate_settlements = await duplicate_settlements(room.redis)
+        await check_ledger(ar, out)
         out.replay = check_replay(await asyncio.to_thread(verify_all, ar, work), out.hands)
         out.unverified = out.replay.unverified
     out.judge(hands, kills)

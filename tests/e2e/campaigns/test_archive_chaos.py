@@ -37,6 +37,7 @@ async def test_history_moves_under_kills_and_nothing_is_lost(run: Outcome) -> No
     assert run.events == sum(run.archived.values()) > 0  # every table caught up
     assert run.samples > 0 and run.events_differ == 0
     assert (run.chips_lost, run.duplicate_settlements) == (0, 0)
+    assert run.ledger_problems == [] and run.ledger_trimmed > 0  # the wallet's ledger moved
     assert run.exited == [] and run.tally.errors == []
 
 
