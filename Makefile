@@ -13,7 +13,7 @@ PROTO_SRC := $(wildcard protos/stud/v1/*.proto)
 PROTO_STAMP := protos/gen/.stamp
 PYTEST := $(PY) -m pytest
 
-.PHONY: all venv compiled protos web test test-pure test-unit test-property test-integration test-e2e test-room failover chaos archive-chaos tournament fuzz audit load lint sim \
+.PHONY: all venv compiled protos web screenshots test test-pure test-unit test-property test-integration test-e2e test-room failover chaos archive-chaos tournament fuzz audit load lint sim \
 	test-cluster bench bench-rules bench-store bench-room bench-replay bench-tournament \
 	bench-history run reset clean promtool observe observability
 
@@ -69,6 +69,13 @@ $(WEB_STAMP): web/node_modules/.installed $(PROTO_SRC) $(WEB_SRC)
 	$(WEB_PATH); cd web && node_modules/.bin/tsc --noEmit -p . && node build.mjs
 	touch $@
 web: $(WEB_STAMP)
+
+# The web client's screenshots shown in docs/web.md (docs/web/*.png: the lobby, a table
+# mid-hand, the showdown, a tournament table), taken by the browser tests that reach them.
+screenshots: $(PROTO_STAMP) compiled web
+	rm -f docs/web/*.png
+	STUD_SCREENSHOTS=docs/web $(PYTEST) tests/browser/test_table_play.py \
+	  tests/browser/test_tournament_web.py -p no:cacheprovider -q
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a worker, so a
 # file's module fixtures (its Redis, its room) are built once; tests/sim's short fixed seeds
