@@ -179,8 +179,12 @@ audit: $(PROTO_STAMP)
 # RPC of every service; a hang, INTERNAL or a refusal that changed something fails (shrunk to
 # the smallest such request); then the directed cases of the outside hostile test (issue 17:
 # F1 leaves and top-ups at once, F6 a stale top-up, F7 a stale sit-down, F8 command ids
-# reused, F9 resume points and the lobby's pages); the services' logs go to .run/fuzz.log;
-# prints `cases=... crashes=0 internal=0 changed=0` last.
+# reused, F9 resume points and the lobby's pages); the tournament service's RPCs the same way
+# over a room with tournaments registering, running, scheduled and cancelled, its manager's
+# rounds held off during each case, then issue 29's directed cases (G1 colliding command ids,
+# G4 out-of-range timestamps, G5 unplayable tournaments, OpenTable's zero values); the
+# services' logs go to .run/fuzz.log; prints the tournament lines, then
+# `cases=... crashes=0 internal=0 changed=0` last.
 fuzz: $(PROTO_STAMP)
 	@mkdir -p .run; FUZZ_CASES=$${FUZZ_CASES:-10000} $(PYTEST) tests/fuzz \
 	  tests/integration/table/test_hostile_money.py \
@@ -188,6 +192,7 @@ fuzz: $(PROTO_STAMP)
 	  -p no:cacheprovider > .run/fuzz.log 2>&1; status=$$?; \
 	  grep -E '^(INTERNAL|CHANGED|HANG|hangs=|\{)' .run/fuzz.log; \
 	  tail -3 .run/fuzz.log | grep -v '^cases=' ; \
+	  grep -E '^tournament_(scenarios|cases)=' .run/fuzz.log; \
 	  grep '^cases=' .run/fuzz.log | tail -1; exit $$status
 
 lint: $(PROTO_STAMP)

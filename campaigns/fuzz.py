@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -30,9 +31,10 @@ from google.protobuf import message_factory
 from google.protobuf.message import Message
 from hypothesis import strategies as st
 
-from stud.v1 import dealer_pb2, table_pb2, wallet_pb2
+from stud.v1 import dealer_pb2, table_pb2, tournament_pb2, wallet_pb2
 
-IGNORED_KEYS: Final = (b":summary", b"stud:table:replicas", b":owner")
+IGNORED_KEYS: Final = (b":summary", b"stud:table:replicas", b"stud:tournament:replicas",
+                       b":owner")
 """Keys that change by themselves (lobby summaries, heartbeats, lease renewals)."""
 STRINGS: Final = ["", "t-open", "t-empty", "ann", "bob", "ops", "a", "a\n", "a b", "é", "../x",
                   "x" * 64, "x" * 65, "x" * 5000, "0-1", "h1", "*", "{t-open}", "\x00",
@@ -40,9 +42,16 @@ STRINGS: Final = ["", "t-open", "t-empty", "ann", "bob", "ops", "a", "a\n", "a b
                   # ids the services derive from their logs (issue 29, G1): the table's own
                   # commands' (stored under "s:"), the tournament manager's, a wallet key's
                   "h1:deal:3", "s:h1:deal:3", "due:StartHand:1", "reconciled:1", "settle.e1",
-                  "tick.1", "seated.e1.t-open.1", "hs.t-open.1", "off.m1", "tk-" + "0" * 40]
+                  "tick.1", "seated.e1.t-open.1", "hs.t-open.1", "off.m1", "tk-" + "0" * 40,
+                  "pm:settle.e1", "player:ann/r-1",
+                  # the tournaments of the tournament fuzz (tests/fuzz/test_hostile_tournament)
+                  "sng-open", "run", "run.1", "mtt", "gone", "turbo", "default"]
 INTS: Final = [0, 1, 2, 3, 7, 8, 9, -1, 40, 50, 200, 400, 10_000, 2**31 - 1, 2**31, 2**53,
                2**63 - 1, -(2**63)]
+TOURNAMENT_STRINGS: Final = [*STRINGS, *(["sng-open", "run", "mtt", "gone"] * 6),
+                              *(f"c-{i}" for i in range(12))]
+"""The tournament fuzz's strings: its tournaments' ids often, and fresh command ids (so
+that a command reaches the rules past its ids often enough)."""
 UNARY_TIMEOUT_S: Final = 10.0
 STREAM_TIMEOUT_S: Final = 2.0
 
@@ -59,12 +68,18 @@ class Target:
         return f"/{self.service}/{self.method}"
 
 
-def targets() -> list[Target]:
-    """Every RPC of the table, the dealer (and its testing service) and the wallet."""
+ROOM_SERVICES: Final = ((table_pb2, "TableService"), (dealer_pb2, "DealerService"),
+                         (dealer_pb2, "DealerTestingService"), (wallet_pb2, "WalletService"))
+"""The table, the dealer (and its testing service) and the wallet."""
+TOURNAMENT_SERVICES: Final = ((tournament_pb2, "TournamentService"),)
+
+
+def targets(services: tuple[tuple[Any, str], ...] = ROOM_SERVICES) -> list[Target]:
+    """Every RPC of ``services`` (module, service name): by default the table, the dealer
+    (and its testing service) and the wallet; :data:`TOURNAMENT_SERVICES` the tournament's
+    (VerifyTournament and WatchTournament included)."""
     out = []
-    for module, service in ((table_pb2, "TableService"), (dealer_pb2, "DealerService"),
-                            (dealer_pb2, "DealerTestingService"),
-                            (wallet_pb2, "WalletService")):
+    for module, service in services:
         desc = module.DESCRIPTOR.services_by_name[service]
         for m in desc.methods:
             out.append(Target(desc.full_name, m.name,
@@ -90,14 +105,15 @@ def _mostly(usual: st.SearchStrategy[Any], other: st.SearchStrategy[Any]
     return st.integers(0, 3).flatmap(lambda i: other if i == 0 else usual)
 
 
-def scalars(field_: gdesc.FieldDescriptor) -> st.SearchStrategy[Any] | None:
-    """Values for a scalar field, biased to the interesting ones; None for a kind not
-    generated (floats: no request has one)."""
+def scalars(field_: gdesc.FieldDescriptor, strings: Sequence[str] = STRINGS
+            ) -> st.SearchStrategy[Any] | None:
+    """Values for a scalar field, biased to the interesting ones (a string: mostly one of
+    ``strings``); None for a kind not generated (floats: no request has one)."""
     f = gdesc.FieldDescriptor
     kind = field_.type
     if kind == f.TYPE_STRING:
         # Mostly ids the room has and the classic odd ones; now and then any text.
-        return _mostly(st.sampled_from(STRINGS), st.text(max_size=70))
+        return _mostly(st.sampled_from(strings), st.text(max_size=70))
     if kind == f.TYPE_BYTES:
         return st.binary(max_size=100)
     if kind == f.TYPE_BOOL:
@@ -113,7 +129,8 @@ def scalars(field_: gdesc.FieldDescriptor) -> st.SearchStrategy[Any] | None:
 
 
 @st.composite
-def filled(draw: st.DrawFn, message_type: type[Message], depth: int = 0) -> Message:
+def filled(draw: st.DrawFn, message_type: type[Message], depth: int = 0,
+           strings: Sequence[str] = STRINGS) -> Message:
     """A message of ``message_type`` with some of its fields set to typed but odd values."""
     message = message_type()
     for field_ in message.DESCRIPTOR.fields:
@@ -125,14 +142,14 @@ def filled(draw: st.DrawFn, message_type: type[Message], depth: int = 0) -> Mess
                 if depth > 2:
                     continue
                 sub_type = message_factory.GetMessageClass(field_.message_type)
-                sub = draw(filled(sub_type, depth + 1))
+                sub = draw(filled(sub_type, depth + 1, strings))
                 if field_.is_repeated:
                     getattr(message, field_.name).add().CopyFrom(sub)
                 else:
                     getattr(message, field_.name).CopyFrom(sub)
                     getattr(message, field_.name).SetInParent()
                 continue
-            values = scalars(field_)
+            values = scalars(field_, strings)
             if values is None:
                 continue
             value = draw(values)
@@ -165,9 +182,11 @@ GARBAGE_TOKENS: Final = ("Bearer", "Bearer x.y.z", "Basic abc", "Bearer " + "a" 
 
 
 @st.composite
-def cases(draw: st.DrawFn, all_targets: list[Target], principals: int) -> Case:
+def cases(draw: st.DrawFn, all_targets: list[Target], principals: int,
+          strings: Sequence[str] = STRINGS) -> Case:
     """A request to any RPC, as any of ``principals`` (or nobody), with our token, a forged
-    one, an expired one or garbage, carrying a filled message or undecodable bytes."""
+    one, an expired one or garbage, carrying a filled message (its strings mostly from
+    ``strings``) or undecodable bytes."""
     target = draw(st.sampled_from(all_targets))
     who = draw(st.sampled_from([*range(principals), None]))
     how = draw(_mostly(st.just("ours"), st.sampled_from(("forged", "expired", "garbage"))))
@@ -175,7 +194,7 @@ def cases(draw: st.DrawFn, all_targets: list[Target], principals: int) -> Case:
     if draw(st.integers(0, 9)) == 0:
         body = draw(st.binary(min_size=1, max_size=64))
     else:
-        body = draw(filled(target.request)).SerializeToString()
+        body = draw(filled(target.request, strings=strings)).SerializeToString()
     return Case(target, who, how, body, garbage)
 
 
@@ -255,11 +274,13 @@ class Tally:
                 f"internal={self.failures['internal']} changed={self.failures['changed']}")
 
 
-def digest(admin: Any) -> str:
+def digest(admin: Any, skip: Callable[[bytes], bool] | None = None) -> str:
     """A hash of every key's content (a blocking Redis client), the self-changing keys
-    aside."""
+    aside, and those ``skip`` names (the tournament fuzz's: the keys of the tables its
+    tournaments deal at, which their table service changes by itself)."""
     keys = sorted(k for k in admin.scan_iter(count=1000)
-                  if not any(part in k for part in IGNORED_KEYS))
+                  if not any(part in k for part in IGNORED_KEYS)
+                  and (skip is None or not skip(k)))
     pipe = admin.pipeline(transaction=False)
     for k in keys:
         pipe.dump(k)
