@@ -7,7 +7,10 @@ hands). Counts, not times.
 
 The counted cycle runs from hand 2 waiting for its bring-in to hand 3 waiting for its own
 (hand 1 starts as soon as two players sit): hand 2's actions, its showdown and settlement,
-and hand 3's start and deal."""
+and hand 3's start and deal; each end of the window waits for a second with nothing moving.
+The replica's ownership round runs every third of its lease, made long here so that it
+stays out of the window (a cost of time, not of the hand); the wallet's ledger sum runs at
+its start and then every 30 s."""
 
 from __future__ import annotations
 
@@ -72,7 +75,7 @@ async def _one_hand(redis_server: TestRedis, redis_url: str, keys: DevKeys) -> H
             await client.call("SitDown", pb.SitDownRequest(
                 table_id=table_id, seat=seat, buy_in=10_000), player(name))
         return await measure_table(stub, client.tokens, room.taps, watchers, table_id,
-                                   SEATS, 1, passive, random.Random(1))
+                                   SEATS, 1, passive, random.Random(1), quiet_s=1.0)
 
 
 PINNED = {
