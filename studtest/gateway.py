@@ -63,6 +63,7 @@ from studtools.gateway import (
     LOCAL_UPSTREAM_SOURCE,
     UPSTREAMS,
     Gateway,
+    GatewayError,
     GatewaySettings,
     self_signed,
 )
@@ -70,6 +71,7 @@ from studtools.redis_server import free_port
 
 M = TypeVar("M", bound=Message)
 
+BIND_ATTEMPTS = 3
 TRUSTED_ENV = {"STUD_TRUSTED_PROXIES": LOCAL_UPSTREAM_SOURCE}
 """What a service behind the local gateway needs to count browsers apart."""
 GRPC_WEB = "application/grpc-web+proto"
@@ -92,8 +94,20 @@ def running_gateway(upstreams: Mapping[str, str], work_dir: Path, *,
         access_log=str(work_dir / "access.log"))
     gateway = Gateway(replace(settings, **overrides), work_dir)
     try:
-        gateway.start()
-        gateway.wait_ready()
+        for attempt in range(BIND_ATTEMPTS):
+            gateway.start()
+            try:
+                gateway.wait_ready()
+                break
+            except GatewayError:
+                # A port found free can be taken before Envoy binds it (another test, another
+                # helper's run): the same gateway again on another free port.
+                gateway.stop()
+                if attempt == BIND_ATTEMPTS - 1 or "port" in overrides or \
+                        "already in use" not in gateway.logs():
+                    raise
+                gateway.log_path.unlink(missing_ok=True)
+                gateway.settings = replace(gateway.settings, port=free_port())
         yield gateway
     finally:
         gateway.stop()

@@ -267,6 +267,9 @@ def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
 
 def _listener(name: str, host: str, port: int, chain: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "address": {"socket_address": {"address": host, "port_value": port}},
+            # A port has one listener: a second gateway on it fails to bind instead of
+            # sharing its connections (Envoy's default on Linux is SO_REUSEPORT).
+            "enable_reuse_port": False,
             "per_connection_buffer_limit_bytes": 1048576, "filter_chains": [chain]}
 
 
