@@ -336,7 +336,10 @@ def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
         upstreams={n: addrs[n] for n in ("table", "dealer", "wallet", "tournament")},
         port=port, web_root=str((root / "web" / "dist").resolve()),
         tls_cert=str((tls / "tls.crt").resolve()), tls_key=str((tls / "tls.key").resolve()),
-        tls_port=tls_port, upstream_source=LOCAL_UPSTREAM_SOURCE, access_log="/dev/stdout")
+        tls_port=tls_port, upstream_source=LOCAL_UPSTREAM_SOURCE, access_log="/dev/stdout",
+        # Another origin's page (a web client's dev server) may call the API only if named.
+        cors_origins=tuple(os.environ.get("STUD_WEB_CORS_ORIGINS", "").replace(",", " ")
+                           .split()))
     gateway = Gateway(settings, run_dir / "gateway", new_session=True,
                       log_file=logs_dir / "gateway.log")
     try:

@@ -46,7 +46,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -524,13 +524,17 @@ app from the image's ``/srv/web``, the Services by their names."""
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m studtools.gateway k8s``: the Kubernetes gateway's Envoy configuration,
-    YAML, for ``deploy/k8s/base/gateway.yaml``'s ConfigMap."""
+    YAML, for ``deploy/k8s/base/gateway.yaml``'s ConfigMap (``--cors-origin ORIGIN``, again
+    for more: a page served from another origin may call the API; none by default)."""
     parser = argparse.ArgumentParser(prog="python -m studtools.gateway",
                                      description=main.__doc__)
     parser.add_argument("what", choices=["k8s"])
-    parser.parse_args(argv)
+    parser.add_argument("--cors-origin", action="append", default=[],
+                        help="an origin (https://play.example.com) allowed cross-origin")
+    args = parser.parse_args(argv)
     import yaml
-    plain = json.loads(json.dumps(envoy_config(K8S_SETTINGS)))  # no shared nodes: no aliases
+    settings = replace(K8S_SETTINGS, cors_origins=tuple(args.cors_origin))
+    plain = json.loads(json.dumps(envoy_config(settings)))  # no shared nodes: no aliases
     sys.stdout.write(yaml.safe_dump(plain, sort_keys=False, width=100))
     return 0
 
