@@ -32,6 +32,10 @@ How to use it::
   ``@connectrpc/connect-web``'s ``createGrpcWebTransport`` sends it, ``baseUrl`` = the
   page's origin) and native gRPC; the web root's files at their paths, ``index.html`` at
   ``/``; ``/healthz``. Streams never time out (idle: one hour); same origin, so no CORS.
+- Several table replicas (production): a table call refused ``FAILED_PRECONDITION``
+  ``not_owner`` names the owner (``ErrorInfo.metadata["owner"]``, ``ip:port``, in
+  ``grpc-status-details-bin``); repeat it with the header ``stud-owner: <owner>`` and the
+  gateway sends it to that replica (``studtools.gateway.OWNER_HEADER``). One replica here.
 - The sign-in link carries a dev token in the URL fragment (``#token=<JWT>``), never in the
   query string: the page reads ``location.hash``, keeps the token and drops the fragment.
   ``make run`` prints one per dev player (alice, bob) beside its ``web`` line.
