@@ -2,8 +2,10 @@
 the spans the services export (in memory, and as JSON lines in a file), and ``stud trace show
 TRACE_ID``, which prints one trace as a tree, with the steps of the table linked to it.
 
-- :class:`Receiver` is ``opentelemetry.proto``'s ``TraceService`` (``Export``) on a grpc.aio
-  server: point ``OTEL_EXPORTER_OTLP_ENDPOINT`` at it. ``stud trace receive --port P --file F``
+- :class:`Receiver` is ``opentelemetry.proto``'s ``TraceService`` (``Export``) on a gRPC
+  server of its own threads (so it answers while its owner's event loop is blocked, e.g. in a
+  test waiting for a service to exit, whose last spans are being flushed): point
+  ``OTEL_EXPORTER_OTLP_ENDPOINT`` at it. ``stud trace receive --port P --file F``
   runs one until interrupted (``make observe`` can start it beside ``make run``).
 - A span is kept as a :class:`SpanRecord`; the file holds one JSON object per span.
 - :func:`render` draws a trace: each span under its parent, with its service, its duration
@@ -22,8 +24,10 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from concurrent import futures
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -108,32 +112,32 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
         self.spans: list[SpanRecord] = []
         self.file = file
         self._lock = threading.Lock()
-        self.changed = asyncio.Event()
 
-    async def Export(self, request: trace_service_pb2.ExportTraceServiceRequest,
-                     context: grpc.aio.ServicerContext
-                     ) -> trace_service_pb2.ExportTraceServiceResponse:
+    def Export(self, request: trace_service_pb2.ExportTraceServiceRequest,
+               context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
         spans = records(request)
         with self._lock:
             self.spans.extend(spans)
             if self.file is not None:
                 with self.file.open("a") as out:
                     out.writelines(span.to_json() + "\n" for span in spans)
-        self.changed.set()
         return trace_service_pb2.ExportTraceServiceResponse()
 
     def trace(self, trace_id: str) -> list[SpanRecord]:
-        return [s for s in self.spans if s.trace_id == trace_id]
+        with self._lock:
+            return [s for s in self.spans if s.trace_id == trace_id]
 
     async def wait_for(self, predicate: Any, timeout: float = 20.0) -> list[SpanRecord]:
         """Wait until some span satisfies ``predicate``; all such spans."""
-        async with asyncio.timeout(timeout):
-            while True:
-                found = [s for s in list(self.spans) if predicate(s)]
-                if found:
-                    return found
-                self.changed.clear()
-                await self.changed.wait()
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                found = [s for s in self.spans if predicate(s)]
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no span as asked in {timeout} s ({len(self.spans)} seen)")
+            await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager
@@ -142,15 +146,15 @@ async def receiving(port: int = 0, file: Path | None = None, host: str = "127.0.
     """A :class:`Receiver` served on ``host:port`` (0: a free port) until the block ends;
     yields it and its port."""
     receiver = Receiver(file)
-    server = grpc.aio.server()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
         receiver, server)
     bound = server.add_insecure_port(f"{host}:{port}")
-    await server.start()
+    server.start()
     try:
         yield receiver, bound
     finally:
-        await server.stop(None)
+        server.stop(None)
 
 
 def load(path: Path) -> list[SpanRecord]:

@@ -128,8 +128,14 @@ async def test_one_bet_traced_across_the_room(redis_server: test_redis_source.Te
             await act(table, table_id, (BET,))
             await act(table, table_id, (FOLD,))  # the hand is over: the driver settles
 
-            [bet] = await receiver.wait_for(
+            # The settlement ends after both Bets: once it is in, so are they (a process
+            # exports its spans in the order they end). The first Bet is the one the Call
+            # answered before the deal.
+            settles = await receiver.wait_for(lambda s: s.name == "table.settle")
+            bets = await receiver.wait_for(
                 lambda s: s.name == BET_RPC and s.kind == "server" and s.service == "table")
+            assert len(bets) == 2, bets
+            bet = min(bets, key=lambda s: s.start_ns)
             trace = receiver.trace(bet.trace_id)
             [append] = [s for s in trace if s.name == "EventStore.append"
                         and s.parent_id == bet.span_id]
@@ -162,7 +168,6 @@ async def test_one_bet_traced_across_the_room(redis_server: test_redis_source.Te
                              if s.name == "/stud.v1.DealerService/Deal" and s.kind == "client"]
             assert deal_trace[0].parent_id == client_call.span_id
             # ... and the settlement's trace holds the wallet's SettleHand.
-            settles = await receiver.wait_for(lambda s: s.name == "table.settle")
             await receiver.wait_for(
                 lambda s: s.trace_id in {t.trace_id for t in settles} and s.service == "wallet"
                 and s.name == "/stud.v1.WalletService/SettleHand" and s.kind == "server")
