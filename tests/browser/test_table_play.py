@@ -149,7 +149,7 @@ async def test_two_players_play_to_showdown_by_clicking(room: Room, players: Pla
     assert clicks >= 4 * HANDS
     assert all(seen_showdown.values()), seen_showdown  # the other's hand, once shown
     # What each page showed as its own cards is its player's, never the other's.
-    last = int((await checked_hands(alice.page, table_id))["hand"] or 0)
+    last = max(number for seen in seen_own.values() for number, _card in seen)
     true_cards: dict[str, set[tuple[int, str]]] = {"alice": set(), "bob": set()}
     for number in range(1, last + 1):
         for name in ("alice", "bob"):
