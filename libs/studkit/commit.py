@@ -115,7 +115,7 @@ def seal(envelopes: Sequence[EventEnvelope], stream_id: str, command_id: str,
 
 
 @dataclass(frozen=True, slots=True)
-class Append:
+class Append(Generic[C]):
     """One command to append: the command, its id and fingerprint (idempotency), and how
     the append is fenced (``epoch``: the writer's own lease; ``fence_with_owner``: the
     stream's current owner's epoch, read at each attempt, for a caller's command served by
@@ -123,7 +123,7 @@ class Append:
     that causes no event is recorded (its retry is a duplicate) unless ``record_empty`` is
     false (a writer's own command that found nothing to do)."""
 
-    command: object
+    command: C
     command_id: str
     fingerprint: str = ""
     epoch: int | None = None
@@ -131,7 +131,7 @@ class Append:
     record_empty: bool = True
 
 
-class StreamWriter(Writer[Append, "Committed[S]"], Generic[S]):
+class StreamWriter(Writer[Append[C], "Committed[S]"], Generic[S, C]):
     """The writer of one fenced event stream: the state it holds and its version."""
 
     conflicts = (StreamConflict,)
@@ -151,11 +151,11 @@ class StreamWriter(Writer[Append, "Committed[S]"], Generic[S]):
         """The stream's version :attr:`state` is folded to."""
 
     @abstractmethod
-    def decide(self, command: object) -> Proposal[S]:
+    def decide(self, command: C) -> Proposal[S]:
         """The events ``command`` causes on :attr:`state`, unsealed, and the state after
         them; raises a refusal (nothing is written)."""
 
-    async def propose(self, command: Append) -> Committed[S]:
+    async def propose(self, command: Append[C]) -> Committed[S]:
         """Decide on the state held, seal once, append at the version held."""
         version = self.version
         proposal = self.decide(command.command)
@@ -172,7 +172,7 @@ class StreamWriter(Writer[Append, "Committed[S]"], Generic[S]):
         return Committed(result, proposal.envelopes, proposal.state, proposal.events)
 
 
-async def commit(writer: StreamWriter[S], command: Append, *, attempts: int = 5
+async def commit(writer: StreamWriter[S, C], command: Append[C], *, attempts: int = 5
                  ) -> Committed[S]:
     """Decide and append one command with ``writer`` (see the module's doc). Raises the
     refusal deciding raised, :class:`~studkit.store.NotOwner` (fenced),

@@ -70,7 +70,7 @@ class Asked:
     expected: int | None = None
 
 
-class TableActor(StreamWriter[Room]):
+class TableActor(StreamWriter[Room, Asked]):
     """One table's room, its one write path (the writer of its stream) and its watchers."""
 
     def __init__(self, table_id: str, deps: ActorDeps, epoch: int | None = None) -> None:
@@ -152,10 +152,9 @@ class TableActor(StreamWriter[Room]):
     def state(self) -> Room:
         return self.room
 
-    def decide(self, command: object) -> Proposal[Room]:
-        """The events ``command`` (an :class:`Asked`) causes on the room held, their
-        envelopes (unsealed) and the room after them (the turn's clock on the last)."""
-        assert isinstance(command, Asked)
+    def decide(self, command: Asked) -> Proposal[Room]:
+        """The events ``command`` causes on the room held, their envelopes (unsealed) and
+        the room after them (the turn's clock last)."""
         room, version, expected = self.room, self.version, command.expected
         if expected is not None and not room.visible <= expected <= version:
             raise Stale(f"the table is at sequence {room.visible}, not {expected}")

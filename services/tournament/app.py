@@ -66,7 +66,7 @@ def tournament_store(client: object) -> EventStore:
                       index=keys.tournament_index())
 
 
-class TournamentWriter(StreamWriter[Tournament]):
+class TournamentWriter(StreamWriter[Tournament, c.Command]):
     """One tournament's stream as one command is written to it: the tournament it decides
     on (its own: the app's cache may let it go), caught up from the stream after a lost
     race, and the time its last decision was taken at."""
@@ -98,9 +98,9 @@ class TournamentWriter(StreamWriter[Tournament]):
             if not self._creating:  # only its creation writes a tournament's first event
                 raise
 
-    def decide(self, command: object) -> Proposal[Tournament]:
+    def decide(self, command: c.Command) -> Proposal[Tournament]:
         now = self._clock()
-        events = tuple(decide(self.held, cast(c.Command, command), now, self._seed()))
+        events = tuple(decide(self.held, command, now, self._seed()))
         self.decided_at = now
         return Proposal(events, [self._to_envelope(e, now) for e in events],
                         apply(self.held, events))
