@@ -82,7 +82,9 @@ UPSTREAMS: Final = ("table", "dealer", "wallet", "tournament")
 OWNER_HEADER: Final = "stud-owner"
 """A table call carrying this header (the ``owner`` of a ``not_owner`` refusal, ``ip:port``)
 goes to that table replica instead of the table Service: behind the gateway a browser cannot
-dial a pod itself. The gateway's egress policy lets it reach only the table pods' gRPC port."""
+dial a pod itself. Only an IPv4 address with the table's port is followed (any other value
+goes to the Service), and the gateway's egress policy lets it reach only the table pods'
+gRPC port."""
 REQUEST_HEADERS: Final = ("authorization", "content-type", "x-grpc-web", "x-user-agent",
                           "grpc-timeout", "connect-protocol-version", "connect-timeout-ms",
                           OWNER_HEADER)
@@ -208,9 +210,14 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
                 action["max_stream_duration"] = {
                     "grpc_timeout_header_max": _duration(settings.unary_timeout_s)}
             if SERVICE_OF[service] == "table":
+                # Only an IPv4 address on the table's own port: the header names a table
+                # replica and nothing else (another value goes to the table Service).
+                table_port = settings.upstreams["table"].rpartition(":")[2]
+                owner = rf"^[0-9]{{1,3}}(\.[0-9]{{1,3}}){{3}}:{table_port}$"
                 routes.append({
                     "match": {**path, "headers": [
-                        {"name": OWNER_HEADER, "present_match": True}]},
+                        {"name": OWNER_HEADER,
+                         "string_match": {"safe_regex": {"regex": owner}}}]},
                     "route": {**action, "cluster": "table_owner"},
                     "typed_per_filter_config": off})
             routes.append({"match": path,

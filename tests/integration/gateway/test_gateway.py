@@ -11,7 +11,7 @@ import pytest
 
 from stud.v1 import dealer_pb2, table_pb2
 from studkit.auth import Role
-from studtest.gateway import Stack, running_gateway, web_call
+from studtest.gateway import Stack, WebReply, running_gateway, web_call
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -120,13 +120,20 @@ async def test_native_grpc_passes_through_the_gateway(stack: Stack) -> None:
 
 async def test_a_table_call_follows_the_owner_header(stack: Stack) -> None:
     """``stud-owner: ip:port`` (a not_owner refusal's owner) sends a table call to that
-    replica instead of the table Service."""
+    replica instead of the table Service; only an address with the table's port is
+    followed, so the header names no other service."""
     stack.open_table("gw-owner")
     request = table_pb2.GetTableRequest(table_id="gw-owner")
     token = stack.token("owner-follower")
-    there = web_call(stack.gateway.url, "/stud.v1.TableService/GetTable", request,
-                     token=token, headers={"stud-owner": stack.room.table.target})
-    assert there.one(table_pb2.TableView).table_id == "gw-owner"
-    nowhere = web_call(stack.gateway.url, "/stud.v1.TableService/GetTable", request,
-                       token=token, headers={"stud-owner": "127.0.0.1:1"})
-    assert nowhere.status == 14, nowhere.metadata  # UNAVAILABLE: nobody listens there
+    table_port = stack.room.table.target.rpartition(":")[2]
+
+    def get(owner: str) -> WebReply:
+        return web_call(stack.gateway.url, "/stud.v1.TableService/GetTable", request,
+                        token=token, headers={"stud-owner": owner})
+
+    assert get(stack.room.table.target).one(table_pb2.TableView).table_id == "gw-owner"
+    nowhere = get(f"127.0.0.9:{table_port}")  # the table listens on 127.0.0.1 only
+    assert nowhere.status == 14, nowhere.metadata  # UNAVAILABLE: followed, nobody there
+    # Another port (the dealer's), a name, junk: not followed, the Service answers.
+    for owner in (stack.room.dealer.target, f"localhost:{table_port}", "x" * 300):
+        assert get(owner).one(table_pb2.TableView).table_id == "gw-owner", owner
