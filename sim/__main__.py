@@ -11,13 +11,18 @@ import queue
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 
 from sim.run import Result, run_seed
+from sim.world import Probabilities
 
 
-def _one(args: tuple[int, int, int]) -> Result:
-    seed, tables, hands = args
+def _one(args: tuple[int, int, int, float]) -> Result:
+    seed, tables, hands, protection = args
     try:
+        if protection:  # issue 34: players set limits and take breaks among their actions
+            return run_seed(seed, tables=tables, hands=hands, probabilities=replace(
+                Probabilities(), protection=protection))
         return run_seed(seed, tables=tables, hands=hands)
     except Exception as exc:  # the simulator's own failure is reported with its seed
         return Result(seed, violations=[f"crash: the run raised {type(exc).__name__}: {exc}"],
@@ -108,7 +113,8 @@ def _run_seeds(args: argparse.Namespace) -> list[Result]:
         running = 0
         while (taken := plan.taken()) is None:
             while running < args.jobs and (seed := plan.next()) is not None:
-                pool.apply_async(_one, ((seed, args.tables, args.hands_per_seed),),
+                pool.apply_async(_one, ((seed, args.tables, args.hands_per_seed,
+                                         args.protection),),
                                  callback=finished.put, error_callback=finished.put)
                 running += 1
             item = finished.get()
@@ -129,11 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hands-per-seed", type=int, default=400)
     parser.add_argument("--tables", type=int, default=8, help="tables per seed")
     parser.add_argument("--jobs", type=int, default=2, help="processes")
+    parser.add_argument("--protection", type=float, default=0.0, metavar="RATE",
+                        help="per player and tick: a limit set or a day's break (issue 34; "
+                             "e.g. 0.02); off by default")
     args = parser.parse_args(argv)
     started = time.monotonic()
     _tune_gc()  # before the workers fork: they inherit it
     if args.seed is not None:
-        results = [_one((args.seed, args.tables, args.hands_per_seed))]
+        results = [_one((args.seed, args.tables, args.hands_per_seed, args.protection))]
         _report(results[0], verbose=True)
     else:
         results = _run_seeds(args)

@@ -18,6 +18,7 @@ from studkit.chain import GENESIS, digest
 from studkit.mapping import is_room_event
 from table.actor import TableActor, decode
 from table.room import Room
+from wallet.protection import check as check_move
 from wallet.store import BALANCES, LEDGER
 
 
@@ -392,3 +393,34 @@ def stream_after(world: World, table_id: str, version: int) -> list[bytes]:
     """The table's stored envelopes after ``version``, as stored."""
     raw = world.data.streams.get(keys.table_stream(table_id).encode(), [])
     return [fields[b"envelope"] for _id, fields in raw[version:]]
+
+
+def protection(world: World) -> list[str]:
+    """Player protection (issue 34): replaying every protection write in the order the
+    scripts made it, no deposit, buy-in or entry was applied past a limit in force at its
+    time (the lowest), nor while its player was excluded (``wallet.protection``'s pure rule
+    against the store's script)."""
+    from wallet.protection import (
+        LimitKind,
+        Protection,
+        ProtectRule,
+        event_from_json,
+        evolve,
+        usage_from_text,
+    )
+    states: dict[str, Protection] = {}
+    usage: dict[str, list[Any]] = {}
+    found: list[str] = []
+    for kind, player, text, checks_, blocked in world.data.protection_log:
+        if kind == "event":
+            states[player] = evolve(states.get(player, Protection()), event_from_json(text))
+            continue
+        move = usage_from_text(text)
+        rule = ProtectRule(player, tuple(LimitKind(k) for k in checks_), blocked, move)
+        try:
+            check_move(states.get(player, Protection()), usage.get(player, []), rule,
+                       move.at_ms)
+        except Exception as exc:
+            found.append(f"protection: {player}'s move {text} applied: {exc}")
+        usage.setdefault(player, []).append(move)
+    return found

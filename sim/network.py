@@ -27,6 +27,7 @@ from studkit.grpc_errors import REASON_KEY, ErrorTable
 from wallet import mapping as wmap
 from wallet.app import WalletApp
 from wallet.errors import WALLET_ERRORS
+from wallet.protection_app import ProtectionApp
 
 TABLE = Principal(Role.SERVICE, "table")
 Handler = Callable[[Any], Awaitable[Any]]
@@ -66,14 +67,20 @@ def _error(code: grpc.StatusCode, reason: str, details: str) -> grpc.aio.AioRpcE
                                 grpc.aio.Metadata((REASON_KEY, reason)), details)
 
 
-def wallet_handlers(app: WalletApp) -> dict[str, Handler]:
+def wallet_handlers(app: WalletApp, protection: ProtectionApp | None = None
+                    ) -> dict[str, Handler]:
     async def buy_in(r: wpb.BuyInRequest) -> Any:
         command = wmap.buy_in_from_proto(r)
         return wmap.buy_in_to_proto(command, await app.buy_in(TABLE, command))
 
     async def settle(r: wpb.SettleHandRequest) -> Any:
         command = wmap.settle_hand_from_proto(r)
-        return wmap.settle_hand_to_proto(command, await app.settle_hand(TABLE, command))
+        reply = wmap.settle_hand_to_proto(command, await app.settle_hand(TABLE, command))
+        if protection is not None:  # as the wallet's server does (issue 34)
+            excluded = await protection.excluded([x.player_id for x in command.results])
+            reply.excluded_seats.extend(x.seat for x in command.results
+                                        if x.player_id in excluded)
+        return reply
 
     async def cash_out(r: wpb.CashOutRequest) -> Any:
         command = wmap.cash_out_from_proto(r)
@@ -237,9 +244,10 @@ def as_channel(channel: SimChannel) -> grpc.aio.Channel:
 
 
 def channels(wallet: WalletApp, dealer: DealerApp, faults: NetFaults, rng: random.Random,
-             counter: Counter, alive: Callable[[], bool]) -> tuple[SimChannel, SimChannel]:
+             counter: Counter, alive: Callable[[], bool],
+             protection: ProtectionApp | None = None) -> tuple[SimChannel, SimChannel]:
     """A process's channels to the dealer and the wallet."""
     return (SimChannel("dealer", dealer_handlers(dealer), DEALER_ERRORS, faults, rng, counter,
                        alive),
-            SimChannel("wallet", wallet_handlers(wallet), WALLET_ERRORS, faults, rng, counter,
-                       alive))
+            SimChannel("wallet", wallet_handlers(wallet, protection), WALLET_ERRORS, faults,
+                       rng, counter, alive))

@@ -23,12 +23,14 @@ from studkit.store import STORE_UNAVAILABLE_ERRORS
 from table.errors import TABLE_ERRORS
 from table.model import TableSettings
 from wallet.model import Deposit
+from wallet.protection import LimitKind, Period, SelfExclude, SetLimit, Window
 
 OPERATOR = Principal(Role.OPERATOR, "sim")
 CONFIG = TableConfig(seats=5, small_bet=20, big_bet=40, ante=4, bring_in=5)
 SETTINGS = TableSettings(action_time_s=10, time_bank_s=10, next_hand_delay_ms=500,
                          sit_out_limit_s=120, rathole_window_s=60, outage_limit_s=30)
 BANKROLL = 100_000
+PROTECTED_PER_TABLE = 2
 
 _ACTIONS: dict[ActionKind, Callable[[int, int], Any]] = {
     ActionKind.BRING_IN: lambda s, _to: PostBringIn(seat=s),
@@ -53,6 +55,9 @@ class Table:
         self.refused = 0
         self.internal: list[str] = []
         self.last: dict[str, tuple[str, Any]] = {}
+        self.protected: set[str] = set()
+        """Players who set limits or took a break (at most two a table: the others keep the
+        table dealing, a break lasts a simulated day)."""
 
     def cid(self) -> str:
         self.ids += 1
@@ -98,6 +103,37 @@ class Table:
                 self.refused += 1
         proc.spawn(call())
 
+    def _protect(self, player: str, buy_in_max: int) -> None:
+        """A wager or loss limit (set, lowered or raised: a raise waits 24 simulated hours),
+        or one time in six a day's break (issue 34); refusals counted like the table's."""
+        rng, proc = self.world.rngs.protection, self.world.owner.get(self.table_id)
+        if proc is None or proc.dead:
+            return
+        principal = Principal(Role.PLAYER, player)
+        command: SetLimit | SelfExclude
+        if rng.random() < 1 / 6:
+            command = SelfExclude(player_id=player, period=Period.DAY)
+        else:
+            command = SetLimit(player_id=player, kind=rng.choice((LimitKind.WAGER,
+                                                                   LimitKind.LOSS)),
+                               window=rng.choice(list(Window)),
+                               amount=rng.randrange(buy_in_max, 6 * buy_in_max))
+
+        async def call() -> None:
+            try:
+                if isinstance(command, SelfExclude):
+                    await self.world.protection.self_exclude(principal, command)
+                else:
+                    await self.world.protection.set_limit(principal, command)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if TABLE_ERRORS.map(exc).code in (grpc.StatusCode.INTERNAL,
+                                                  grpc.StatusCode.UNKNOWN):
+                    self.internal.append(f"{command} -> {type(exc).__name__}: {exc}")
+                self.refused += 1
+        proc.spawn(call())
+
     async def run(self, until: Callable[[], bool]) -> None:
         while not until():
             await pause(self.rng.uniform(0.1, 1.5))
@@ -114,7 +150,12 @@ class Table:
         pending = {s.player_id for s in room.sagas.values()}
         hand = table.hand
         version = room.visible
+        rate = self.world.probabilities.protection
         for player in self.players:
+            if rate and self.world.rngs.protection.random() < rate and (
+                    player in self.protected or len(self.protected) < PROTECTED_PER_TABLE):
+                self.protected.add(player)
+                self._protect(player, room.settings.buy_in_max)
             seat = seated.get(player)
             roll = rng.random()
             if seat is None:

@@ -55,6 +55,11 @@ class Data:
     """Each stream's entry ids, parsed (ascending, as XADD keeps them): XRANGE bisects."""
     lists: dict[bytes, list[bytes]] = field(default_factory=dict)
     """Lists, head first (the wallet's usage lists of player protection)."""
+    protection_log: list[tuple[str, str, str, tuple[str, ...], bool]] = field(
+        default_factory=list)
+    """Player protection's writes in the order the scripts made them: ("event", player,
+    event JSON, (), False) and ("move", player, usage entry, the kinds checked, blocked by an
+    exclusion): ``sim.checks.protection`` replays it."""
     appends: list[tuple[str, str, int]] = field(default_factory=list)
     """Each applied table append: (stream key, the writer's epoch, entries written)."""
     drop_every: int = 0

@@ -310,6 +310,7 @@ class Run:
         self._violate(world_checks)
         self._violate(checks.chips(world, self._deposited()))
         self._violate(checks.fenced(world))
+        self._violate(checks.protection(world))
         for table_id in self.table_ids:
             actor = self._actor(table_id)
             if actor is None or not self._quiet(table_id):

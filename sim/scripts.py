@@ -30,6 +30,7 @@ def _b(value: object) -> bytes:
 
 def script_name(source: str) -> str:
     for name, mark in (("apply", "Apply one wallet transaction"), ("seeds", "'too_late'"),
+                       ("protect_append", "'XLEN'"),
                        ("create_hand", "'commitment'"), ("record_deal", "'missing'")):
         if mark in source:
             return name
@@ -178,6 +179,8 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     if usage_entry is not None and protect is not None:
         kept = r.data.lists.setdefault(keys_[8], [])
         kept.insert(0, usage_entry)
+        r.data.protection_log.append(("move", protect["player"], usage_entry.decode(),
+                                      tuple(protect["checks"]), bool(protect["blocked"])))
         old = int(protect["now"]) - int(protect["kept_ms"])
         while kept and int(kept[-1].split(b":")[0]) <= old:
             kept.pop()
@@ -239,6 +242,22 @@ def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[A
     return None
 
 
+def _protect_append(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> Any:
+    """``wallet/protection_store.py``'s append script: the player's events, if the stream
+    holds the expected number, with the projection."""
+    stream, projection, accounts = keys_
+    player = argv[0]
+    if player not in r.data.hashes.get(accounts, {}):
+        return -1
+    if len(r.data.streams.get(stream, [])) != int(argv[1]):
+        return -2
+    for event in argv[3:]:
+        r.data.xadd(stream, None, {b"event": event})
+        r.data.protection_log.append(("event", player.decode(), event.decode(), (), False))
+    r.data.hashes.setdefault(projection, {})[player] = argv[2]
+    return len(argv) - 3
+
+
 def _create_hand(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     """``dealer/create_hand.lua``."""
     h = r.data.hashes.setdefault(keys_[0], {})
@@ -283,4 +302,4 @@ def _seeds(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> Any:
 
 SCRIPTS: dict[str, Callable[[SimRedis, list[bytes], list[bytes]], Any]] = {
     "apply": _apply, "create_hand": _create_hand, "record_deal": _record_deal,
-    "seeds": _seeds}
+    "seeds": _seeds, "protect_append": _protect_append}

@@ -27,6 +27,8 @@ from table.app import TableApp
 from table.clients import DealerClient, Retry, WalletClient
 from table.port import Driving, System
 from wallet.app import WalletApp
+from wallet.protection_app import ProtectionApp
+from wallet.protection_store import ProtectionStore
 from wallet.store import WalletStore
 
 
@@ -44,6 +46,7 @@ class Rngs:
         self.jitter = random.Random(f"{seed}:jitter")
         self.watchers = random.Random(f"{seed}:watchers")
         self.aimed = random.Random(f"{seed}:aimed")
+        self.protection = random.Random(f"{seed}:protection")
 
 
 def seeded_entropy(rng: random.Random) -> Entropy:
@@ -79,6 +82,10 @@ class Probabilities:
     store or network call returns, before it acts on the answer."""
     aimed_within: int = 1500
     """N is drawn uniformly from 1 .. this."""
+    protection: float = 0.0
+    """Per player and tick: the player sets a wager or loss limit (one time in six: takes a
+    day's break). Off by default (each seed's run stays as it was); ``make sim
+    --protection``."""
 
     @classmethod
     def none(cls) -> Probabilities:
@@ -98,7 +105,8 @@ class Process:
         self.events = EventStore(as_client(self.redis))
         self.dealer_channel, self.wallet_channel = channels(
             world.wallet, world.dealer, p.net, world.rngs.net, world.counter,
-            lambda: not self.dead)
+            lambda: not self.dead,
+            world.protection if p.protection else None)  # off: each seed's run as it was
         self.table_id = ""
         """The table it took (a process serves one)."""
         self.aimed = 0
@@ -188,6 +196,8 @@ class World:
         wallet_redis = SimRedis(self.data, decode=True)
         self.wallet_store = WalletStore(as_client(wallet_redis))
         self.wallet = WalletApp(self.wallet_store, clock_ms=loop.wall_ms)
+        self.protection = ProtectionApp(ProtectionStore(as_client(wallet_redis)),
+                                        clock_ms=loop.wall_ms)
         dealer_redis = SimRedis(self.data)
         self.dealer_store = DealerStore(as_client(dealer_redis))
         self.dealer = DealerApp(
