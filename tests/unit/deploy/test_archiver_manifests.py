@@ -174,6 +174,7 @@ class TestArchiverDeployment:
                        "history-admin"):
             assert readers[secret] == {"archiver"}, secret
         assert readers["table-history"] == {"table"}
+        assert readers["wallet-history"] == {"wallet"}
 
     def test_env_names_are_read_by_the_archiver(self) -> None:
         """Every variable is one ``archiver.config`` (or the auth config) reads; the dealer
@@ -201,6 +202,17 @@ class TestArchiverDeployment:
         assert len(images) == 1
         (image,) = images
         assert image.startswith("stud-hilo/archiver:") and not image.endswith(":latest")
+
+class TestWalletHistory:
+    def test_the_wallet_reads_archived_statements_as_support_optionally(self) -> None:
+        """WALLET_HISTORY_DSN from wallet-history, optional (the wallet runs without it), the
+        variable ``wallet.config`` reads."""
+        wallet = by_kind("Deployment")["wallet"]["spec"]["template"]["spec"]["containers"][0]
+        ref = env(wallet)["WALLET_HISTORY_DSN"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": "wallet-history", "key": "dsn", "optional": True}
+        assert '"WALLET_HISTORY_DSN"' in inspect.getsource(importlib.import_module(
+            "wallet.config"))
+
 
 class TestTableHistory:
     def test_the_table_reads_archived_hands_as_support_optionally(self) -> None:
@@ -277,15 +289,16 @@ class TestArchiverNetwork:
     def test_nothing_reaches_the_archiver_but_prometheus(self) -> None:
         assert paths(base_docs(), "archiver", "Ingress") == {MONITORING}
 
-    def test_postgres_admits_the_archiver_and_the_table_only(self) -> None:
+    def test_postgres_admits_the_archiver_the_table_and_the_wallet_only(self) -> None:
         """Ingress to PostgreSQL's pods (dev) is the archiver (its init container's
-        migrations included: the same pod) and the table; and no pod but those two may send
-        to it."""
-        assert paths(base_docs(), "postgres", "Ingress") == {("archiver", PG), ("table", PG)}
+        migrations included: the same pod), the table and the wallet; and no pod but those
+        three may send to it."""
+        assert paths(base_docs(), "postgres", "Ingress") == {
+            ("archiver", PG), ("table", PG), ("wallet", PG)}
         senders = {name for kind in ("Deployment", "StatefulSet")
                    for name in by_kind(kind)
                    if ("postgres", PG) in paths(base_docs(), name, "Egress")}
-        assert senders == {"archiver", "table"}
+        assert senders == {"archiver", "table", "wallet"}
 
     def test_the_table_may_also_reach_postgres(self) -> None:
         assert paths(base_docs(), "table", "Egress") == DNS | {
@@ -392,6 +405,7 @@ class TestPostgres:
         user_of_role = {role: user for user, role in ROLE_USERS.items()}
         expected = {"archiver-history": (user_of_role["stud_archiver"], None),
                     "table-history": (user_of_role["stud_support"], None),
+                    "wallet-history": (user_of_role["stud_support"], None),
                     "history-admin": (e["POSTGRES_USER"]["value"],
                                       dev_literal("history-admin", "password"))}
         assert secret_key(e["POSTGRES_PASSWORD"]) == ("history-admin", "password")
