@@ -238,9 +238,10 @@ bench-tournament: $(PROTO_STAMP)
 	$(PY) bench/bench_tournament.py
 
 # Redis, the services and the demo room (bots at table "demo", its feed here) until Ctrl-C;
-# the data (.run/redis) is kept across runs, the logs are in .run/logs.
+# the data (.run/redis) is kept across runs, the logs are in .run/logs. OBSERVE=1: every
+# service traces to make observe's receiver (docs/operations.md "Seeing it locally").
 run: $(PROTO_STAMP)
-	$(PY) -m studtools.devrun
+	$(PY) -m studtools.devrun $(if $(OBSERVE),--observe)
 
 # Debian's prometheus package (promtool and prometheus), unpacked without installing it
 # (apt-get download, dpkg -x) when missing: promtool checks and tests the rules in make test,

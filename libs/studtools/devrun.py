@@ -28,6 +28,12 @@ The data (tables, balances, hand logs) is Redis's AOF in ``.run/redis`` and Post
 the bots sit back down. ``make reset`` (``--reset``) deletes ``.run/redis``, ``.run/pg`` and
 ``.run/logs``, refusing while a ``make run`` still holds the data directory.
 
+With ``--observe`` (``make run OBSERVE=1``) every service traces, exporting its spans over
+OTLP/gRPC to ``make observe``'s receiver (:func:`observe_env`: ``127.0.0.1:4317``, each
+service under its own ``OTEL_SERVICE_NAME``), which may be started before or after. Without
+it nothing is traced: an endpoint nobody listens on would cost every span's CPU, export
+retries and warnings in the logs, and seconds at exit (docs/operations.md "Traces").
+
 Redis's ``default`` user is off: the admin's URL, with a password generated per run, is in
 ``<data-dir>/admin.url`` (mode 0600) while it runs. A data directory serves one live server:
 a second ``make run`` on it refuses to start (the server holds ``<data-dir>/redis.lock``).
@@ -74,6 +80,7 @@ from studtools.redis_server import (
     free_port,
     lock_holder,
 )
+from studtools.traces import OTLP_PORT
 
 SERVICES = ("dealer", "wallet", "table", "tournament", "archiver")
 LOOPBACK = "127.0.0.1"
@@ -282,6 +289,20 @@ def service_env(name: str, addrs: Mapping[str, str],
     return env
 
 
+OBSERVE_EXPORT_TIMEOUT_S: Final = "2"
+"""``OTEL_EXPORTER_OTLP_TIMEOUT`` of a traced service (unless set): a service stopped while no
+``make observe`` listens gives up its last spans in time to exit within
+:data:`SERVICES_STOP_SECONDS` (the SDK's 10 s would not)."""
+
+
+def observe_env(name: str, otlp_port: int = OTLP_PORT) -> dict[str, str]:
+    """What makes service ``name`` trace to ``make observe``'s receiver on ``otlp_port``."""
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{LOOPBACK}:{otlp_port}",
+            "OTEL_SERVICE_NAME": name,
+            "OTEL_EXPORTER_OTLP_TIMEOUT": os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT",
+                                                         OBSERVE_EXPORT_TIMEOUT_S)}
+
+
 PLANNED_PORTS: set[int] = set()
 """Ports chosen for this run's listeners and not yet bound by all of them: a metrics port is
 never one of these (a free port stays free until its owner binds it, so two choices made
@@ -297,11 +318,11 @@ def free_port_but_planned() -> int:
 
 
 def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_dir: Path,
-                  called: Mapping[str, str], history: Mapping[str, str] | None = None
-                  ) -> tuple[Running, int]:
+                  called: Mapping[str, str], history: Mapping[str, str] | None = None,
+                  otlp_port: int | None = None) -> tuple[Running, int]:
     """Start service ``name`` on ``addr`` as its own Redis user, calling the services in
-    ``called``; its output appends to ``<logs-dir>/<name>.log``. Returns it and its metrics
-    port."""
+    ``called``, tracing to ``otlp_port`` if given (:func:`observe_env`); its output appends
+    to ``<logs-dir>/<name>.log``. Returns it and its metrics port."""
     PLANNED_PORTS.add(int(addr.rsplit(":", 1)[1]))
     metrics_port = free_port_but_planned()
     env = {**os.environ, "STUD_ENV": "dev", "REDIS_URL": redis.url_for(name),
@@ -314,6 +335,8 @@ def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_
            "STUD_TRUSTED_PROXIES": os.environ.get("STUD_TRUSTED_PROXIES",
                                                   LOCAL_UPSTREAM_SOURCE)}
     env.update(service_env(name, called, history))
+    if otlp_port is not None:
+        env.update(observe_env(name, otlp_port))
     with log_file(logs_dir, name) as log:
         process = subprocess.Popen([sys.executable, "-m", name], env=env, stdout=log,
                                    stderr=log, stdin=subprocess.DEVNULL,
@@ -416,6 +439,11 @@ def main(argv: list[str] | None = None) -> int:
                              "env file)")
     parser.add_argument("--no-demo", action="store_true",
                         help="no demo table, bots or feed: the services only")
+    parser.add_argument("--observe", action="store_true",
+                        help="every service traces to make observe's receiver (make run "
+                             "OBSERVE=1)")
+    parser.add_argument("--otlp-port", type=int, default=OTLP_PORT,
+                        help="the receiver's port with --observe (make observe --otlp-port)")
     parser.add_argument("--once", action="store_true",
                         help="start the services, check health, then stop (smoke test)")
     parser.add_argument("--reset", action="store_true",
@@ -456,6 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         services = available_services(root)
         print(f"logs       {logs_dir}/<service>.log ({', '.join([*services, 'demo', 'sitgo'])}; "
               f"JSON lines, e.g. tail -f {logs_dir}/table.log)", flush=True)
+        otlp_port = args.otlp_port if args.observe else None
+        if otlp_port is not None:
+            print(f"traces     every service exports to http://{LOOPBACK}:{otlp_port} "
+                  f"(make observe receives them into .run/traces.jsonl; stud trace list)",
+                  flush=True)
         addrs = {name: f"{LOOPBACK}:{service_port(name)}" for name in services}
         PLANNED_PORTS.update(int(a.rsplit(":", 1)[1]) for a in addrs.values())
         scrape: list[dict[str, object]] = []
@@ -466,8 +499,8 @@ def main(argv: list[str] | None = None) -> int:
                       [n for n in services if n == "table"],
                       [n for n in services if n in ("tournament", "archiver")]):
             called = {r.name: r.addr for r in running}
-            started = [start_service(name, addrs[name], redis, keys, logs_dir, called, history)
-                       for name in batch]
+            started = [start_service(name, addrs[name], redis, keys, logs_dir, called, history,
+                                     otlp_port) for name in batch]
             running.extend(service for service, _ in started)
             for service, metrics_port in started:
                 for attempt in range(BIND_RETRIES + 1):
@@ -482,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
                     lost = service
                     service, metrics_port = start_service(
                         service.name, addrs[service.name], redis, keys, logs_dir, called,
-                        history)
+                        history, otlp_port)
                     running[running.index(lost)] = service
                 print(f"{service.name:<10} {service.addr} "
                       f"{'SERVING' if ok else 'NOT SERVING'}"

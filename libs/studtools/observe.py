@@ -6,6 +6,13 @@ to ``.run/targets.json``, a ``file_sd`` list Prometheus reads again when it chan
 of ``deploy/observability/rules.yml``, keeps exemplars, prints its URL and runs until Ctrl-C.
 Its data goes to ``.run/prometheus``.
 
+Beside it, a trace receiver (:func:`studtools.traces.serve`, OTLP/gRPC) on
+``127.0.0.1:4317`` (:data:`studtools.traces.OTLP_PORT`, ``--otlp-port``) appends every span
+to ``.run/traces.jsonl``, which ``stud trace list`` and ``stud trace show TRACE_ID`` read. The
+services export there when ``make run OBSERVE=1`` started them (tracing is off otherwise: an
+endpoint nobody listens on costs spans, retries and warnings, docs/operations.md); they keep
+their spans for a few seconds, so a ``make observe`` started after them still gets them.
+
 The binaries are Debian's ``prometheus`` package unpacked (``apt-get download`` and ``dpkg
 -x``, no install) under ``build/prometheus`` by the Makefile when missing
 (``$STUD_PROMETHEUS_DIR`` names another directory). Debian's build has no
@@ -27,6 +34,8 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+
+from studtools import traces
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "observability" / "rules.yml"
@@ -140,20 +149,36 @@ def main(argv: list[str] | None = None) -> int:
                              "goes to RUN_DIR/prometheus")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help="Prometheus's port on loopback (another free one when taken)")
+    parser.add_argument("--otlp-port", type=int, default=traces.OTLP_PORT,
+                        help="the trace receiver's port on loopback, where make run "
+                             "OBSERVE=1 exports (fixed: no other is tried)")
     args = parser.parse_args(argv)
     run_dir = Path(args.run_dir)
+    spans_file = run_dir / "traces.jsonl"
     targets = run_dir / "targets.json"
     if not targets.exists():
         print(f"make observe: no {targets} yet: start `make run` (in another terminal); "
               "Prometheus picks its services up when it writes the file", flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
+        receiver, _, otlp_port = traces.serve(args.otlp_port, spans_file, keep=False)
+    except OSError as exc:
+        receiver = None
+        print(f"make observe: no trace receiver ({exc}; another make observe, or a "
+              "collector, holds it?)", file=sys.stderr, flush=True)
+    try:
         process, url = start(run_dir, free_port(args.port))
     except (OSError, RuntimeError) as exc:
         print(f"make observe: {exc}", file=sys.stderr)
+        if receiver is not None:
+            receiver.stop(None)
         return 1
     print(f"prometheus {url} (targets: {url}/classic/targets, alerts: {url}/classic/alerts, "
           f"rules: {RULES.relative_to(ROOT)}; scraping the services in {targets})", flush=True)
+    if receiver is not None:
+        print(f"traces     OTLP/gRPC http://{LOOPBACK}:{otlp_port}, appended to {spans_file} "
+              f"(make run OBSERVE=1 exports there; stud trace list --name Bet, then stud "
+              f"trace show TRACE_ID)", flush=True)
     print("running; Ctrl-C stops it", flush=True)
 
     def interrupted(signum: int, frame: object) -> None:
@@ -171,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         stop(process)
+        if receiver is not None:
+            receiver.stop(None)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,18 @@ TRACE_ID``, which prints one trace as a tree, with the steps of the table linked
   server of its own threads (so it answers while its owner's event loop is blocked, e.g. in a
   test waiting for a service to exit, whose last spans are being flushed): point
   ``OTEL_EXPORTER_OTLP_ENDPOINT`` at it. ``stud trace receive --port P --file F``
-  runs one until interrupted (``make observe`` can start it beside ``make run``).
+  runs one until interrupted; ``make observe`` runs one (:func:`serve`) on
+  :data:`OTLP_PORT`, where ``make run OBSERVE=1`` points the services.
 - A span is kept as a :class:`SpanRecord`; the file holds one JSON object per span.
 - :func:`render` draws a trace: each span under its parent, with its service, its duration
   and the attributes worth reading; then, under "linked from", each span of another trace
   that links to a span of this one (the driver's deal after a Bet, the settlement after the
   hand's last action), with its own tree.
+- :func:`summaries` lists the traces of a file, latest first (``stud trace list``): each
+  one's root span, service, start, duration and span count, to find a trace's id.
 
-Environment: ``STUD_TRACES_FILE`` (the file ``stud trace show`` reads when ``--file`` is not
-given; ``make observe`` writes it into ``.run/env``).
+Environment: ``STUD_TRACES_FILE`` (the file ``stud trace show``, ``list`` and ``receive`` use
+when ``--file`` is not given; else ``.run/traces.jsonl``, ``make observe``'s).
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 TRACES_FILE_ENV: Final = "STUD_TRACES_FILE"
+DEFAULT_FILE: Final = ".run/traces.jsonl"
+OTLP_PORT: Final = 4317
+"""The receiver's port that ``make observe`` listens on and ``make run OBSERVE=1`` exports to
+(OTLP/gRPC's usual port)."""
 SHOWN_ATTRIBUTES: Final = ("stud.stream", "stud.events", "stud.expected_version",
                            "hand_number", "seat", "rpc.grpc.status_code")
 KINDS: Final = {Span.SPAN_KIND_SERVER: "server", Span.SPAN_KIND_CLIENT: "client",
@@ -106,18 +113,23 @@ def records(request: trace_service_pb2.ExportTraceServiceRequest) -> list[SpanRe
 
 
 class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
-    """An OTLP trace receiver: keeps every span (and appends it to ``file``, if given)."""
+    """An OTLP trace receiver: keeps every span in memory (unless ``keep`` is False: a
+    long-running one, ``make observe``'s) and appends it to ``file``, if given."""
 
-    def __init__(self, file: Path | None = None) -> None:
+    def __init__(self, file: Path | None = None, keep: bool = True) -> None:
         self.spans: list[SpanRecord] = []
         self.file = file
+        self.keep = keep
+        self.received = 0
         self._lock = threading.Lock()
 
     def Export(self, request: trace_service_pb2.ExportTraceServiceRequest,
                context: grpc.ServicerContext) -> trace_service_pb2.ExportTraceServiceResponse:
         spans = records(request)
         with self._lock:
-            self.spans.extend(spans)
+            self.received += len(spans)
+            if self.keep:
+                self.spans.extend(spans)
             if self.file is not None:
                 with self.file.open("a") as out:
                     out.writelines(span.to_json() + "\n" for span in spans)
@@ -140,29 +152,89 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
             await asyncio.sleep(0.05)
 
 
+def serve(port: int = 0, file: Path | None = None, host: str = "127.0.0.1", keep: bool = True
+          ) -> tuple[grpc.Server, Receiver, int]:
+    """A :class:`Receiver` served on ``host:port`` (0: a free port) by threads of its own;
+    the server (``stop`` it), the receiver and the port. The port has one owner: taken, it
+    raises :class:`OSError` (rather than sharing it with ``SO_REUSEPORT``)."""
+    receiver = Receiver(file, keep=keep)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4),
+                         options=[("grpc.so_reuseport", 0)])
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        receiver, server)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:  # grpcio: "Failed to bind"
+        raise OSError(f"cannot listen on {host}:{port}: {exc}") from exc
+    if not bound:
+        raise OSError(f"cannot listen on {host}:{port}")
+    server.start()
+    return server, receiver, bound
+
+
 @contextlib.asynccontextmanager
 async def receiving(port: int = 0, file: Path | None = None, host: str = "127.0.0.1"
                     ) -> AsyncIterator[tuple[Receiver, int]]:
     """A :class:`Receiver` served on ``host:port`` (0: a free port) until the block ends;
     yields it and its port."""
-    receiver = Receiver(file)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        receiver, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    server.start()
+    server, receiver, bound = serve(port, file, host)
     try:
         yield receiver, bound
     finally:
         server.stop(None)
 
 
-def load(path: Path) -> list[SpanRecord]:
-    """The spans a receiver's file holds."""
+def load(path: Path, mentioning: Iterable[str] = ()) -> list[SpanRecord]:
+    """The spans a receiver's file holds (only the lines that contain one of ``mentioning``,
+    when given: a trace's spans and those linking to it, without parsing the others)."""
     if not path.exists():
         return []
-    return [SpanRecord.from_json(line) for line in path.read_text().splitlines()
-            if line.strip()]
+    wanted = tuple(mentioning)
+    with path.open() as lines:
+        return [SpanRecord.from_json(line) for line in lines
+                if line.strip() and (not wanted or any(w in line for w in wanted))]
+
+
+def trace_spans(path: Path, trace_id: str) -> list[SpanRecord]:
+    """What :func:`render` needs of the file for ``trace_id``: its spans, and every span of
+    each trace linked to it."""
+    near = load(path, (trace_id,))
+    others = {s.trace_id for s in near if s.trace_id != trace_id}
+    if not others:
+        return near
+    # the linked traces whole (their linking spans, already in near, once)
+    return [s for s in near if s.trace_id == trace_id] + load(path, others)
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """One trace of a file, for ``stud trace list``."""
+
+    trace_id: str
+    root: SpanRecord
+    spans: int
+    start_ns: int
+    end_ns: int
+
+    @property
+    def millis(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+def summaries(spans: Iterable[SpanRecord]) -> list[TraceSummary]:
+    """Each trace, latest first: its root span (the earliest span without a parent among its
+    spans), its span count and its extent."""
+    by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
+    for span in spans:
+        by_trace[span.trace_id].append(span)
+    out = []
+    for trace_id, mine in by_trace.items():
+        ids = {s.span_id for s in mine}
+        roots = [s for s in mine if not s.parent_id or s.parent_id not in ids]
+        root = min(roots or mine, key=lambda s: (bool(s.parent_id), s.start_ns))
+        out.append(TraceSummary(trace_id, root, len(mine), min(s.start_ns for s in mine),
+                                max(s.end_ns for s in mine)))
+    return sorted(out, key=lambda t: t.start_ns, reverse=True)
 
 
 def _label(span: SpanRecord) -> str:
@@ -223,9 +295,14 @@ def render(trace_id: str, spans: Iterable[SpanRecord]) -> str:
 # --- the command line -------------------------------------------------------------------------
 
 
+def _path(args: argparse.Namespace, env: Mapping[str, str]) -> Path:
+    return Path(args.file or env.get(TRACES_FILE_ENV, "") or DEFAULT_FILE)
+
+
 def _show(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
-    path = Path(args.file or env.get(TRACES_FILE_ENV, "") or ".run/traces.jsonl")
-    text = render(args.trace_id.lower(), load(path))
+    path = _path(args, env)
+    trace_id = args.trace_id.lower()
+    text = render(trace_id, trace_spans(path, trace_id))
     if not text:
         out.write(f"no span of trace {args.trace_id} in {path}\n")
         return 1
@@ -233,8 +310,23 @@ def _show(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
     return 0
 
 
+def _list(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
+    path = _path(args, env)
+    found = [t for t in summaries(load(path))
+             if args.name.lower() in t.root.name.lower()][:args.limit]
+    if not found:
+        out.write(f"no trace{' named ' + repr(args.name) if args.name else ''} in {path}\n")
+        return 1
+    for summary in found:
+        started = time.strftime("%H:%M:%S", time.localtime(summary.start_ns / 1e9))
+        out.write(f"{summary.trace_id}  {started}.{summary.start_ns // 1_000_000 % 1000:03d}"
+                  f"  {summary.millis:9.2f} ms  {summary.spans:3d} spans  "
+                  f"{summary.root.name} ({summary.root.service})\n")
+    return 0
+
+
 def _receive(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
-    path = Path(args.file or env.get(TRACES_FILE_ENV, "") or ".run/traces.jsonl")
+    path = _path(args, env)
     path.parent.mkdir(parents=True, exist_ok=True)
 
     async def run() -> None:
@@ -249,19 +341,25 @@ def _receive(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> i
 
 
 def register(commands: Any) -> None:
-    """Add ``stud trace show`` and ``stud trace receive`` to the ``stud`` command line."""
+    """Add ``stud trace show``, ``list`` and ``receive`` to the ``stud`` command line."""
     parser = commands.add_parser(
-        "trace", help="traces recorded locally: receive them, show one as a tree",
+        "trace", help="traces recorded locally: receive them, list them, show one as a tree",
         description="Traces the services export over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT), "
-                    f"recorded by 'stud trace receive' into a file ({TRACES_FILE_ENV}, "
-                    "default .run/traces.jsonl).")
+                    "recorded by 'make observe' or 'stud trace receive' into a file "
+                    f"({TRACES_FILE_ENV}, default {DEFAULT_FILE}).")
     sub = parser.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
     p = sub.add_parser("show", help="print one trace as a tree, with the traces linked to it")
     p.add_argument("trace_id", metavar="TRACE_ID", help="32 hex digits (a log line's trace_id)")
     p.add_argument("--file", help=f"the spans' file (default ${TRACES_FILE_ENV})")
     p.set_defaults(handler=_show)
+    p = sub.add_parser("list", help="the latest traces: id, start, duration, root span")
+    p.add_argument("--name", default="",
+                   help="only traces whose root span's name contains this (e.g. Bet)")
+    p.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    p.add_argument("--file", help=f"the spans' file (default ${TRACES_FILE_ENV})")
+    p.set_defaults(handler=_list)
     p = sub.add_parser("receive", help="an OTLP/gRPC receiver writing spans to the file")
-    p.add_argument("--port", type=int, default=4317)
+    p.add_argument("--port", type=int, default=OTLP_PORT)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--file", help=f"the spans' file (default ${TRACES_FILE_ENV})")
     p.set_defaults(handler=_receive)
