@@ -10,21 +10,33 @@ dealt face down to whom, and everything captured is searched:
 - hand histories fetched as an observer: no down card but those shown;
 - every service's log output and ``/metrics``: no card at all (services never log a card).
 
+Beside the cash tables, a sit & go of bots (``stud bots --tournament``, a tournament service
+process) is railed by a player who holds no entry, through ``stud play --tournament``'s
+rail (:mod:`studclient.tui.tourney`: the chip leader's table, a ``TableWatch`` without the
+card stream: ``WatchTable`` and ``GetTable`` as the public sees them), and watched and viewed
+as an observer too; every hand its table finished is searched as a cash table's: the rail's
+events and views, the observer's watch and views, the hand histories, the openings.
+
 A capture that fails is a failure, never a pass: a ``/metrics`` that does not answer (or
 answers nothing), a service log that is missing or empty, a watch that captured nothing or
 skipped a sequence, a sampled view refused, a hand that did not end, no down card left
 secret to search for, no action, no hand.
 
-Last line: ``hands=… leaks=0``; the exit status is 1 on a leak or a failed capture.
+A rail that captured nothing, or no tournament hand finished while railed, fails the run.
+Last line: ``hands=… leaks=0`` (the cash tables' hands and the sit & go's); the exit status is
+1 on a leak or a failed capture.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
+import os
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,19 +54,38 @@ from campaigns.bot import OPERATOR, Tally
 from campaigns.checks import enough_play
 from campaigns.room import CampaignRoom, campaign_room, retry_unavailable, wait_until
 from campaigns.router import Router
+from campaigns.tournament import tournament_process
 from rules import TableConfig
 from rules.events import DownCardDealt, HandExposed, HandMucked, HandShown, HandStarted
 from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import table_pb2 as pb
+from stud.v1 import tournament_pb2 as tpb
+from stud.v1 import tournament_pb2_grpc as tpb_grpc
 from stud.v1 import wallet_pb2 as wpb
+from studclient.client import Client
+from studclient.tui.tourney import entered, rail_table
+from studclient.watch import TableWatch
 from studkit.auth import Principal, Role
 from studkit.mapping import card_from_proto, event_from_envelope, game_envelopes
 from studkit.store import EventStore
-from studtest.processes import ServiceProcess
+from studtest.processes import ServiceProcess, restartable_port
 from studtest.table import fast_settings
+from studtest.tournament_service import TournamentClient
 
 AUDITOR = Principal(Role.AUDITOR, "audit")
 OBSERVER = Principal(Role.PLAYER, "observer")
+RAILER = Principal(Role.PLAYER, "railer")
+"""A player with no entry who rails the sit & go (``stud play --tournament``'s rail)."""
+SNG = "rail-sng"
+SNG_PLAYERS = 4
+SNG_LEVELS = tpb.TournamentStructure(starting_stack=2_000, levels=[
+    tpb.TournamentLevel(ante=10, bring_in=20, small_bet=50, big_bet=100, seconds=20),
+    tpb.TournamentLevel(ante=25, bring_in=50, small_bet=100, big_bet=200, seconds=20),
+    tpb.TournamentLevel(ante=50, bring_in=100, small_bet=200, big_bet=400, seconds=20),
+    tpb.TournamentLevel(ante=100, bring_in=200, small_bet=500, big_bet=1000, seconds=600)])
+"""A sit & go of a few minutes: enough hands at one table to rail."""
+SNG_WAIT_S = 300.0
+"""After the cash tables' hands, how long the sit & go may take to finish."""
 CARD = re.compile(r"(?<![A-Za-z0-9])[2-9TJQKA][cdhs](?![A-Za-z0-9])")
 """A card as the rules write it ("Ah", "Td"): never in a log line or a metric."""
 HANDS_S_EACH = 2.0
@@ -103,6 +134,11 @@ class Capture:
     """Openings searched (own and public; docs/fairness.md)."""
     own_openings: int = 0
     """Of which openings players received with their own down cards."""
+    rail_events: int = 0
+    rail_views: int = 0
+    """What the rail (``stud play --tournament``'s, a non-entrant's) received."""
+    railed: set[str] = field(default_factory=set)
+    """The tournament tables the rail watched."""
 
     def leak(self, what: str) -> None:
         self.leaks.append(what)
@@ -334,12 +370,117 @@ async def newcomer_views(room: CampaignRoom, table_id: str, capture: Capture,
         await asyncio.sleep(0.05)
 
 
-async def campaign(hands: int, n_tables: int, seed: int, work: Path
-                   ) -> tuple[int, Capture, Tally]:
+async def rail(client: Client, tournament_id: str, capture: Capture,
+               stop: asyncio.Event) -> None:
+    """``stud play --tournament``'s rail, as :class:`studclient.tui.tourney.TournamentPlayApp`
+    runs it for a player with no entry: the table :func:`rail_table` picks (the chip
+    leader's), followed by a :class:`TableWatch` without the card stream, switched when the
+    lead moves; every event record and every view it gets kept for the search."""
+    view = await client.tournaments.get(tournament_id)
+    if entered(view, RAILER.subject):
+        capture.fail(f"{RAILER.subject} is entered in {tournament_id}: not a rail")
+        return
+    watch: TableWatch | None = None
+    current = ""
+
+    def record(table_id: str) -> Any:
+        def on_event(event: pb.TableEventRecord) -> None:
+            capture.rail_events += 1
+            capture.watch[(table_id, RAILER.subject)].append(event)
+        return on_event
+
+    async def keep_views(w: TableWatch, table_id: str) -> None:
+        async for seen in w.views():
+            capture.rail_views += 1
+            capture.views.append((table_id, RAILER.subject, seen))
+    viewing: asyncio.Task[None] | None = None
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(grpc.aio.AioRpcError, Exception):
+                view = await client.tournaments.get(tournament_id)
+            table_id = rail_table(view)
+            if table_id and table_id != current:
+                if watch is not None:
+                    await watch.close()
+                if viewing is not None:
+                    viewing.cancel()
+                current = table_id
+                capture.railed.add(table_id)
+                watch = TableWatch(client, table_id, cards=False, on_event=record(table_id))
+                try:
+                    await watch.start()
+                except grpc.aio.AioRpcError:
+                    current, watch = "", None
+                    continue
+                viewing = asyncio.create_task(keep_views(watch, table_id))
+            if view.phase in (tpb.TOURNAMENT_PHASE_FINISHED, tpb.TOURNAMENT_PHASE_CANCELLED):
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+    finally:
+        if viewing is not None:
+            viewing.cancel()
+            await asyncio.gather(viewing, return_exceptions=True)
+        if watch is not None:
+            await watch.close()
+
+
+def tournament_bots(room: CampaignRoom, service: ServiceProcess, work: Path,
+                    seed: int) -> subprocess.Popen[str]:
+    """``stud bots --tournament`` fielding the sit & go's players."""
+    room.keys.write(work / "keys")
+    env = {**os.environ, "STUD_TABLE_TARGET": room.tables[0].target,
+           "STUD_DEALER_TARGET": room.procs.dealer.target,
+           "STUD_WALLET_TARGET": room.procs.wallet.target,
+           "STUD_TOURNAMENT_TARGET": service.target,
+           "STUD_ISSUER_KEY": str(work / "keys" / "issuer.pem")}
+    with (work / "logs" / "tournament-bots.log").open("w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "studtools.cli", "bots", "--tournament", SNG,
+             "--players", str(SNG_PLAYERS), "--prefix", "tb", "--strategy", "random",
+             "--seed", str(seed), "--timeout", "3600"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+async def observe_tournament_tables(room: CampaignRoom, client: Client, capture: Capture,
+                                    stop: asyncio.Event) -> None:
+    """A plain observer (no entry) on every table the sit & go opens: its watch (the
+    router's) and its views (``GetTable``), kept for the search beside the rail's."""
+    tasks: dict[str, asyncio.Task[None]] = {}
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(grpc.aio.AioRpcError, Exception):
+                view = await client.tournaments.get(SNG)
+                for table_id in {*tasks, *(table.table_id for table in view.tables)}:
+                    with contextlib.suppress(grpc.aio.AioRpcError):  # not open yet
+                        capture.views.append((table_id, OBSERVER.subject,
+                                              await room.router.view(table_id, OBSERVER)))
+                        if table_id not in tasks:  # the table is there: watched from now
+                            tasks[table_id] = asyncio.create_task(capture_watch(
+                                room.router, table_id, OBSERVER, capture, stop))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.2)
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
+async def finished_hands(store: EventStore, table_id: str) -> int:
+    """How many hands ``table_id``'s stream has ended (hands 1..n, in order)."""
+    return sum(1 for s in game_envelopes(e.envelope for e in await store.read(table_id))
+               if type(event_from_envelope(s)).__name__ == "HandEnded")
+
+
+async def campaign(hands: int, n_tables: int, seed: int, work: Path,
+                   sng_wait_s: float = 0.0) -> tuple[int, int, Capture, Tally]:
+    """The cash tables' hands checked, the sit & go's, what was captured, the bots' tally.
+    ``sng_wait_s``: how long the sit & go may take to finish after the cash tables' hands
+    (0: :data:`SNG_WAIT_S`)."""
     rng = random.Random(seed)
     capture = Capture()
     tally = Tally()
-    played = 0
+    played = railed_hands = 0
     # every viewer's watch goes over the router's one connection (up to 6 a table): more
     # than the table's default 16 a connection, which refused the rest, retried for ever,
     # and their capture stayed empty ("nothing captured")
@@ -354,50 +495,94 @@ async def campaign(hands: int, n_tables: int, seed: int, work: Path
                 settings=fast_settings())
         viewers = {t: [OBSERVER, *(Principal(Role.PLAYER, f"{t}-p{s}")
                                    for s in range(1, seats[t] + 1))] for t in table_ids}
-        stop = asyncio.Event()
-        tasks = [asyncio.create_task(capture_watch(room.router, t, who, capture, stop))
-                 for t in table_ids for who in viewers[t]]
-        tasks += [asyncio.create_task(watch_cards(room, t, who, capture, stop))
-                  for t in table_ids for who in viewers[t] if who.role is Role.PLAYER]
-        tasks += [asyncio.create_task(sample_views(room, t, capture, stop,
-                                                   random.Random(rng.random())))
-                  for t in table_ids]
-        tasks += [asyncio.create_task(b.run(stop)) for b in room.bots(table_ids, tally, rng)]
-        tasks += [asyncio.create_task(newcomer_views(room, t, capture, stop,
-                                                     random.Random(rng.random())))
-                  for t in table_ids]
-        per_table = -(-hands // n_tables)
+        # the sit & go to rail: its service, its bots, the rail's client
+        service = tournament_process(room, work, tick_s=0.2)
+        service.env["METRICS_PORT"] = str(restartable_port())
+        service.start()
+        bots: subprocess.Popen[str] | None = None
+        railer = Client.connect(room.tables[0].target, room.procs.dealer.target,
+                                room.procs.wallet.target, room.tokens.token(RAILER),
+                                tournament_addr=service.target)
         try:
-            async def hands_now() -> dict[str, tuple[int, list[str]]]:
-                """Each table's hands started and who sits there (what a wait reports)."""
-                return {t: (v.hands_started, [s.player_id for s in v.seats])
-                        for t, v in (await room.views(table_ids)).items()}
+            await service.wait_serving()
+            async with grpc.aio.insecure_channel(service.target) as channel:
+                await TournamentClient(tpb_grpc.TournamentServiceStub(  # type: ignore[no-untyped-call]
+                    channel), room.keys).create(SNG, tpb.TournamentConfig(
+                        name="Rail", format=tpb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=100,
+                        fee=10, seats=SNG_PLAYERS, structure=SNG_LEVELS))
+            bots = tournament_bots(room, service, work, seed)
+            stop = asyncio.Event()
+            tasks = [asyncio.create_task(capture_watch(room.router, t, who, capture, stop))
+                     for t in table_ids for who in viewers[t]]
+            tasks += [asyncio.create_task(watch_cards(room, t, who, capture, stop))
+                      for t in table_ids for who in viewers[t] if who.role is Role.PLAYER]
+            tasks += [asyncio.create_task(sample_views(room, t, capture, stop,
+                                                       random.Random(rng.random())))
+                      for t in table_ids]
+            tasks += [asyncio.create_task(b.run(stop))
+                      for b in room.bots(table_ids, tally, rng)]
+            tasks += [asyncio.create_task(newcomer_views(room, t, capture, stop,
+                                                         random.Random(rng.random())))
+                      for t in table_ids]
+            railing = asyncio.create_task(rail(railer, SNG, capture, stop))
+            tasks += [railing, asyncio.create_task(
+                observe_tournament_tables(room, railer, capture, stop))]
+            per_table = -(-hands // n_tables)
+            try:
+                async def hands_now() -> dict[str, tuple[int, list[str]]]:
+                    """Each table's hands started and who sits there (what a wait
+                    reports)."""
+                    return {t: (v.hands_started, [s.player_id for s in v.seats])
+                            for t, v in (await room.views(table_ids)).items()}
 
-            await wait_until(hands_now,
-                             lambda hs: all(n > per_table for n, _ in hs.values()),
-                             max(60.0, hands * HANDS_S_EACH), f"fewer than {per_table} hands "
-                             "at a table")
+                await wait_until(hands_now,
+                                 lambda hs: all(n > per_table for n, _ in hs.values()),
+                                 max(60.0, hands * HANDS_S_EACH), f"fewer than {per_table} "
+                                 "hands at a table")
+                # the sit & go's end (the rail stops there), or as far as it got
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(railing),
+                                           sng_wait_s or SNG_WAIT_S)
+            finally:
+                stop.set()
+                await asyncio.sleep(0.5)  # the watches take in what is on its way
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            store = EventStore(aredis.Redis.from_url(room.redis.url))
+            try:
+                railed = sorted(({t for t, _ in capture.watch} | capture.railed)
+                                - set(table_ids))
+                game = {t: [e.sequence for e in game_envelopes(s.envelope
+                                                               for s in await store.read(t))]
+                        for t in [*table_ids, *railed]}
+                capture.check_watches(
+                    [(t, who.subject) for t in table_ids for who in viewers[t]]
+                    + [(t, OBSERVER.subject) for t in railed]
+                    + [(t, RAILER.subject) for t in sorted(capture.railed)], game)
+                for table_id in table_ids:
+                    played += await check_table(table_id, store, room, capture, per_table)
+                for table_id in railed:
+                    railed_hands += await check_table(table_id, store, room, capture,
+                                                      await finished_hands(store, table_id))
+            finally:
+                await store.client.aclose()
+            for proc in [*room.procs.all, service]:
+                capture.search_log(proc.name, proc.logs())
+                capture.search_metrics(await asyncio.to_thread(scrape_metrics, _label(proc),
+                                                               proc.metrics_port))
         finally:
-            stop.set()
-            await asyncio.sleep(0.5)  # the watches take in what is on its way
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        store = EventStore(aredis.Redis.from_url(room.redis.url))
-        try:
-            game = {t: [e.sequence for e in game_envelopes(s.envelope
-                                                           for s in await store.read(t))]
-                    for t in table_ids}
-            capture.check_watches([(t, who.subject) for t in table_ids for who in viewers[t]],
-                                  game)
-            for table_id in table_ids:
-                played += await check_table(table_id, store, room, capture, per_table)
-        finally:
-            await store.client.aclose()
-        for proc in room.procs.all:
-            capture.search_log(proc.name, proc.logs())
-            capture.search_metrics(await asyncio.to_thread(scrape_metrics, _label(proc),
-                                                           proc.metrics_port))
+            await railer.close()
+            if bots is not None and bots.poll() is None:
+                bots.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    bots.wait(10)
+            service.terminate()
+    if not capture.railed or capture.rail_events < 1 or capture.rail_views < 1:
+        capture.fail(f"the rail captured nothing (tables {sorted(capture.railed)}, "
+                     f"{capture.rail_events} events, {capture.rail_views} views)")
+    if railed_hands < 1:
+        capture.fail("no hand of the sit & go finished while it was railed")
     if played < hands:
         capture.fail(f"{played} hands checked of the {hands} asked for")
     if capture.secret_cards < 1:
@@ -410,7 +595,7 @@ async def campaign(hands: int, n_tables: int, seed: int, work: Path
         capture.fail(problem)
     for error in tally.errors:
         capture.fail(f"bot: {error}")
-    return played, capture, tally
+    return played, railed_hands, capture, tally
 
 
 def _config(_index: int, reveals: bool) -> TableConfig:
@@ -538,15 +723,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="stud-audit-") as work:
-        played, capture, tally = asyncio.run(campaign(args.hands, args.tables, args.seed,
-                                                      Path(work)))
+        played, railed, capture, tally = asyncio.run(campaign(args.hands, args.tables,
+                                                              args.seed, Path(work)))
     print(f"watched_events={sum(len(r) for r in capture.watch.values())} "
           f"views={len(capture.views)} secret_cards={capture.secret_cards} "
           f"openings={capture.openings} own_openings={capture.own_openings} "
-          f"actions={tally.actions} "
+          f"actions={tally.actions} rail_hands={railed} rail_events={capture.rail_events} "
+          f"rail_views={capture.rail_views} "
           f"capture_failures={len(capture.failures)} "
           f"seconds={time.monotonic() - started:.0f}")
-    print(f"hands={played} leaks={len(capture.leaks)}")
+    print(f"hands={played + railed} leaks={len(capture.leaks)}")
     return 0 if capture.ok else 1
 
 
