@@ -171,7 +171,8 @@ tournament: $(PROTO_STAMP)
 
 # Secrecy: 1,000 hands with every watch stream, view, history, log and metric captured and
 # searched for down cards against the dealer's record (a capture or scrape that fails is a
-# failure); prints `hands=... leaks=0` last.
+# failure), and a sit & go railed by a player with no entry (stud play --tournament's rail)
+# and an observer, its hands searched the same way; prints `hands=... leaks=0` last.
 audit: $(PROTO_STAMP)
 	$(PY) -m campaigns.secrecy --hands 1000 --tables 4
 
