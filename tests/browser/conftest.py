@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from google.protobuf import message as pb_message
 from google.protobuf import message_factory
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from stud.v1 import dealer_pb2, table_pb2, tournament_pb2, wallet_pb2
 from studtest.gateway import running_gateway
@@ -28,6 +28,10 @@ from studtest.tournament_service import RunningTournament, running_tournament
 from studtools.devkeys import DevKeys
 from studtools.gateway import Gateway
 from tournament.config import Settings as TournamentSettings
+
+# Generous waits: CI's machine may be busy; a test never asserts on speed.
+expect.set_options(timeout=20_000)
+WAIT_MS = 20_000
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB_DIST = ROOT / "web" / "dist"
@@ -154,6 +158,7 @@ async def players(browser: Browser, gateway: Gateway, room: Room
     async def open_player(name: str, path: str = "/", token: str | None = None,
                           width: int = 1200) -> Player:
         context = await browser.new_context(viewport={"width": width, "height": 900})
+        context.set_default_timeout(WAIT_MS)
         made.append(context)
         await context.add_init_script(CAPTURE)
         page = await context.new_page()

@@ -44,6 +44,7 @@ const host: Host = {
     void openTable(to);
   },
   onClose: closeTable,
+  onChanged: () => void refreshLobby(),
 };
 
 function saveOpen(): void {

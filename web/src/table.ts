@@ -40,6 +40,8 @@ export interface Host {
   /** The tournament moved the player: show `to` in place of `from`. */
   onMoved(from: string, to: string): void;
   onClose(table: string): void;
+  /** A seat was taken or left: the lobby's figures changed. */
+  onChanged(): void;
 }
 
 export class TablePane {
@@ -52,6 +54,8 @@ export class TablePane {
   private readonly commitments = new Map<number, string>();
   private readonly seeds = new Map<number, V.OwnSeed>();
   private readonly log: string[] = [];
+  /** Who sits where, from the feed itself (a log line is never a view behind). */
+  private readonly names = new Map<number, string>();
   private refreshTimer: number | null = null;
   private busy = false;
   private tournament: TournamentView | null = null;
@@ -111,6 +115,7 @@ export class TablePane {
       const view = await this.host.api.table.getTable({ tableId: this.tableId }, { signal: this.abort.signal });
       const wasSeated = this.view?.viewerSeat ?? 0;
       this.view = view;
+      for (const seat of view.seats) this.names.set(seat.seat, seat.playerId);
       if (this.lastSeq === 0n) this.lastSeq = view.version;
       if (view.viewerSeat && !wasSeated) this.restartCards();
       if (view.viewerSeat) void this.commitAhead();
@@ -188,6 +193,7 @@ export class TablePane {
     this.received.push(rec.sequence);
     const e = rec.event;
     if (!e) return;
+    if (e.event.case === "playerSeated") this.names.set(e.event.value.seat, e.event.value.playerId);
     const line = eventText(e, (s) => this.who(s));
     if (line) this.addLog(line);
     if (e.event.case === "handStarted") {
@@ -199,14 +205,16 @@ export class TablePane {
       void this.verify(n);
       void this.showLastHand(n);
     } else if (e.event.case === "playerSeated" || e.event.case === "playerLeft") {
+      if (e.event.case === "playerLeft") this.names.delete(e.event.value.seat);
       if (this.view?.tournamentId) void this.readTournament(true);
+      this.host.onChanged();
     }
     this.scheduleRefresh();
   }
 
   private who(seat: number): string {
-    const s = this.view?.seats.find((x) => x.seat === seat);
-    return s ? `Seat ${seat} (${s.playerId})` : `Seat ${seat}`;
+    const name = this.names.get(seat) ?? this.view?.seats.find((x) => x.seat === seat)?.playerId;
+    return name ? `Seat ${seat} (${name})` : `Seat ${seat}`;
   }
 
   private addLog(line: string): void {
