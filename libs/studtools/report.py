@@ -6,6 +6,9 @@
   hands, rake, distinct players (and tables), the pots' total; then a totals line.
 - ``stud report player P [--since D] [--until D] [--json]``: a player's hands and net per UTC
   day (``history.player_daily``); then a totals line.
+- ``stud report tournaments [--since D] [--until D] [--json]``: each archived tournament on
+  the UTC day it ended (``tournaments.results``, migration ``0006``): entries, buy-ins,
+  fees, what was refunded, prizes; then the totals and the fees the house kept.
 
 Reports count archived hands only (the archiver copies each hand seconds after it settles).
 They read PostgreSQL as support (``STUD_SUPPORT_DSN``, else ``STUD_AUDITOR_DSN``), from the
@@ -122,6 +125,40 @@ def player_daily(dsn: str, player: str, first: date | None,
     return rows, totals
 
 
+_TOURNAMENT_SUMS: Final = ("entries", "buy_ins", "fees", "refunded_buy_ins", "refunded_fees",
+                           "prizes")
+
+
+def tournaments(dsn: str, first: date | None, end: date | None) -> tuple[list[Row], Row]:
+    """The archived tournaments that ended in the period and their totals (the sums, the
+    fees the house kept, the tournaments and the cancelled among them)."""
+    where, params = _where(first, end)
+    with pg.connect(dsn) as conn:
+        rows = _rows(conn.execute(
+            "SELECT day, tournament_id, name, format, outcome, entries, buy_ins, fees, "
+            f"refunded_buy_ins, refunded_fees, prizes FROM tournaments.results{where} "
+            "ORDER BY day, tournament_id", params))
+    totals: Row = {k: sum(r[k] for r in rows) for k in _TOURNAMENT_SUMS}
+    totals["house"] = totals["fees"] - totals["refunded_fees"]
+    totals["tournaments"] = len(rows)
+    totals["cancelled"] = sum(1 for r in rows if r["outcome"] == "cancelled")
+    return rows, totals
+
+
+def _print_tournaments(rows: Sequence[Row], totals: Row, period: str, out: TextIO) -> None:
+    print(f"{'day':<10}  {'tournament':<20} {'outcome':<9} {'entries':>7}  {'buy-ins':>10}  "
+          f"{'fees':>8}  {'refunded':>10}  {'prizes':>10}", file=out)
+    for r in rows:
+        refunded = r["refunded_buy_ins"] + r["refunded_fees"]
+        print(f"{r['day']:<10}  {r['tournament_id']:<20} {r['outcome']:<9} {r['entries']:>7}  "
+              f"{r['buy_ins']:>10}  {r['fees']:>8}  {refunded:>10}  {r['prizes']:>10}",
+              file=out)
+    print(f"total ({period}): {_plural(totals['tournaments'], 'tournament')} "
+          f"({totals['cancelled']} cancelled), {_plural(totals['entries'], 'entry')}, "
+          f"fees {totals['fees']} less {totals['refunded_fees']} refunded: house "
+          f"{totals['house']}; prizes {totals['prizes']}", file=out)
+
+
 def _period(first: date | None, end: date | None) -> str:
     if first is None and end is None:
         return "every archived day"
@@ -168,6 +205,8 @@ def _run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
     try:
         if args.report_command == "daily":
             rows, totals = daily(dsn, args.by, first, end)
+        elif args.report_command == "tournaments":
+            rows, totals = tournaments(dsn, first, end)
         else:
             rows, totals = player_daily(dsn, args.player, first, end)
     except psycopg.Error as exc:
@@ -180,12 +219,14 @@ def _run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
                      "until": end.isoformat() if end else None}
         if args.report_command == "daily":
             head["by"] = args.by
-        else:
+        elif args.report_command == "player":
             head["player"] = args.player
         json.dump({**head, "rows": rows, "totals": totals}, out, indent=1)
         out.write("\n")
     elif args.report_command == "daily":
         _print_daily(rows, totals, args.by, period, out)
+    elif args.report_command == "tournaments":
+        _print_tournaments(rows, totals, period, out)
     else:
         _print_player(rows, totals, args.player, period, out)
     return 0
@@ -201,7 +242,8 @@ def _dates(parser: argparse.ArgumentParser) -> None:
 
 
 def register(commands: Any) -> None:
-    """Add ``stud report daily`` and ``stud report player`` to the ``stud`` command line."""
+    """Add ``stud report daily``, ``player`` and ``tournaments`` to the ``stud`` command
+    line."""
     parser = commands.add_parser(
         "report", help="operator reports from the archive: hands, rake, players, nets per day",
         description="Reports over the archived hands (PostgreSQL's history.daily_stakes, "
@@ -222,5 +264,12 @@ def register(commands: Any) -> None:
         description="A player's hands and net (won less put in) per UTC day; then the "
                     "period's totals.")
     p.add_argument("player", metavar="P")
+    _dates(p)
+    p.set_defaults(handler=_run)
+    p = sub.add_parser(
+        "tournaments", help="tournament fees and prizes, per tournament by the day it ended",
+        description="Each archived tournament (over and paid out) on the UTC day it ended: "
+                    "entries, buy-ins, fees, refunds, prizes; then the period's totals and "
+                    "the fees the house kept.")
     _dates(p)
     p.set_defaults(handler=_run)
