@@ -8,7 +8,8 @@ Its data goes to ``.run/prometheus``.
 
 Beside it, a trace receiver (:func:`studtools.traces.serve`, OTLP/gRPC) on
 ``127.0.0.1:4317`` (:data:`studtools.traces.OTLP_PORT`, ``--otlp-port``) appends every span
-to ``.run/traces.jsonl``, which ``stud trace list`` and ``stud trace show TRACE_ID`` read. The
+to ``.run/traces.jsonl`` (rotated past 64 MB to ``traces.jsonl.1``), which ``stud trace
+list`` and ``stud trace show TRACE_ID`` read. The
 services export there when ``make run OBSERVE=1`` started them (tracing is off otherwise: an
 endpoint nobody listens on costs spans, retries and warnings, docs/operations.md); they keep
 their spans for a few seconds, so a ``make observe`` started after them still gets them.
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
               "Prometheus picks its services up when it writes the file", flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        receiver, _, otlp_port = traces.serve(args.otlp_port, spans_file, keep=False)
+        receiver, _, otlp_port = traces.serve(args.otlp_port, spans_file, keep=False,
+                                              rotate_bytes=traces.ROTATE_BYTES)
     except OSError as exc:
         receiver = None
         print(f"make observe: no trace receiver ({exc}; another make observe, or a "

@@ -8,7 +8,9 @@ TRACE_ID``, which prints one trace as a tree, with the steps of the table linked
   ``OTEL_EXPORTER_OTLP_ENDPOINT`` at it. ``stud trace receive --port P --file F``
   runs one until interrupted; ``make observe`` runs one (:func:`serve`) on
   :data:`OTLP_PORT`, where ``make run OBSERVE=1`` points the services.
-- A span is kept as a :class:`SpanRecord`; the file holds one JSON object per span.
+- A span is kept as a :class:`SpanRecord`; the file holds one JSON object per span. A
+  long-running receiver's file is rotated past :data:`ROTATE_BYTES`: it becomes ``F.1``
+  (replacing the previous one), which the readers read before ``F``.
 - :func:`render` draws a trace: each span under its parent, with its service, its duration
   and the attributes worth reading; then, under "linked from", each span of another trace
   that links to a span of this one (the driver's deal after a Bet, the settlement after the
@@ -45,6 +47,9 @@ DEFAULT_FILE: Final = ".run/traces.jsonl"
 OTLP_PORT: Final = 4317
 """The receiver's port that ``make observe`` listens on and ``make run OBSERVE=1`` exports to
 (OTLP/gRPC's usual port)."""
+ROTATE_BYTES: Final = 64 << 20
+"""``make observe``'s and ``stud trace receive``'s file size before it is rotated: the demo
+room traced writes about 75 KB/s, so the two files hold the last half hour or so."""
 SHOWN_ATTRIBUTES: Final = ("stud.stream", "stud.events", "stud.expected_version",
                            "hand_number", "seat", "rpc.grpc.status_code")
 KINDS: Final = {Span.SPAN_KIND_SERVER: "server", Span.SPAN_KIND_CLIENT: "client",
@@ -116,10 +121,12 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
     """An OTLP trace receiver: keeps every span in memory (unless ``keep`` is False: a
     long-running one, ``make observe``'s) and appends it to ``file``, if given."""
 
-    def __init__(self, file: Path | None = None, keep: bool = True) -> None:
+    def __init__(self, file: Path | None = None, keep: bool = True,
+                 rotate_bytes: int | None = None) -> None:
         self.spans: list[SpanRecord] = []
         self.file = file
         self.keep = keep
+        self.rotate_bytes = rotate_bytes
         self.received = 0
         self._lock = threading.Lock()
 
@@ -133,6 +140,9 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
             if self.file is not None:
                 with self.file.open("a") as out:
                     out.writelines(span.to_json() + "\n" for span in spans)
+                    size = out.tell()
+                if self.rotate_bytes is not None and size > self.rotate_bytes:
+                    self.file.replace(rotated(self.file))
         return trace_service_pb2.ExportTraceServiceResponse()
 
     def trace(self, trace_id: str) -> list[SpanRecord]:
@@ -152,12 +162,12 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
             await asyncio.sleep(0.05)
 
 
-def serve(port: int = 0, file: Path | None = None, host: str = "127.0.0.1", keep: bool = True
-          ) -> tuple[grpc.Server, Receiver, int]:
+def serve(port: int = 0, file: Path | None = None, host: str = "127.0.0.1", keep: bool = True,
+          rotate_bytes: int | None = None) -> tuple[grpc.Server, Receiver, int]:
     """A :class:`Receiver` served on ``host:port`` (0: a free port) by threads of its own;
     the server (``stop`` it), the receiver and the port. The port has one owner: taken, it
     raises :class:`OSError` (rather than sharing it with ``SO_REUSEPORT``)."""
-    receiver = Receiver(file, keep=keep)
+    receiver = Receiver(file, keep=keep, rotate_bytes=rotate_bytes)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4),
                          options=[("grpc.so_reuseport", 0)])
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
@@ -173,26 +183,34 @@ def serve(port: int = 0, file: Path | None = None, host: str = "127.0.0.1", keep
 
 
 @contextlib.asynccontextmanager
-async def receiving(port: int = 0, file: Path | None = None, host: str = "127.0.0.1"
+async def receiving(port: int = 0, file: Path | None = None, host: str = "127.0.0.1",
+                    keep: bool = True, rotate_bytes: int | None = None
                     ) -> AsyncIterator[tuple[Receiver, int]]:
     """A :class:`Receiver` served on ``host:port`` (0: a free port) until the block ends;
     yields it and its port."""
-    server, receiver, bound = serve(port, file, host)
+    server, receiver, bound = serve(port, file, host, keep, rotate_bytes)
     try:
         yield receiver, bound
     finally:
         server.stop(None)
 
 
+def rotated(path: Path) -> Path:
+    """Where ``path`` goes when it is rotated (``traces.jsonl.1``)."""
+    return path.with_name(path.name + ".1")
+
+
 def load(path: Path, mentioning: Iterable[str] = ()) -> list[SpanRecord]:
-    """The spans a receiver's file holds (only the lines that contain one of ``mentioning``,
-    when given: a trace's spans and those linking to it, without parsing the others)."""
-    if not path.exists():
-        return []
+    """The spans a receiver's file holds, its rotated part's first (only the lines that
+    contain one of ``mentioning``, when given: a trace's spans and those linking to it,
+    without parsing the others)."""
     wanted = tuple(mentioning)
-    with path.open() as lines:
-        return [SpanRecord.from_json(line) for line in lines
-                if line.strip() and (not wanted or any(w in line for w in wanted))]
+    found = []
+    for part in (rotated(path), path):
+        with contextlib.suppress(FileNotFoundError), part.open() as lines:
+            found += [SpanRecord.from_json(line) for line in lines
+                      if line.strip() and (not wanted or any(w in line for w in wanted))]
+    return found
 
 
 def trace_spans(path: Path, trace_id: str) -> list[SpanRecord]:
@@ -330,7 +348,8 @@ def _receive(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> i
     path.parent.mkdir(parents=True, exist_ok=True)
 
     async def run() -> None:
-        async with receiving(args.port, path, args.host) as (_receiver, port):
+        async with receiving(args.port, path, args.host, keep=False,
+                             rotate_bytes=ROTATE_BYTES) as (_receiver, port):
             out.write(f"receiving OTLP traces on {args.host}:{port}, into {path}\n")
             out.flush()
             await asyncio.Event().wait()

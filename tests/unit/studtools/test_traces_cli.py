@@ -16,7 +16,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from studtools import cli, devrun
-from studtools.traces import SpanRecord, serve
+from studtools.traces import SpanRecord, load, serve
 
 BET_TRACE, DEAL_TRACE, OTHER_TRACE = "a" * 32, "b" * 32, "c" * 32
 
@@ -130,3 +130,22 @@ def test_make_run_traces_only_when_asked() -> None:
     assert devrun.observe_env("table")["OTEL_EXPORTER_OTLP_ENDPOINT"].endswith(":4317")
     for name in devrun.SERVICES:
         assert not any(k.startswith("OTEL_") for k in devrun.service_env(name, {}))
+
+
+def test_a_long_running_receivers_file_is_rotated_and_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "traces.jsonl"
+    server, receiver, port = serve(0, path, keep=False, rotate_bytes=1)
+    try:
+        export(port)  # over the size: rotated to traces.jsonl.1
+        export(port)  # over it again: replaces traces.jsonl.1
+        export(port)
+    finally:
+        server.stop(None)
+    assert receiver.received == 3
+    assert not path.exists() and (tmp_path / "traces.jsonl.1").exists()
+    assert len(load(path)) == 1
+    path.write_text(span(OTHER_TRACE, "5" * 16, "table.settle").to_json() + "\n")
+    assert [s.trace_id for s in load(path)] == [BET_TRACE, OTHER_TRACE]
+    status, text = run("trace", "list", "--file", str(path))
+    assert status == 0 and {ln.split()[0] for ln in text.splitlines()} == {BET_TRACE,
+                                                                            OTHER_TRACE}
