@@ -18,10 +18,11 @@ import base64
 import enum
 import inspect
 import json
+import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -62,6 +63,11 @@ CHANNEL_OPTIONS: Final = (
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.keepalive_time_ms", 30_000),
 )
+VIA_GATEWAY_ENV: Final = "STUD_VIA_GATEWAY"
+"""``1``: :meth:`Client.connect`'s default is ``via_gateway=True``."""
+OWNER_HEADER: Final = "stud-owner"
+"""Through the gateway, a table call carrying this header (``ip:port``, the ``owner`` of a
+``not_owner`` refusal) goes to that table replica (``studtools.gateway.OWNER_HEADER``)."""
 
 
 class _Auto(enum.Enum):
@@ -159,7 +165,11 @@ class Client:
                  wallet: grpc.aio.Channel | None, token: str | TokenProvider, *,
                  retry: RetryPolicy | None = None,
                  interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
-                 tournament: grpc.aio.Channel | None = None) -> None:
+                 tournament: grpc.aio.Channel | None = None,
+                 via_gateway: bool = False) -> None:
+        self.via_gateway = via_gateway
+        """Follow ``not_owner`` through the address connected to, with the owner in the
+        ``stud-owner`` header, instead of dialing the owner (docs/sdk.md)."""
         self._channels = [c for c in (table, dealer, wallet, tournament) if c is not None]
         self._tournaments = (TournamentClient(self, tournament) if tournament is not None
                              else None)
@@ -185,15 +195,21 @@ class Client:
                 wallet_addr: str | None = None, token: str | TokenProvider = "", *,
                 retry: RetryPolicy | None = None,
                 interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
-                tournament_addr: str | None = None) -> Client:
-        """A client for the services at these addresses (``host:port``, plaintext)."""
+                tournament_addr: str | None = None,
+                via_gateway: bool | None = None) -> Client:
+        """A client for the services at these addresses (``host:port``, plaintext).
+        ``via_gateway``: the addresses are the gateway's (docs/web.md), which alone reaches
+        the table replicas; None: ``STUD_VIA_GATEWAY=1`` in the environment says so."""
+        if via_gateway is None:
+            via_gateway = os.environ.get(VIA_GATEWAY_ENV, "").strip() == "1"
         def channel(addr: str) -> grpc.aio.Channel:
             return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS,
                                              interceptors=interceptors)
         return cls(channel(table_addr), channel(dealer_addr) if dealer_addr else None,
                    channel(wallet_addr) if wallet_addr else None, token, retry=retry,
                    interceptors=interceptors,
-                   tournament=channel(tournament_addr) if tournament_addr else None)
+                   tournament=channel(tournament_addr) if tournament_addr else None,
+                   via_gateway=via_gateway)
 
     async def __aenter__(self) -> Client:
         return self
@@ -249,9 +265,10 @@ class Client:
 
     def table_stub(self, table_id: str | None = None) -> Any:
         """The table service stub for ``table_id``: the replica that owns it when a call was
-        redirected there (``not_owner``), else the address given to :meth:`connect`."""
+        redirected there (``not_owner``), else (and always through a gateway) the address
+        given to :meth:`connect`."""
         addr = self._routes.get(table_id or "")
-        if addr is None:
+        if addr is None or self.via_gateway:
             return self._table
         if addr not in self._owners:
             channel = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS,
@@ -269,6 +286,12 @@ class Client:
             return False
         self._routes[table_id] = owner
         return True
+
+    def owner_metadata(self, table_id: str) -> tuple[tuple[str, str], ...]:
+        """Through a gateway, the header that sends ``table_id``'s calls to its owner (once
+        a redirect named one); else nothing."""
+        addr = self._routes.get(table_id)
+        return ((OWNER_HEADER, addr),) if self.via_gateway and addr else ()
 
     def route(self, table_id: str) -> str | None:
         """The table replica ``table_id``'s calls go to, when redirected (else None)."""
@@ -292,7 +315,10 @@ class Client:
             method = (getattr(self.table_stub(table_id), rpc) if isinstance(rpc, str)
                       else rpc)
             try:
-                result: T = await method(request, metadata=await self.metadata(fresh),
+                metadata = await self.metadata(fresh)
+                if isinstance(rpc, str):
+                    metadata += self.owner_metadata(table_id)
+                result: T = await method(request, metadata=metadata,
                                          timeout=self.retry.timeout_s)
                 return result
             except grpc.aio.AioRpcError as exc:
@@ -589,7 +615,7 @@ class Client:
         """The raw WatchTable stream (:class:`~studclient.watch.TableWatch` resumes it)."""
         return self.table_stub(table_id).WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id, after_sequence=after_sequence),
-            metadata=metadata)
+            metadata=(*metadata, *self.owner_metadata(table_id)))
 
     # --- the wallet ------------------------------------------------------------------------
 
@@ -708,6 +734,27 @@ class Client:
             self._wallet_stub().ExcludePlayer,
             wallet_pb2.ExcludePlayerRequest(player_id=player_id, period=period, reason=reason))
         return reply
+
+    async def set_reality_check(self, minutes: int) -> wallet_pb2.ProtectionResponse:
+        """A reminder every ``minutes`` of play (0: none), for :meth:`reality_checks`."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().SetRealityCheck,
+            wallet_pb2.SetRealityCheckRequest(player_id=await self.player_id(),
+                                              interval_minutes=minutes))
+        return reply
+
+    async def reality_checks(self) -> AsyncIterator[wallet_pb2.RealityCheck]:
+        """The caller's reminders, each with the session's time and net result; the session
+        starts now. Ends when the reminder is turned off; a refusal is raised
+        (``reality_check_off`` when none is set)."""
+        stream = self._wallet_stub().WatchRealityChecks(
+            wallet_pb2.WatchRealityChecksRequest(player_id=await self.player_id()),
+            metadata=await self.metadata())
+        try:
+            async for check in stream:
+                yield check
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from None
 
     async def lift_exclusion(self, player_id: str, reason: str
                              ) -> wallet_pb2.ProtectionResponse:

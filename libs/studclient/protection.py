@@ -51,8 +51,8 @@ def parse_kind_window(text: str) -> tuple[pb.LimitKind, pb.LimitWindow]:
 
 
 def protection_lines(reply: pb.ProtectionResponse) -> list[str]:
-    """A player's protection, one line each: the exclusion, then each limit with what is
-    used and left and a raise that waits."""
+    """A player's protection, one line each: the exclusion, the reality check, then each
+    limit with what is used and left and a raise that waits."""
     lines = []
     if reply.excluded:
         until = "until an operator lifts it" if reply.excluded_until_ms == 0 \
@@ -62,6 +62,9 @@ def protection_lines(reply: pb.ProtectionResponse) -> list[str]:
         lines.append(f"{reply.player_id}: excluded from play {until}{by}")
         if reply.lift_effective_ms:
             lines.append(f"  lifted from {when(reply.lift_effective_ms)}")
+    if reply.reality_check_minutes:
+        lines.append(f"{reply.player_id}: a reality check every "
+                     f"{reply.reality_check_minutes} minutes of play")
     if not reply.limits:
         lines.append(f"{reply.player_id}: no limits set")
     for row in reply.limits:
@@ -88,3 +91,11 @@ def refusal_text(error: StudError) -> str | None:
         return "You are excluded from play " + (
             "until an operator lifts it." if until == 0 else f"until {when(until)}.")
     return None
+
+
+def reality_check_text(check: pb.RealityCheck) -> str:
+    """A reminder in words."""
+    minutes = check.session_ms // 60_000
+    sign = "+" if check.net_result > 0 else ""
+    return (f"Reality check: you have played {minutes // 60} h {minutes % 60:02d} min this "
+            f"session; net result {sign}{check.net_result:,}.")

@@ -179,6 +179,8 @@ class Protection:
     limits: Mapping[LimitKey, Limit] = field(default_factory=dict)
     exclusion: Exclusion | None = None
     version: int = 0
+    reality_check_minutes: int = 0
+    """A reminder every that many minutes of play (0: none)."""
 
 
 # --- commands and events --------------------------------------------------------------------
@@ -230,7 +232,18 @@ class LiftExclusion:
     operator: str
 
 
-ProtectionCommand = SetLimit | CancelLimitIncrease | SelfExclude | ExcludePlayer | LiftExclusion
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetRealityCheck:
+    """A reminder every ``minutes`` of play, with the session's time and net result (0:
+    none)."""
+
+    player_id: str
+    minutes: int
+
+
+ProtectionCommand = (SetLimit | CancelLimitIncrease | SelfExclude | ExcludePlayer
+                     | LiftExclusion | SetRealityCheck)
+MAX_REALITY_CHECK_MINUTES: Final = 24 * 60
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,12 +316,20 @@ class ExclusionLiftRequested:
     effective_ms: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RealityCheckSet:
+    """The player asked for a reminder every ``minutes`` of play (0: none)."""
+
+    at_ms: int
+    minutes: int
+
+
 ProtectionEvent = (LimitSet | LimitDecreased | LimitIncreaseRequested | LimitIncreaseCancelled
-                   | SelfExcluded | PlayerExcluded | ExclusionLiftRequested)
+                   | SelfExcluded | PlayerExcluded | ExclusionLiftRequested | RealityCheckSet)
 EVENT_TYPES: Final[Mapping[str, type[Any]]] = {
     cls.__name__: cls for cls in (LimitSet, LimitDecreased, LimitIncreaseRequested,
                                   LimitIncreaseCancelled, SelfExcluded, PlayerExcluded,
-                                  ExclusionLiftRequested)}
+                                  ExclusionLiftRequested, RealityCheckSet)}
 
 
 def _amount(value: int) -> int:
@@ -354,6 +375,13 @@ def decide(state: Protection, command: ProtectionCommand, now_ms: int
                                    operator=command.operator, reason=reason),)
         case LiftExclusion():
             return _decide_lift(state, command, now_ms)
+        case SetRealityCheck():
+            if not 0 <= command.minutes <= MAX_REALITY_CHECK_MINUTES:
+                raise BadRequest("interval_minutes",
+                                 f"must be 0..{MAX_REALITY_CHECK_MINUTES}")
+            if command.minutes == state.reality_check_minutes:
+                return ()
+            return (RealityCheckSet(at_ms=now_ms, minutes=command.minutes),)
         case _:
             assert_never(command)
 
@@ -433,6 +461,8 @@ def evolve(state: Protection, event: ProtectionEvent) -> Protection:
         case PlayerExcluded():
             return replace(state, version=version, exclusion=Exclusion(
                 event.at_ms, event.until_ms, by=event.operator, reason=event.reason))
+        case RealityCheckSet():
+            return replace(state, version=version, reality_check_minutes=event.minutes)
         case ExclusionLiftRequested():
             if state.exclusion is not None:
                 return replace(state, version=version, exclusion=replace(
@@ -615,6 +645,25 @@ def check(state: Protection, usage: Sequence[Usage], rule: ProtectRule, now_ms: 
                                   row.resets_at_ms)
     if worst is not None:
         raise worst
+
+
+@dataclass(frozen=True, slots=True)
+class RealityCheck:
+    """A reminder: how long the session has lasted and its net result (money back from
+    tables and tournaments less money put in since it started; chips still at a table
+    count as put in)."""
+
+    at_ms: int
+    session_ms: int
+    net_result: int
+    interval_minutes: int
+
+
+def reality_check(usage: Sequence[Usage], started_ms: int, now_ms: int, minutes: int
+                  ) -> RealityCheck:
+    """The reminder at ``now_ms`` of a session that started at ``started_ms``."""
+    net = -sum(u.loss for u in usage if started_ms <= u.at_ms <= now_ms)
+    return RealityCheck(now_ms, now_ms - started_ms, net, minutes)
 
 
 def usage_to_text(usage: Usage) -> str:

@@ -3,7 +3,7 @@ servicer methods (a mixin of ``server.WalletServicer``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -20,6 +20,7 @@ from wallet.protection import (
     Period,
     SelfExclude,
     SetLimit,
+    SetRealityCheck,
     Window,
     event_to_json,
 )
@@ -59,7 +60,8 @@ def view_to_proto(view: ProtectionView) -> pb.ProtectionResponse:
     exclusion = view.state.exclusion
     excluded = exclusion is not None and exclusion.active(view.now_ms)
     reply = pb.ProtectionResponse(player_id=view.player_id, now_ms=view.now_ms,
-                                  excluded=excluded)
+                                  excluded=excluded,
+                                  reality_check_minutes=view.state.reality_check_minutes)
     if exclusion is not None and excluded:
         reply.excluded_until_ms = exclusion.until_ms
         reply.excluded_by = exclusion.by
@@ -124,3 +126,19 @@ class ProtectionMethods:
         command = LiftExclusion(player_id=ident(request.player_id, "player_id"),
                                 reason=request.reason, operator=principal.subject)
         return view_to_proto(await self._protection.lift(principal, command))
+
+    async def SetRealityCheck(self, request: pb.SetRealityCheckRequest,
+                              context: grpc.aio.ServicerContext) -> pb.ProtectionResponse:
+        command = SetRealityCheck(player_id=ident(request.player_id, "player_id"),
+                                  minutes=request.interval_minutes)
+        return view_to_proto(await self._protection.set_reality_check(current_principal(),
+                                                                      command))
+
+    async def WatchRealityChecks(self, request: pb.WatchRealityChecksRequest,
+                                 context: grpc.aio.ServicerContext
+                                 ) -> AsyncIterator[pb.RealityCheck]:
+        player_id = ident(request.player_id, "player_id")
+        async for check in self._protection.reality_checks(current_principal(), player_id):
+            yield pb.RealityCheck(at_ms=check.at_ms, session_ms=check.session_ms,
+                                  net_result=check.net_result,
+                                  interval_minutes=check.interval_minutes)

@@ -11,13 +11,15 @@ deposit, buy-in and entry in the script that moves the money.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
 
 from studkit.auth import Forbidden, Principal, Role, require_role
+from studkit.errors import FailedPrecondition
 from wallet.protection import (
     CancelLimitIncrease,
     ExcludePlayer,
@@ -25,11 +27,14 @@ from wallet.protection import (
     Protection,
     ProtectionCommand,
     ProtectionEvent,
+    RealityCheck,
     SelfExclude,
     SetLimit,
+    SetRealityCheck,
     Standing,
     decide,
     evolve,
+    reality_check,
     standings,
 )
 from wallet.protection_store import ProtectionStore, VersionChanged
@@ -59,10 +64,12 @@ class ProtectionApp:
     """One method per protection RPC."""
 
     def __init__(self, store: ProtectionStore, *, retries: int = 5,
-                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
+                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._store = store
         self._retries = retries
         self._clock_ms = clock_ms
+        self._sleep = sleep
 
     async def set_limit(self, principal: Principal, command: SetLimit) -> ProtectionView:
         """The player: set, lower, raise or remove one of their limits."""
@@ -89,6 +96,32 @@ class ProtectionApp:
         """An operator: lift an indefinite exclusion (in force after the cooling-off)."""
         require_role(principal, Role.OPERATOR)
         return await self._change(command)
+
+    async def set_reality_check(self, principal: Principal,
+                                command: SetRealityCheck) -> ProtectionView:
+        """The player: a reminder every N minutes of play (0: none)."""
+        _own(principal, command.player_id)
+        return await self._change(command)
+
+    async def reality_checks(self, principal: Principal, player_id: str
+                             ) -> AsyncIterator[RealityCheck]:
+        """The player's reminders: the session starts when they start watching; every
+        interval (read again each time: changed or turned off, it follows) a reminder with
+        the session's time and net result. FAILED_PRECONDITION reality_check_off when none
+        is set; the stream ends when it is turned off."""
+        _own(principal, player_id)
+        started = self._clock_ms()
+        minutes = (await self._store.state(player_id)).reality_check_minutes
+        if not minutes:
+            raise FailedPrecondition("no reality check is set: SetRealityCheck first",
+                                     reason="reality_check_off")
+        while minutes:
+            await self._sleep(minutes * 60.0)
+            minutes = (await self._store.state(player_id)).reality_check_minutes
+            if not minutes:
+                return
+            yield reality_check(await self._store.usage(player_id), started,
+                                self._clock_ms(), minutes)
 
     async def read(self, principal: Principal, player_id: str) -> ProtectionView:
         """A player's protection: their own, or anyone's for services, operators, auditors."""

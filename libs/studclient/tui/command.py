@@ -129,8 +129,9 @@ async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def protect(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
-    """``--limits``, ``--set-limit``, ``--cancel-raise``, ``--self-exclude``: one call, then
-    the player's protection as it stands; the exit status."""
+    """``--limits``, ``--set-limit``, ``--cancel-raise``, ``--self-exclude``,
+    ``--reality-check``: one call, then the player's protection as it stands; the exit
+    status."""
     from studclient.protection import (
         PERIODS,
         parse_kind_window,
@@ -145,6 +146,8 @@ async def protect(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
             await client.set_limit(*parse_limit(args.set_limit))
         elif args.cancel_raise:
             await client.cancel_limit_increase(*parse_kind_window(args.cancel_raise))
+        elif args.reality_check is not None:
+            await client.set_reality_check(args.reality_check)
         elif args.self_exclude:
             if args.self_exclude not in PERIODS:
                 raise ValueError(f"a period is one of {', '.join(PERIODS)}")
@@ -175,7 +178,8 @@ def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
         return 2
     if args.lobby or args.register or args.unregister:
         return asyncio.run(lobby(setup, args, out))
-    if args.limits or args.set_limit or args.cancel_raise or args.self_exclude:
+    if (args.limits or args.set_limit or args.cancel_raise or args.self_exclude
+            or args.reality_check is not None):
         return asyncio.run(protect(setup, args, out))
     from studclient.tui.app import PlayApp, PlayOptions
     app: PlayApp
@@ -254,4 +258,7 @@ def register(commands: Any) -> None:
                                  "six_months or indefinite (needs --yes)")
     protection.add_argument("--yes", action="store_true",
                             help="confirm --self-exclude")
+    protection.add_argument("--reality-check", metavar="MINUTES", type=int, default=None,
+                            help="a reminder every MINUTES of play with the session's time "
+                                 "and net result (0: none)")
     parser.set_defaults(handler=lambda args, out, env: run(args, out, env))

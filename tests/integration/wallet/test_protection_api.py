@@ -31,6 +31,7 @@ from wallet.protection import (
     Protection,
     SelfExclude,
     SetLimit,
+    SetRealityCheck,
     Usage,
     Window,
     check,
@@ -317,6 +318,10 @@ ATTACKS = [
      "PERMISSION_DENIED", "permission_denied"),
     ("mallory", "GetProtection", pb.GetProtectionRequest(player_id="alice"),
      "PERMISSION_DENIED", "permission_denied"),
+    ("mallory", "SetRealityCheck", pb.SetRealityCheckRequest(
+        player_id="alice", interval_minutes=1), "PERMISSION_DENIED", "permission_denied"),
+    ("ops", "SetRealityCheck", pb.SetRealityCheckRequest(
+        player_id="alice", interval_minutes=0), "PERMISSION_DENIED", "permission_denied"),
     ("alice", "ExcludePlayer", pb.ExcludePlayerRequest(
         player_id="mallory", period=pb.EXCLUSION_PERIOD_DAY, reason="x"),
      "PERMISSION_DENIED", "permission_denied"),
@@ -425,3 +430,59 @@ async def test_a_settlement_names_the_seats_of_excluded_players(wallet: RunningW
     assert (list(first.excluded_seats), again.replayed, list(again.excluded_seats)) == (
         [2], True, [2])
     assert await client.escrows("t1") == {1: 600, 2: 400}
+
+
+async def test_reality_checks_every_interval_with_the_sessions_time_and_net(
+        clocked: Clocked) -> None:
+    """A reminder every 30 minutes: the session starts when the player starts watching;
+    each reminder has the session's time and its net result (a buy-in of 300 is -300 until
+    cashed out); turned off, the stream ends. The clock and the sleep are the test's."""
+    moves = iter([
+        clocked.app.buy_in(table(), BuyIn(player_id="alice", table_id="t1", seat=1,
+                                          amount=300, idempotency_key="b1")),
+        clocked.app.cash_out(table(), CashOut(player_id="alice", table_id="t1", seat=1,
+                                              idempotency_key="c1")),
+        clocked.protection.set_reality_check(ALICE, SetRealityCheck(player_id="alice",
+                                                                    minutes=0)),
+    ])
+
+    async def sleep(seconds: float) -> None:
+        clocked.advance(int(seconds * 1000))
+        await next(moves)
+
+    await clocked.app.deposit(operator(), Deposit(player_id="alice", amount=1_000,
+                                                  idempotency_key="d1"))
+    protection = ProtectionApp(ProtectionStore(clocked.store.client),
+                               clock_ms=lambda: clocked.now[0], sleep=sleep)
+    view = await protection.set_reality_check(ALICE, SetRealityCheck(player_id="alice",
+                                                                     minutes=30))
+    assert view.state.reality_check_minutes == 30
+    checks = [c async for c in protection.reality_checks(ALICE, "alice")]
+    half_hour = 30 * 60_000
+    assert [(c.session_ms, c.net_result, c.interval_minutes) for c in checks] == [
+        (half_hour, -300, 30), (2 * half_hour, 0, 30)]
+
+
+async def test_reality_checks_are_the_players_own(wallet: RunningWallet) -> None:
+    """Another player's stream is PERMISSION_DENIED; with none set it is
+    FAILED_PRECONDITION reality_check_off; an interval out of range is INVALID_ARGUMENT."""
+    client = wallet.client
+    for name in ("alice", "mallory"):
+        await client.create_account(name)
+    for who, code, reason in (("mallory", "PERMISSION_DENIED", "permission_denied"),
+                              ("alice", "FAILED_PRECONDITION", "reality_check_off")):
+        stream = client.stub.WatchRealityChecks(
+            pb.WatchRealityChecksRequest(player_id="alice"), metadata=_md(wallet, player(who)),
+            timeout=10)
+        error = await _refused(stream.read())
+        assert (error.code().name, rpc_error_reason(error)) == (code, reason)
+    for minutes in (-1, 1441):
+        error = await _refused(client.stub.SetRealityCheck(
+            pb.SetRealityCheckRequest(player_id="alice", interval_minutes=minutes),
+            metadata=_md(wallet, player("alice")), timeout=10))
+        assert rpc_error_reason(error) == "bad_request"
+    reply: pb.ProtectionResponse = await client.stub.SetRealityCheck(
+        pb.SetRealityCheckRequest(player_id="alice", interval_minutes=45),
+        metadata=_md(wallet, player("alice")), timeout=10)
+    assert reply.reality_check_minutes == 45
+    assert reply.events[-1].type == "RealityCheckSet"

@@ -14,7 +14,12 @@ import pytest
 from stud.v1 import wallet_pb2 as pb
 from studclient.client import Client
 from studclient.errors import FailedPrecondition
-from studclient.protection import parse_limit, protection_lines, refusal_text
+from studclient.protection import (
+    parse_limit,
+    protection_lines,
+    reality_check_text,
+    refusal_text,
+)
 from studclient.tui.command import protect
 from studtest.wallet import OPERATOR, RunningWallet, player
 
@@ -29,7 +34,7 @@ def connect(wallet: RunningWallet, name: str) -> Client:
 
 def args(**given: Any) -> argparse.Namespace:
     base = {"limits": False, "set_limit": None, "cancel_raise": None, "self_exclude": None,
-            "yes": False}
+            "yes": False, "reality_check": None}
     return argparse.Namespace(**{**base, **given})
 
 
@@ -98,3 +103,23 @@ async def test_the_first_deposit_prompts_for_limits_until_one_is_set(
             assert ("--set-limit" in note) is expect
         finally:
             await client.close()
+
+
+async def test_a_reality_check_is_set_from_stud_play_and_refused_off(
+        wallet: RunningWallet) -> None:
+    setup: Any = SimpleNamespace(connect=lambda: connect(wallet, "gail"))
+    gail = connect(wallet, "gail")
+    try:
+        await gail.create_account()
+        with pytest.raises(FailedPrecondition) as refused:
+            async for _check in gail.reality_checks():
+                pass
+        assert refused.value.reason == "reality_check_off"
+        out = io.StringIO()
+        assert await protect(setup, args(reality_check=45), out) == 0
+        assert "a reality check every 45 minutes of play" in out.getvalue()
+    finally:
+        await gail.close()
+    text = reality_check_text(pb.RealityCheck(session_ms=95 * 60_000, net_result=-300))
+    assert text == ("Reality check: you have played 1 h 35 min this session; "
+                    "net result -300.")

@@ -30,9 +30,12 @@ from wallet.protection import (
     ProtectionEvent,
     ProtectionRefused,
     ProtectRule,
+    RealityCheck,
+    RealityCheckSet,
     SelfExclude,
     SelfExcluded,
     SetLimit,
+    SetRealityCheck,
     Usage,
     Window,
     check,
@@ -41,6 +44,7 @@ from wallet.protection import (
     event_to_json,
     evolve,
     fold,
+    reality_check,
     standings,
     used,
 )
@@ -222,3 +226,19 @@ def test_no_order_of_buy_ins_passes_a_limit(limit_amount: int, window: Window,
         accepted.append(move)
     for u in accepted:
         assert used(accepted, WAGER, window, u.at_ms)[0] <= limit_amount
+
+
+class TestRealityChecks:
+    def test_an_interval_is_set_once_and_in_range(self) -> None:
+        state, events = run(Protection(), SetRealityCheck(player_id="alice", minutes=30), T0)
+        assert events == (RealityCheckSet(at_ms=T0, minutes=30),)
+        assert state.reality_check_minutes == 30
+        assert decide(state, SetRealityCheck(player_id="alice", minutes=30), T0 + 1) == ()
+        for bad in (-1, 24 * 60 + 1):
+            with pytest.raises(BadRequest):
+                decide(state, SetRealityCheck(player_id="alice", minutes=bad), T0)
+
+    def test_the_net_result_counts_the_session_only(self) -> None:
+        usage = [Usage(T0 - 5, loss=1_000), Usage(T0 + 10, wager=300, loss=300),
+                 Usage(T0 + 20, loss=-450), Usage(T0 + 99, loss=50)]
+        assert reality_check(usage, T0, T0 + 60, 1) == RealityCheck(T0 + 60, 60, 150, 1)
