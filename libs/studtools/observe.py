@@ -11,8 +11,8 @@ Beside it, a trace receiver (:func:`studtools.traces.serve`, OTLP/gRPC) on
 to ``.run/traces.jsonl`` (rotated past 64 MB to ``traces.jsonl.1``), which ``stud trace
 list`` and ``stud trace show TRACE_ID`` read. The
 services export there when ``make run OBSERVE=1`` started them (tracing is off otherwise: an
-endpoint nobody listens on costs spans, retries and warnings, docs/operations.md); they keep
-their spans for a few seconds, so a ``make observe`` started after them still gets them.
+endpoint nobody listens on costs spans, retries and warnings, docs/operations.md); either
+may start first: the spans made while nobody listens are dropped, the next ones received.
 
 The binaries are Debian's ``prometheus`` package unpacked (``apt-get download`` and ``dpkg
 -x``, no install) under ``build/prometheus`` by the Makefile when missing
