@@ -259,3 +259,28 @@ async def test_register_and_unregister_in_the_lobby(room: Room, tournaments: Run
     assert [e.player_id for e in view.entries] == ["alice"]
     await row.get_by_role("button", name=re.compile("^Unregister from")).click()
     await expect(row).to_contain_text("0 entries", timeout=10_000)
+
+
+async def test_the_seats_controls(room: Room, players: Players) -> None:
+    """Top up, muck preference, sit out and back in, leave: each a click, each as the table
+    and the wallet have it."""
+    table_id = await room.client.open_table("web-seat", settings=fast_settings())
+    await room.fund("alice", 100_000)
+    alice = await players("alice", f"/?table={table_id}")
+    await sit(alice, table_id, 4)
+    pane = alice.pane(table_id)
+    seat = pane.get_by_role("region", name="Seat 4", exact=True)
+    await expect(seat.get_by_label("Stack")).to_have_text("4,000")
+    await pane.get_by_label("Top-up amount").fill("1500")
+    await pane.get_by_role("button", name="Top up").click()
+    await expect(seat.get_by_label("Stack")).to_have_text("5,500")
+    await pane.get_by_role("checkbox", name="Muck losing hands").check()
+    await room.client.wait_for(table_id, lambda v: v.muck_preference, player("alice"))
+    await pane.get_by_role("button", name="Sit out").click()
+    await expect(seat).to_contain_text("sitting out")
+    await pane.get_by_role("button", name="Sit in").click()
+    await expect(seat).not_to_contain_text("sitting out")
+    await pane.get_by_role("button", name="Leave seat").click()
+    await expect(seat).to_contain_text("Seat 4: empty")
+    assert await room.wallet.client.player_balance("alice") == 100_000
+    await expect(alice.page.locator("#balance")).to_have_text("Wallet 100,000")
