@@ -1,0 +1,145 @@
+"""The SDK through the gRPC-Web gateway (the real Envoy, ``studtest.gateway``) in front of two
+table replicas: connected only to the gateway (``via_gateway=True``), it follows a
+``not_owner`` redirect by repeating the call to the gateway with the ``stud-owner`` header,
+never by dialing the owner, for unary calls, commands and the live watch."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from studclient import Client
+from studclient.client import VIA_GATEWAY_ENV
+from studkit.auth import Principal
+from studkit.ownership import Replica, rendezvous
+from studtest.gateway import running_gateway
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, fast_settings, player, running_room, running_table
+from studtest.table import table_settings as make_settings
+from studtools.devkeys import DevKeys
+from studtools.redis_server import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+LEASE_MS = 600
+OTHER_HOST = "127.0.0.4"
+"""The second replica's address: another loopback address on the same port, as two pods'
+addresses are (the gateway follows ``stud-owner`` only on the table Service's port)."""
+
+
+def owned_by(replica_id: str, replica_ids: list[str]) -> str:
+    """A table id whose rendezvous owner is ``replica_id``."""
+    live = [Replica(r, "") for r in replica_ids]
+    for i in range(1, 1000):
+        table_id = f"gw-routed-{i}"
+        owner = rendezvous(table_id, live)
+        if owner is not None and owner.id == replica_id:
+            return table_id
+    raise AssertionError("no such id")
+
+
+def entries(log: Path) -> list[dict[str, object]]:
+    """The gateway's access log (JSON lines)."""
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def logged(log: Path, done: Callable[[list[dict[str, object]]], bool]
+                 ) -> list[dict[str, object]]:
+    """The access log once ``done`` holds of it (Envoy writes it out every ten seconds)."""
+    for _ in range(300):
+        if done(found := entries(log)):
+            return found
+        await asyncio.sleep(0.1)
+    return found
+
+
+def upstreams_of(found: list[dict[str, object]], method: str) -> set[object]:
+    """The upstream hosts the gateway sent ``method``'s calls to."""
+    return {e["upstream"] for e in found if str(e["path"]).endswith(f"/{method}")}
+
+
+async def test_the_sdk_follows_not_owner_through_the_gateway(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
+                            replica_id="r-room") as room, contextlib.AsyncExitStack() as stack:
+        await room.table_deps.app.stop()
+        port = free_port()
+        running = []
+
+        async def replica(i: int, host: str) -> None:
+            settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
+                                     room.wallet.port, lease_ms=LEASE_MS, replica_id=f"r{i}",
+                                     addr=f"{host}:{port}", advertise_addr=f"{host}:{port}")
+            running.append(await stack.enter_async_context(running_table(settings)))
+            await asyncio.sleep(LEASE_MS / 1000)
+            for deps, _port in running:
+                await deps.app.rebalance()
+
+        await replica(0, "127.0.0.1")  # the table Service's address
+        owner = f"{OTHER_HOST}:{port}"
+        upstreams = {"table": f"127.0.0.1:{port}", "dealer": f"127.0.0.1:{room.dealer.port}",
+                     "wallet": f"127.0.0.1:{room.wallet.port}",
+                     "tournament": f"127.0.0.1:{free_port()}"}  # not used here
+        gateway = stack.enter_context(running_gateway(upstreams, tmp_path / "gateway"))
+        log = tmp_path / "gateway" / "access.log"
+        address = f"127.0.0.1:{gateway.settings.port}"
+        tokens = room.client.tokens
+
+        def connect(who: Principal, via_gateway: bool | None = None) -> Client:
+            client = Client.connect(address, address, address,
+                                    lambda: tokens.token(who), via_gateway=via_gateway)
+            stack.push_async_callback(client.close)
+            return client
+
+        # A table that r1 will own, opened while r0 is alone (r0 owns it) and watched.
+        table_id = owned_by("r1", ["r0", "r1"])
+        ops = connect(OPERATOR, via_gateway=True)
+        await ops.open_table(table_id, settings=fast_settings())
+        await ops.create_account("ann")
+        await ops.deposit("ann", 100_000)
+        watcher = connect(player("ann"), via_gateway=True)
+        sequences: list[int] = []
+        async with asyncio.timeout(60), watcher.watch(
+                table_id, cards=False,
+                on_event=lambda record: sequences.append(record.sequence)) as watch:
+            assert watcher.route(table_id) is None
+            # r1 comes up on another address: the table is handed over to it, and the
+            # watch's stream, ended by r0 (not_owner or table_moved), is resumed (after its
+            # last sequence) through the gateway with the owner's header.
+            await replica(1, OTHER_HOST)
+            assert table_id in running[1][0].app.actors
+            # A command and a unary call of a client told by the environment (stud play,
+            # stud bots), from the Service's replica's not_owner to the owner.
+            monkeypatch.setenv(VIA_GATEWAY_ENV, "1")
+            ann = connect(player("ann"))
+            assert ann.via_gateway
+            await ann.sit(table_id, 1, 10_000)
+            assert ann.route(table_id) == owner
+            assert any(s.player_id == "ann" for s in (await ann.get_table(table_id)).seats)
+            async for view in watch.views():
+                if any(s.player_id == "ann" for s in view.seats):
+                    break
+            assert watch.last_sequence == (await ann.get_table(table_id)).version
+            assert watcher.route(table_id) == owner and watch.resumes >= 1
+        assert sequences == sorted(set(sequences)), sequences  # nothing twice
+        await watcher.close()  # the stream's line is logged once it ends
+        # Without via_gateway (and no environment), the client dials the owner itself.
+        monkeypatch.delenv(VIA_GATEWAY_ENV)
+        direct = connect(player("ann"))
+        assert (await direct.get_table(table_id)).table_id == table_id
+        assert direct.route(table_id) == owner and not direct.via_gateway
+        assert direct.table_stub(table_id) is not direct.table_stub()
+        for client in (ops, ann, watcher):
+            assert client.table_stub(table_id) is client.table_stub()
+        # The owner got the calls through the gateway (never dialed by the clients): the
+        # gateway's log names it as the upstream of each kind of call.
+        methods = ("GetTable", "SitDown", "WatchTable")
+        found = await logged(log, lambda found: all(
+            owner in upstreams_of(found, m) for m in methods))
+        for method in methods:
+            assert owner in upstreams_of(found, method), (method, found)
