@@ -108,7 +108,9 @@ async def test_a_sit_and_go_registered_in_the_lobby_and_played_to_its_end(
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(bot_play, 30)
         places = {e.player_id: e.place for e in view.entries}
-        assert sorted(places.values()) == [1, 2, 3], places
+        # one winner; two busted in one hand share a place (2-3)
+        assert sorted(places.values())[0] == 1 and sorted(places.values())[1] == 2, places
+        assert all(1 <= place <= 3 for place in places.values()), places
         for p in (alice, bob):
             await expect(p.page.locator(".rail .me").first).to_contain_text(
                 f"You finished {places[p.name]}", timeout=15_000)
