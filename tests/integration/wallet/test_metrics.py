@@ -17,7 +17,8 @@ from studtools.redis_server import free_port
 pytestmark = pytest.mark.integration
 
 SERVICE = "stud.v1.WalletService"
-LABELS = {"service", "method", "code", "outcome", "kind", "le"}
+LABELS = {"service", "method", "code", "outcome", "kind", "le",
+          "command", "error"}  # stud_redis_*: a closed set of Redis command names (telemetry)
 
 
 def settlement(hand: str, won_by_alice: int) -> pb.SettleHandRequest:
