@@ -72,7 +72,10 @@ environment:
   STUD_ISSUER_KEY  issuer private key (PEM or path; default .run/keys/issuer.pem if present)
   STUD_OPERATOR_TOKEN, STUD_PLAYER_TOKENS
                    instead of the key: an operator token and comma-separated player tokens
-each is also read from make run's .run/env ($STUD_RUN_DIR/env) when it is not set"""
+each is also read from make run's .run/env ($STUD_RUN_DIR/env) when it is not set
+  STUD_VIA_GATEWAY=1
+                   the addresses are the gRPC-Web gateway's: follow a table's not_owner
+                   through it (process environment only; docs/sdk.md)"""
 SETTLE_WAIT_S: Final = 20.0
 
 Strategy = Callable[[table_pb2.TableView, random.Random], common_pb2.LegalAction]
