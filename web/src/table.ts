@@ -451,7 +451,7 @@ export class TablePane {
       el("ol", { class: "places", "aria-label": "Places" }, ...places.map((e) =>
         el("li", {}, `${e.place}${e.placeTo > e.place ? `-${e.placeTo}` : ""}. ${e.playerId}` +
           (e.prize > 0n ? ` wins ${chips(e.prize)}` : "")))),
-      el("p", { class: "me" }, me ? (me.place > 0 ? `You finished ${me.place}${me.prize > 0n ? `, prize ${chips(me.prize)}` : ""}`
+      el("p", { class: "me" }, me ? (me.place > 0 ? `You finished ${me.place}${me.placeTo > me.place ? `-${me.placeTo}` : ""}${me.prize > 0n ? `, prize ${chips(me.prize)}` : ""}`
                                                   : `Your chips: ${chips(me.chips)}`) : "You are watching"),
     );
   }
