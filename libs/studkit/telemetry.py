@@ -101,6 +101,49 @@ def traced_filter() -> Callable[[Any], bool]:
     return traced
 
 
+def sampler(environ: Mapping[str, str] = os.environ) -> Any:
+    """The sampler: the operator's own when ``OTEL_TRACES_SAMPLER`` names one (None: the SDK
+    reads it), else every trace except one that would start at a client span. A Redis or
+    gRPC call made outside any span (a background loop's read, a poll) would be a trace of
+    one span each: most of a room's spans, and none of them says why the call was made.
+    Calls inside a span (a served call, a driver's step) are traced as their parent is.
+
+    >>> from opentelemetry.trace import SpanKind
+    >>> s = sampler({})
+    >>> s.should_sample(None, 1, "EVALSHA", SpanKind.CLIENT).decision.is_sampled()
+    False
+    >>> s.should_sample(None, 1, "/stud.v1.TableService/Act", SpanKind.SERVER
+    ...                 ).decision.is_sampled()
+    True
+    >>> sampler({"OTEL_TRACES_SAMPLER": "always_on"}) is None
+    True
+    """
+    if environ.get("OTEL_TRACES_SAMPLER"):
+        return None
+    from opentelemetry.sdk.trace.sampling import (
+        ALWAYS_ON,
+        Decision,
+        ParentBased,
+        Sampler,
+        SamplingResult,
+    )
+    from opentelemetry.trace import SpanKind
+
+    class NoLoneClientCalls(Sampler):
+        def should_sample(self, parent_context: Any, trace_id: int, name: str,
+                          kind: Any = None, attributes: Any = None, links: Any = None,
+                          trace_state: Any = None) -> Any:
+            if kind == SpanKind.CLIENT:
+                return SamplingResult(Decision.DROP)
+            return ALWAYS_ON.should_sample(parent_context, trace_id, name, kind,
+                                           attributes, links, trace_state)
+
+        def get_description(self) -> str:
+            return "NoLoneClientCalls"
+
+    return ParentBased(root=NoLoneClientCalls())
+
+
 def setup(service: str, environ: Mapping[str, str] = os.environ) -> bool:
     """Install tracing for this process when ``environ`` asks for it (see the module's doc);
     True when on. Call once, before the servers and channels are created."""
@@ -120,7 +163,7 @@ def setup(service: str, environ: Mapping[str, str] = os.environ) -> bool:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     attributes = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": service}
-    provider = TracerProvider(resource=Resource.create(attributes))
+    provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler(environ))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     traced = traced_filter()
