@@ -123,3 +123,39 @@ async def test_a_sit_and_go_registered_in_the_lobby_and_played_to_its_end(
         bot_play.cancel()
         await asyncio.gather(bot_play, return_exceptions=True)
         await bot_client.close()
+
+
+async def test_a_tournament_table_goes_to_the_players_seat(
+        room: Room, tournaments: RunningTournament, players: Players) -> None:
+    """A multi-table tournament of two heads-up tables: alice's page, opened at the table
+    she does not sit at, goes to the one the tournament seats her at and says so (the code
+    that follows a move: the entry's table is not the one shown). The other table stays
+    open to rail."""
+    import time
+
+    cfg = sitgo_config(level_s=60)
+    cfg.format = pb.TOURNAMENT_FORMAT_MULTI_TABLE
+    cfg.seats = 2
+    cfg.min_entrants = 4
+    cfg.name = "Web multi-table"
+    cfg.start_at.FromSeconds(int(time.time()) + 3)
+    await tournaments.client.create("web-mtt", cfg, command_id="make-web-mtt")
+    for i, name in enumerate(("alice", "bob", "cat", "dan")):
+        await room.fund(name, 100_000)
+        await tournaments.client.register("web-mtt", player(name), f"reg-{i}")
+    async with asyncio.timeout(30):
+        while True:
+            view = await tournaments.client.get("web-mtt")
+            mine = next(e for e in view.entries if e.player_id == "alice")
+            if view.phase == pb.TOURNAMENT_PHASE_RUNNING and len(view.tables) == 2 \
+                    and mine.table_id:
+                break
+            await asyncio.sleep(0.1)
+    other = next(t.table_id for t in view.tables if t.table_id != mine.table_id)
+    alice = await players("alice", f"/?table={other}")
+    await expect(alice.pane(mine.table_id)).to_be_visible()
+    await expect(alice.page.locator("#notice")).to_contain_text(
+        f"The tournament moved you from {other} to {mine.table_id}")
+    assert not await alice.pane(other).count()
+    seat = alice.pane(mine.table_id).get_by_role("region", name=f"Seat {mine.seat}", exact=True)
+    await expect(seat).to_contain_text("alice")
