@@ -65,6 +65,10 @@ CHANNEL_OPTIONS: Final = (
 )
 VIA_GATEWAY_ENV: Final = "STUD_VIA_GATEWAY"
 """``1``: :meth:`Client.connect`'s default is ``via_gateway=True``."""
+TLS_ENV: Final = "STUD_TLS"
+"""``1``: :meth:`Client.connect`'s default is TLS (the system's trusted roots)."""
+TLS_CA_ENV: Final = "STUD_TLS_CA"
+"""A PEM file of the roots to trust (a private CA, a self-signed gateway): TLS with those."""
 OWNER_HEADER: Final = "stud-owner"
 """Through the gateway, a table call carrying this header (``ip:port``, the ``owner`` of a
 ``not_owner`` refusal) goes to that table replica (``studtools.gateway.OWNER_HEADER``)."""
@@ -196,13 +200,27 @@ class Client:
                 retry: RetryPolicy | None = None,
                 interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
                 tournament_addr: str | None = None,
-                via_gateway: bool | None = None) -> Client:
-        """A client for the services at these addresses (``host:port``, plaintext).
+                via_gateway: bool | None = None, tls: bool | None = None,
+                tls_roots: bytes | None = None) -> Client:
+        """A client for the services at these addresses (``host:port``).
         ``via_gateway``: the addresses are the gateway's (docs/web.md), which alone reaches
-        the table replicas; None: ``STUD_VIA_GATEWAY=1`` in the environment says so."""
+        the table replicas; None: ``STUD_VIA_GATEWAY=1`` in the environment says so.
+        ``tls``: TLS, trusting ``tls_roots`` (PEM) or else the system's roots; None:
+        ``STUD_TLS=1`` or ``STUD_TLS_CA=<PEM file>`` in the environment, else plaintext."""
         if via_gateway is None:
             via_gateway = os.environ.get(VIA_GATEWAY_ENV, "").strip() == "1"
+        ca = os.environ.get(TLS_CA_ENV, "").strip()
+        if tls_roots is None and ca:
+            with open(ca, "rb") as pem:
+                tls_roots = pem.read()
+        if tls is None:
+            tls = tls_roots is not None or os.environ.get(TLS_ENV, "").strip() == "1"
+        credentials = grpc.ssl_channel_credentials(tls_roots) if tls else None
+
         def channel(addr: str) -> grpc.aio.Channel:
+            if credentials is not None:
+                return grpc.aio.secure_channel(addr, credentials, options=CHANNEL_OPTIONS,
+                                               interceptors=interceptors)
             return grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS,
                                              interceptors=interceptors)
         return cls(channel(table_addr), channel(dealer_addr) if dealer_addr else None,

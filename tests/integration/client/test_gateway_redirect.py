@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from studclient import Client
-from studclient.client import VIA_GATEWAY_ENV
+from studclient import Client, RetryPolicy, StudError
+from studclient.client import TLS_CA_ENV, VIA_GATEWAY_ENV
 from studkit.auth import Principal
 from studkit.ownership import Replica, rendezvous
 from studtest.gateway import running_gateway
@@ -62,9 +62,12 @@ def upstreams_of(found: list[dict[str, object]], method: str) -> set[object]:
     return {e["upstream"] for e in found if str(e["path"]).endswith(f"/{method}")}
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
 async def test_the_sdk_follows_not_owner_through_the_gateway(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tls: bool) -> None:
+    """Over plain HTTP/2 (make run's gateway) and over TLS (Kubernetes'), the roots to
+    trust given by the environment (``STUD_TLS_CA``: its self-signed certificate)."""
     async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
                             replica_id="r-room") as room, contextlib.AsyncExitStack() as stack:
         await room.table_deps.app.stop()
@@ -85,7 +88,11 @@ async def test_the_sdk_follows_not_owner_through_the_gateway(
         upstreams = {"table": f"127.0.0.1:{port}", "dealer": f"127.0.0.1:{room.dealer.port}",
                      "wallet": f"127.0.0.1:{room.wallet.port}",
                      "tournament": f"127.0.0.1:{free_port()}"}  # not used here
-        gateway = stack.enter_context(running_gateway(upstreams, tmp_path / "gateway"))
+        gateway = stack.enter_context(running_gateway(upstreams, tmp_path / "gateway",
+                                                      tls=tls))
+        if tls:
+            assert gateway.settings.tls_cert is not None
+            monkeypatch.setenv(TLS_CA_ENV, gateway.settings.tls_cert)
         log = tmp_path / "gateway" / "access.log"
         address = f"127.0.0.1:{gateway.settings.port}"
         tokens = room.client.tokens
@@ -136,6 +143,12 @@ async def test_the_sdk_follows_not_owner_through_the_gateway(
         assert direct.table_stub(table_id) is not direct.table_stub()
         for client in (ops, ann, watcher):
             assert client.table_stub(table_id) is client.table_stub()
+        if tls:  # the gateway serves TLS alone: a plaintext client does not get in
+            plain = Client.connect(address, token=tokens.token(player("ann")), tls=False,
+                                   retry=RetryPolicy(attempts=1, patience_s=0, timeout_s=2))
+            stack.push_async_callback(plain.close)
+            with pytest.raises(StudError):
+                await plain.get_table(table_id)
         # The owner got the calls through the gateway (never dialed by the clients): the
         # gateway's log names it as the upstream of each kind of call.
         methods = ("GetTable", "SitDown", "WatchTable")
