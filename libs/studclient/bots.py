@@ -75,7 +75,9 @@ environment:
 each is also read from make run's .run/env ($STUD_RUN_DIR/env) when it is not set
   STUD_VIA_GATEWAY=1
                    the addresses are the gRPC-Web gateway's: follow a table's not_owner
-                   through it (process environment only; docs/sdk.md)"""
+                   through it (process environment only; docs/sdk.md)
+  STUD_TLS=1, STUD_TLS_CA=PEM-FILE
+                   TLS to the addresses (system roots, or these; process environment only)"""
 SETTLE_WAIT_S: Final = 20.0
 
 Strategy = Callable[[table_pb2.TableView, random.Random], common_pb2.LegalAction]
