@@ -240,8 +240,9 @@ bench-tournament: $(PROTO_STAMP)
 
 # Redis, the services and the demo room (bots at table "demo", its feed here) until Ctrl-C;
 # the data (.run/redis) is kept across runs, the logs are in .run/logs. OBSERVE=1: every
-# service traces to make observe's receiver (docs/operations.md "Seeing it locally").
-run: $(PROTO_STAMP)
+# service traces to make observe's receiver (docs/operations.md "Seeing it locally"). The web
+# client (make web) is built first: the gateway serves web/dist.
+run: $(PROTO_STAMP) web
 	$(PY) -m studtools.devrun $(if $(OBSERVE),--observe)
 
 # Debian's prometheus package (promtool and prometheus), unpacked without installing it
