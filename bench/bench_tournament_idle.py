@@ -49,6 +49,9 @@ class Wallet:
     async def pay(self, *_args: object) -> None:
         pass
 
+    async def exclusion(self, *_args: object) -> str:
+        return ""
+
 
 async def timed(rounds: Rounds) -> float:
     start = time.perf_counter()

@@ -52,6 +52,11 @@ class WalletPort(Protocol):
     async def pay(self, tournament_id: str, payment_id: str, player_id: str, amount: int,
                   place: int) -> None: ...
 
+    async def exclusion(self, player_id: str) -> str:
+        """The reason the player is excluded now (``self_excluded``, ``operator_excluded``),
+        "" when they are not."""
+        ...
+
 
 class WalletClient:
     """:class:`WalletPort` over the wallet's gRPC API, as ``service:tournament``."""
@@ -85,6 +90,21 @@ class WalletClient:
                 return None
             raise Refused(reason) from exc
         return int(reply.balance)
+
+    async def exclusion(self, player_id: str) -> str:
+        """From ``GetProtection`` (a service may read anyone's): the wallet's reason, as its
+        refusal of a buy-in would name it, or "" when the player is not excluded now."""
+        try:
+            reply = await self._stub.GetProtection(
+                wpb.GetProtectionRequest(player_id=player_id),
+                metadata=self._metadata(), timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in RETRYABLE:
+                raise Unavailable(f"wallet: {exc.code().name}") from exc
+            raise Refused(rpc_error_reason(exc) or exc.code().name.lower()) from exc
+        if not reply.excluded:
+            return ""
+        return "operator_excluded" if reply.excluded_by else "self_excluded"
 
     async def pool(self, tournament_id: str) -> Pool:
         """The wallet's record of the tournament's pool (``GetPool``), for the verdict."""

@@ -125,7 +125,7 @@ def _unstacks(stacks: Any) -> ev.Stacks:
 _PLAIN: dict[type[Any], tuple[str, tuple[str, ...]]] = {
     ev.EntryPaid: ("entry_paid", ("entry_id",)),
     ev.EntryDropped: ("entry_dropped", ("entry_id", "reason")),
-    ev.EntryWithdrawn: ("entry_withdrawn", ("entry_id",)),
+    ev.EntryWithdrawn: ("entry_withdrawn", ("entry_id", "reason")),
     ev.TableOpened: ("table_opened", ("table_id",)),
     ev.TableClosed: ("table_closed", ("table_id",)),
     ev.SeatAssigned: ("seat_assigned", ("entry_id", "table_id", "seat", "stack")),

@@ -37,6 +37,15 @@ class Unregister:
 
 
 @dataclass(frozen=True, slots=True)
+class WithdrawExcluded:
+    """The process manager's: the entry's player is excluded (the wallet's ``reason``), so
+    before the start the entry is withdrawn and refunded (docs/player-protection.md)."""
+
+    entry_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SettleEntry:
     """The wallet's answer to an entry's charge: ``ok`` (moved) or refused (nothing moved)."""
 
@@ -96,7 +105,7 @@ class ConfirmPayment:
 
 
 Command: TypeAlias = (
-    Create | Cancel | Register | ReEnter | Unregister | SettleEntry | Tick | ReportHandStarted
-    | ReportHandEnded | ConfirmSeat | ConfirmSeatFreed | ConfirmUnseated | ConfirmReseated
-    | ConfirmPayment
+    Create | Cancel | Register | ReEnter | Unregister | WithdrawExcluded | SettleEntry | Tick
+    | ReportHandStarted | ReportHandEnded | ConfirmSeat | ConfirmSeatFreed | ConfirmUnseated
+    | ConfirmReseated | ConfirmPayment
 )

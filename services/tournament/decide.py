@@ -67,6 +67,8 @@ def _command(t: Tournament, cmd: c.Command, now: float) -> list[ev.Event]:
             return _enter(t, cmd, now)
         case c.Unregister():
             return _unregister(t, cmd.player_id)
+        case c.WithdrawExcluded():
+            return _withdraw_excluded(t, cmd)
         case c.SettleEntry():
             return _settle_entry(t, cmd)
         case c.Cancel():
@@ -135,6 +137,25 @@ def _unregister(t: Tournament, player_id: str) -> list[ev.Event]:
     return [ev.EntryWithdrawn(entry.entry_id),
             ev.RefundDue(f"refund/{entry.entry_id}", entry.entry_id, player_id, cfg.buy_in,
                          cfg.fee)]
+
+
+def _withdraw_excluded(t: Tournament, cmd: c.WithdrawExcluded) -> list[ev.Event]:
+    """An excluded player's paid entry, before the start: withdrawn and refunded as if they
+    had unregistered. A repeat (already withdrawn) is nothing; after the start the entry
+    stays in (docs/player-protection.md: no refund once it has started)."""
+    entry = t.entries.get(cmd.entry_id)
+    if entry is None:
+        raise NotFound(f"no entry {cmd.entry_id}", reason="no_entry")
+    if entry.gone:
+        return []
+    if t.phase != REGISTERING:
+        raise refuse("started", "an entry is withdrawn only before the start")
+    if not entry.paid:
+        raise refuse("payment_pending", "the buy-in is still being charged")
+    cfg = t.cfg
+    return [ev.EntryWithdrawn(entry.entry_id, cmd.reason),
+            ev.RefundDue(f"refund/{entry.entry_id}", entry.entry_id, entry.player_id,
+                         cfg.buy_in, cfg.fee)]
 
 
 def _settle_entry(t: Tournament, cmd: c.SettleEntry) -> list[ev.Event]:

@@ -61,11 +61,52 @@ async def _record(app: Writer, tournament_id: str, cmd: c.Command,
         return None
 
 
-async def step(app: Writer, wallet: WalletPort, tournament_id: str) -> int:
-    """One round for one tournament: the clock, then each money step due, each on its own
-    (a refusal of one leaves the others to be taken); the number of steps taken."""
+def start_near(t: Tournament, now: float) -> bool:
+    """Whether this round may start ``t``: a sit & go whose field is full (its last charge
+    settled this round starts it), a multi-table whose start time has come."""
+    if t.phase != REGISTERING:
+        return False
+    if t.cfg.format == ev.SIT_AND_GO:
+        return len(t.field()) >= t.cfg.seats
+    return now >= t.cfg.start_at
+
+
+async def withdraw_excluded(app: Writer, wallet: WalletPort, t: Tournament) -> int:
+    """Before the start, each paid entry whose player the wallet says is excluded now is
+    withdrawn and refunded (``WithdrawExcluded``, command id ``exclude.<entry>`` in the
+    manager's namespace: a repeat appends nothing); the number withdrawn. Asked only when
+    the start is near (:func:`start_near`), so a field costs one ``GetProtection`` per
+    entry at its start, not one per round. A player the wallet does not answer for stays
+    in (the rule after the start then applies: docs/player-protection.md)."""
+    done = 0
+    for e in t.field():
+        if not e.paid:
+            continue  # its charge is refused by the wallet if the player is excluded
+        try:
+            reason = await wallet.exclusion(e.player_id)
+        except (Refused, Unavailable) as exc:
+            log.warning("tournament_exclusion_unknown", tournament_id=t.tournament_id,
+                        entry_id=e.entry_id, error=str(exc))
+            continue
+        if reason:
+            log.info("tournament_entry_excluded", tournament_id=t.tournament_id,
+                     entry_id=e.entry_id, player_id=e.player_id, reason=reason)
+            done += await _record(app, t.tournament_id, c.WithdrawExcluded(e.entry_id, reason),
+                                  f"exclude.{e.entry_id}") is not None
+    return done
+
+
+async def step(app: Writer, wallet: WalletPort, tournament_id: str,
+               now: float = math.inf) -> int:
+    """One round for one tournament: before a start that may come now (``now``; the default
+    always checks), the excluded entrants withdrawn; the clock, then each money step due,
+    each on its own (a refusal of one leaves the others to be taken); the number of steps
+    taken."""
     t = await app.load(tournament_id)
     done = 0
+    if start_near(t, now) and (n := await withdraw_excluded(app, wallet, t)):
+        done += n
+        t = await app.load(tournament_id)
     if t.phase not in (FINISHED, CANCELLED):
         out = await _record(app, tournament_id, c.Tick(), f"tick.{t.version}")
         done += bool(out is not None and out.records)
@@ -239,7 +280,8 @@ class Rounds:
     async def _step_once(self, tournament_id: str) -> None:
         # The money steps and the table steps each on their own: a table that refuses (or a
         # step of theirs the log refuses) never holds a payment back, nor the reverse.
-        if not await _guarded(tournament_id, step(self.write, self.wallet, tournament_id)):
+        if not await _guarded(tournament_id, step(self.write, self.wallet, tournament_id,
+                                                  self.app.now())):
             return
         if self.tables is not None and not await _guarded(
                 tournament_id, self.tables.round(tournament_id)):

@@ -162,9 +162,12 @@ class EntryDropped:
 
 @dataclass(frozen=True, slots=True)
 class EntryWithdrawn:
-    """Unregistered before the start (its ``RefundDue`` follows)."""
+    """Unregistered before the start (its ``RefundDue`` follows): by the player (``reason``
+    empty), or by the process manager for a player excluded since entering (the wallet's
+    reason, ``self_excluded`` or ``operator_excluded``)."""
 
     entry_id: str
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,9 @@ class Wallet:
                   _place: int) -> None:
         pass
 
+    async def exclusion(self, _player: str) -> str:
+        return ""
+
 
 class Counting(TournamentApp):
     """The app, counting the manager's commands by kind."""

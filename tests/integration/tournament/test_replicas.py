@@ -75,7 +75,8 @@ class Calls:
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         method = getattr(self.inner, name)
-        if name in ("balance", "pool"):  # reads (Register's check, the verdict): no money
+        if name in ("balance", "pool", "exclusion"):  # reads (Register's check, the verdict,
+            # the exclusions at a start): no money
             return method  # type: ignore[no-any-return]
 
         async def call(tournament_id: str, *args: Any) -> None:

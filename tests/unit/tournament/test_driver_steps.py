@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 
 from studkit.auth import Principal, Role
-from studkit.errors import AlreadyExists
+from studkit.errors import AlreadyExists, FailedPrecondition
 from tournament import commands as c
 from tournament import events as ev
 from tournament.app import MANAGER, Outcome, Record, stored_id
 from tournament.decide import decide
 from tournament.driver import step
-from tournament.state import CANCELLED, Tournament, apply
+from tournament.state import CANCELLED, REGISTERING, RUNNING, Tournament, apply
 from tournament.structure import TURBO
 
 TID = "T"
@@ -50,6 +50,8 @@ class Wallet:
         self.entered: list[str] = []
         self.refunded: list[str] = []
         self.paid: list[tuple[str, int, int]] = []
+        self.excluded: dict[str, str] = {}
+        self.asked: list[str] = []
 
     async def enter(self, _tid: str, entry_id: str, _player: str, _buy_in: int,
                     _fee: int) -> None:
@@ -61,6 +63,10 @@ class Wallet:
     async def pay(self, _tid: str, payment_id: str, _player: str, amount: int,
                   place: int) -> None:
         self.paid.append((payment_id, amount, place))
+
+    async def exclusion(self, player: str) -> str:
+        self.asked.append(player)
+        return self.excluded.get(player, "")
 
 
 async def test_a_settlement_refused_for_ever_holds_back_no_refund() -> None:
@@ -101,3 +107,44 @@ def test_no_callers_id_is_one_of_the_managers(role: Role) -> None:
         assert mine != stored_id(None, chosen) and not mine.startswith(f"{MANAGER}:")
     # two callers' equal ids are two ids
     assert stored_id(Principal(role, "ann"), "r-1") != stored_id(Principal(role, "bob"), "r-1")
+
+
+async def test_an_excluded_entrant_is_withdrawn_and_refunded_once_before_the_start() -> None:
+    """Issue 34: asked only when the start is near (a multi-table's start time), the paid
+    entries only; the excluded one withdrawn and refunded once under the manager's id, the
+    others started; after the start an entry is never withdrawn."""
+    log, wallet = Log(set()), Wallet()
+    await log.execute(TID, c.Create(TID, ev.Config("mtt", ev.MULTI_TABLE, 1000, 100, TURBO,
+                                                   seats=4, start_at=3600.0)), "create")
+    for name in ("ann", "bob", "cy"):
+        await log.execute(TID, c.Register(name), f"r-{name}")
+    wallet.excluded["bob"] = "self_excluded"
+    await step(log, wallet, TID, now=0.0)  # charged and settled; the start is far
+    assert wallet.asked == [] and all(e.paid for e in log.t.field())
+    log.now = 3600.0
+    await step(log, wallet, TID, now=3600.0)
+    assert wallet.asked == ["ann", "bob", "cy"]
+    assert "pm:exclude.e2" in [stored_id(None, i) for i in log.ids]
+    assert log.t.phase == RUNNING
+    assert sorted(e.player_id for e in log.t.field()) == ["ann", "cy"]
+    assert wallet.refunded == ["e2"] and "refund/e2" in log.t.paid
+    await step(log, wallet, TID, now=3601.0)
+    assert wallet.asked == ["ann", "bob", "cy"] and wallet.refunded == ["e2"]
+    with pytest.raises(FailedPrecondition) as started:
+        decide(log.t, c.WithdrawExcluded("e1", "self_excluded"), 3602.0)
+    assert started.value.reason == "started"
+
+
+def test_a_withdrawal_waits_for_the_charge_and_repeats_as_nothing() -> None:
+    t = apply(Tournament(), [ev.Created(TID, ev.Config("mtt", ev.MULTI_TABLE, 1000, 100,
+                                                       TURBO, seats=4, start_at=3600.0), 0.0),
+                             ev.EntryRequested("e1", "ann", 0.0)])
+    assert t.phase == REGISTERING
+    with pytest.raises(FailedPrecondition) as pending:
+        decide(t, c.WithdrawExcluded("e1", "operator_excluded"), 1.0)
+    assert pending.value.reason == "payment_pending"
+    t = apply(t, [ev.EntryPaid("e1")])
+    events = decide(t, c.WithdrawExcluded("e1", "operator_excluded"), 1.0)
+    assert events == [ev.EntryWithdrawn("e1", "operator_excluded"),
+                      ev.RefundDue("refund/e1", "e1", "ann", 1000, 100)]
+    assert decide(apply(t, events), c.WithdrawExcluded("e1", "operator_excluded"), 2.0) == []
