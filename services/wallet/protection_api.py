@@ -3,7 +3,7 @@ servicer methods (a mixin of ``server.WalletServicer``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -18,6 +18,7 @@ from wallet.protection import (
     LiftExclusion,
     LimitKind,
     Period,
+    ProtectionEvent,
     SelfExclude,
     SetLimit,
     SetRealityCheck,
@@ -77,10 +78,15 @@ def view_to_proto(view: ProtectionView) -> pb.ProtectionResponse:
             increase_pending=pending,
             pending_amount=(row.limit.pending or 0) if pending else 0,
             pending_effective_ms=row.limit.effective_ms if pending else 0))
-    for event_id, event in view.events:
-        reply.events.append(pb.ProtectionEvent(event_id=event_id, type=type(event).__name__,
-                                               at_ms=event.at_ms, json=event_to_json(event)))
+    reply.events.extend(events_to_proto(view.events))
     return reply
+
+
+def events_to_proto(events: Sequence[tuple[str, ProtectionEvent]]) -> list[pb.ProtectionEvent]:
+    """A player's protection events on the wire (GetProtection's and GetStatement's)."""
+    return [pb.ProtectionEvent(event_id=event_id, type=type(event).__name__,
+                               at_ms=event.at_ms, json=event_to_json(event))
+            for event_id, event in events]
 
 
 class ProtectionMethods:

@@ -60,6 +60,14 @@ def _own(principal: Principal, player_id: str) -> None:
         raise Forbidden(f"only player {player_id} may change their own limits and exclusion")
 
 
+def _may_read(principal: Principal, player_id: str) -> None:
+    """The player themself, or a service, an operator, an auditor."""
+    if not principal.is_player(player_id):
+        if principal.role is Role.PLAYER:
+            raise Forbidden(f"a player may only read their own account, not {player_id}")
+        require_role(principal, *READERS)
+
+
 class ProtectionApp:
     """One method per protection RPC."""
 
@@ -125,11 +133,15 @@ class ProtectionApp:
 
     async def read(self, principal: Principal, player_id: str) -> ProtectionView:
         """A player's protection: their own, or anyone's for services, operators, auditors."""
-        if not principal.is_player(player_id):
-            if principal.role is Role.PLAYER:
-                raise Forbidden(f"a player may only read their own account, not {player_id}")
-            require_role(principal, *READERS)
+        _may_read(principal, player_id)
         return await self._view(player_id, self._clock_ms())
+
+    async def events(self, principal: Principal, player_id: str
+                     ) -> list[tuple[str, ProtectionEvent]]:
+        """A player's protection events, oldest first (their statement's protection section):
+        who may read :meth:`read` may read these."""
+        _may_read(principal, player_id)
+        return await self._store.events(player_id)
 
     async def excluded(self, player_ids: Sequence[str]) -> set[str]:
         """Which of ``player_ids`` are excluded now (for the table, with a settlement)."""

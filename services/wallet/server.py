@@ -15,7 +15,8 @@ from wallet.bootstrap import WalletDeps
 from wallet.config import Settings
 from wallet.errors import WALLET_ERRORS
 from wallet.metrics import timed_settlement
-from wallet.protection_api import ProtectionMethods
+from wallet.model import AccountKind
+from wallet.protection_api import ProtectionMethods, events_to_proto
 from wallet.protection_app import ProtectionApp
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["WalletService"].full_name
@@ -50,7 +51,11 @@ class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
         page = await self._app.statement(
             current_principal(), account, request.page_size, request.page_token
         )
-        return mapping.statement_to_proto(page)
+        reply = mapping.statement_to_proto(page)
+        if account.kind is AccountKind.PLAYER and not request.page_token:
+            reply.protection.extend(events_to_proto(
+                await self._protection.events(current_principal(), account.player_id)))
+        return reply
 
     async def Deposit(
         self, request: pb.DepositRequest, context: grpc.aio.ServicerContext

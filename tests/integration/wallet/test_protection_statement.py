@@ -1,0 +1,66 @@
+"""A player's statement shows their protection (issue 34): GetStatement's first page carries
+every limit and exclusion event, oldest first, as GetProtection lists them; later pages and
+other accounts carry none; another player may not read it."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+from stud.v1 import wallet_pb2 as pb
+from studtest.wallet import OPERATOR, RunningWallet, player
+
+pytestmark = pytest.mark.integration
+
+
+async def statement(wallet: RunningWallet, account: pb.AccountRef, who: object,
+                    page_size: int = 1, token: str = "") -> pb.GetStatementResponse:
+    reply: pb.GetStatementResponse = await wallet.client.stub.GetStatement(
+        pb.GetStatementRequest(account=account, page_size=page_size, page_token=token),
+        metadata=wallet.client.metadata(who), timeout=10)  # type: ignore[arg-type]
+    return reply
+
+
+async def test_the_statement_lists_every_limit_and_exclusion_event(
+        wallet: RunningWallet) -> None:
+    client, me = wallet.client, player("alice")
+    md = client.metadata(me)
+    await client.create_account("alice")
+    await client.create_account("bob")
+    await client.deposit("alice", 300, "d1")
+    await client.deposit("alice", 200, "d2")
+    day = {"kind": pb.LIMIT_KIND_WAGER, "window": pb.LIMIT_WINDOW_DAY}
+    await client.stub.SetLimit(pb.SetLimitRequest(player_id="alice", amount=400, **day),
+                               metadata=md, timeout=10)
+    await client.stub.SetLimit(pb.SetLimitRequest(player_id="alice", amount=900, **day),
+                               metadata=md, timeout=10)
+    await client.stub.CancelLimitIncrease(pb.CancelLimitIncreaseRequest(player_id="alice",
+                                                                        **day),
+                                          metadata=md, timeout=10)
+    await client.stub.SelfExclude(pb.SelfExcludeRequest(
+        player_id="alice", period=pb.EXCLUSION_PERIOD_DAY), metadata=md, timeout=10)
+    protection: pb.ProtectionResponse = await client.stub.GetProtection(
+        pb.GetProtectionRequest(player_id="alice"), metadata=md, timeout=10)
+
+    alice = pb.AccountRef(player_id="alice")
+    first = await statement(wallet, alice, me)
+    assert len(first.lines) == 1 and first.next_page_token
+    assert [e.type for e in first.protection] == [
+        "LimitSet", "LimitIncreaseRequested", "LimitIncreaseCancelled", "SelfExcluded"]
+    assert list(first.protection) == list(protection.events)
+    assert json.loads(first.protection[0].json)["amount"] == 400
+    assert [e.at_ms for e in first.protection] == sorted(e.at_ms for e in first.protection)
+    later = await statement(wallet, alice, me, token=first.next_page_token)
+    assert len(later.lines) == 1 and not later.protection
+    assert list((await statement(wallet, alice, OPERATOR)).protection) == list(
+        protection.events)
+    house = await statement(wallet, pb.AccountRef(system=pb.SYSTEM_ACCOUNT_EXTERNAL),
+                            OPERATOR, page_size=10)
+    assert house.lines and not house.protection
+    assert not (await statement(wallet, pb.AccountRef(player_id="bob"),
+                                player("bob"))).protection
+    with pytest.raises(grpc.aio.AioRpcError) as other:
+        await statement(wallet, alice, player("bob"))
+    assert other.value.code() is grpc.StatusCode.PERMISSION_DENIED
