@@ -26,7 +26,7 @@ from stud.v1 import dealer_pb2 as dpb
 from stud.v1 import dealer_pb2_grpc as dpb_grpc
 from stud.v1 import wallet_pb2 as wpb
 from stud.v1 import wallet_pb2_grpc as wpb_grpc
-from studkit.grpc_server import rpc_error_reason
+from studkit.grpc_server import rpc_error_info, rpc_error_reason
 from studkit.mapping import card_from_proto, street_to_proto
 from studkit.mapping.common import cards_from_proto
 
@@ -62,11 +62,13 @@ class Refused(Exception):
     """Raised when a service refused a call (the status and its ``stud-reason``)."""
 
     def __init__(self, service: str, code: grpc.StatusCode, reason: str | None,
-                 detail: str) -> None:
+                 detail: str, metadata: dict[str, str] | None = None) -> None:
         super().__init__(f"{service} refused: {code.name} {reason or ''} {detail}".strip())
         self.service = service
         self.code = code
         self.reason = reason
+        self.metadata = metadata or {}
+        """The refusal's ErrorInfo metadata (a limit's ``remaining``, ``resets_at_ms``...)."""
 
 
 def key(*parts: object) -> str:
@@ -101,8 +103,9 @@ class Retry:
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 if code not in RETRYABLE:
-                    raise Refused(service, code, rpc_error_reason(exc),
-                                  exc.details() or "") from None
+                    info = rpc_error_info(exc)
+                    raise Refused(service, code, rpc_error_reason(exc), exc.details() or "",
+                                  dict(info.metadata) if info is not None else {}) from None
                 detail = f"{code.name}: {exc.details()}"
             if on_wait is not None:
                 on_wait(f"waiting for the {service} ({detail})")

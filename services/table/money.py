@@ -55,6 +55,14 @@ def step_id(command: object, wallet_key: str) -> str:
     return f"s:{name}{':' + stage if stage else ''}:{wallet_key}"
 
 
+def _refusal(what: str, exc: Refused) -> FailedPrecondition:
+    """The wallet's refusal passed on to the player, its ErrorInfo details with it (a limit's
+    ``remaining`` and ``resets_at_ms``: docs/player-protection.md)."""
+    error = FailedPrecondition(f"{what}: {exc.reason}", reason=exc.reason or "buy_in_refused")
+    error.error_metadata = dict(exc.metadata)  # type: ignore[attr-defined]
+    return error
+
+
 class Money:
     """One table's wallet calls, each beside the log's record of it."""
 
@@ -110,8 +118,7 @@ class Money:
         except Refused as exc:
             end = EndBuyIn(seat, saga.wallet_key, BuyInEnd.FAILED, exc.reason or "")
             await self.actor.commit(end, step_id(end, saga.wallet_key))
-            raise FailedPrecondition(f"the wallet refused the buy-in: {exc.reason}",
-                                     reason=exc.reason or "buy_in_refused") from None
+            raise _refusal("the wallet refused the buy-in", exc) from None
         if bought.replayed and not await self._holds(seat, saga):
             # A replay whose chips went back meanwhile (an orphan's refund): the wallet moved
             # nothing now, so nothing may be seated on it.
@@ -164,8 +171,7 @@ class Money:
             log.info("topup_refused", seat=seat, reason=exc.reason)
             drop = DropTopUp(seat, saga.wallet_key, exc.reason or "refused")
             await self.actor.commit(drop, step_id(drop, saga.wallet_key))
-            raise FailedPrecondition(f"the wallet refused the top-up: {exc.reason}",
-                                     reason=exc.reason or "buy_in_refused") from None
+            raise _refusal("the wallet refused the top-up", exc) from None
         apply_ = ApplyTopUp(seat, saga.wallet_key)
         try:
             return await self.actor.commit(apply_, step_id(apply_, saga.wallet_key))
