@@ -5,6 +5,7 @@ protection and for a refusal by a limit or an exclusion. Pure."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Final
 
 from stud.v1 import wallet_pb2 as pb
@@ -77,6 +78,38 @@ def protection_lines(reply: pb.ProtectionResponse) -> list[str]:
             line += f"  (raise to {target} from {when(row.pending_effective_ms)})"
         lines.append(line)
     return lines
+
+
+def event_line(kind: str, text: str) -> str:
+    """One protection event (its ``type`` and its JSON, as ``GetProtection``,
+    ``GetStatement``'s protection section and the player's stream hold it) in words."""
+    body = json.loads(text)
+    limit = f"{body.get('kind', '')} limit per {body.get('window', '')}"
+    amount = body.get("amount", 0)
+    match kind:
+        case "LimitSet":
+            return f"{limit} set to {amount:,}"
+        case "LimitDecreased":
+            return f"{limit} lowered to {amount:,}, at once"
+        case "LimitIncreaseRequested":
+            target = f"{amount:,}" if amount else "no limit"
+            return f"{limit}: raise to {target} requested, from {when(body['effective_ms'])}"
+        case "LimitIncreaseCancelled":
+            return f"{limit}: the waiting raise cancelled"
+        case "SelfExcluded" | "PlayerExcluded":
+            until = "indefinitely" if not body["until_ms"] else f"until {when(body['until_ms'])}"
+            if kind == "SelfExcluded":
+                return f"self-excluded ({body['period']}) {until}"
+            return (f"excluded by {body['operator']} ({body['period']}) {until}: "
+                    f"{body['reason']}")
+        case "ExclusionLiftRequested":
+            return (f"exclusion lift by {body['operator']}, from "
+                    f"{when(body['effective_ms'])}: {body['reason']}")
+        case "RealityCheckSet":
+            minutes = body.get("minutes", 0)
+            return f"a reality check every {minutes} minutes" if minutes \
+                else "reality checks off"
+    return f"{kind} {text}"
 
 
 def refusal_text(error: StudError) -> str | None:

@@ -13,6 +13,8 @@
 - ``export --table T [--hand N] --format phh|text|jsonl``.
 - ``tournament --id T``: a tournament's history, verified against the tables' logs
   (:mod:`studtools.replay_tournament`).
+- ``protection --player P``: a player's limit and exclusion events, in words
+  (:mod:`studtools.replay_protection`).
 
 ``--json`` on each. Exit status 2 when the source cannot be read (no Redis, no such table or
 hand). Connection settings: :mod:`studtools.replay_source`; see docs/replay.md.
@@ -602,6 +604,15 @@ async def _tournament(args: argparse.Namespace, out: TextIO, settings: Settings)
         await source.aclose()
 
 
+async def _protection(args: argparse.Namespace, out: TextIO, settings: Settings) -> int:
+    from studtools import replay_protection
+    source = RedisSource.from_settings(settings)
+    try:
+        return await replay_protection.run(source.client, args.player, out, args.json)
+    finally:
+        await source.aclose()
+
+
 def _handler(run: Command) -> Handler:
     def handle(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
         try:
@@ -684,6 +695,15 @@ def register(replay_commands: argparse._SubParsersAction[argparse.ArgumentParser
         "with 'entrants=… levels=… moves=… busts=… payouts=… verified=yes|no'.")
     p.add_argument("--id", required=True, metavar="T", dest="tournament")
     p.set_defaults(handler=_handler(_tournament))
+
+    p = replay_commands.add_parser(
+        "protection", help="a player's limit and exclusion events (issue 34)",
+        description="Every limit and exclusion event of a player, oldest first, from the "
+        "wallet's stream of them: limits set, lowered, raises requested and cancelled, "
+        "self- and operator exclusions, lifts, reality checks.")
+    p.add_argument("--player", required=True, metavar="P")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=_handler(_protection))
 
     # A player's own check of a hand (docs/fairness.md): the player's token, no Redis.
     from studclient.verify_mine import register as register_verify_mine
