@@ -71,20 +71,24 @@ def start_near(t: Tournament, now: float) -> bool:
     return now >= t.cfg.start_at
 
 
-async def withdraw_excluded(app: Writer, wallet: WalletPort, t: Tournament) -> int:
+async def withdraw_excluded(app: Writer, wallet: WalletPort, t: Tournament) -> int | None:
     """Before the start, each paid entry whose player the wallet says is excluded now is
     withdrawn and refunded (``WithdrawExcluded``, command id ``exclude.<entry>`` in the
-    manager's namespace: a repeat appends nothing); the number withdrawn. Asked only when
-    the start is near (:func:`start_near`), so a field costs one ``GetProtection`` per
-    entry at its start, not one per round. A player the wallet does not answer for stays
-    in (the rule after the start then applies: docs/player-protection.md)."""
+    manager's namespace: a repeat appends nothing); the number withdrawn, None when the
+    wallet did not answer (the rest is not asked this round: an outage costs one call, not
+    one per entry). A player the wallet refuses to say about stays in (the rule after the
+    start then applies: docs/player-protection.md)."""
     done = 0
     for e in t.field():
         if not e.paid:
             continue  # its charge is refused by the wallet if the player is excluded
         try:
             reason = await wallet.exclusion(e.player_id)
-        except (Refused, Unavailable) as exc:
+        except Unavailable as exc:
+            log.warning("tournament_exclusions_wait", tournament_id=t.tournament_id,
+                        error=str(exc))
+            return None
+        except Refused as exc:
             log.warning("tournament_exclusion_unknown", tournament_id=t.tournament_id,
                         entry_id=e.entry_id, error=str(exc))
             continue
@@ -97,16 +101,22 @@ async def withdraw_excluded(app: Writer, wallet: WalletPort, t: Tournament) -> i
 
 
 async def step(app: Writer, wallet: WalletPort, tournament_id: str,
-               now: float = math.inf) -> int:
+               now: float = math.inf, checked: dict[str, int] | None = None) -> int:
     """One round for one tournament: before a start that may come now (``now``; the default
     always checks), the excluded entrants withdrawn; the clock, then each money step due,
     each on its own (a refusal of one leaves the others to be taken); the number of steps
-    taken."""
+    taken. ``checked`` (the process manager's, per tournament: the version whose entrants
+    were last asked about) asks the wallet once per version of the log, so a start held
+    back (a charge in flight) costs no call per entry every round."""
     t = await app.load(tournament_id)
     done = 0
-    if start_near(t, now) and (n := await withdraw_excluded(app, wallet, t)):
-        done += n
-        t = await app.load(tournament_id)
+    if start_near(t, now) and (checked is None or checked.get(tournament_id) != t.version):
+        n = await withdraw_excluded(app, wallet, t)
+        if n:
+            done += n
+            t = await app.load(tournament_id)
+        if n is not None and checked is not None:
+            checked[tournament_id] = t.version
     if t.phase not in (FINISHED, CANCELLED):
         out = await _record(app, tournament_id, c.Tick(), f"tick.{t.version}")
         done += bool(out is not None and out.records)
@@ -189,6 +199,8 @@ class Rounds:
         self._cursor = -math.inf
         self._among: frozenset[str] | None = None
         self._held: set[str] = set()
+        self._checked: dict[str, int] = {}
+        """Each tournament's version whose entrants were last asked about (``step``)."""
         self.stepped = 0
         """Tournaments stepped in all (the benchmark's figure)."""
 
@@ -281,7 +293,7 @@ class Rounds:
         # The money steps and the table steps each on their own: a table that refuses (or a
         # step of theirs the log refuses) never holds a payment back, nor the reverse.
         if not await _guarded(tournament_id, step(self.write, self.wallet, tournament_id,
-                                                  self.app.now())):
+                                                  self.app.now(), self._checked)):
             return
         if self.tables is not None and not await _guarded(
                 tournament_id, self.tables.round(tournament_id)):
@@ -299,6 +311,7 @@ class Rounds:
             self._due_at.pop(tournament_id, None)
             self._woken.pop(tournament_id, None)
             self._versions.pop(tournament_id, None)
+            self._checked.pop(tournament_id, None)
             with contextlib.suppress(Exception):
                 await self.app.forget(tournament_id)
         else:

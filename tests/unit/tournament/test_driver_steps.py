@@ -12,6 +12,7 @@ from studkit.errors import AlreadyExists, FailedPrecondition
 from tournament import commands as c
 from tournament import events as ev
 from tournament.app import MANAGER, Outcome, Record, stored_id
+from tournament.clients import Unavailable
 from tournament.decide import decide
 from tournament.driver import step
 from tournament.state import CANCELLED, REGISTERING, RUNNING, Tournament, apply
@@ -52,6 +53,7 @@ class Wallet:
         self.paid: list[tuple[str, int, int]] = []
         self.excluded: dict[str, str] = {}
         self.asked: list[str] = []
+        self.away = False
 
     async def enter(self, _tid: str, entry_id: str, _player: str, _buy_in: int,
                     _fee: int) -> None:
@@ -66,6 +68,8 @@ class Wallet:
 
     async def exclusion(self, player: str) -> str:
         self.asked.append(player)
+        if self.away:
+            raise Unavailable("wallet: UNAVAILABLE")
         return self.excluded.get(player, "")
 
 
@@ -148,3 +152,27 @@ def test_a_withdrawal_waits_for_the_charge_and_repeats_as_nothing() -> None:
     assert events == [ev.EntryWithdrawn("e1", "operator_excluded"),
                       ev.RefundDue("refund/e1", "e1", "ann", 1000, 100)]
     assert decide(apply(t, events), c.WithdrawExcluded("e1", "operator_excluded"), 2.0) == []
+
+
+async def test_a_held_back_start_asks_once_per_version_and_an_outage_once_a_round() -> None:
+    """A multi-table past its start time held back by a charge refused for ever: the wallet
+    is asked about the paid entrants once for that version of the log, not every round; a
+    wallet that does not answer is asked once a round (not once per entry), and nobody is
+    withdrawn on its silence."""
+    log, wallet = Log({"settle.e3"}), Wallet()
+    await log.execute(TID, c.Create(TID, ev.Config("mtt", ev.MULTI_TABLE, 1000, 100, TURBO,
+                                                   seats=4, start_at=3600.0)), "create")
+    for name in ("ann", "bob", "cy"):
+        await log.execute(TID, c.Register(name), f"r-{name}")
+    log.now = 3600.0
+    checked: dict[str, int] = {}
+    for _ in range(3):
+        await step(log, wallet, TID, now=3600.0, checked=checked)
+    assert log.t.phase == REGISTERING  # e3's settlement never lands
+    assert wallet.asked == ["ann", "bob"]
+    wallet.away, wallet.asked, checked = True, [], {}
+    wallet.excluded["ann"] = "self_excluded"
+    for _ in range(2):
+        await step(log, wallet, TID, now=3600.0, checked=checked)
+    assert wallet.asked == ["ann", "ann"] and checked == {}
+    assert sorted(e.player_id for e in log.t.field()) == ["ann", "bob", "cy"]
