@@ -106,7 +106,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
     settled_n = int(match.group(1)) if match else None
     expired = b"expired:" + _b(plan["table_id"])
-    if settled_n is not None and settled_n <= int(h.get(idem, {}).get(expired, b"0")):
+    if settled_n is not None and settled_n <= int(h.get(idem, {}).get(expired, b"-1")):
         return ["error", "settlement_expired", f"{plan['table_id']} {plan['hand_id']}"]
     if "pool" in plan:
         raise ValueError("apply.lua's tournament pools are not simulated")

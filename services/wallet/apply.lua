@@ -42,7 +42,7 @@ local plan = cjson.decode(ARGV[3])
 local SETTLED_KEPT = 100
 local settled_n = plan.kind == 'settlement' and tonumber(string.match(plan.hand_id, '^h(%d+)$'))
 local expired_field = 'expired:' .. plan.table_id
-if settled_n and settled_n <= tonumber(redis.call('HGET', KEYS[3], expired_field) or '0') then
+if settled_n and settled_n <= tonumber(redis.call('HGET', KEYS[3], expired_field) or '-1') then
   return {'error', 'settlement_expired', plan.table_id .. ' ' .. plan.hand_id}
 end
 
