@@ -34,6 +34,7 @@ from studtest.redis import RedisSource, TestRedis
 from studtest.redis_cluster import LocalRedisCluster, slot_ranges
 from studtest.table import OPERATOR, Room, act_once, play_until, player, running_room
 from studtools.devkeys import DevKeys
+from wallet import protection_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -60,10 +61,12 @@ SCRIPTS = {
     _sha(_lua("dealer", "record_deal.lua")): "record_deal.lua",
     _sha(_lua("dealer", "seeds.lua")): "seeds.lua",
     _sha(_lua("wallet", "apply.lua")): "apply.lua",
+    _sha(protection_store._APPEND): "protection append",
 }
 """Every script the project runs on a cluster, by SHA-1 (what EVALSHA names)."""
-ROOM_SCRIPTS = set(SCRIPTS.values()) - {"trim.lua"}
-"""The scripts a playing room runs (trim.lua runs only in the archiver)."""
+ROOM_SCRIPTS = set(SCRIPTS.values()) - {"trim.lua", "protection append"}
+"""The scripts a playing room runs (trim.lua runs only in the archiver, the protection append
+when a player sets a limit or excludes themselves: its keys are the wallet's, one slot)."""
 Calls = list[tuple[str, tuple[bytes, ...]]]
 PLAIN_REDIS_ONLY = {"services/wallet/store.py"}
 """Modules with a script that never runs on a cluster: the wallet's adoption of its keys from
@@ -146,6 +149,9 @@ def test_every_wallet_key_shares_one_slot() -> None:
                                           "last_hand", "seats")]
     names += [seats_key(t) for t in TABLE_IDS]
     names += [postings_key(a) for a in (HOUSE, player_account("ann"), seat_account("t1", 3))]
+    # the protection append's (a player's events, the projection, the accounts)
+    names += [protection_store.protection_key("ann"), protection_store.usage_key("ann"),
+              protection_store.PROTECTION, protection_store.ACCOUNTS]
     assert {slot(name) for name in names} == {slot(keys.wallet_key("ledger"))}
 
 
@@ -160,7 +166,8 @@ def test_every_script_of_the_project_is_covered() -> None:
                      "services/wallet/apply.lua"}
     inline = {str(p.relative_to(ROOT)) for base in ("libs", "services")
               for p in (ROOT / base).rglob("*.py") if "redis.call(" in p.read_text("utf-8")}
-    assert inline == {"libs/studkit/ownership.py", *PLAIN_REDIS_ONLY}
+    assert inline == {"libs/studkit/ownership.py", "services/wallet/protection_store.py",
+                      *PLAIN_REDIS_ONLY}
 
 
 # --- on the cluster ------------------------------------------------------------------------------
