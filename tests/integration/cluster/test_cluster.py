@@ -150,8 +150,8 @@ def test_every_wallet_key_shares_one_slot() -> None:
     names += [seats_key(t) for t in TABLE_IDS]
     names += [postings_key(a) for a in (HOUSE, player_account("ann"), seat_account("t1", 3))]
     # the protection append's (a player's events, the projection, the accounts)
-    names += [protection_store.protection_key("ann"), protection_store.usage_key("ann"),
-              protection_store.PROTECTION, protection_store.ACCOUNTS]
+    from wallet.store import ACCOUNTS, PROTECTION, usage_key
+    names += [protection_store.protection_key("ann"), usage_key("ann"), PROTECTION, ACCOUNTS]
     assert {slot(name) for name in names} == {slot(keys.wallet_key("ledger"))}
 
 
