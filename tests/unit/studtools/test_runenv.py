@@ -134,3 +134,19 @@ def test_an_archive_address_set_by_the_caller_beats_make_runs_file(tmp_path: Pat
     assert Settings.from_env(given).history_dsn == "postgresql://explicit"
     assert Settings.from_env({"STUD_RUN_DIR": str(tmp_path)}).history_dsn == \
         "postgresql://file-auditor"
+
+
+def test_make_runs_archive_is_not_read_for_another_room(tmp_path: Path) -> None:
+    """A Redis URL the caller sets names another room than make run's: the archive address in
+    make run's file (a stopped make run's, here) is not its history (a CI clone's chaos
+    campaign failed 73 of 73 hands, reading a dead make run's PostgreSQL)."""
+    from studtools.replay_source import Settings
+
+    (tmp_path / "env").write_text("export STUD_AUDITOR_DSN=postgresql://file-auditor\n"
+                                  "export REDIS_URL=redis://make-run\n")
+    theirs = {"STUD_RUN_DIR": str(tmp_path), "STUD_REPLAY_REDIS_URL": "redis://campaign"}
+    assert Settings.from_env(theirs).history_dsn == ""
+    assert Settings.from_env({**theirs, "STUD_AUDITOR_DSN": "postgresql://campaign"}
+                             ).history_dsn == "postgresql://campaign"
+    assert Settings.from_env({"STUD_RUN_DIR": str(tmp_path)}).history_dsn == \
+        "postgresql://file-auditor"
