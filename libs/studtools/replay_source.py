@@ -104,8 +104,11 @@ class Settings:
         if not auditor:
             key_path = env.get(ISSUER_KEY_ENV) or str(run / "keys" / "issuer.pem")
             auditor = mint_auditor_token(Path(key_path))
-        history = given.get(AUDITOR_DSN_ENV) or given.get(SUPPORT_DSN_ENV) or ""
-        if not history and not given.get(REDIS_ENV):
+        # what the caller set: ``env`` may already hold make run's file under it (stud's
+        # main passes stud_environment), and a value equal to the file's is the file's
+        caller = {k: v for k, v in given.items() if v and made.get(k) != v}
+        history = caller.get(AUDITOR_DSN_ENV) or caller.get(SUPPORT_DSN_ENV) or ""
+        if not history and not caller.get(REDIS_ENV):
             # make run's archive only with make run's Redis: a room named by the caller's own
             # REDIS url is another room, whose history make run's PostgreSQL does not hold
             history = made.get(AUDITOR_DSN_ENV) or made.get(SUPPORT_DSN_ENV, "")

@@ -146,6 +146,8 @@ def test_make_runs_archive_is_not_read_for_another_room(tmp_path: Path) -> None:
                                   "export REDIS_URL=redis://make-run\n")
     theirs = {"STUD_RUN_DIR": str(tmp_path), "STUD_REPLAY_REDIS_URL": "redis://campaign"}
     assert Settings.from_env(theirs).history_dsn == ""
+    # as stud's main passes it: the file's variables already under the caller's
+    assert Settings.from_env(stud_environment(theirs)).history_dsn == ""
     assert Settings.from_env({**theirs, "STUD_AUDITOR_DSN": "postgresql://campaign"}
                              ).history_dsn == "postgresql://campaign"
     assert Settings.from_env({"STUD_RUN_DIR": str(tmp_path)}).history_dsn == \
