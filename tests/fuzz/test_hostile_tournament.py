@@ -470,3 +470,32 @@ async def test_the_digest_sees_what_a_call_could_change(setup: Setup, redis_url:
                     admin.zrem(key, "probe")
     finally:
         admin.close()
+
+
+async def test_an_accepted_command_then_its_retry_and_a_refusal(setup: Setup,
+                                                                 redis_url: str) -> None:
+    """The campaign's order around an accepted command: ann's Register at the scheduled
+    multi-table is accepted (it changes the log); the manager's rounds then charge it until
+    they are quiet; its retry (same id) is answered as a duplicate and a second Register is
+    refused ALREADY_EXISTS already_registered, each with the rounds held off, changing
+    nothing."""
+    client = setup.tournament.client
+    admin = connect_sync(redis_url)
+    try:
+        async with setup.gate.lock:
+            before = scoped(admin)
+            reply = await client.register("mtt", player("ann"), "acc-1")
+            assert scoped(admin) != before and reply.entry_id
+        await asyncio.to_thread(setup.quiet, admin)
+        view = await client.get("mtt")
+        assert [e.paid for e in view.entries if e.player_id == "ann"] == [True]
+        async with setup.gate.lock:
+            before = scoped(admin)
+            again = await client.register("mtt", player("ann"), "acc-1")
+            assert again.duplicate and again.entry_id == reply.entry_id
+            assert scoped(admin) == before
+        await refused_changing_nothing(
+            setup, admin, lambda: client.register("mtt", player("ann"), "acc-2"),
+            grpc.StatusCode.ALREADY_EXISTS, "already_registered")
+    finally:
+        admin.close()
