@@ -317,6 +317,12 @@ class SimRedis:
         return [(out(entry_id), {out(k): out(v) for k, v in fields.items()})
                 for entry_id, fields in entries[first:last]]
 
+    async def xrevrange(self, key: str, max: str = "+", min: str = "-",
+                        count: int | None = None) -> list[Any]:
+        await self.io()
+        found = self._xrange(key, min, max, None)[::-1]
+        return self.returned("xrevrange", found[:count] if count is not None else found)
+
     # --- scripts -------------------------------------------------------------------------
 
     async def script_load(self, _script: str) -> str:
@@ -329,6 +335,14 @@ class SimRedis:
         reply = scripts.append_script(self.data, keys_, argv)
         await self.after()
         return self.returned("append", reply)
+
+    async def eval(self, _script: str, numkeys: int, *args: Any) -> Any:
+        """Only the archiver's trim (``studkit/trim.lua``) runs through EVAL."""
+        await self.io()
+        keys_, argv = [_b(a) for a in args[:numkeys]], [_b(a) for a in args[numkeys:]]
+        reply = scripts.trim_script(self.data, keys_, argv)
+        await self.after()
+        return self.returned("trim", reply)
 
     def register_script(self, source: str) -> Callable[..., Any]:
         name = scripts.script_name(source)

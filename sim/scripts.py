@@ -96,12 +96,13 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     h = r.data.hashes
     ledger, balances, idem, accounts, seats, last_hand = keys_[:6]
     scope, fingerprint = argv[0], argv[1].decode()
+    excluded = _excluded(r, keys_, argv[5] if len(argv) > 5 else b"")
     seen = h.get(idem, {}).get(scope)
     if seen is not None:
         record = json.loads(seen)
         if record["fingerprint"] != fingerprint:
             return ["error", "idempotency_key_reused", scope.decode()]
-        return ["ok", record["outcome"], 1]
+        return ["ok", record["outcome"], 1, excluded]
     plan = json.loads(argv[2])
     match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
     settled_n = int(match.group(1)) if match else None
@@ -196,7 +197,28 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             for n in range(max(through + 1, old - 63), old + 1):
                 h[idem].pop(_b(f"settle:{plan['table_id']}:h{n}"), None)
             h[idem][expired] = b"%d" % old
-    return ["ok", outcome, 0]
+    return ["ok", outcome, 0, excluded]
+
+
+def _in_force(exclusion: dict[str, Any], now: int) -> bool:
+    """``apply.lua``'s in_force: an exclusion not lifted and not over at ``now``."""
+    lift, until = int(exclusion["lift_ms"]), int(exclusion["until_ms"])
+    return not (lift > 0 and now >= lift) and (until == 0 or now < until)
+
+
+def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes) -> list[str]:
+    """``apply.lua``'s ARGV[6]: which of the players asked about are excluded at its now."""
+    if ask == b"":
+        return []
+    query = json.loads(ask)
+    now, held = int(query["now"]), r.data.hashes.get(keys_[7], {})
+    out = []
+    for player in query["players"]:
+        raw = held.get(_b(player))
+        exclusion = json.loads(raw).get("exclusion") if raw is not None else None
+        if exclusion and _in_force(exclusion, now):
+            out.append(player)
+    return out
 
 
 _WINDOWS: Final = (("day", 86_400_000), ("week", 604_800_000), ("month", 2_592_000_000))
@@ -212,8 +234,7 @@ def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[A
     state = json.loads(raw)
     exclusion = state.get("exclusion")
     if protect["blocked"] and exclusion:
-        lift, until = int(exclusion["lift_ms"]), int(exclusion["until_ms"])
-        if not (lift > 0 and now >= lift) and (until == 0 or now < until):
+        if _in_force(exclusion, now):
             return ["error", exclusion["reason"], exclusion["until_ms"]]
     worst: tuple[str, str, int, int, int] | None = None
     usage = [[int(p) for p in text.split(b":")] for text in r.data.lists.get(keys_[8], [])]
@@ -298,6 +319,42 @@ def _seeds(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> Any:
         hashes.setdefault(keys_[1], {})[b"seeds_frozen"] = b"1"
         return 1
     raise ValueError(f"seeds.lua {op!r} is not simulated")
+
+
+def trim_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
+    """``studkit/trim.lua``, in Python: the archiver's trim of a stream's head."""
+    stream, version_key, trimmed_key, snapshot = keys_[:4]
+    expected, upto = int(argv[0]), int(argv[1])
+    trimmed = int(data.strings.get(trimmed_key, b"0"))
+    if trimmed != expected:
+        return [b"conflict", trimmed]
+    version = int(data.strings.get(version_key, b"0"))
+    if upto > version:
+        return [b"beyond", version]
+    at = int(data.hashes.get(snapshot, {}).get(b"version", b"-1"))
+    if at < upto:
+        return [b"no_snapshot", at]
+    entries = data.streams.get(stream, [])
+    if len(entries) + trimmed != version:
+        raise ResponseError(f"STORECORRUPT stream length {len(entries)} + trimmed {trimmed} "
+                            f"!= version {version}")
+    if upto <= trimmed:
+        return [b"trimmed", trimmed]
+    if not entries or entries[0][0] != b"0-%d" % (trimmed + 1):
+        raise ResponseError(f"STORECORRUPT the stream does not start at event {trimmed + 1}")
+    ids = data.stream_ids[stream]
+    keep = next((i for i, (_ms, seq) in enumerate(ids) if seq > upto), len(ids))
+    del entries[:keep]
+    del ids[:keep]
+    data.strings[trimmed_key] = b"%d" % upto
+    if len(keys_) > 4:
+        records = data.hashes.get(keys_[4], {})
+        for name in [n for n in records if not n.endswith(b"#fp")]:
+            head = records[name].split(b" ", 1)[0]
+            if head.isdigit() and int(head) <= upto:
+                records.pop(name, None)
+                records.pop(name + b"#fp", None)
+    return [b"trimmed", upto]
 
 
 SCRIPTS: dict[str, Callable[[SimRedis, list[bytes], list[bytes]], Any]] = {

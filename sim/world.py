@@ -86,6 +86,9 @@ class Probabilities:
     """Per player and tick: the player sets a wager or loss limit (one time in six: takes a
     day's break). Off by default (each seed's run stays as it was); ``make sim
     --protection``."""
+    archive: float = 0.0
+    """Per table and simulated second: the archiver's step (copy, verify, trim) runs for
+    it (``sim.archive``; issue 31). Off by default; ``python -m sim --archive``."""
 
     @classmethod
     def none(cls) -> Probabilities:
@@ -204,6 +207,9 @@ class World:
             self.dealer_store,
             PublicTables(EventStore(as_client(dealer_redis)), event_from_envelope),
             clock_ms=loop.wall_ms, entropy=seeded_entropy(self.rngs.deck), seed_wait_ms=0)
+        self.archive: Any = None
+        """The simulated archive store (``sim.archive.SimHistory``) when the archiver runs:
+        the checks read a table's log as the archive's head and the stream's rest."""
         self.owner: dict[str, Process] = {}
         self.epoch: dict[str, int] = {}
         self.processes: list[Process] = []
