@@ -181,6 +181,8 @@ class Protection:
     version: int = 0
     reality_check_minutes: int = 0
     """A reminder every that many minutes of play (0: none)."""
+    session_limit: Limit | None = None
+    """The session time limit in minutes (a raise waits its cooling-off, as a limit's)."""
 
 
 # --- commands and events --------------------------------------------------------------------
@@ -241,9 +243,21 @@ class SetRealityCheck:
     minutes: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetSessionLimit:
+    """A session time limit of ``minutes`` (0: none): a first or lower one at once, a higher
+    one (or none) after the cooling-off."""
+
+    player_id: str
+    minutes: int
+
+
 ProtectionCommand = (SetLimit | CancelLimitIncrease | SelfExclude | ExcludePlayer
-                     | LiftExclusion | SetRealityCheck)
+                     | LiftExclusion | SetRealityCheck | SetSessionLimit)
 MAX_REALITY_CHECK_MINUTES: Final = 24 * 60
+MAX_SESSION_MINUTES: Final = 24 * 60
+SESSION_GAP_MS: Final = 30 * 60_000
+"""A session ends after this long with no buy-in and no settled hand of the player."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,12 +338,23 @@ class RealityCheckSet:
     minutes: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionLimitSet:
+    """A session time limit of ``minutes`` (0: none), in force from ``effective_ms`` (its
+    ``at_ms`` for a first or lower one)."""
+
+    at_ms: int
+    minutes: int
+    effective_ms: int
+
+
 ProtectionEvent = (LimitSet | LimitDecreased | LimitIncreaseRequested | LimitIncreaseCancelled
-                   | SelfExcluded | PlayerExcluded | ExclusionLiftRequested | RealityCheckSet)
+                   | SelfExcluded | PlayerExcluded | ExclusionLiftRequested | RealityCheckSet
+                   | SessionLimitSet)
 EVENT_TYPES: Final[Mapping[str, type[Any]]] = {
     cls.__name__: cls for cls in (LimitSet, LimitDecreased, LimitIncreaseRequested,
                                   LimitIncreaseCancelled, SelfExcluded, PlayerExcluded,
-                                  ExclusionLiftRequested, RealityCheckSet)}
+                                  ExclusionLiftRequested, RealityCheckSet, SessionLimitSet)}
 
 
 def _amount(value: int) -> int:
@@ -382,8 +407,26 @@ def decide(state: Protection, command: ProtectionCommand, now_ms: int
             if command.minutes == state.reality_check_minutes:
                 return ()
             return (RealityCheckSet(at_ms=now_ms, minutes=command.minutes),)
+        case SetSessionLimit():
+            return _decide_session_limit(state, command.minutes, now_ms)
         case _:
             assert_never(command)
+
+
+def _decide_session_limit(state: Protection, minutes: int, now_ms: int
+                          ) -> tuple[ProtectionEvent, ...]:
+    if not 0 <= minutes <= MAX_SESSION_MINUTES:
+        raise BadRequest("minutes", f"must be 0..{MAX_SESSION_MINUTES}")
+    limit = state.session_limit.settled(now_ms) if state.session_limit is not None else None
+    if limit is None:
+        return (SessionLimitSet(at_ms=now_ms, minutes=minutes, effective_ms=now_ms),) \
+            if minutes else ()
+    if minutes and minutes < limit.amount:
+        return (SessionLimitSet(at_ms=now_ms, minutes=minutes, effective_ms=now_ms),)
+    if minutes == limit.amount or (limit.pending is not None and minutes == limit.pending):
+        return ()  # unchanged, or the same raise again: its effective time stands
+    return (SessionLimitSet(at_ms=now_ms, minutes=minutes,
+                            effective_ms=now_ms + COOLING_OFF_MS),)
 
 
 def _until(period: Period, now_ms: int) -> int:
@@ -463,6 +506,14 @@ def evolve(state: Protection, event: ProtectionEvent) -> Protection:
                 event.at_ms, event.until_ms, by=event.operator, reason=event.reason))
         case RealityCheckSet():
             return replace(state, version=version, reality_check_minutes=event.minutes)
+        case SessionLimitSet():
+            if event.effective_ms <= event.at_ms:
+                return replace(state, version=version,
+                               session_limit=Limit(event.minutes) if event.minutes else None)
+            current = (state.session_limit.settled(event.at_ms)
+                       if state.session_limit is not None else None)
+            return replace(state, version=version, session_limit=None if current is None
+                           else Limit(current.amount, event.minutes, event.effective_ms))
         case ExclusionLiftRequested():
             if state.exclusion is not None:
                 return replace(state, version=version, exclusion=replace(
@@ -509,6 +560,11 @@ def projection(state: Protection) -> str:
             "effective_ms": str(limit.effective_ms)}
         for (kind, window), limit in state.limits.items()}
     body: dict[str, Any] = {"limits": limits}
+    if state.session_limit is not None:
+        s = state.session_limit
+        body["session_limit"] = {
+            "amount": str(s.amount), "pending": "" if s.pending is None else str(s.pending),
+            "effective_ms": str(s.effective_ms)}
     if state.exclusion is not None:
         e = state.exclusion
         body["exclusion"] = {"until_ms": str(e.until_ms), "lift_ms": str(e.lift_ms),
@@ -675,3 +731,77 @@ def usage_from_text(text: str) -> Usage:
     """The inverse of :func:`usage_to_text`."""
     at, deposit, wager, loss = (int(part) for part in text.split(":"))
     return Usage(at, deposit, wager, loss)
+
+
+# --- sessions (a session time limit) --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A player's session: started at ``started_ms`` (a buy-in or a settled hand after at
+    least :data:`SESSION_GAP_MS` without either), last seen at ``last_ms`` (the latest
+    buy-in or settled hand). Data, never a timer: whether it goes on is asked at a time."""
+
+    started_ms: int
+    last_ms: int
+
+    def ongoing(self, now_ms: int) -> bool:
+        """Whether the session still runs at ``now_ms`` (seen less than the gap before)."""
+        return now_ms - self.last_ms < SESSION_GAP_MS
+
+    def to_text(self) -> str:
+        """The stored form, ``<started_ms>:<last_ms>``."""
+        return f"{self.started_ms}:{self.last_ms}"
+
+    @staticmethod
+    def from_text(text: str) -> Session:
+        """The inverse of :meth:`to_text`."""
+        started, last = (int(part) for part in text.split(":"))
+        return Session(started, last)
+
+
+def seen(session: Session | None, now_ms: int) -> Session:
+    """The session after a buy-in or a settled hand at ``now_ms``: the same one, seen now,
+    or a new one when none runs."""
+    if session is None or not session.ongoing(now_ms):
+        return Session(now_ms, now_ms)
+    return Session(session.started_ms, max(session.last_ms, now_ms))
+
+
+def exclusion_reason(projected: str | None) -> str:
+    """The refusal reason of the exclusion a :func:`projection` holds (``self_excluded``
+    when it holds none)."""
+    exclusion = json.loads(projected).get("exclusion") if projected else None
+    return str(exclusion["reason"]) if exclusion else "self_excluded"
+
+
+def session_limit_in(projected: str | None, now_ms: int) -> int:
+    """The session limit in minutes a :func:`projection` holds in force at ``now_ms`` (0:
+    none)."""
+    raw = json.loads(projected).get("session_limit") if projected else None
+    if not raw:
+        return 0
+    limit = Limit(int(raw["amount"]), int(raw["pending"]) if raw["pending"] else None,
+                  int(raw["effective_ms"]))
+    return limit.in_force(now_ms) or 0
+
+
+def session_ends_at(minutes: int, session: Session | None, now_ms: int) -> int:
+    """When the player's running session reaches a session limit of ``minutes`` (0: no
+    limit, or no session running at ``now_ms``): from then no new hand is dealt to them and
+    a buy-in is refused ``session_limit``."""
+    if not minutes or session is None or not session.ongoing(now_ms):
+        return 0
+    return session.started_ms + minutes * 60_000
+
+
+class SessionLimitReached(FailedPrecondition):
+    """A buy-in after the player's session limit (``session_limit``)."""
+
+    def __init__(self, started_ms: int, ended_ms: int) -> None:
+        super().__init__(
+            f"the session that started at {started_ms} ms reached its time limit at "
+            f"{ended_ms} ms; a new one may start {SESSION_GAP_MS // 60_000} minutes after the "
+            "last hand", reason="session_limit")
+        self.error_metadata = {"session_started_ms": str(started_ms),
+                               "ended_ms": str(ended_ms)}

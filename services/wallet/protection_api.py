@@ -22,6 +22,7 @@ from wallet.protection import (
     SelfExclude,
     SetLimit,
     SetRealityCheck,
+    SetSessionLimit,
     Window,
     event_to_json,
 )
@@ -78,6 +79,14 @@ def view_to_proto(view: ProtectionView) -> pb.ProtectionResponse:
             increase_pending=pending,
             pending_amount=(row.limit.pending or 0) if pending else 0,
             pending_effective_ms=row.limit.effective_ms if pending else 0))
+    session = view.state.session_limit
+    if session is not None:
+        reply.session_limit_minutes = session.in_force(view.now_ms) or 0
+        if session.settled(view.now_ms) is session and session.pending is not None:
+            reply.session_limit_pending = True
+            reply.session_limit_pending_minutes = session.pending
+            reply.session_limit_effective_ms = session.effective_ms
+    reply.session_started_ms = view.session_started_ms
     reply.events.extend(events_to_proto(view.events))
     return reply
 
@@ -138,6 +147,13 @@ class ProtectionMethods:
         command = SetRealityCheck(player_id=ident(request.player_id, "player_id"),
                                   minutes=request.interval_minutes)
         return view_to_proto(await self._protection.set_reality_check(current_principal(),
+                                                                      command))
+
+    async def SetSessionLimit(self, request: pb.SetSessionLimitRequest,
+                              context: grpc.aio.ServicerContext) -> pb.ProtectionResponse:
+        command = SetSessionLimit(player_id=ident(request.player_id, "player_id"),
+                                  minutes=request.minutes)
+        return view_to_proto(await self._protection.set_session_limit(current_principal(),
                                                                       command))
 
     async def WatchRealityChecks(self, request: pb.WatchRealityChecksRequest,

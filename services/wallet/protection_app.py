@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass
 
 import structlog
@@ -29,12 +29,17 @@ from wallet.protection import (
     ProtectionEvent,
     RealityCheck,
     SelfExclude,
+    SessionLimitReached,
     SetLimit,
     SetRealityCheck,
+    SetSessionLimit,
     Standing,
     decide,
     evolve,
+    exclusion_reason,
     reality_check,
+    session_ends_at,
+    session_limit_in,
     standings,
 )
 from wallet.protection_store import ProtectionStore, VersionChanged
@@ -53,6 +58,8 @@ class ProtectionView:
     standings: tuple[Standing, ...]
     events: tuple[tuple[str, ProtectionEvent], ...]
     now_ms: int
+    session_started_ms: int = 0
+    """When the player's running session started (0: none runs)."""
 
 
 def _own(principal: Principal, player_id: str) -> None:
@@ -111,6 +118,56 @@ class ProtectionApp:
         _own(principal, command.player_id)
         return await self._change(command)
 
+    async def set_session_limit(self, principal: Principal,
+                                command: SetSessionLimit) -> ProtectionView:
+        """The player: a session time limit (0: none; a raise waits its cooling-off)."""
+        _own(principal, command.player_id)
+        return await self._change(command)
+
+    async def played(self, player_ids: Sequence[str], excluded: Set[str] = frozenset()
+                     ) -> dict[str, str]:
+        """Record that ``player_ids`` were dealt a hand that just settled (their sessions go
+        on, or start), and say which must be stood up now and why: those of ``excluded``
+        with their exclusion's reason (``self_excluded``, ``operator_excluded``), then
+        ``session_limit`` for a session past the player's limit (the table deals them no new
+        hand)."""
+        now_ms = self._clock_ms()
+        sessions = await self._store.see(player_ids, now_ms)
+        projected = await self._store.projected(player_ids)
+        reasons = {}
+        for player in player_ids:
+            if player in excluded:
+                reasons[player] = exclusion_reason(projected.get(player))
+                continue
+            ends = session_ends_at(session_limit_in(projected.get(player), now_ms),
+                                   sessions.get(player), now_ms)
+            if ends and now_ms >= ends:
+                reasons[player] = "session_limit"
+        return reasons
+
+    async def session_end(self, player_id: str) -> int:
+        """When the player's running session reaches their limit (0: no limit or no
+        session): a buy-in from then is refused (:class:`SessionLimitReached`)."""
+        now_ms = self._clock_ms()
+        session = (await self._store.sessions([player_id])).get(player_id)
+        projected = (await self._store.projected([player_id])).get(player_id)
+        return session_ends_at(session_limit_in(projected, now_ms), session, now_ms)
+
+    async def check_buy_in(self, player_id: str, idempotency_key: str) -> None:
+        """Refuse a buy-in (a sit-down or top-up) once the player's session has passed its
+        limit: ``session_limit``. A retry of a buy-in already applied is let through (the
+        script answers it as applied)."""
+        if await self._store.applied(f"buy_in:{player_id}:{idempotency_key}"):
+            return
+        ends = await self.session_end(player_id)
+        if ends and self._clock_ms() >= ends:
+            session = (await self._store.sessions([player_id]))[player_id]
+            raise SessionLimitReached(session.started_ms, ends)
+
+    async def bought_in(self, player_id: str) -> None:
+        """Record a buy-in applied now (the player's session goes on, or starts)."""
+        await self._store.see([player_id], self._clock_ms())
+
     async def reality_checks(self, principal: Principal, player_id: str
                              ) -> AsyncIterator[RealityCheck]:
         """The player's reminders: the session starts when they start watching; every
@@ -153,7 +210,10 @@ class ProtectionApp:
         for _, event in events:
             state = evolve(state, event)
         usage = await self._store.usage(player_id)
-        return ProtectionView(player_id, state, standings(state, usage, now_ms), events, now_ms)
+        session = (await self._store.sessions([player_id])).get(player_id)
+        started = session.started_ms if session is not None and session.ongoing(now_ms) else 0
+        return ProtectionView(player_id, state, standings(state, usage, now_ms), events, now_ms,
+                              started)
 
     async def _change(self, command: ProtectionCommand) -> ProtectionView:
         for attempt in range(1, self._retries + 1):

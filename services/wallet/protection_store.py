@@ -16,15 +16,17 @@ from studkit.redis_client import Client
 from wallet.protection import (
     Protection,
     ProtectionEvent,
+    Session,
     Usage,
     event_from_json,
     event_to_json,
     excluded_in,
     fold,
     projection,
+    seen,
     usage_from_text,
 )
-from wallet.store import ACCOUNTS, PROTECTION, UnknownAccount, usage_key
+from wallet.store import ACCOUNTS, IDEMPOTENCY, PROTECTION, UnknownAccount, usage_key
 
 _APPEND: Final = """
 -- KEYS[1] the player's protection stream  KEYS[2] the projection hash  KEYS[3] accounts
@@ -37,6 +39,10 @@ end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return #ARGV - 3
 """
+
+
+SESSIONS: Final = wallet_key("sessions")
+"""Player id -> their session, ``<started_ms>:<last_ms>`` (protection.Session)."""
 
 
 def protection_key(player_id: str) -> str:
@@ -96,3 +102,31 @@ class ProtectionStore:
             raise UnknownAccount(f"no account player:{player_id}")
         if done == -2:
             raise VersionChanged(f"player:{player_id}'s protection changed meanwhile")
+
+    async def projected(self, player_ids: Sequence[str]) -> dict[str, str]:
+        """The projections (what apply.lua reads) of those of ``player_ids`` that have one."""
+        if not player_ids:
+            return {}
+        raw = cast(list[str | None], await self._redis.hmget(PROTECTION, list(player_ids)))
+        return {p: text for p, text in zip(player_ids, raw, strict=True) if text is not None}
+
+    async def sessions(self, player_ids: Sequence[str]) -> dict[str, Session]:
+        """The recorded sessions of those of ``player_ids`` that have one."""
+        if not player_ids:
+            return {}
+        raw = cast(list[str | None], await self._redis.hmget(SESSIONS, list(player_ids)))
+        return {p: Session.from_text(text)
+                for p, text in zip(player_ids, raw, strict=True) if text is not None}
+
+    async def see(self, player_ids: Sequence[str], now_ms: int) -> dict[str, Session]:
+        """Record that ``player_ids`` played at ``now_ms`` (a buy-in or a settled hand):
+        each one's session goes on, or a new one starts. Returns the sessions after."""
+        after = {p: seen(s, now_ms) for p, s in (await self.sessions(player_ids)).items()}
+        after.update({p: seen(None, now_ms) for p in player_ids if p not in after})
+        if after:
+            await self._redis.hset(SESSIONS, mapping={p: s.to_text() for p, s in after.items()})
+        return after
+
+    async def applied(self, scope: str) -> bool:
+        """Whether the wallet has applied a transaction of idempotency ``scope``."""
+        return bool(await self._redis.hexists(IDEMPOTENCY, scope))
