@@ -17,12 +17,13 @@ from sim.run import Result, run_seed
 from sim.world import Probabilities
 
 
-def _one(args: tuple[int, int, int, float]) -> Result:
-    seed, tables, hands, protection = args
+def _one(args: tuple[int, int, int, float, float]) -> Result:
+    seed, tables, hands, protection, archive = args
     try:
-        if protection:  # issue 34: players set limits and take breaks among their actions
+        if protection or archive:  # issue 34: players set limits and take breaks; issue
+            # 31: the archiver copies and trims the tables' streams
             return run_seed(seed, tables=tables, hands=hands, probabilities=replace(
-                Probabilities(), protection=protection))
+                Probabilities(), protection=protection, archive=archive))
         return run_seed(seed, tables=tables, hands=hands)
     except Exception as exc:  # the simulator's own failure is reported with its seed
         return Result(seed, violations=[f"crash: the run raised {type(exc).__name__}: {exc}"],
@@ -114,7 +115,7 @@ def _run_seeds(args: argparse.Namespace) -> list[Result]:
         while (taken := plan.taken()) is None:
             while running < args.jobs and (seed := plan.next()) is not None:
                 pool.apply_async(_one, ((seed, args.tables, args.hands_per_seed,
-                                         args.protection),),
+                                         args.protection, args.archive),),
                                  callback=finished.put, error_callback=finished.put)
                 running += 1
             item = finished.get()
@@ -138,11 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protection", type=float, default=0.0, metavar="RATE",
                         help="per player and tick: a limit set or a day's break (issue 34; "
                              "e.g. 0.02); off by default")
+    parser.add_argument("--archive", type=float, default=0.0, metavar="RATE",
+                        help="per table and simulated second: the archiver's step (copy, "
+                             "verify, trim; issue 31; e.g. 0.2); off by default")
     args = parser.parse_args(argv)
     started = time.monotonic()
     _tune_gc()  # before the workers fork: they inherit it
     if args.seed is not None:
-        results = [_one((args.seed, args.tables, args.hands_per_seed, args.protection))]
+        results = [_one((args.seed, args.tables, args.hands_per_seed, args.protection,
+                         args.archive))]
         _report(results[0], verbose=True)
     else:
         results = _run_seeds(args)
@@ -157,8 +162,12 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     print(f"elapsed_s={elapsed:.1f} hands_per_s={hands / max(elapsed, 1e-9):.1f} "
           f"cpu_s={cpu:.1f} hands_per_cpu_s={hands / max(cpu, 1e-9):.1f}", file=sys.stderr)
-    print(f"seeds={len(results)} hands={hands} faults={sum(r.faults for r in results)} "
-          f"violations={sum(len(r.violations) for r in bad)}")
+    archived: Counter[str] = Counter()
+    for r in results:
+        archived.update(r.archive)
+    extra = "".join(f" archive_{k}={v}" for k, v in archived.items())
+    print(f"seeds={len(results)} hands={hands} faults={sum(r.faults for r in results)}"
+          f"{extra} violations={sum(len(r.violations) for r in bad)}")
     return 1 if bad else 0
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rules.events import DownCardDealt, Folded, HandEnded, HandExposed, HandMucked, HandShown
+from sim.archive import whole
 from sim.world import World
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
@@ -23,9 +24,8 @@ from wallet.store import BALANCES, LEDGER
 
 
 def envelopes(world: World, table_id: str) -> list[EventEnvelope]:
-    """The table's stored envelopes, in order."""
-    raw = world.data.streams.get(keys.table_stream(table_id).encode(), [])
-    return [EventEnvelope.FromString(fields[b"envelope"]) for _id, fields in raw]
+    """The table's stored envelopes, in order (the archive's head first, once trimmed)."""
+    return [EventEnvelope.FromString(raw) for raw in whole(world, table_id)]
 
 
 def chips(world: World, deposited: int) -> list[str]:
@@ -127,6 +127,8 @@ def command_ids(world: World, table_id: str, stored: list[EventEnvelope]) -> lis
     for envelope in stored:
         by_command[envelope.command_id].append(envelope.sequence)
     recorded = world.data.hashes.get(keys.table_commands(table_id).encode(), {})
+    if world.archive is not None:  # the records of the trimmed events: in the archive
+        recorded = {**world.archive.commands.get(table_id, {}), **recorded}
     out = []
     for command, sequences in by_command.items():
         outcome = recorded.get(command.encode())
@@ -350,8 +352,7 @@ class Follower:
         shadow's fold, so the rest is read and checked as a step, and the shadow, folded to
         the live version, must equal the live state. None when an entry changed after it
         was read (itself a violation, reported by the caller with the full checks)."""
-        stored = [fields[b"envelope"] for _id, fields in
-                  self.world.data.streams.get(keys.table_stream(self.table_id).encode(), [])]
+        stored = whole(self.world, self.table_id)
         if stored[:len(self.raw)] != self.raw:
             return None
         out = self.step(actor)
@@ -390,7 +391,10 @@ class Follower:
 
 
 def stream_after(world: World, table_id: str, version: int) -> list[bytes]:
-    """The table's stored envelopes after ``version``, as stored."""
+    """The table's stored envelopes after ``version``, as stored (from the archive too, when
+    the stream's head was trimmed past it)."""
+    if world.archive is not None:
+        return whole(world, table_id)[version:]
     raw = world.data.streams.get(keys.table_stream(table_id).encode(), [])
     return [fields[b"envelope"] for _id, fields in raw[version:]]
 

@@ -16,12 +16,13 @@ from typing import Any
 import structlog
 
 from rules import Phase
-from sim import checks
+from sim import archive, checks
 from sim.loop import SimLoop, pause
 from sim.network import NetFaults
 from sim.players import BANKROLL, Table
 from sim.watchers import TableWatcher
 from sim.world import Probabilities, Process, World
+from studkit.store import trimmed_key
 from table.actor import TableActor
 from table.room import Room
 
@@ -52,6 +53,9 @@ class Result:
     """The calls the aimed crashes came right after, by name."""
     cpu_s: float = 0.0
     """The CPU time the run took (its process's; the machine may be shared)."""
+    archive: dict[str, int] = field(default_factory=dict)
+    """With the archiver (``--archive``): its steps, trims, crashes, failed steps, and the
+    events trimmed from the simulated Redis in all."""
     """Events the watchers received (across their resumptions)."""
 
 
@@ -75,6 +79,8 @@ class Run:
         self.settled: Counter[tuple[str, str]] = Counter()
         self.result = Result(seed)
         self.world.data.audit = checks.Audit(self.world, self._violate)
+        self.archiver = (archive.Archiver(self.world, self.table_ids)
+                         if self.world.probabilities.archive else None)
         self.progress: dict[str, tuple[int, float]] = {}
         self.done = False
         self.background: set[asyncio.Task[None]] = set()
@@ -103,6 +109,8 @@ class Run:
         players += [asyncio.ensure_future(w.run(lambda: self.done or self.ending))
                     for w in self.watchers.values()]
         faults = asyncio.ensure_future(self._faults())
+        if self.archiver is not None:
+            players.append(asyncio.ensure_future(self.archiver.run(lambda: self.done)))
         while not self.done:
             await pause(STEP_S)
             self.result.steps += 1
@@ -260,6 +268,8 @@ class Run:
                 self._violate(self.watchers[table_id].check(self.followers[table_id].log))
             if actor is not None:
                 self._stuck(table_id, actor.room)
+            if self.archiver is not None and self.result.steps % 10 == 0:
+                self._violate(archive.check(world, table_id, self.followers[table_id].raw))
 
     def _deposited(self) -> int:
         return BANKROLL * sum(len(t.players) for t in self.tables.values())
@@ -331,6 +341,24 @@ class Run:
             self._violate(checks.settled_once(world, table_id, stored, settled))
             self._violate(checks.escrows(world, table_id, actor.room))
             self._violate(self.watchers[table_id].check(stored))
+            if self.archiver is not None:
+                self._archive_end(table_id, actor)
+        if self.archiver is not None:
+            a = self.archiver
+            self.result.log += a.log
+            trimmed = sum(int(world.data.strings.get(trimmed_key(t).encode(), b"0"))
+                          for t in self.table_ids)
+            self.result.archive = {"steps": a.steps, "trims": a.trims, "crashes": a.crashes,
+                                   "failed": a.failed, "trimmed": trimmed}
+
+    def _archive_end(self, table_id: str, actor: TableActor) -> None:
+        """The archive's invariants at the end, and the replay of the table from the
+        archive's head and the stream's rest, which must equal the live room."""
+        world = self.world
+        self._violate(archive.check(world, table_id, self.followers[table_id].raw))
+        if int(world.data.strings.get(trimmed_key(table_id).encode(), b"0")):
+            self._violate([f"replay: {line}" for line in checks.fold_equals_live(
+                table_id, actor, checks.envelopes(world, table_id))])
 
     def _quiet(self, table_id: str) -> bool:
         actor = self._actor(table_id)
