@@ -1,5 +1,6 @@
 // The room's services through the gateway (gRPC-Web, same origin) and the sign-in token.
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { DealerService } from "./gen/stud/v1/dealer_pb";
 import { TableService } from "./gen/stud/v1/table_pb";
@@ -46,19 +47,23 @@ export interface Api {
   dealer: Client<typeof DealerService>;
   wallet: Client<typeof WalletService>;
   tournament: Client<typeof TournamentService>;
+  /** table id -> the table replica that owns it (`ip:port`), learnt from not_owner. */
+  routes: Routes;
 }
 
-export function makeApi(token: () => string, baseUrl = location.origin): Api {
+export function makeApi(token: () => string, baseUrl = location.origin,
+                        routes: Routes = new Map()): Api {
   const auth: Interceptor = (next) => async (req) => {
     req.header.set("authorization", `Bearer ${token()}`);
     return next(req);
   };
-  const transport = createGrpcWebTransport({ baseUrl, interceptors: [auth] });
+  const transport = createGrpcWebTransport({ baseUrl, interceptors: [auth, followOwner(routes)] });
   return {
     table: createClient(TableService, transport),
     dealer: createClient(DealerService, transport),
     wallet: createClient(WalletService, transport),
     tournament: createClient(TournamentService, transport),
+    routes,
   };
 }
 
@@ -85,4 +90,120 @@ export function refusalText(r: Refusal): string {
 
 export function commandId(): string {
   return crypto.randomUUID();
+}
+
+// --- table replicas behind the gateway (docs/web.md "Web client: table owners") -------------
+
+export type Routes = Map<string, string>;
+
+/** Through the gateway, a table call carrying this header (`ip:port`) goes to that replica. */
+export const OWNER_HEADER = "stud-owner";
+
+/** The `owner` a `not_owner` refusal names (its google.rpc.ErrorInfo's metadata); "" if none. */
+export function ownerOf(err: unknown): string {
+  if (!(err instanceof ConnectError) || err.code !== Code.FailedPrecondition) return "";
+  for (const d of err.details) {
+    if (!("type" in d) || !d.type.endsWith("google.rpc.ErrorInfo") || !(d.value instanceof Uint8Array)) continue;
+    const info = errorInfo(d.value);
+    if (info.reason === "not_owner") return info.metadata.get("owner") ?? "";
+  }
+  return "";
+}
+
+/** google.rpc.ErrorInfo { string reason = 1; string domain = 2; map<string,string> metadata = 3 }. */
+function errorInfo(bytes: Uint8Array): { reason: string; metadata: Map<string, string> } {
+  const out = { reason: "", metadata: new Map<string, string>() };
+  const fields = (buf: Uint8Array, each: (no: number, value: Uint8Array) => void): void => {
+    let at = 0;
+    const varint = (): number => {
+      let n = 0, shift = 0, b = 0;
+      do { b = buf[at++]; n += (b & 0x7f) * 2 ** shift; shift += 7; } while (b & 0x80 && at < buf.length);
+      return n;
+    };
+    while (at < buf.length) {
+      const key = varint();
+      const wire = key & 7;
+      if (wire === 0) { varint(); continue; }
+      if (wire === 1) { at += 8; continue; }
+      if (wire === 5) { at += 4; continue; }
+      if (wire !== 2) return;
+      const len = varint();
+      each(key >>> 3, buf.subarray(at, at + len));
+      at += len;
+    }
+  };
+  const text = new TextDecoder();
+  fields(bytes, (no, value) => {
+    if (no === 1) out.reason = text.decode(value);
+    if (no !== 3) return;
+    let k = "", v = "";
+    fields(value, (n, x) => { if (n === 1) k = text.decode(x); else if (n === 2) v = text.decode(x); });
+    out.metadata.set(k, v);
+  });
+  return out;
+}
+
+/** Table calls through the gateway follow the table to the replica that owns it: a call for a
+ * table with a known owner carries `stud-owner`; a unary call refused `not_owner` records the
+ * owner and is repeated once with the header (commands keep their command_id: idempotent); a
+ * stream that ends `not_owner` records it, so the page's resume reopens at the owner. When the
+ * gateway answers UNAVAILABLE (the owner went away) the route is forgotten: the next call goes
+ * to the table Service again, whose replica names the new owner. */
+function followOwner(routes: Routes): Interceptor {
+  const learn = (tableId: string, err: unknown): boolean => {
+    const owner = ownerOf(err);
+    if (owner && routes.get(tableId) !== owner) {
+      routes.set(tableId, owner);
+      return true;
+    }
+    if (err instanceof ConnectError && err.code === Code.Unavailable) routes.delete(tableId);
+    return false;
+  };
+  const route = (req: { header: Headers }, tableId: string): void => {
+    const owner = routes.get(tableId);
+    if (owner) req.header.set(OWNER_HEADER, owner);
+    else req.header.delete(OWNER_HEADER);
+  };
+  return (next) => async (req) => {
+    if (req.service.typeName !== TableService.typeName) return next(req);
+    if (!req.stream) {
+      const tableId = String((req.message as { tableId?: unknown }).tableId ?? "");
+      if (!tableId) return next(req);
+      route(req, tableId);
+      try {
+        return await next(req);
+      } catch (err) {
+        if (!learn(tableId, err)) throw err;
+        route(req, tableId);
+        return await next(req);
+      }
+    }
+    // A server stream (WatchTable): its one request is read to learn the table.
+    const inputs: unknown[] = [];
+    for await (const m of req.message) inputs.push(m);
+    const tableId = String((inputs[0] as { tableId?: unknown } | undefined)?.tableId ?? "");
+    req = { ...req, message: createAsyncIterable(inputs) } as typeof req;
+    if (!tableId) return next(req);
+    route(req, tableId);
+    let res;
+    try {
+      res = await next(req);
+    } catch (err) {
+      learn(tableId, err);
+      throw err;
+    }
+    if (!res.stream) return res;
+    const messages = res.message;
+    return {
+      ...res,
+      message: (async function* () {
+        try {
+          yield* messages;
+        } catch (err) {
+          learn(tableId, err);
+          throw err;
+        }
+      })(),
+    } as typeof res;
+  };
 }

@@ -220,7 +220,7 @@ async function main(): Promise<void> {
   setInterval(() => panes.forEach((p) => p.tick()), 500);
   setInterval(tokenClock, 1000);
   setInterval(() => void refreshLobby(), 5000);
-  (window as unknown as { stud: unknown }).stud = { panes, openTable, closeTable, ready: true };
+  (window as unknown as { stud: unknown }).stud = { panes, openTable, closeTable, routes: api.routes, ready: true };
   document.body.dataset.ready = "1";
 }
 
