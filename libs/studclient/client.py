@@ -761,6 +761,16 @@ class Client:
                                               interval_minutes=minutes))
         return reply
 
+    async def set_session_limit(self, minutes: int) -> wallet_pb2.ProtectionResponse:
+        """A session time limit of ``minutes`` (0: none; a longer one waits 24 hours): once a
+        session has lasted it, no new hand is dealt to the caller and a buy-in is refused
+        (``session_limit``)."""
+        reply: wallet_pb2.ProtectionResponse = await self._call(
+            self._wallet_stub().SetSessionLimit,
+            wallet_pb2.SetSessionLimitRequest(player_id=await self.player_id(),
+                                              minutes=minutes))
+        return reply
+
     async def reality_checks(self) -> AsyncIterator[wallet_pb2.RealityCheck]:
         """The caller's reminders, each with the session's time and net result; the session
         starts now. Ends when the reminder is turned off; a refusal is raised

@@ -66,6 +66,16 @@ def protection_lines(reply: pb.ProtectionResponse) -> list[str]:
     if reply.reality_check_minutes:
         lines.append(f"{reply.player_id}: a reality check every "
                      f"{reply.reality_check_minutes} minutes of play")
+    if reply.session_limit_minutes:
+        line = f"{reply.player_id}: sessions end after {reply.session_limit_minutes} minutes"
+        if reply.session_started_ms:
+            line += f"; this one started {when(reply.session_started_ms)}"
+        lines.append(line)
+    if reply.session_limit_pending:
+        target = (f"{reply.session_limit_pending_minutes} minutes"
+                  if reply.session_limit_pending_minutes else "no session limit")
+        lines.append(f"  session limit raise to {target} from "
+                     f"{when(reply.session_limit_effective_ms)}")
     if not reply.limits:
         lines.append(f"{reply.player_id}: no limits set")
     for row in reply.limits:
@@ -105,6 +115,13 @@ def event_line(kind: str, text: str) -> str:
         case "ExclusionLiftRequested":
             return (f"exclusion lift by {body['operator']}, from "
                     f"{when(body['effective_ms'])}: {body['reason']}")
+        case "SessionLimitSet":
+            minutes = body.get("minutes", 0)
+            target = f"{minutes} minutes" if minutes else "no session limit"
+            if body.get("effective_ms", 0) > body.get("at_ms", 0):
+                return f"session limit: raise to {target} requested, from " \
+                    f"{when(body['effective_ms'])}"
+            return f"session limit set to {target}, at once"
         case "RealityCheckSet":
             minutes = body.get("minutes", 0)
             return f"a reality check every {minutes} minutes" if minutes \
@@ -119,6 +136,10 @@ def refusal_text(error: StudError) -> str | None:
         return (f"Your {meta.get('window', '')} {meta.get('kind', '')} limit of "
                 f"{int(meta.get('limit', '0')):,} has {int(meta['remaining']):,} left; "
                 f"more frees at {when(int(meta.get('resets_at_ms', '0')))}.")
+    if error.reason == "session_limit":
+        ended = int(meta.get("ended_ms", "0"))
+        return (f"Your session reached its time limit at {when(ended)}; a new one may start "
+                "after 30 minutes away from every table.")
     if error.reason in EXCLUSION_REASONS:
         until = int(meta.get("until_ms", "0"))
         return "You are excluded from play " + (

@@ -130,8 +130,8 @@ async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
 
 async def protect(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
     """``--limits``, ``--set-limit``, ``--cancel-raise``, ``--self-exclude``,
-    ``--reality-check``: one call, then the player's protection as it stands; the exit
-    status."""
+    ``--reality-check``, ``--session-limit``: one call, then the player's protection as it
+    stands; the exit status."""
     from studclient.protection import (
         PERIODS,
         parse_kind_window,
@@ -148,6 +148,8 @@ async def protect(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
             await client.cancel_limit_increase(*parse_kind_window(args.cancel_raise))
         elif args.reality_check is not None:
             await client.set_reality_check(args.reality_check)
+        elif args.session_limit is not None:
+            await client.set_session_limit(args.session_limit)
         elif args.self_exclude:
             if args.self_exclude not in PERIODS:
                 raise ValueError(f"a period is one of {', '.join(PERIODS)}")
@@ -179,7 +181,7 @@ def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
     if args.lobby or args.register or args.unregister:
         return asyncio.run(lobby(setup, args, out))
     if (args.limits or args.set_limit or args.cancel_raise or args.self_exclude
-            or args.reality_check is not None):
+            or args.reality_check is not None or args.session_limit is not None):
         return asyncio.run(protect(setup, args, out))
     from studclient.tui.app import PlayApp, PlayOptions
     app: PlayApp
@@ -261,4 +263,7 @@ def register(commands: Any) -> None:
     protection.add_argument("--reality-check", metavar="MINUTES", type=int, default=None,
                             help="a reminder every MINUTES of play with the session's time "
                                  "and net result (0: none)")
+    protection.add_argument("--session-limit", metavar="MINUTES", type=int, default=None,
+                            help="deal me no new hand once a session has lasted MINUTES "
+                                 "(1..1440; 0: none; a longer limit applies 24 hours later)")
     parser.set_defaults(handler=lambda args, out, env: run(args, out, env))

@@ -9,6 +9,7 @@ import io
 from types import SimpleNamespace
 from typing import Any
 
+import grpc
 import pytest
 
 from stud.v1 import wallet_pb2 as pb
@@ -34,7 +35,7 @@ def connect(wallet: RunningWallet, name: str) -> Client:
 
 def args(**given: Any) -> argparse.Namespace:
     base = {"limits": False, "set_limit": None, "cancel_raise": None, "self_exclude": None,
-            "yes": False, "reality_check": None}
+            "yes": False, "reality_check": None, "session_limit": None}
     return argparse.Namespace(**{**base, **given})
 
 
@@ -123,3 +124,24 @@ async def test_a_reality_check_is_set_from_stud_play_and_refused_off(
     text = reality_check_text(pb.RealityCheck(session_ms=95 * 60_000, net_result=-300))
     assert text == ("Reality check: you have played 1 h 35 min this session; "
                     "net result -300.")
+
+
+async def test_stud_play_sets_a_session_limit_and_a_buy_in_past_it_is_refused_in_words(
+        wallet: RunningWallet) -> None:
+    """``stud play --session-limit 60``: the limit in the protection lines; a longer one
+    waits (shown with its time); out of range is refused; a session_limit refusal in
+    words."""
+    setup: Any = SimpleNamespace(connect=lambda: connect(wallet, "hal"))
+    out = io.StringIO()
+    assert await protect(setup, args(session_limit=60), out) == 0
+    assert "hal: sessions end after 60 minutes" in out.getvalue()
+    out = io.StringIO()
+    assert await protect(setup, args(session_limit=90), out) == 0
+    assert "hal: sessions end after 60 minutes" in out.getvalue()
+    assert "session limit raise to 90 minutes from " in out.getvalue()
+    assert await protect(setup, args(session_limit=-5), io.StringIO()) == 1
+    text = refusal_text(FailedPrecondition(
+        grpc.StatusCode.FAILED_PRECONDITION, "session_limit", "x",
+        {"session_started_ms": "1800000000000", "ended_ms": "1800003600000"}))
+    assert text == ("Your session reached its time limit at 2027-01-15 09:00 UTC; a new one "
+                    "may start after 30 minutes away from every table.")

@@ -16,6 +16,7 @@ from wallet.protection import (
     PlayerExcluded,
     RealityCheckSet,
     SelfExcluded,
+    SessionLimitSet,
     Window,
     event_to_json,
 )
@@ -42,6 +43,10 @@ SAMPLES = [
      "exclusion lift by operator:ops, from 2027-01-16 08:00 UTC: reviewed"),
     (RealityCheckSet(at_ms=T, minutes=45), "a reality check every 45 minutes"),
     (RealityCheckSet(at_ms=T, minutes=0), "reality checks off"),
+    (SessionLimitSet(at_ms=T, minutes=60, effective_ms=T), "session limit set to 60 minutes, "
+     "at once"),
+    (SessionLimitSet(at_ms=T, minutes=0, effective_ms=T + DAY),
+     "session limit: raise to no session limit requested, from 2027-01-16 08:00 UTC"),
 ]
 
 
