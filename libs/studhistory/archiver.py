@@ -29,7 +29,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
@@ -39,6 +40,7 @@ from rules.events import HandEnded, HandStarted
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.chain import GENESIS, verify_chain
+from studkit.commandwindow import COMMAND_WINDOW_S
 from studkit.mapping import event_from_envelope, is_room_event, room_event_from_envelope
 from studkit.repository import FORMAT, snapshot_key, state_from_json, state_to_json
 from studkit.store import EventStore, TrimRefused
@@ -458,11 +460,16 @@ async def _verify_trim(store: EventStore, history: History, the_plan: Plan) -> N
 
 async def archive_table(store: EventStore, history: History, table_id: str, *,
                         keep_hands: int = DEFAULT_HOT_HANDS,
-                        dealer: DealerRecords | None = None, dry_run: bool = False
-                        ) -> Outcome:
+                        dealer: DealerRecords | None = None, dry_run: bool = False,
+                        command_window_s: float = COMMAND_WINDOW_S,
+                        clock: Callable[[], float] = time.time) -> Outcome:
     """One step for one table (the module's docstring): copy what is settled, then trim what
     left the hot window, verified first. :class:`ArchiveError` when something could not be
-    written or verified (nothing trimmed)."""
+    written or verified (nothing trimmed). The command records of the last
+    ``command_window_s`` (at least :data:`studkit.commandwindow.COMMAND_WINDOW_S`) of
+    ``clock`` (Unix seconds) stay in Redis."""
+    if command_window_s < COMMAND_WINDOW_S:
+        raise ValueError(f"command_window_s must be at least {COMMAND_WINDOW_S}")
     last = await history.last_segment(table_id)
     archived = last.last if last is not None else 0
     the_plan = await plan(store, table_id, archived, keep_hands=keep_hands)
@@ -482,7 +489,10 @@ async def archive_table(store: EventStore, history: History, table_id: str, *,
                 raise ArchiveError(f"{table_id}: another archiver wrote a different segment")
     if the_plan.trimming:
         await _verify_trim(store, history, the_plan)
-        outcome.trimmed_to = await _trim(store, table_id, the_plan.trim_to, the_plan.trimmed)
+        kept = await _commands_upto(store, table_id, the_plan.trimmed, the_plan.trim_to,
+                                    int((clock() - command_window_s) * 1000))
+        outcome.trimmed_to = await _trim(store, table_id, the_plan.trim_to, the_plan.trimmed,
+                                         kept)
     if dealer is not None and the_plan.trim_hands and outcome.trimmed_to is not None:
         # The dealer forgets the hands that left Redis, once every record up to them is here
         # (a failure is tried again by the next trim: the mark is the archive's, not ours).
@@ -493,9 +503,21 @@ async def archive_table(store: EventStore, history: History, table_id: str, *,
     return outcome
 
 
-async def _trim(store: EventStore, table_id: str, upto: int, expected: int) -> int:
+async def _commands_upto(store: EventStore, table_id: str, start: int, upto: int,
+                         cutoff_ms: int) -> int:
+    """The last event of ``start+1 .. upto`` that happened at or before ``cutoff_ms`` (0:
+    none): the command records up to it may leave Redis, the idempotency window's stay
+    (:mod:`studkit.commandwindow`; a later trim takes them)."""
+    raw = await raw_range(store, table_id, start, upto)
+    done = [e.sequence for e in _envelopes(raw)
+            if e.occurred_at.ToMilliseconds() <= cutoff_ms]
+    return max(done, default=0)
+
+
+async def _trim(store: EventStore, table_id: str, upto: int, expected: int,
+                commands_upto: int) -> int:
     try:
-        return await store.trim_head(table_id, upto, expected)
+        return await store.trim_head(table_id, upto, expected, commands_upto=commands_upto)
     except TrimRefused as exc:
         raise ArchiveError(str(exc)) from exc
 

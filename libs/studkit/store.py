@@ -504,20 +504,23 @@ class EventStore:
         return None if raw is None else int(_text(raw))
 
     async def trim_head(self, table_id: str, upto: int, expected_trimmed: int, *,
-                        commands: bool = True) -> int:
+                        commands: bool = True, commands_upto: int | None = None) -> int:
         """Remove events ``expected_trimmed+1 .. upto`` from the head of the stream (they
         must be archived and verified first: :mod:`studhistory.archiver`) and record ``upto``
         as the trimmed count, atomically, only if the count is still ``expected_trimmed`` and
         the table's snapshot is at ``upto`` or later (the table loads from it); with
         ``commands``, the command records whose outcome's version is at most ``upto`` go too
-        (the archiver copied them first; a retry of one is then no longer recognised).
+        (the archiver copied them first; a retry of one is then no longer recognised), or
+        only those at most ``commands_upto`` when given (the idempotency window's records
+        stay: docs/history.md, "Expired commands").
         Returns the trimmed count; raises :class:`TrimRefused` otherwise (nothing removed)."""
         names = ("events", "version", "trimmed", "snapshot", *(("commands",) if commands
                                                                else ()))
         keys_ = tuple(self._key(table_id, name) for name in names)
         try:
+            extra = () if commands_upto is None else (commands_upto,)
             reply = await self._client.eval(_TRIM_LUA, len(keys_), *keys_,
-                                            expected_trimmed, upto)
+                                            expected_trimmed, upto, *extra)
         except ResponseError as exc:
             if "STORECORRUPT" in str(exc):
                 raise StoreCorrupted(str(exc)) from exc

@@ -9,6 +9,9 @@
 --                                             (the archiver copied it to PostgreSQL first)
 -- ARGV[1] the trimmed count the caller archived from (its compare-and-set guard),
 -- ARGV[2] upto: remove the events 1..upto (those with ids <= 0-<upto>).
+-- ARGV[3] commands_upto (optional, default upto, never past it): the command records whose
+--         outcome's version is at most this go (the archiver keeps the idempotency window's
+--         records, docs/history.md "Expired commands"; a later trim takes them).
 --
 -- Replies: {"trimmed", upto} | {"conflict", current_trimmed} (someone trimmed meanwhile) |
 -- {"no_snapshot", snapshot_version} (the table could not load without the removed events) |
@@ -47,6 +50,7 @@ end
 redis.call('XTRIM', stream, 'MINID', string.format('0-%d', upto + 1))
 redis.call('SET', trimmed_key, string.format('%d', upto))
 if KEYS[5] then
+  local commands_upto = math.min(tonumber(ARGV[3] or ARGV[2]), upto)
   -- A record is "<version> <entry ids>" under its command id, its fingerprint under
   -- "<command id>#fp" (append.lua). The hash holds the hot window's commands only, so this
   -- walk is bounded.
@@ -55,7 +59,7 @@ if KEYS[5] then
     local name = fields[i]
     if string.sub(name, -3) ~= '#fp' then
       local recorded = tonumber(string.match(fields[i + 1], '^(%d+)'))
-      if recorded and recorded <= upto then
+      if recorded and recorded <= commands_upto then
         redis.call('HDEL', KEYS[5], name, name .. '#fp')
       end
     end

@@ -26,6 +26,7 @@ from studkit.commit import Committed
 from studkit.errors import AlreadyExists, FailedPrecondition
 from studkit.ownership import Ownership, rendezvous
 from studkit.store import AppendResult, EventStore
+from table import expiry
 from table.actor import ActorDeps, TableActor
 from table.clients import PLAYER_WAIT_S, key
 from table.driver import Driver
@@ -189,6 +190,10 @@ class TableApp:
         recorded outcome instead."""
         actor = self.tables.actor(driver.actor.table_id)
         cid = command_key(principal, command_id)
+        recorded = await expiry.check(self._store, actor.table_id, cid, fp, expected,
+                                      driver.system.clock())
+        if recorded is not None:
+            return Committed(recorded, await actor.recorded_envelopes(recorded), None)
         try:
             command = make(actor.room)
         except (Forbidden, FailedPrecondition):
@@ -203,7 +208,8 @@ class TableApp:
         """A new money request is checked in full before anything is recorded: who may ask,
         the room's policy, then the player's funds (so a refused request writes nothing;
         the commit checks the room again, at the version it appends at)."""
-        if await self._store.recorded(driver.actor.table_id, cid, fp) is not None:
+        if await expiry.check(self._store, driver.actor.table_id, cid, fp, expected,
+                              driver.system.clock()) is not None:
             return  # a retry: it carries on with its saga
         room = driver.actor.room
         command = make(room)

@@ -10,6 +10,7 @@ import dataclasses
 import io
 import json
 import random
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -27,6 +28,7 @@ from studhistory.dealer_records import DealerAudits
 from studhistory.pgarchive import PgHistory, TableLock
 from studkit import keys
 from studkit.auth import Principal, Role, bearer_metadata
+from studkit.commandwindow import COMMAND_WINDOW_S
 from studkit.grpc_errors import rpc_error_reason
 from studkit.redis_client import Client, connect
 from studkit.store import EventStore
@@ -460,8 +462,9 @@ async def test_the_archivers_redis_user_does_its_step_and_no_more(
 async def test_command_records_leave_redis_with_their_events(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
         history_dsns: Any) -> None:
-    """The idempotency hash keeps the hot window's commands only: a record whose events left
-    Redis is in PostgreSQL (``history.commands``), with its outcome and fingerprint."""
+    """The idempotency hash keeps the hot window's commands only (and the idempotency
+    window's: the step runs 10 minutes later here): a record whose events left Redis is in
+    PostgreSQL (``history.commands``), with its outcome and fingerprint."""
     admin = connect(redis_url)
     store = EventStore(admin)
     async with running_room(redis_server, redis_url, dev_keys, snapshot_every=2) as room:
@@ -471,7 +474,8 @@ async def test_command_records_leave_redis_with_their_events(
               (await admin.hgetall(keys.table_commands(table_id))).items()}
     history = await PgHistory.connect(history_dsns.archiver)
     try:
-        outcome = await archive_table(store, history, table_id, keep_hands=HOT)
+        outcome = await archive_table(store, history, table_id, keep_hands=HOT,
+                                      clock=lambda: time.time() + COMMAND_WINDOW_S)
     finally:
         await history.aclose()
     trimmed = outcome.trimmed_to

@@ -1,0 +1,70 @@
+"""Refusing a command retried after its record may have left Redis (``command_expired``;
+issue 31; docs/history.md, "Expired commands").
+
+The archiver trims a table's command records some time after their events (at least the
+idempotency window, :mod:`studkit.commandwindow`), so a retry of such a command finds no
+record and would be applied again. A caller's command without a record is refused
+``FAILED_PRECONDITION`` ``command_expired`` (it changes nothing) when the table has trimmed
+events and:
+
+- it carries ``expected_sequence`` at or below the trimmed count (a record that left was
+  written at a version at most the trimmed count, and at or after the command's
+  ``expected_sequence``); or
+- its id is a timed id (``t<13 digits: Unix ms>-<rest>``, the SDK's) made more than
+  ``COMMAND_WINDOW_S - MAX_SKEW_S`` before the table's clock: a record that left was written
+  more than ``COMMAND_WINDOW_S`` ago, and no timed id is accepted more than ``MAX_SKEW_S``
+  ahead of the table's clock (``INVALID_ARGUMENT`` ``command_id_future``).
+
+Ids in any other form keep the old rule: no record means a new command. Nothing is kept per
+command: the check reads the record and, for a command that has none, the trimmed count.
+"""
+
+from __future__ import annotations
+
+from studkit.commandwindow import COMMAND_WINDOW_S, MAX_SKEW_S, id_time_ms
+from studkit.errors import BadRequest, FailedPrecondition
+from studkit.store import AppendResult, EventStore
+
+
+class CommandExpired(FailedPrecondition):
+    """A command retried too late: it may have been applied, its record archived."""
+
+    default_reason = "command_expired"
+
+
+def check_future(command_id: str, now: float) -> int | None:
+    """The time of a timed id (None: another id); ``now``: the table's clock (Unix s).
+    Refuses a time more than ``MAX_SKEW_S`` ahead of it."""
+    at = id_time_ms(command_id)
+    now_ms = int(now * 1000)
+    if at is not None and at > now_ms + MAX_SKEW_S * 1000:
+        raise BadRequest("command_id", f"made at {at} ms, more than {MAX_SKEW_S} s after "
+                         f"the table's clock ({now_ms} ms)", reason="command_id_future")
+    return at
+
+
+async def check(store: EventStore, table_id: str, stored_id: str, fp: str,
+                expected: int | None, now: float) -> AppendResult | None:
+    """The recorded outcome of ``stored_id`` (a caller's command id as stored,
+    ``c:<role>:<name>:<command id>``) if it has one (the caller answers it, appending
+    nothing), else None (a new command); raises :class:`CommandExpired` when its record may
+    have left Redis."""
+    at = check_future(stored_id.rsplit(":", 1)[-1], now)
+    recorded = await store.recorded(table_id, stored_id, fp)
+    if recorded is not None:
+        return recorded
+    old = at is not None and at < int((now - COMMAND_WINDOW_S + MAX_SKEW_S) * 1000)
+    if not old and expected is None:
+        return None
+    trimmed = await store.trimmed(table_id)
+    if not trimmed:
+        return None  # nothing left this table: no record means never applied
+    if expected is not None and expected <= trimmed:
+        raise CommandExpired(f"table {table_id}: events 1..{trimmed} are archived with their "
+                             f"command records, and this command was decided at {expected}: "
+                             "it may have been applied; send a new command")
+    if old:
+        raise CommandExpired(f"table {table_id}: command id made at {at} ms, more than "
+                             f"{COMMAND_WINDOW_S - MAX_SKEW_S} s ago, and no record of it: "
+                             "it may have been applied; send a new command")
+    return None
