@@ -30,6 +30,7 @@ from textual.widgets import Button, Footer, RichLog, Static
 from stud.v1 import table_pb2
 from studclient.client import Client
 from studclient.errors import StudError
+from studclient.protection import reality_check_text
 from studclient.tui import text as t
 from studclient.watch import TableWatch
 from studkit.cardcheck import Outcome, Verdict
@@ -165,6 +166,8 @@ class PlayApp(App[None]):
         """The LeaveSeat sent by ``q``, still being answered while the app exits."""
         self.verdicts: dict[int, Verdict] = {}
         """Each hand's own check (docs/fairness.md), by hand number."""
+        self.reality_checks = 0
+        """How many reality checks the screen has shown (issue 34)."""
 
     # --- layout ----------------------------------------------------------------------------
 
@@ -242,6 +245,8 @@ class PlayApp(App[None]):
             else:
                 self.seat = view.viewer_seat
                 self.say(f"You are already at seat {view.viewer_seat}")
+            self.run_worker(self.watch_reality_checks(client), name="reality-checks",
+                            exit_on_error=False)
             self.table_watch = TableWatch(client, table_id, on_event=self._on_event,
                                           on_verdict=self._on_verdict)
             await self.table_watch.start()
@@ -253,6 +258,20 @@ class PlayApp(App[None]):
             self.refused("connect", exc)
         except Exception as exc:  # shown, not raised: the screen stays up to read it
             self.say(f"✗ {type(exc).__name__}: {exc}", style="bold red")
+
+    async def watch_reality_checks(self, client: Client) -> None:
+        """Show each reality check the wallet sends (``stud play --reality-check``; issue
+        34): the session's time and net result, highlighted, with a bell. None set: nothing
+        to show; the stream failing is one line, the table plays on."""
+        try:
+            async for check in client.reality_checks():
+                self.reality_checks += 1
+                self.say(f"⏰ {reality_check_text(check)}", style="bold black on cyan")
+                with contextlib.suppress(Exception):
+                    self.bell()
+        except StudError as exc:
+            if exc.reason != "reality_check_off":
+                self.refused("reality checks", exc)
 
     async def _sit(self, client: Client, view: table_pb2.TableView) -> None:
         seat = self.options.seat or free_seat(view)

@@ -177,3 +177,43 @@ async def test_the_dealer_panel_shows_each_action_when_the_table_does() -> None:
                 assert any(newest.startswith(row[:30]) for row in shown[-3:]), (newest, shown)
                 checked += 1
             assert hand == 4 and checked > 100
+
+
+class Reminders:
+    """An SDK client whose reality-check stream yields ``checks`` then ends, or is refused
+    with ``reason``."""
+
+    def __init__(self, checks: list[Any], reason: str = "") -> None:
+        self.checks, self.reason = checks, reason
+
+    async def reality_checks(self) -> Any:
+        for check in self.checks:
+            yield check
+        if self.reason:
+            import grpc
+
+            from studclient.errors import FailedPrecondition
+            raise FailedPrecondition(grpc.StatusCode.FAILED_PRECONDITION, self.reason, "no")
+
+
+async def test_the_table_screen_shows_each_reality_check_with_the_session_and_net() -> None:
+    """Issue 34: every reminder of the wallet's stream is a line of the dealer log with the
+    session's time and its net result; with none set (reality_check_off) nothing is shown;
+    another refusal is one line."""
+    from stud.v1 import wallet_pb2 as wpb
+    app = PlayApp(no_room, PlayOptions("demo"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.1)
+        await app.watch_reality_checks(Reminders([  # type: ignore[arg-type]
+            wpb.RealityCheck(session_ms=30 * 60_000, net_result=-300, interval_minutes=30),
+            wpb.RealityCheck(session_ms=95 * 60_000, net_result=1_250, interval_minutes=30)]))
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "you have played 0 h 30 min this session; net result -300" in text
+        assert "you have played 1 h 35 min this session; net result +1,250" in text
+        assert app.reality_checks == 2
+        before = list(app.log_lines)
+        await app.watch_reality_checks(Reminders([], "reality_check_off"))  # type: ignore[arg-type]
+        assert app.log_lines == before
+        await app.watch_reality_checks(Reminders([], "unavailable"))  # type: ignore[arg-type]
+        assert app.log_lines[-1].startswith("✗ reality checks refused (unavailable)")
