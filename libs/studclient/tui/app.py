@@ -272,6 +272,8 @@ class PlayApp(App[None]):
         except StudError as exc:
             if exc.reason != "reality_check_off":
                 self.refused("reality checks", exc)
+        except ValueError:
+            return  # a client without a wallet address: no reminders to watch
 
     async def _sit(self, client: Client, view: table_pb2.TableView) -> None:
         seat = self.options.seat or free_seat(view)
