@@ -122,6 +122,14 @@ class RetryPolicy:
         return None
 
 
+def new_command_id() -> str:
+    """A fresh table command id, timed: ``t<Unix ms, 13 digits>-<20 hex>``. The table refuses
+    a retry of it ``command_expired`` once it is older than the idempotency window (10
+    minutes, less a minute of clock skew) and has no record (docs/history.md, "Expired
+    commands"): make a new command then. Ids in another form are never refused so."""
+    return f"t{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:20]}"
+
+
 def token_subject(token: str) -> tuple[str, str]:
     """(role, name) from a token's ``sub`` claim, read *without* checking the signature
     (the server checks it; the client only wants to know who it is)."""
@@ -378,7 +386,7 @@ class Client:
 
     async def _command(self, method: str, request: Any) -> table_pb2.CommandReply:
         if not request.command_id:
-            request.command_id = uuid.uuid4().hex
+            request.command_id = new_command_id()
         reply: table_pb2.CommandReply = await self._call(method, request)
         self._saw(request.table_id, reply.version)
         return reply
