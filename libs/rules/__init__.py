@@ -17,10 +17,10 @@ _everywhere: list[str] = _pkgutil.extend_path([], __name__)
 __path__ = [p for p in _everywhere if p not in __path__] + __path__
 
 from rules.betting import ActionKind, LegalAction, LegalActions
-from rules.cards import DECK, Card, Suit, card_from_index, format_cards, parse_cards
+from rules.cards import DECK, DECK_SIZE, Card, Suit, card_from_index, format_cards, parse_cards
 from rules.commands import Command, VoidHand
 from rules.config import HeadsUpRaises, Rake, ShowdownOpener, TableConfig
-from rules.dealing import DealPlan, DealSlot
+from rules.dealing import DealPlan, DealSlot, streets_dealt
 from rules.decide import decide
 from rules.errors import Reason, RuleViolation
 from rules.events import Event
@@ -33,6 +33,7 @@ from rules.queries import (
     pots,
     seats_to_deal,
     showdown_order,
+    sit_refusal,
 )
 from rules.settlement import Settlement, SettlementSeat, settlement
 from rules.side_pots import Pot
@@ -51,6 +52,7 @@ from rules.views import (
 
 __all__ = [
     "DECK",
+    "DECK_SIZE",
     "ActionKind",
     "Card",
     "Command",
@@ -101,5 +103,7 @@ __all__ = [
     "seats_to_deal",
     "settlement",
     "showdown_order",
+    "sit_refusal",
+    "streets_dealt",
     "table_for",
 ]

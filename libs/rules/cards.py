@@ -80,12 +80,15 @@ DECK: Final[tuple[Card, ...]] = tuple(
 )
 """The 52 cards in ``index`` order."""
 
+DECK_SIZE: Final = 52
+"""The cards of one deck: the one definition (the dealer's proofs and shuffle import it)."""
+
 _BY_TEXT: Final = {str(c).upper(): c for c in DECK}
 
 
 def card_from_index(index: int) -> Card:
     """The card with the given ``index`` (0..51)."""
-    if not 0 <= index < 52:
+    if not 0 <= index < DECK_SIZE:
         raise RuleViolation(Reason.MALFORMED_CARD, f"card index out of range: {index}")
     return DECK[index]
 

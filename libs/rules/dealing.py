@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rules.cards import DECK_SIZE
 from rules.config import TableConfig
 from rules.state import HandState, Phase
 from rules.streets import Street, card_is_up
-
-DECK_SIZE = 52
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +40,12 @@ class DealPlan:
 def stub_size(hand: HandState) -> int:
     """Cards left in the deck."""
     return DECK_SIZE - hand.dealt - hand.burned
+
+
+def streets_dealt(hand: HandState) -> int:
+    """How many streets the hand has dealt (0 before 3rd street), e.g. for a dealer to check
+    that its record of the hand keeps step with the table's."""
+    return 0 if hand.street is None else int(hand.street) - int(Street.THIRD) + 1
 
 
 def deal_plan(hand: HandState, config: TableConfig) -> DealPlan | None:

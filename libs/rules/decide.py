@@ -67,7 +67,7 @@ from rules.events import (
     UpCardDealt,
 )
 from rules.evolve import HAND_EVENTS, evolve, fold, with_hand
-from rules.queries import seats_to_deal, start_refusal
+from rules.queries import seats_to_deal, sit_refusal, start_refusal
 from rules.showdown import award_events, evaluate, raked_pots, showdown_events
 from rules.stakes import change_stakes
 from rules.state import HandState, Phase, TableState
@@ -143,15 +143,10 @@ def _open(state: TableState, command: OpenTable) -> list[Event]:
 
 
 def _sit_down(state: TableState, command: SitDown) -> list[Event]:
-    seat = _seat_number(state, command.seat)
-    if state.seat(seat) is not None:
-        raise _fail(Reason.SEAT_TAKEN, f"seat {seat} is taken")
-    if not command.player_id:
-        raise _fail(Reason.INVALID_COMMAND, "player id must not be empty")
-    if any(s is not None and s.player_id == command.player_id for s in state.seats):
-        raise _fail(Reason.PLAYER_ALREADY_SEATED, f"{command.player_id} is already seated")
-    stack = _positive(command.stack, "stack")
-    return [PlayerSeated(seat=seat, player_id=command.player_id, stack=stack)]
+    refusal = sit_refusal(state, command.seat, command.player_id, command.stack)
+    if refusal is not None:
+        raise refusal
+    return [PlayerSeated(seat=command.seat, player_id=command.player_id, stack=command.stack)]
 
 
 def _leave(state: TableState, command: LeaveSeat) -> list[Event]:

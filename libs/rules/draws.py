@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from rules.cards import DECK
+from rules.cards import DECK, DECK_SIZE
 from rules.dealing import DealPlan, street_plan
 from rules.events import (
     BurnsReshuffled,
@@ -33,7 +33,6 @@ from rules.events import (
 )
 from rules.streets import Street
 
-DECK_SIZE: Final = 52
 BURN_SEAT: Final = -1
 """The ``seat`` of a burned draw (0 is the community card)."""
 

@@ -42,6 +42,38 @@ def start_refusal(state: TableState) -> RuleViolation | None:
     return None
 
 
+def sit_refusal(state: TableState, seat: int, player_id: str,
+                stack: int) -> RuleViolation | None:
+    """Why ``SitDown(seat=seat, player_id=player_id, stack=stack)`` would be refused now, or
+    None if it would be accepted (what ``decide`` refuses it with; a room asks this before it
+    takes a buy-in's money).
+
+    >>> from rules.testing import TableDriver
+    >>> from rules.config import TableConfig
+    >>> t = TableDriver(TableConfig(), stacks={1: 1000})
+    >>> sit_refusal(t.state, 2, "bob", 500) is None
+    True
+    >>> sit_refusal(t.state, 1, "bob", 500).reason.name
+    'SEAT_TAKEN'
+    """
+    config = state.config
+    if config is None:
+        return RuleViolation(Reason.INVALID_COMMAND, "the table is not open")
+    if not isinstance(seat, int) or not 1 <= seat <= config.seats:
+        return RuleViolation(Reason.SEAT_OUT_OF_RANGE,
+                             f"seat must be 1..{config.seats}, got {seat!r}")
+    if state.seat(seat) is not None:
+        return RuleViolation(Reason.SEAT_TAKEN, f"seat {seat} is taken")
+    if not player_id:
+        return RuleViolation(Reason.INVALID_COMMAND, "player id must not be empty")
+    if any(s is not None and s.player_id == player_id for s in state.seats):
+        return RuleViolation(Reason.PLAYER_ALREADY_SEATED, f"{player_id} is already seated")
+    if not isinstance(stack, int) or isinstance(stack, bool) or stack <= 0:
+        return RuleViolation(Reason.INVALID_COMMAND,
+                             f"stack must be a positive integer, got {stack!r}")
+    return None
+
+
 def can_start_hand(state: TableState) -> bool:
     """Whether ``StartHand`` (with the next hand number) would be accepted now: the table is
     open, no hand is in progress and at least ``min_players`` seats would be dealt in.

@@ -46,8 +46,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from rules.cards import DECK_SIZE
+
 SCHEME: Final = "stud-hilo-cards-v2"
-DECK_SIZE: Final = 52
 SALT_BYTES: Final = 32
 """A card's salt (256 bits: 52 possible cards are never guessable from a leaf)."""
 SEED_BYTES: Final = 32

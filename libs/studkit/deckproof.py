@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from rules import Card, DealPlan, Event, Street
+from rules.cards import DECK_SIZE
 from rules.draws import DeckExhausted, Stub
 from rules.events import (
     BurnsReshuffled,
@@ -75,7 +76,6 @@ from studkit.mapping.common import (
     street_from_proto,
 )
 
-DECK_SIZE: Final = 52
 SALT_BYTES: Final = 32
 """The length of a commitment's salt."""
 COMMUNITY_SEAT = 0

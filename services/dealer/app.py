@@ -25,7 +25,7 @@ from dealer.players import OwnCards, PlayerCards
 from dealer.shuffle import CSPRNG, Entropy
 from dealer.store import IDENTITY, DealerStore, FairHand, Recorded, StoredHand
 from dealer.tables import PublicTables, TableView
-from rules import DealPlan, HandState, Street, pending_deal
+from rules import DealPlan, HandState, Street, pending_deal, streets_dealt
 from rules.views import revealable_seats
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.cardcheck import HandProof
@@ -298,7 +298,7 @@ class DealerApp:
         expected = pending_deal(view.state)
         if expected != plan:
             raise WrongDeal(self._wrong_deal(expected))
-        streets_public = 0 if hand.street is None else int(hand.street) - 2
+        streets_public = streets_dealt(hand)
         if len(stored.deals) != streets_public:
             raise FailedPrecondition(
                 f"the dealer recorded {len(stored.deals)} streets, the table {streets_public}",

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from rules import DECK_SIZE
 from studkit.cardproof import SALT_BYTES as CARD_SALT_BYTES
 from studkit.cardproof import SEED_BYTES, permutation_from_draws
-from studkit.deckproof import DECK_SIZE, SALT_BYTES
+from studkit.deckproof import SALT_BYTES
 
 __all__ = ["CSPRNG", "Entropy", "card_salts", "fisher_yates_draws", "new_salt", "new_seed",
            "permutation_from_draws", "shuffled"]

@@ -231,7 +231,9 @@ def _request_buy_in(room: Room, c: RequestBuyIn, now: float) -> Decision:
     if c.amount < owed:
         raise _refuse("rathole", f"you left this table with {owed} less than "
                       f"{round(room.settings.rathole_window_s)}s ago: bring at least that much")
-    rules.decide(room.table, SitDown(seat=c.seat, player_id=c.player_id, stack=c.amount))
+    refusal = rules.sit_refusal(room.table, c.seat, c.player_id, c.amount)
+    if refusal is not None:
+        raise refusal
     return Decision((rev.BuyInRequested(seat=c.seat, player_id=c.player_id, amount=c.amount,
                                         wallet_key=c.wallet_key, command_id=c.command_id),))
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from dealer.store import DealerStore, FairHand, seeds_key
-from rules import Street
+from rules import DECK_SIZE, Street
 from sim.redis import Data, SimRedis
-from studkit.cardproof import DECK_SIZE, SALT_BYTES, SEED_BYTES, FairDeck
+from studkit.cardproof import SALT_BYTES, SEED_BYTES, FairDeck
 from studkit.deckproof import Draw, HandDeck, StreetDeal
 from studkit.redis_client import connect
 from tests.sim.conftest import Recording

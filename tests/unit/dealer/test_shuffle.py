@@ -16,7 +16,8 @@ from statistics import NormalDist
 import pytest
 
 from dealer.shuffle import fisher_yates_draws, new_salt, permutation_from_draws, shuffled
-from studkit.deckproof import DECK_SIZE, SALT_BYTES
+from rules import DECK_SIZE
+from studkit.deckproof import SALT_BYTES
 
 SHUFFLES = 40_000
 ALPHA = 1e-6

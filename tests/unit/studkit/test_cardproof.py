@@ -8,8 +8,8 @@ import random
 
 import pytest
 
+from rules import DECK_SIZE
 from studkit.cardproof import (
-    DECK_SIZE,
     CardOpening,
     DealHeader,
     FairDeck,
