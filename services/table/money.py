@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator
 
 import structlog
 
+from rules.config import Rake
 from rules.errors import RuleViolation
+from rules.settlement import Settlement
 from rules.settlement import settlement as settle_query
-from rules.streets import Street
 from stud.v1 import wallet_pb2 as wpb
 from studkit.commit import Committed
 from studkit.errors import FailedPrecondition
@@ -61,6 +62,28 @@ def _refusal(what: str, exc: Refused) -> FailedPrecondition:
     error = FailedPrecondition(f"{what}: {exc.reason}", reason=exc.reason or "buy_in_refused")
     error.error_metadata = dict(exc.metadata)  # type: ignore[attr-defined]
     return error
+
+
+def settle_request(table_id: str, settlement: Settlement,
+                   rake: Rake | None) -> wpb.SettleHandRequest | None:
+    """The wallet's request for a hand's settlement, naming the street the hand really ended
+    on: unspecified when it has none (a voided hand, which moves nothing and pays no rake;
+    the wallet accepts no street only then). None for a settlement with no seats: it moves
+    nothing, and the wallet refuses an unspecified street with no seats."""
+    if not settlement.seats:
+        return None
+    street = (wpb.SettleHandRequest.STREET_UNSPECIFIED if settlement.ended_on is None
+              else wpb.SettleHandRequest.Street.Value(f"STREET_{settlement.ended_on.name}"))
+    request = wpb.SettleHandRequest(
+        table_id=table_id, hand_number=settlement.hand_number, rake=settlement.rake,
+        ended_on_street=street,
+        seats=[wpb.SettlementSeat(seat=s.seat, player_id=s.player_id,
+                                  amount_in=s.amount_in, amount_won=s.amount_won)
+               for s in settlement.seats])
+    if rake is not None:
+        request.rake_policy.percent_bps = rake.percent_bps
+        request.rake_policy.cap = rake.cap
+    return request
 
 
 class Money:
@@ -248,18 +271,13 @@ class Money:
                                     f"h{settlement.hand_number}:settled")
             await self.actor.maybe_snapshot()
             return
+        request = settle_request(self.actor.table_id, settlement, state.config.rake)
+        if request is None:  # nobody's money moved: nothing to tell the wallet
+            await self.actor.own(Settle(settlement.hand_number, 0),
+                                 f"h{settlement.hand_number}:settled")
+            await self.actor.maybe_snapshot()
+            return
         table_id = self.actor.table_id
-        request = wpb.SettleHandRequest(
-            table_id=table_id, hand_number=settlement.hand_number, rake=settlement.rake,
-            ended_on_street=wpb.SettleHandRequest.Street.Value(
-                f"STREET_{(settlement.ended_on or Street.THIRD).name}"),
-            seats=[wpb.SettlementSeat(seat=s.seat, player_id=s.player_id,
-                                      amount_in=s.amount_in, amount_won=s.amount_won)
-                   for s in settlement.seats])
-        rake = state.config.rake
-        if rake is not None:
-            request.rake_policy.percent_bps = rake.percent_bps
-            request.rake_policy.cap = rake.cap
         settled = await self._wallet.settle(request, on_wait=self.status.waiting)
         self.status.resumed()
         await self.actor.own(Settle(settlement.hand_number, settlement.rake),

@@ -97,6 +97,8 @@ class FakeWallet:
     done: dict[str, object] = field(default_factory=dict)
     refuse: str = ""
     """A reason to refuse every buy-in with ("" : none)."""
+    requests: list[wpb.SettleHandRequest] = field(default_factory=list)
+    """Every settlement request, in order."""
     down: bool = False
     """Unreachable: every call raises :class:`Unreachable`."""
     calls: list[str] = field(default_factory=list)
@@ -140,6 +142,7 @@ class FakeWallet:
     async def settle(self, request: wpb.SettleHandRequest, give_up_after: float | None = None,
                      on_wait: Callable[[str], None] | None = None) -> wpb.SettleHandResponse:
         self._call("SettleHand")
+        self.requests.append(request)
         for s in request.seats:
             player, held = self.escrow.get(s.seat, (s.player_id, 0))
             self.escrow[s.seat] = (player, held - s.amount_in + s.amount_won)

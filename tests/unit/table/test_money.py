@@ -11,9 +11,13 @@ import pytest
 
 from rules import TableConfig
 from rules.commands import StartHand, VoidHand
+from rules.settlement import Settlement, SettlementSeat
+from rules.streets import Street
+from stud.v1 import wallet_pb2 as wpb
 from studkit.errors import FailedPrecondition
+from table import money as money_module
 from table.model import TableSettings
-from table.money import Money
+from table.money import Money, settle_request
 from table.room import (
     BUY_IN,
     ConfirmBuyIn,
@@ -155,6 +159,28 @@ class TestSettlementAndReconciliation:
         assert not port.room.stopped and port.kinds()[-1] == "Settle"
         assert port.snapshots == 1  # a hand boundary with every escrow right
 
+    async def test_a_voided_hand_names_no_street(self) -> None:
+        """A voided hand dealt no street the rake could be taken on: the request leaves the
+        street unspecified (the wallet accepts that only for a settlement that moves
+        nothing), never a made-up 3rd street."""
+        money, _port, wallet = await self._played_hand()
+        await money.settle()
+        (request,) = wallet.requests
+        assert request.ended_on_street == wpb.SettleHandRequest.STREET_UNSPECIFIED
+        assert [s.amount_in - s.amount_won for s in request.seats] == [0, 0]
+
+    async def test_a_settlement_with_no_seats_moves_nothing_and_skips_the_wallet(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A settlement with no seats and no street has nothing to move, and the wallet
+        refuses it (an unspecified street with no seats): the hand is recorded settled,
+        rake 0, without a call."""
+        money, port, wallet = await self._played_hand()
+        monkeypatch.setattr(money_module, "settle_query", lambda state: Settlement(
+            hand_number=1, seats=(), rake=0, ended_on=None, voided=True))
+        await money.settle()
+        assert wallet.requests == [] and "SettleHand" not in wallet.calls
+        assert port.room.settled == 1 and Settle(1, 0) in port.commands
+
     async def test_a_tournament_hand_is_settled_without_the_wallet(self) -> None:
         """Tournament chips never reach the wallet: the hand is recorded settled, rake 0."""
         wallet = FakeWallet()
@@ -186,6 +212,23 @@ class TestSettlementAndReconciliation:
         assert wallet.escrow == {} and wallet.accounts["cat"] == 700
         assert port.kinds()[:1] == ["Record"] and not port.room.stopped
         assert await money.check_once() is False  # once per load
+
+
+@pytest.mark.parametrize("street", list(Street))
+def test_the_request_names_the_street_the_hand_ended_on(street: Street) -> None:
+    """The hand's own street reaches the wallet (its rake depends on it, RULES 2.4)."""
+    seats = (SettlementSeat(seat=1, player_id="ann", amount_in=10, amount_won=19),
+             SettlementSeat(seat=2, player_id="bob", amount_in=10, amount_won=0))
+    request = settle_request("t1", Settlement(hand_number=3, seats=seats, rake=1,
+                                              ended_on=street, voided=False), None)
+    assert request is not None
+    assert request.ended_on_street == int(street)
+    assert request.hand_number == 3 and request.rake == 1 and len(request.seats) == 2
+
+
+def test_a_settlement_with_no_seats_has_no_request() -> None:
+    assert settle_request("t1", Settlement(hand_number=3, seats=(), rake=0, ended_on=None,
+                                           voided=True), None) is None
 
 
 def test_a_confirm_of_an_unknown_saga_is_refused() -> None:
