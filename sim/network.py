@@ -75,11 +75,11 @@ def wallet_handlers(app: WalletApp, protection: ProtectionApp | None = None
 
     async def settle(r: wpb.SettleHandRequest) -> Any:
         command = wmap.settle_hand_from_proto(r)
-        reply = wmap.settle_hand_to_proto(command, await app.settle_hand(TABLE, command))
-        if protection is not None:  # as the wallet's server does (issue 34)
-            excluded = await protection.excluded([x.player_id for x in command.results])
-            reply.excluded_seats.extend(x.seat for x in command.results
-                                        if x.player_id in excluded)
+        applied = await app.settle_hand(TABLE, command)
+        reply = wmap.settle_hand_to_proto(command, applied)
+        # As the wallet's server does (issue 34; the settlement's script reads it, issue 35).
+        reply.excluded_seats.extend(x.seat for x in command.results
+                                    if x.player_id in applied.excluded)
         return reply
 
     async def cash_out(r: wpb.CashOutRequest) -> Any:

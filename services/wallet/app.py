@@ -97,8 +97,13 @@ class LedgerWriter(Writer[Command, tuple[Transaction, Applied]]):
         transaction = decide(command, self.view)
         # Player protection (issue 34): checked and counted in the same script, at the
         # wallet's clock (data, never a timer).
-        rule = rule_for(transaction, self._clock_ms())
-        return transaction, await self._store.apply(transaction, rule)
+        now_ms = self._clock_ms()
+        rule = rule_for(transaction, now_ms)
+        # A settlement's players: which are excluded now, read by the same script (issue 35).
+        asked = ([r.player_id for r in command.results] if isinstance(command, SettleHand)
+                 else [])
+        return transaction, await self._store.apply(transaction, rule, excluded_of=asked,
+                                                    now_ms=now_ms)
 
 
 class WalletApp:

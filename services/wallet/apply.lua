@@ -15,13 +15,36 @@
 -- ARGV[3] plan (JSON; amounts are decimal strings)
 -- ARGV[4] ledger record (JSON, stored verbatim)
 -- ARGV[5] protection rule (JSON: player, now, checks, blocked, usage) or ''
+-- ARGV[6] players whose exclusion to report (JSON: now, players) or '': a settlement's
+--         players, for the table to stand up the excluded after the hand (issue 34), read
+--         here rather than in a round trip of its own (issue 35)
 --
 -- Order: a scope already applied returns its stored outcome (or a mismatch) before anything
 -- else, so a retry answers the original outcome even when balances have moved since. Then
 -- every check runs before the first write, so a refusal changes nothing.
--- Returns {'ok', outcome_json, replayed} or {'error', reason, detail}.
+-- Returns {'ok', outcome_json, replayed, excluded} (excluded: those of ARGV[6]'s players
+-- excluded at its now, on a retry too) or {'error', reason, detail}.
 
 local MAX = 9007199254740991
+
+-- An exclusion in force at now: the rule of protection.excluded_in (and of the check below).
+local function in_force(e, now)
+  local lift, untl = tonumber(e.lift_ms), tonumber(e.until_ms)
+  return not (lift > 0 and now >= lift) and (untl == 0 or now < untl)
+end
+
+local excluded = {}
+if ARGV[6] and ARGV[6] ~= '' then
+  local ask = cjson.decode(ARGV[6])
+  local now = tonumber(ask.now)
+  for _, player in ipairs(ask.players) do
+    local raw = redis.call('HGET', KEYS[8], player)
+    local state = raw and cjson.decode(raw) or nil
+    if state and state.exclusion and in_force(state.exclusion, now) then
+      excluded[#excluded + 1] = player
+    end
+  end
+end
 
 local scope, fingerprint = ARGV[1], ARGV[2]
 local seen = redis.call('HGET', KEYS[3], scope)
@@ -30,7 +53,7 @@ if seen then
   if record.fingerprint ~= fingerprint then
     return {'error', 'idempotency_key_reused', scope}
   end
-  return {'ok', record.outcome, 1}
+  return {'ok', record.outcome, 1, excluded}
 end
 
 local plan = cjson.decode(ARGV[3])
@@ -64,8 +87,7 @@ if protect then
   local usage = nil
   if state and protect.blocked and state.exclusion then
     local e = state.exclusion
-    local lift, untl = tonumber(e.lift_ms), tonumber(e.until_ms)
-    if not (lift > 0 and now >= lift) and (untl == 0 or now < untl) then
+    if in_force(e, now) then
       return {'error', e.reason, e.until_ms}
     end
   end
@@ -254,4 +276,4 @@ if settled_n and settled_n > SETTLED_KEPT then
     redis.call('HSET', KEYS[3], expired_field, string.format('%d', old))
   end
 end
-return {'ok', outcome, 0}
+return {'ok', outcome, 0, excluded}

@@ -342,13 +342,15 @@ class Pool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Applied:
-    """The outcome of a transaction: its id, balances after it, and whether this answers a
-    retry of an already applied one."""
+    """The outcome of a transaction: its id, balances after it, whether this answers a
+    retry of an already applied one, and which of the players asked about are excluded now
+    (a settlement's, issue 34; read as the transaction is applied or answered again)."""
 
     transaction_id: str
     balances: Mapping[str, int]
     amount: int = 0
     replayed: bool = False
+    excluded: frozenset[str] = frozenset()
 
     def balance(self, account: AccountId) -> int:
         """The balance of ``account`` right after the transaction."""

@@ -88,9 +88,10 @@ class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
         with timed_settlement():  # stud_wallet_settlement_seconds
             applied = await self._app.settle_hand(current_principal(), command)
         reply = mapping.settle_hand_to_proto(command, applied)
-        # Issue 34: the seats whose player is excluded now, for the table to stand up.
-        excluded = await self._protection.excluded([r.player_id for r in command.results])
-        reply.excluded_seats.extend(r.seat for r in command.results if r.player_id in excluded)
+        # Issue 34: the seats whose player is excluded now, for the table to stand up (read
+        # by the settlement's script, issue 35).
+        reply.excluded_seats.extend(r.seat for r in command.results
+                                    if r.player_id in applied.excluded)
         return reply
 
     async def CashOut(

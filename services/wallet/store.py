@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any, Final, cast
 
@@ -325,11 +325,14 @@ class WalletStore:
             raise AlreadyExists(f"account player:{player_id} exists")
 
     async def apply(self, transaction: Transaction,
-                    protect: ProtectRule | None = None) -> Applied:
+                    protect: ProtectRule | None = None, *,
+                    excluded_of: Sequence[str] = (), now_ms: int = 0) -> Applied:
         """Apply ``transaction`` once per scope, atomically; a retry of an applied scope
         returns the original outcome with ``replayed`` set. Raises the refusal otherwise.
         ``protect``: the player's exclusion and limits checked and the move counted in the
-        same script (``protection.rule_for``)."""
+        same script (``protection.rule_for``). ``excluded_of``: the players whose exclusion
+        at ``now_ms`` the outcome reports (``Applied.excluded``; a settlement's, issue 34),
+        read by the same script (issue 35: no round trip of its own)."""
         table_seats = seats_key(transaction.table_id) if transaction.table_id else NO_TABLE_SEATS
         pool = pool_key(transaction.pool.tournament_id) if transaction.pool else NO_POOL
         usage = usage_key(protect.player_id) if protect is not None else NO_USAGE
@@ -342,9 +345,11 @@ class WalletStore:
             _plan(transaction),
             _record(transaction),
             protect_plan(protect),
+            json.dumps({"now": str(now_ms), "players": list(excluded_of)},
+                       separators=(",", ":")) if excluded_of else "",
         ]
         reply: list[Any] = await self._apply(keys=keys, args=args)
-        status, payload, extra = reply
+        status, payload, extra, *excluded = reply
         if status != "ok":
             raise _refusal(str(payload), str(extra))
         outcome = json.loads(payload)
@@ -353,6 +358,7 @@ class WalletStore:
             balances={k: int(v) for k, v in (outcome["balances"] or {}).items()},
             amount=int(outcome["amount"]),
             replayed=bool(extra),
+            excluded=frozenset(str(p) for p in excluded[0]) if excluded else frozenset(),
         )
 
     # --- reads ------------------------------------------------------------------------------

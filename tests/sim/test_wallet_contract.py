@@ -60,7 +60,7 @@ async def outcome(call: Awaitable[Any]) -> object:
         applied = await call
     except Exception as exc:
         return ("refused", type(exc).__name__, str(exc))
-    return ("ok", applied.balances, applied.amount, applied.replayed)
+    return ("ok", applied.balances, applied.amount, applied.replayed, sorted(applied.excluded))
 
 
 def deposit(player: str, amount: int, key: str) -> Deposit:
@@ -114,6 +114,11 @@ async def settlements(app: WalletApp) -> list[object]:
         await app.create_account(OPERATOR, player)
         await app.deposit(OPERATOR, deposit(player, 1000, f"d-{player}"))
         await app.buy_in(TABLE, buy_in(player, seat, 400, f"b-{player}"))
+    # Which settled players are excluded now, read by the settlement's script (issue 35): p2
+    # excluded since sitting down, p1's exclusion over before the wallet's clock (1,000).
+    for player, until_ms in (("p1", 500), ("p2", 604_800_000)):
+        await app._store._redis.hset(PROTECTION, player, projection(fold([SelfExcluded(
+            at_ms=0, period=Period.WEEK, until_ms=until_ms)])))
     return [await outcome(app.settle_hand(TABLE, settle("h1", (1, "p1", 50, 100),
                                                         (2, "p2", 50, 0)))),
             await outcome(app.settle_hand(TABLE, settle("h1", (1, "p1", 50, 100),
