@@ -23,6 +23,7 @@ from studkit.store import (
     StoreCorrupted,
     StreamConflict,
     Tail,
+    TrimRefused,
 )
 
 Case = Callable[[EventStore, Any], Awaitable[list[object]]]
@@ -135,8 +136,40 @@ async def chained(store: EventStore, client: Any) -> list[object]:
     return [*first, *state, *refused, *after, *old, *await stored(store, "t")]
 
 
+async def trim(store: EventStore, upto: int, expected: int) -> object:
+    """What a trim answered, as comparable data."""
+    try:
+        return ("trimmed", await store.trim_head("t", upto, expected))
+    except TrimRefused as exc:
+        return (exc.reason, exc.value)
+
+
+async def trimmed(store: EventStore, client: Any) -> list[object]:
+    """``trim.lua``: its refusals, a trim at the snapshot, the command records it takes
+    with it, and the stream it leaves (the simulated archiver's trim, ``sim.archive``)."""
+    out: list[object] = []
+    for n, command in enumerate(("c1", "c2", "c3", "c4")):
+        out.append(await outcome(store.append("t", [env("A", n), env("B", n)], 2 * n, command,
+                                              "fp" + command)))
+    snapshot = keys.table_key("t", "snapshot")
+    out += [await trim(store, 2, 0)]  # no snapshot yet
+    await client.hset(snapshot, mapping={"version": "4"})
+    out += [await trim(store, 6, 0), await trim(store, 9, 0), await trim(store, 4, 1),
+            await trim(store, 4, 0), await trim(store, 2, 4), await trim(store, 4, 4),
+            await store.trimmed("t"), await store.recorded("t", "c2"),
+            await store.recorded("t", "c3"),
+            await outcome(store.append("t", [env("C")], 8, "c5")), *await stored(store, "t")]
+    await client.xadd(keys.table_stream("t"), {"envelope": b"junk"}, id="0-99")
+    await client.hset(snapshot, mapping={"version": "9"})
+    try:
+        out.append(await trim(store, 8, 4))
+    except StoreCorrupted:
+        out.append(("corrupt",))
+    return out
+
+
 CASES = {"conditional": conditional, "idempotent": idempotent, "fenced": fenced,
-         "corrupt": corrupt, "tail": tail, "chained": chained}
+         "corrupt": corrupt, "tail": tail, "chained": chained, "trimmed": trimmed}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
