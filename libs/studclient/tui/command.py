@@ -22,6 +22,7 @@ from studclient.bots import (
 from studclient.client import Client, TokenProvider, token_subject
 from studclient.errors import FailedPrecondition, StudError
 from studclient.sitgo import window_s
+from studclient.tournament import TournamentClient
 from studclient.tourney_bots import DEFAULT_TOURNAMENT_TARGET, TOURNAMENT_TARGET_ENV
 
 PLAYER_TOKEN_ENV: Final = "STUD_PLAYER_TOKEN"
@@ -30,6 +31,9 @@ DEFAULT_PLAYER: Final = "alice"
 DEV_FUNDS_BUY_INS: Final = 5
 """With an operator at hand (a dev room), a short wallet is topped up to this many
 buy-ins."""
+CHARGE_WAIT_S: Final = 5.0
+"""How long ``--register`` waits for the wallet's answer to its entry's charge before it lists
+the lobby (which counts paid entries only)."""
 
 
 class Setup:
@@ -113,8 +117,8 @@ async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
                                   await tournaments.lobby(), time.time(),
                                   setup.sitgo_window_s), file=sys.stderr)
                 return 1
-            print(f"{setup.player} registered for {args.register} (version {reply.version})",
-                  file=out)
+            print(f"{setup.player} registered for {args.register} (version {reply.version})"
+                  f"{await charged(tournaments, args.register, reply.entry_id)}", file=out)
         elif args.unregister:
             reply = await tournaments.unregister(args.unregister)
             print(f"{setup.player} unregistered from {args.unregister} (refunded)", file=out)
@@ -126,6 +130,30 @@ async def lobby(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:
         return 1
     finally:
         await client.close()
+
+
+async def charged(tournaments: TournamentClient, tournament_id: str, entry_id: str,
+                  wait_s: float = CHARGE_WAIT_S) -> str:
+    """What became of a new entry's charge, for the line after ``registered for``: the
+    entry is pending until the wallet answers (``Register``), and the lobby listed after it
+    counts paid entries only (issue 29's check: ``registered`` above a lobby of '0
+    entries'). Waits up to ``wait_s`` for ``paid`` or a drop."""
+    if not entry_id:  # a service that names no entry
+        return ""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + wait_s
+    while True:
+        view = await tournaments.get(tournament_id)
+        for entry in view.dropped_entries:
+            if entry.entry_id == entry_id:
+                return f": the entry was dropped ({entry.dropped_reason or 'refused'})"
+        entry = next((e for e in view.entries if e.entry_id == entry_id), None)
+        if entry is not None and entry.paid:
+            return ""
+        if loop.time() >= end:
+            return ("; its buy-in is still being charged: the lobby counts it once it is "
+                    "paid")
+        await asyncio.sleep(0.1)
 
 
 async def protect(setup: Setup, args: argparse.Namespace, out: TextIO) -> int:

@@ -75,6 +75,10 @@ async def test_a_person_takes_a_seat_in_the_demo_sit_and_go_and_plays_it(
         status, out, err = await stud_play("--register", "sitgo-1", "--player", "alice")
         assert status == 0, err  # before: FAILED_PRECONDITION registration_closed
         assert "alice registered for sitgo-1" in out
+        # The lobby listed after it counts her entry (it counts paid ones: before, it was
+        # read before the wallet's charge and said '0 entries' under 'registered').
+        listed = next(li for li in out.splitlines() if li.startswith("sitgo-1 "))
+        assert "1 entry" in listed, out
         assert time.time() - opened < WINDOW_S  # taken within the window, not after it
         view = await service.client.get("sitgo-1")
         assert [e.player_id for e in view.entries] == ["alice"]  # the bots wait
