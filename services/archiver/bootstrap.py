@@ -70,6 +70,7 @@ def build_deps(settings: Settings) -> ArchiverDeps:
         tokens = ServiceTokenSource(settings.service_key, "archiver")
         dealer = DealerAudits(channel, lambda: tokens.token("dealer"))
     archiver = Archiver(EventStore(redis), settings.history_dsn, metrics,
-                        settings.hot_hands, dealer, wallet_hot=settings.wallet_hot)
+                        settings.hot_hands, dealer, wallet_hot=settings.wallet_hot,
+                        command_window_s=settings.command_window_s)
     return ArchiverDeps(archiver, redis, TokenVerifier(settings.auth_keys),
                         settings.interval_s, channel, metrics)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from studhistory.archiver import DEFAULT_HOT_HANDS
 from studhistory.ledger_archive import DEFAULT_HOT_TRANSACTIONS
 from studkit.auth import KeySet, SigningKey, key_set_from_env, signing_key_from_env
+from studkit.commandwindow import COMMAND_WINDOW_S
 from studkit.metrics import DEFAULT_METRICS_ADDR, host_address, port_number
 
 DEFAULT_METRICS_PORT = 9105
@@ -26,6 +27,8 @@ class Settings:
     ``WALLET_HOT_TRANSACTIONS`` (the wallet's latest transactions its ledger and statements
     keep in Redis once archived; ``0``, the default: copied, never trimmed; set it only when
     the wallet reads the archive, ``WALLET_HISTORY_DSN``),
+    ``STUD_COMMAND_WINDOW_S`` (the least seconds a command record stays in Redis after its
+    events, ``600``, never less: docs/history.md, "Expired commands"),
     ``ARCHIVER_INTERVAL_S`` (seconds between rounds over every table, ``2``),
     ``ARCHIVER_DEALER_TARGET`` (the dealer's ``host:port``, for its hand records; empty: not
     archived), ``STUD_SERVICE_KEY`` (the private key that signs its ``service:archiver``
@@ -41,6 +44,7 @@ class Settings:
     service_key: SigningKey | None = field(default=None, repr=False)
     hot_hands: int = DEFAULT_HOT_HANDS
     wallet_hot: int = DEFAULT_HOT_TRANSACTIONS
+    command_window_s: float = COMMAND_WINDOW_S
     interval_s: float = 2.0
     dealer_target: str = ""
     log_level: str = "INFO"
@@ -60,8 +64,13 @@ class Settings:
         wallet_hot = int(env.get("WALLET_HOT_TRANSACTIONS", str(DEFAULT_HOT_TRANSACTIONS)))
         if wallet_hot < 0:
             raise ValueError("WALLET_HOT_TRANSACTIONS must be 0 or more")
+        window = float(env.get("STUD_COMMAND_WINDOW_S", str(COMMAND_WINDOW_S)))
+        if window < COMMAND_WINDOW_S:
+            raise ValueError(f"STUD_COMMAND_WINDOW_S must be at least {COMMAND_WINDOW_S} (the "
+                             "tables' command_expired rule counts on it)")
         return cls(
             addr=env.get("ARCHIVER_ADDR", DEFAULT_ADDR),
+            command_window_s=window,
             wallet_hot=wallet_hot,
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
             history_dsn=dsn,

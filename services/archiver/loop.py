@@ -21,6 +21,7 @@ from studhistory.ledger_archive import (
 )
 from studhistory.pgarchive import PgHistory, TableLock
 from studhistory.tournament_archive import archive_tournaments
+from studkit.commandwindow import COMMAND_WINDOW_S
 from studkit.metrics import Metrics
 from studkit.store import EventStore
 
@@ -41,6 +42,8 @@ class Archiver:
     tournaments_seen: dict[str, int] = field(default_factory=dict)
     """Tournament -> its stream's length when last read and not over yet."""
     history: PgHistory | None = None
+    command_window_s: float = COMMAND_WINDOW_S
+    """The least seconds a command record stays after its events (``STUD_COMMAND_WINDOW_S``)."""
     wallet_hot: int = DEFAULT_HOT_TRANSACTIONS
     """The wallet's latest transactions kept in Redis (``WALLET_HOT_TRANSACTIONS``); 0: its
     ledger is copied, never trimmed (the wallet reads archived statements only with
@@ -99,7 +102,8 @@ class Archiver:
             return
         try:
             outcome = await archive_table(self.store, history, table_id,
-                                          keep_hands=self.hot_hands, dealer=self.dealer)
+                                          keep_hands=self.hot_hands, dealer=self.dealer,
+                                          command_window_s=self.command_window_s)
         except ArchiveError as exc:
             self._failures.inc()
             log.error("archive_failed", table_id=table_id, error=str(exc))
