@@ -65,11 +65,13 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
         port = free_port()
         running = []
 
-        async def replica(i: int, host: str) -> None:
+        r1_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
+
+        async def replica(i: int, host: str, within: contextlib.AsyncExitStack = stack) -> None:
             settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
                                      room.wallet.port, lease_ms=LEASE_MS, replica_id=f"r{i}",
                                      addr=f"{host}:{port}", advertise_addr=f"{host}:{port}")
-            running.append(await stack.enter_async_context(running_table(settings)))
+            running.append(await within.enter_async_context(running_table(settings)))
             await asyncio.sleep(LEASE_MS / 1000)
             for deps, _port in running:
                 await deps.app.rebalance()
@@ -100,6 +102,9 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
             await page.goto(f"{gateway.url.rstrip('/')}{path}#token={tokens.token(player(name))}")
             return Player(name, context, page)
 
+        async def routes_of(p: Player) -> dict[str, str]:
+            return dict(await p.page.evaluate("Object.fromEntries(window.stud.routes)"))
+
         # A table that r1 will own, opened while r0 is alone (r0 owns it).
         table_id = owned_by("r1", ["r0", "r1"])
         ops = connect(OPERATOR)
@@ -112,7 +117,7 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
         assert await alice.page.evaluate("window.stud.routes.size") == 0
         before = await received(alice, table_id)
         # r1 comes up on another address: the table is handed over to it mid-watch.
-        await replica(1, OTHER_HOST)
+        await replica(1, OTHER_HOST, r1_stack)
         assert table_id in running[1][0].app.actors
         # A page opened now is refused not_owner by the Service's replica and follows.
         bob = await open_page("bob", f"/?table={table_id}")
@@ -123,20 +128,35 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
             "window.__net.filter(e => e.url.endsWith('/WatchTable')).length")
         assert watches >= 2, "alice's watch was never ended by the handover"
         for p in (alice, bob):
-            routes = await p.page.evaluate("Object.fromEntries(window.stud.routes)")
-            assert routes == {table_id: owner}, (p.name, routes)
-        # A hand is played by clicking, through the owner.
-        async with asyncio.timeout(120):
-            turn = 0
-            while (await ops.get_table(table_id)).last_hand_result.hand_number < 1:
-                for p in (alice, bob):
-                    if await click_one(p, table_id, turn):
-                        turn += 1
-                await asyncio.sleep(0.1)
+            assert await routes_of(p) == {table_id: owner}, p.name
+
+        async def play_until(hand: int) -> None:
+            """Click the offered actions in both pages until ``hand`` has ended."""
+            async with asyncio.timeout(120):
+                turn = 0
+                while (await ops.get_table(table_id)).last_hand_result.hand_number < hand:
+                    for p in (alice, bob):
+                        if await click_one(p, table_id, turn):
+                            turn += 1
+                    await asyncio.sleep(0.1)
+
+        await play_until(1)  # through the owner
+        # r1 goes away: the gateway answers UNAVAILABLE for its address, the pages forget the
+        # route, and r0 (the table Service's replica) takes the table over.
+        await r1_stack.aclose()  # its server is gone: the gateway cannot connect
+        async with asyncio.timeout(30):
+            while table_id not in running[0][0].app.actors:
+                await asyncio.sleep(LEASE_MS / 1000)
+                await running[0][0].app.rebalance()
+            running.pop()
+            for p in (alice, bob):
+                while await routes_of(p):
+                    await asyncio.sleep(0.1)
+        await play_until(2)  # through the Service's replica
         version = (await ops.get_table(table_id)).version
-        # The table's feed as alice may read it from the start, from the owner itself.
+        # The table's feed as alice may read it from the start, from its owner now.
         feed: list[int] = []
-        async with asyncio.timeout(30), grpc.aio.insecure_channel(owner) as channel:
+        async with asyncio.timeout(30), grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = table_pb2_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
             async for record in stub.WatchTable(
                     table_pb2.WatchTableRequest(table_id=table_id, after_sequence=0),
