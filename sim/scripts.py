@@ -96,12 +96,13 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     h = r.data.hashes
     ledger, balances, idem, accounts, seats, last_hand = keys_[:6]
     scope, fingerprint = argv[0], argv[1].decode()
+    excluded = _excluded(r, keys_, argv[5] if len(argv) > 5 else b"")
     seen = h.get(idem, {}).get(scope)
     if seen is not None:
         record = json.loads(seen)
         if record["fingerprint"] != fingerprint:
             return ["error", "idempotency_key_reused", scope.decode()]
-        return ["ok", record["outcome"], 1]
+        return ["ok", record["outcome"], 1, excluded]
     plan = json.loads(argv[2])
     match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
     settled_n = int(match.group(1)) if match else None
@@ -196,7 +197,28 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             for n in range(max(through + 1, old - 63), old + 1):
                 h[idem].pop(_b(f"settle:{plan['table_id']}:h{n}"), None)
             h[idem][expired] = b"%d" % old
-    return ["ok", outcome, 0]
+    return ["ok", outcome, 0, excluded]
+
+
+def _in_force(exclusion: dict[str, Any], now: int) -> bool:
+    """``apply.lua``'s in_force: an exclusion not lifted and not over at ``now``."""
+    lift, until = int(exclusion["lift_ms"]), int(exclusion["until_ms"])
+    return not (lift > 0 and now >= lift) and (until == 0 or now < until)
+
+
+def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes) -> list[str]:
+    """``apply.lua``'s ARGV[6]: which of the players asked about are excluded at its now."""
+    if ask == b"":
+        return []
+    query = json.loads(ask)
+    now, held = int(query["now"]), r.data.hashes.get(keys_[7], {})
+    out = []
+    for player in query["players"]:
+        raw = held.get(_b(player))
+        exclusion = json.loads(raw).get("exclusion") if raw is not None else None
+        if exclusion and _in_force(exclusion, now):
+            out.append(player)
+    return out
 
 
 _WINDOWS: Final = (("day", 86_400_000), ("week", 604_800_000), ("month", 2_592_000_000))
@@ -212,8 +234,7 @@ def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[A
     state = json.loads(raw)
     exclusion = state.get("exclusion")
     if protect["blocked"] and exclusion:
-        lift, until = int(exclusion["lift_ms"]), int(exclusion["until_ms"])
-        if not (lift > 0 and now >= lift) and (until == 0 or now < until):
+        if _in_force(exclusion, now):
             return ["error", exclusion["reason"], exclusion["until_ms"]]
     worst: tuple[str, str, int, int, int] | None = None
     usage = [[int(p) for p in text.split(b":")] for text in r.data.lists.get(keys_[8], [])]
