@@ -135,7 +135,8 @@ class Archiver:
             if self.wrong_order:
                 await self._trim_first(table_id)
             outcome = await archiver.archive_table(self.store, self.history, table_id,
-                                                   keep_hands=KEEP_HANDS)
+                                                   keep_hands=KEEP_HANDS,
+                                                   clock=self.world.loop.wall)
             if outcome.trimmed_to is not None:
                 self.trims += 1
         except Crash as exc:

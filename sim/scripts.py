@@ -348,10 +348,11 @@ def trim_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     del ids[:keep]
     data.strings[trimmed_key] = b"%d" % upto
     if len(keys_) > 4:
+        commands_upto = min(int(argv[2]) if len(argv) > 2 else upto, upto)
         records = data.hashes.get(keys_[4], {})
         for name in [n for n in records if not n.endswith(b"#fp")]:
             head = records[name].split(b" ", 1)[0]
-            if head.isdigit() and int(head) <= upto:
+            if head.isdigit() and int(head) <= commands_upto:
                 records.pop(name, None)
                 records.pop(name + b"#fp", None)
     return [b"trimmed", upto]

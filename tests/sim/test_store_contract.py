@@ -136,10 +136,12 @@ async def chained(store: EventStore, client: Any) -> list[object]:
     return [*first, *state, *refused, *after, *old, *await stored(store, "t")]
 
 
-async def trim(store: EventStore, upto: int, expected: int) -> object:
+async def trim(store: EventStore, upto: int, expected: int,
+               commands_upto: int | None = None) -> object:
     """What a trim answered, as comparable data."""
     try:
-        return ("trimmed", await store.trim_head("t", upto, expected))
+        return ("trimmed", await store.trim_head("t", upto, expected,
+                                                 commands_upto=commands_upto))
     except TrimRefused as exc:
         return (exc.reason, exc.value)
 
@@ -155,7 +157,8 @@ async def trimmed(store: EventStore, client: Any) -> list[object]:
     out += [await trim(store, 2, 0)]  # no snapshot yet
     await client.hset(snapshot, mapping={"version": "4"})
     out += [await trim(store, 6, 0), await trim(store, 9, 0), await trim(store, 4, 1),
-            await trim(store, 4, 0), await trim(store, 2, 4), await trim(store, 4, 4),
+            await trim(store, 4, 0, commands_upto=2), await store.recorded("t", "c1"),
+            await store.recorded("t", "c2"), await trim(store, 2, 4), await trim(store, 4, 4),
             await store.trimmed("t"), await store.recorded("t", "c2"),
             await store.recorded("t", "c3"),
             await outcome(store.append("t", [env("C")], 8, "c5")), *await stored(store, "t")]
