@@ -96,13 +96,13 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     h = r.data.hashes
     ledger, balances, idem, accounts, seats, last_hand = keys_[:6]
     scope, fingerprint = argv[0], argv[1].decode()
-    excluded = _excluded(r, keys_, argv[5] if len(argv) > 5 else b"")
+    excluded, limited = _excluded(r, keys_, argv[5] if len(argv) > 5 else b"")
     seen = h.get(idem, {}).get(scope)
     if seen is not None:
         record = json.loads(seen)
         if record["fingerprint"] != fingerprint:
             return ["error", "idempotency_key_reused", scope.decode()]
-        return ["ok", record["outcome"], 1, excluded]
+        return ["ok", record["outcome"], 1, excluded, limited]
     plan = json.loads(argv[2])
     match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
     settled_n = int(match.group(1)) if match else None
@@ -197,7 +197,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             for n in range(max(through + 1, old - 63), old + 1):
                 h[idem].pop(_b(f"settle:{plan['table_id']}:h{n}"), None)
             h[idem][expired] = b"%d" % old
-    return ["ok", outcome, 0, excluded]
+    return ["ok", outcome, 0, excluded, limited]
 
 
 def _in_force(exclusion: dict[str, Any], now: int) -> bool:
@@ -206,19 +206,23 @@ def _in_force(exclusion: dict[str, Any], now: int) -> bool:
     return not (lift > 0 and now >= lift) and (until == 0 or now < until)
 
 
-def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes) -> list[str]:
-    """``apply.lua``'s ARGV[6]: which of the players asked about are excluded at its now."""
+def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes) -> tuple[list[str], list[str]]:
+    """``apply.lua``'s ARGV[6]: which of the players asked about are excluded at its now,
+    and which of the others have a session time limit."""
     if ask == b"":
-        return []
+        return [], []
     query = json.loads(ask)
     now, held = int(query["now"]), r.data.hashes.get(keys_[7], {})
-    out = []
+    out, limited = [], []
     for player in query["players"]:
         raw = held.get(_b(player))
-        exclusion = json.loads(raw).get("exclusion") if raw is not None else None
+        state = json.loads(raw) if raw is not None else {}
+        exclusion = state.get("exclusion")
         if exclusion and _in_force(exclusion, now):
             out.append(player)
-    return out
+        elif state.get("session_limit"):
+            limited.append(player)
+    return out, limited
 
 
 _WINDOWS: Final = (("day", 86_400_000), ("week", 604_800_000), ("month", 2_592_000_000))

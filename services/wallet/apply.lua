@@ -22,8 +22,9 @@
 -- Order: a scope already applied returns its stored outcome (or a mismatch) before anything
 -- else, so a retry answers the original outcome even when balances have moved since. Then
 -- every check runs before the first write, so a refusal changes nothing.
--- Returns {'ok', outcome_json, replayed, excluded} (excluded: those of ARGV[6]'s players
--- excluded at its now, on a retry too) or {'error', reason, detail}.
+-- Returns {'ok', outcome_json, replayed, excluded, limited} (excluded: those of ARGV[6]'s
+-- players excluded at its now, on a retry too; limited: the others with a session time limit,
+-- whose session the wallet then looks at) or {'error', reason, detail}.
 
 local MAX = 9007199254740991
 
@@ -33,7 +34,7 @@ local function in_force(e, now)
   return not (lift > 0 and now >= lift) and (untl == 0 or now < untl)
 end
 
-local excluded = {}
+local excluded, limited = {}, {}
 if ARGV[6] and ARGV[6] ~= '' then
   local ask = cjson.decode(ARGV[6])
   local now = tonumber(ask.now)
@@ -42,6 +43,8 @@ if ARGV[6] and ARGV[6] ~= '' then
     local state = raw and cjson.decode(raw) or nil
     if state and state.exclusion and in_force(state.exclusion, now) then
       excluded[#excluded + 1] = player
+    elseif state and state.session_limit then
+      limited[#limited + 1] = player
     end
   end
 end
@@ -53,7 +56,7 @@ if seen then
   if record.fingerprint ~= fingerprint then
     return {'error', 'idempotency_key_reused', scope}
   end
-  return {'ok', record.outcome, 1, excluded}
+  return {'ok', record.outcome, 1, excluded, limited}
 end
 
 local plan = cjson.decode(ARGV[3])
@@ -276,4 +279,4 @@ if settled_n and settled_n > SETTLED_KEPT then
     redis.call('HSET', KEYS[3], expired_field, string.format('%d', old))
   end
 end
-return {'ok', outcome, 0, excluded}
+return {'ok', outcome, 0, excluded, limited}

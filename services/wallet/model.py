@@ -351,6 +351,11 @@ class Applied:
     amount: int = 0
     replayed: bool = False
     excluded: frozenset[str] = frozenset()
+    escrows: tuple[EscrowBalance, ...] = ()
+    """A settlement's: every seat held at its table right after it, with its escrow (what
+    Reconcile reads; issue 35: the table checks its stacks against these)."""
+    limited: frozenset[str] = frozenset()
+    """Of the players asked about and not excluded, those with a session time limit."""
 
     def balance(self, account: AccountId) -> int:
         """The balance of ``account`` right after the transaction."""

@@ -92,6 +92,16 @@ class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
         # by the settlement's script, issue 35).
         reply.excluded_seats.extend(r.seat for r in command.results
                                     if r.player_id in applied.excluded)
+        # A player with a session time limit (the script names them): their session goes
+        # on, and one past the limit is dealt no new hand (a round trip only for them).
+        asked = [r.player_id for r in command.results
+                 if r.player_id in applied.excluded or r.player_id in applied.limited]
+        stood_up = await self._protection.played(asked, applied.excluded) if asked else {}
+        for r in command.results:
+            if r.player_id in stood_up:
+                if r.player_id not in applied.excluded:
+                    reply.excluded_seats.append(r.seat)
+                reply.excluded_reasons[r.seat] = stood_up[r.player_id]
         return reply
 
     async def CashOut(

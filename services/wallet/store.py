@@ -349,7 +349,7 @@ class WalletStore:
                        separators=(",", ":")) if excluded_of else "",
         ]
         reply: list[Any] = await self._apply(keys=keys, args=args)
-        status, payload, extra, *excluded = reply
+        status, payload, extra, *asked = reply
         if status != "ok":
             raise _refusal(str(payload), str(extra))
         outcome = json.loads(payload)
@@ -358,7 +358,8 @@ class WalletStore:
             balances={k: int(v) for k, v in (outcome["balances"] or {}).items()},
             amount=int(outcome["amount"]),
             replayed=bool(extra),
-            excluded=frozenset(str(p) for p in excluded[0]) if excluded else frozenset(),
+            excluded=frozenset(str(p) for p in asked[0]) if asked else frozenset(),
+            limited=frozenset(str(p) for p in asked[1]) if len(asked) > 1 else frozenset(),
         )
 
     # --- reads ------------------------------------------------------------------------------
