@@ -5,9 +5,7 @@ anyway."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import asdict, replace
-from typing import Final
 
 from rules import Phase, TableState, legal_actions, pots
 from rules.views import event_for, table_for
@@ -42,30 +40,15 @@ STATUSES = {
 }
 
 
-_RECORDS: OrderedDict[tuple[object, ...], pb.TableEventRecord] = OrderedDict()
-RECORDS_CACHED: Final = 4096
-
-
+# No process-wide cache of records (issue 30): one was kept here, keyed by everything a record
+# is made of, and `make bench-room` did not show it paying. One run each on 2026-12-05, the
+# same tree with and without it, on the 2-core machine loaded by other work (so a few percent
+# either way is noise): table CPU per action 2.31 ms with the cache, 2.33 ms without; the
+# room 247 and 302 actions/s (p99 49.8 and 19.7 ms), the load's noise, not the cache's.
 def record_for(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
                ) -> pb.TableEventRecord:
-    """One stored event as ``viewer`` may see it. Every watcher of a table gets the same
-    event: the record is built once and shared (read-only), keyed by everything it is made
-    of — only a mucked hand differs between viewers (RULES 11.7)."""
-    private = envelope.event_type == "HandMucked" and (dealt_in or viewer is not None)
-    key = (envelope.payload, envelope.event_type, envelope.sequence, envelope.hand_number,
-           envelope.occurred_at.seconds, envelope.occurred_at.nanos,
-           (viewer, dealt_in) if private else None)
-    record = _RECORDS.get(key)
-    if record is None:
-        record = _build_record(envelope, viewer, dealt_in)
-        _RECORDS[key] = record
-        if len(_RECORDS) > RECORDS_CACHED:
-            _RECORDS.popitem(last=False)
-    return record
-
-
-def _build_record(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
-                  ) -> pb.TableEventRecord:
+    """One stored event as ``viewer`` may see it (only a mucked hand differs between
+    viewers, RULES 11.7)."""
     event = event_for(event_from_envelope(envelope), viewer, dealt_in)
     record = pb.TableEventRecord(event_id=f"0-{envelope.sequence}",
                                  sequence=envelope.sequence,
