@@ -54,6 +54,11 @@ async def test_a_command_retried_after_its_record_left_redis_is_refused_command_
             sits[name] = pb.SitDownRequest(table_id=table_id, seat=seat, buy_in=10_000,
                                            command_id=timed_id(made, f"sit-{name}"))
             await client.call("SitDown", sits[name], player(name))
+        # bob tops up, his client's id made 10 minutes ago too.
+        top_up = pb.AddChipsRequest(table_id=table_id, seat=2, amount=500,
+                                    command_id=timed_id(now_ms() - COMMAND_WINDOW_S * 1000,
+                                                        "top-up"))
+        await client.call("AddChips", top_up, player("bob"))
         sat_at = await store.version(table_id)
         await play(client, table_id, 6, random.Random(12))
         ann_sat = "c:player:ann:" + sits["ann"].command_id
@@ -79,6 +84,11 @@ async def test_a_command_retried_after_its_record_left_redis_is_refused_command_
         # The late retry: its record left with its events; refused, nothing written.
         code, reason = await refused(client.call("SitDown", sits["ann"], player("ann")))
         assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "command_expired")
+        # The late top-up: without the check it would move bob's chips a second time.
+        balance = await room.wallet.client.player_balance("bob")
+        code, reason = await refused(client.call("AddChips", top_up, player("bob")))
+        assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "command_expired")
+        assert await room.wallet.client.player_balance("bob") == balance
         # A command decided at a sequence the archive holds, with no record: the same.
         code, reason = await refused(client.call("LeaveSeat", pb.LeaveSeatRequest(
             table_id=table_id, seat=3, expected_sequence=1), player("cat")))
