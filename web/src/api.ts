@@ -88,8 +88,11 @@ export function refusalText(r: Refusal): string {
   return `${words} (${r.code}${r.reason && r.message ? `: ${r.message}` : ""})`;
 }
 
+/** A fresh command id, timed like the SDK's: `t<Unix ms, 13 digits>-<20 hex>` (a retry of it
+ * after the idempotency window is refused `command_expired`, docs/history.md). */
 export function commandId(): string {
-  return crypto.randomUUID();
+  const random = crypto.randomUUID().replace(/-/g, "").slice(0, 20);
+  return `t${String(Date.now()).padStart(13, "0")}-${random}`;
 }
 
 // --- table replicas behind the gateway (docs/web.md "Web client: table owners") -------------
