@@ -145,24 +145,21 @@ class ProtectionApp:
                 reasons[player] = "session_limit"
         return reasons
 
-    async def session_end(self, player_id: str) -> int:
-        """When the player's running session reaches their limit (0: no limit or no
-        session): a buy-in from then is refused (:class:`SessionLimitReached`)."""
-        now_ms = self._clock_ms()
-        session = (await self._store.sessions([player_id])).get(player_id)
-        projected = (await self._store.projected([player_id])).get(player_id)
-        return session_ends_at(session_limit_in(projected, now_ms), session, now_ms)
-
     async def check_buy_in(self, player_id: str, idempotency_key: str) -> None:
         """Refuse a buy-in (a sit-down or top-up) once the player's session has passed its
         limit: ``session_limit``. A retry of a buy-in already applied is let through (the
-        script answers it as applied)."""
+        script answers it as applied). One read when no session runs, two with no limit."""
+        now_ms = self._clock_ms()
+        session = (await self._store.sessions([player_id])).get(player_id)
+        if session is None or not session.ongoing(now_ms):
+            return
+        projected = (await self._store.projected([player_id])).get(player_id)
+        ends = session_ends_at(session_limit_in(projected, now_ms), session, now_ms)
+        if not ends or now_ms < ends:
+            return
         if await self._store.applied(f"buy_in:{player_id}:{idempotency_key}"):
             return
-        ends = await self.session_end(player_id)
-        if ends and self._clock_ms() >= ends:
-            session = (await self._store.sessions([player_id]))[player_id]
-            raise SessionLimitReached(session.started_ms, ends)
+        raise SessionLimitReached(session.started_ms, ends)
 
     async def bought_in(self, player_id: str) -> None:
         """Record a buy-in applied now (the player's session goes on, or starts)."""
