@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import structlog
 
@@ -290,7 +290,7 @@ class Money:
             if seat in players:
                 wallet_key = key(table_id, "excluded", seat, settlement.hand_number)
                 await self.actor.own(Leave(seat, players[seat], wallet_key), wallet_key)
-        if await self.check():
+        if await self.check(settled.table_seats):
             await self.actor.maybe_snapshot()
 
     async def check_once(self) -> bool:
@@ -301,13 +301,22 @@ class Money:
         await self.check()
         return True
 
-    async def check(self) -> bool:
+    async def check(self, settled: Sequence[wpb.EscrowSeat] = ()) -> bool:
         """Repair (an escrow the log knows nothing of is paid back) and reconcile, on one
         read of the wallet's escrows; True when every escrow is right. A tournament table
-        holds no escrow: nothing to ask the wallet."""
+        holds no escrow: nothing to ask the wallet. ``settled``: the escrows a settlement's
+        reply carries (``table_seats``, the table's seats right after it); when they agree
+        with the stacks they are the check and the wallet is not asked again (issue 35),
+        otherwise (or before the first check after a load, or from a wallet that sends none)
+        the wallet's Reconcile decides."""
         if self.actor.room.tournament:
             self.repaired = True
             return True
+        if settled and self.repaired:
+            escrows = {s.seat: (s.player_id, s.balance) for s in settled}
+            if not self.reconcile(escrows):
+                await self.actor.own(Reconciled(""), f"reconciled:{self.actor.version}")
+                return True
         async with self._checks:
             reply = await self._wallet.reconcile(self.actor.table_id,
                                                  on_wait=self.status.waiting)

@@ -287,6 +287,8 @@ def settle_hand_to_proto(command: SettleHand, applied: Applied) -> pb.SettleHand
         ],
         rake=command.rake,
         replayed=applied.replayed,
+        table_seats=[pb.EscrowSeat(seat=s.seat, player_id=s.player_id, balance=s.balance)
+                     for s in applied.escrows],
     )
 
 

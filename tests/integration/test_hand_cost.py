@@ -90,16 +90,19 @@ PINNED = {
     "dealer round trips": 20,
     "dealer EVALSHA create_hand": 1, "dealer EVALSHA record_deal": 5, "dealer EXEC": 7,
     "dealer GET": 14, "dealer HGETALL": 7, "dealer MULTI": 7, "dealer XRANGE": 7,
-    # The reconciliation's reads in one MULTI (the seats' holders, the last hand settled, the
-    # escrows) and the settlement's script, which also reads which settled players are
-    # excluded now (issue 34): 3 round trips from ca82450, which read those in an HMGET of
-    # their own, to the script's reading them (issue 35).
+    # The settlement's script, which also reads which settled players are excluded now
+    # (issue 34), and the table's seats and escrows after it in one MULTI (the holders, the
+    # last hand settled, the escrows), which the reply carries (table_seats): 3 round trips
+    # from ca82450, which read the exclusions in an HMGET of their own, to the script's
+    # reading them (issue 35). The MULTI was Reconcile's, a call of its own, until issue 35.
     "wallet round trips": 2,
     "wallet EVALSHA apply": 1, "wallet EXEC": 1, "wallet HGET": 1, "wallet HGETALL": 1,
     "wallet HMGET": 1, "wallet MULTI": 1,
     "store round trips": 45,
     "dealer calls": 7, "dealer StartHand": 1, "dealer Deal": 5, "dealer Reveal": 1,
-    "wallet calls": 2, "wallet SettleHand": 1, "wallet Reconcile": 1,
+    # The settlement's reply carries the table's escrows after it: no Reconcile call while
+    # they agree with the stacks (2 calls, SettleHand and Reconcile, until issue 35).
+    "wallet calls": 1, "wallet SettleHand": 1,
     # Every game event to each of the four watchers (the room events are never sent).
     "watch records": 184, "watch records rail": 46, "watch records seat 1": 46,
     "watch records seat 3": 46, "watch records seat 6": 46,

@@ -103,6 +103,10 @@ class FakeWallet:
     """Unreachable: every call raises :class:`Unreachable`."""
     calls: list[str] = field(default_factory=list)
     settled: list[int] = field(default_factory=list)
+    report_seats: bool = False
+    """Settlement replies carry the table's seats after it (``table_seats``, issue 35)."""
+    report_skew: int = 0
+    """Added to each reported seat's escrow (a reply that disagrees with Reconcile's)."""
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
@@ -147,7 +151,10 @@ class FakeWallet:
             player, held = self.escrow.get(s.seat, (s.player_id, 0))
             self.escrow[s.seat] = (player, held - s.amount_in + s.amount_won)
         self.settled.append(request.hand_number)
-        return wpb.SettleHandResponse()
+        return wpb.SettleHandResponse(table_seats=[
+            wpb.EscrowSeat(seat=seat, player_id=player, balance=balance + self.report_skew)
+            for seat, (player, balance) in sorted(self.escrow.items())
+            if self.report_seats])
 
     async def reconcile(self, table_id: str, give_up_after: float | None = None,
                         on_wait: Callable[[str], None] | None = None

@@ -159,6 +159,29 @@ class TestSettlementAndReconciliation:
         assert not port.room.stopped and port.kinds()[-1] == "Settle"
         assert port.snapshots == 1  # a hand boundary with every escrow right
 
+    async def test_a_settlement_that_carries_the_escrows_is_the_check(self) -> None:
+        """A settlement's reply with the table's seats after it (issue 35) that agree with
+        the stacks is the reconciliation: recorded, dealing goes on, no Reconcile call."""
+        money, port, wallet = await self._played_hand()
+        await money.check_once()
+        wallet.report_seats = True
+        calls = len(wallet.calls)
+        await money.settle()
+        assert wallet.calls[calls:] == ["SettleHand"]
+        assert port.room.settled == 1 and not port.room.stopped
+        assert port.kinds()[-1] == "Settle" and port.snapshots == 1  # the check passed
+
+    async def test_escrows_in_a_settlement_that_disagree_ask_the_wallet(self) -> None:
+        """Escrows in the reply unlike the stacks are not trusted to stop the table: the
+        wallet's Reconcile decides (here it agrees, so dealing goes on)."""
+        money, port, wallet = await self._played_hand()
+        await money.check_once()
+        wallet.report_seats, wallet.report_skew = True, 1
+        calls = len(wallet.calls)
+        await money.settle()
+        assert wallet.calls[calls:] == ["SettleHand", "Reconcile"]
+        assert port.room.settled == 1 and not port.room.stopped
+
     async def test_a_voided_hand_names_no_street(self) -> None:
         """A voided hand dealt no street the rake could be taken on: the request leaves the
         street unspecified (the wallet accepts that only for a settlement that moves

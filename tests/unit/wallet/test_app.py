@@ -23,6 +23,7 @@ from wallet.model import (
     Pool,
     PoolEntry,
     RakePolicy,
+    Reconciliation,
     RefundEntry,
     SeatResult,
     SettleHand,
@@ -68,7 +69,7 @@ class StubStore:
         return None
 
     async def reconcile(self, table_id: str) -> Any:
-        return None
+        return Reconciliation(table_id=table_id, seats=())
 
     async def pool(self, tournament_id: str) -> Pool:
         return Pool(tournament_id=tournament_id, balance=100, entries=(ENTRY,))
