@@ -191,7 +191,7 @@ class TableApp:
         actor = self.tables.actor(driver.actor.table_id)
         cid = command_key(principal, command_id)
         recorded = await expiry.check(self._store, actor.table_id, cid, fp, expected,
-                                      driver.system.clock())
+                                      driver.system.clock(), actor.room.visible)
         if recorded is not None:
             return Committed(recorded, await actor.recorded_envelopes(recorded), None)
         try:
@@ -209,7 +209,7 @@ class TableApp:
         the room's policy, then the player's funds (so a refused request writes nothing;
         the commit checks the room again, at the version it appends at)."""
         if await expiry.check(self._store, driver.actor.table_id, cid, fp, expected,
-                              driver.system.clock()) is not None:
+                              driver.system.clock(), driver.actor.room.visible) is not None:
             return  # a retry: it carries on with its saga
         room = driver.actor.room
         command = make(room)

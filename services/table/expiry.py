@@ -44,18 +44,23 @@ def check_future(command_id: str, now: float) -> int | None:
 
 
 async def check(store: EventStore, table_id: str, stored_id: str, fp: str,
-                expected: int | None, now: float) -> AppendResult | None:
+                expected: int | None, now: float, visible: int) -> AppendResult | None:
     """The recorded outcome of ``stored_id`` (a caller's command id as stored,
     ``c:<role>:<name>:<command id>``) if it has one (the caller answers it, appending
     nothing), else None (a new command); raises :class:`CommandExpired` when its record may
-    have left Redis."""
+    have left Redis. ``visible``: the room's visible version.
+
+    A command that cannot be expired costs no read: a timed id inside the window, or one
+    decided at the room's visible version or later (the trimmed events all lie before the
+    hands kept hot, so before ``visible``), or an untimed id without ``expected_sequence``
+    (the old rule). The append's script answers a retry of those from its record."""
     at = check_future(stored_id.rsplit(":", 1)[-1], now)
+    old = at is not None and at < int((now - COMMAND_WINDOW_S + MAX_SKEW_S) * 1000)
+    if not old and (expected is None or expected >= visible):
+        return None
     recorded = await store.recorded(table_id, stored_id, fp)
     if recorded is not None:
         return recorded
-    old = at is not None and at < int((now - COMMAND_WINDOW_S + MAX_SKEW_S) * 1000)
-    if not old and expected is None:
-        return None
     trimmed = await store.trimmed(table_id)
     if not trimmed:
         return None  # nothing left this table: no record means never applied
