@@ -237,9 +237,8 @@ def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[A
         return None
     state = json.loads(raw)
     exclusion = state.get("exclusion")
-    if protect["blocked"] and exclusion:
-        if _in_force(exclusion, now):
-            return ["error", exclusion["reason"], exclusion["until_ms"]]
+    if protect["blocked"] and exclusion and _in_force(exclusion, now):
+        return ["error", exclusion["reason"], exclusion["until_ms"]]
     worst: tuple[str, str, int, int, int] | None = None
     usage = [[int(p) for p in text.split(b":")] for text in r.data.lists.get(keys_[8], [])]
     for kind in protect["checks"]:
