@@ -428,3 +428,67 @@ def protection(world: World) -> list[str]:
             found.append(f"protection: {player}'s move {text} applied: {exc}")
         usage.setdefault(player, []).append(move)
     return found
+
+
+CLOCK_SLACK_MS = 2_000
+"""The simulator's largest backward clock jump (``sim.run``: -2 .. +40 s): the wallet's clock
+at a settlement may read up to this much before the hand's end as the table wrote it."""
+
+
+def exclusions(world: World, table_id: str, stored: list[EventEnvelope]) -> list[str]:
+    """Exclusion at a cash table (issue 34): no hand is dealt to an excluded player after
+    their current hand. Precisely: a player's exclusion takes effect at its event's time T
+    (``SelfExcluded``/``PlayerExcluded``, replayed from the wallet's protection events with
+    ``wallet.protection``'s own fold, over while not ``Exclusion.active``). The first hand at
+    the table whose ``HandEnded`` was written at T + ``CLOCK_SLACK_MS`` or later (its
+    settlement, after it, reads the wallet's clock at T or later, so the wallet names the
+    player) is the last they may be in: once that hand's ``HandSettled`` is in the stream, no
+    ``HandStarted`` may deal them in while they are still excluded at its time, until they
+    have left the seat (``PlayerLeft``; a new seat is the buy-in's check,
+    :func:`protection`). The hand in progress at T, and one ending within the slack, may
+    finish with them in it; the next may not."""
+    from rules.events import HandStarted, PlayerLeft, PlayerSeated
+    from table.room_events import HandSettled
+    from wallet.protection import Exclusion, Protection, event_from_json, evolve
+
+    states: dict[str, Protection] = {}
+    held: dict[str, dict[int, Exclusion]] = defaultdict(dict)  # by when each started
+    for kind, player, text, _checks, _blocked in world.data.protection_log:
+        if kind == "event":
+            states[player] = evolve(states.get(player, Protection()), event_from_json(text))
+            exclusion = states[player].exclusion
+            if exclusion is not None:  # a new one, or a lift of the one in force
+                held[player][exclusion.started_ms] = exclusion
+
+    def excluded(player: str, at_ms: int) -> bool:
+        return any(e.started_ms <= at_ms and e.active(at_ms)
+                   for e in held.get(player, {}).values())
+
+    seated: dict[int, str] = {}
+    ended: dict[int, int] = {}
+    barred: dict[str, int] = {}  # player -> the hand after whose settlement they may not play
+    found: list[str] = []
+    for envelope in stored:
+        event: Any = decode(envelope)
+        at_ms = envelope.occurred_at.ToMilliseconds()
+        if isinstance(event, PlayerSeated):
+            seated[event.seat] = event.player_id
+        elif isinstance(event, PlayerLeft):
+            seated.pop(event.seat, None)
+            barred.pop(event.player_id, None)
+        elif isinstance(event, HandEnded):
+            ended[event.hand_number] = at_ms
+        elif isinstance(event, HandSettled) and event.hand_number in ended:
+            end = ended[event.hand_number] - CLOCK_SLACK_MS
+            for player in seated.values():
+                if player not in barred and excluded(player, end):
+                    barred[player] = event.hand_number
+        elif isinstance(event, HandStarted):
+            for seat in event.seats:
+                player = seated.get(seat, "")
+                if player in barred and excluded(player, at_ms):
+                    found.append(f"exclusion: table {table_id}: hand {event.hand_number} "
+                                 f"dealt {player} (seat {seat}) in, excluded and past hand "
+                                 f"{barred[player]}, settled after their exclusion "
+                                 f"(sequence {envelope.sequence})")
+    return found

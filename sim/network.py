@@ -67,6 +67,13 @@ def _error(code: grpc.StatusCode, reason: str, details: str) -> grpc.aio.AioRpcE
                                 grpc.aio.Metadata((REASON_KEY, reason)), details)
 
 
+def excluded_seats(command: Any, applied: Any) -> list[int]:
+    """The seats a settlement's reply names excluded, as the wallet's server does (issue 34;
+    the settlement's script reads it, issue 35): the table stands them up after the hand.
+    ``tests/sim/test_exclusion_sim.py`` empties it to see ``sim.checks.exclusions`` fail."""
+    return [x.seat for x in command.results if x.player_id in applied.excluded]
+
+
 def wallet_handlers(app: WalletApp, protection: ProtectionApp | None = None
                     ) -> dict[str, Handler]:
     async def buy_in(r: wpb.BuyInRequest) -> Any:
@@ -77,9 +84,7 @@ def wallet_handlers(app: WalletApp, protection: ProtectionApp | None = None
         command = wmap.settle_hand_from_proto(r)
         applied = await app.settle_hand(TABLE, command)
         reply = wmap.settle_hand_to_proto(command, applied)
-        # As the wallet's server does (issue 34; the settlement's script reads it, issue 35).
-        reply.excluded_seats.extend(x.seat for x in command.results
-                                    if x.player_id in applied.excluded)
+        reply.excluded_seats.extend(excluded_seats(command, applied))
         return reply
 
     async def cash_out(r: wpb.CashOutRequest) -> Any:

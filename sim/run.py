@@ -338,6 +338,7 @@ class Run:
                 stored = follower.log
             self._violate(final)
             self._violate(checks.command_ids(world, table_id, stored))
+            self._violate(checks.exclusions(world, table_id, stored))
             self._violate(checks.settled_once(world, table_id, stored, settled))
             self._violate(checks.escrows(world, table_id, actor.room))
             self._violate(self.watchers[table_id].check(stored))
