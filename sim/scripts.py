@@ -102,7 +102,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
         record = json.loads(seen)
         if record["fingerprint"] != fingerprint:
             return ["error", "idempotency_key_reused", scope.decode()]
-        return ["ok", record["outcome"], 1, excluded, limited]
+        return ["ok", record["outcome"], 1, excluded, limited, _held(r, keys_, argv)]
     plan = json.loads(argv[2])
     match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
     settled_n = int(match.group(1)) if match else None
@@ -197,7 +197,22 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             for n in range(max(through + 1, old - 63), old + 1):
                 h[idem].pop(_b(f"settle:{plan['table_id']}:h{n}"), None)
             h[idem][expired] = b"%d" % old
-    return ["ok", outcome, 0, excluded, limited]
+    return ["ok", outcome, 0, excluded, limited, _held(r, keys_, argv)]
+
+
+def _held(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[str]:
+    """``apply.lua``'s held(): seat, player, escrow of each seat held at ARGV[6]'s table."""
+    if len(argv) <= 5 or argv[5] == b"":
+        return []
+    table = json.loads(argv[5]).get("table")
+    if not table:
+        return []
+    out: list[str] = []
+    balances = r.data.hashes.get(keys_[1], {})
+    for seat, player in r.data.hashes.get(keys_[4], {}).items():
+        escrow = balances.get(_b(f"seat:{table}:{seat.decode()}"), b"0")
+        out += [seat.decode(), player.decode(), escrow.decode()]
+    return out
 
 
 def _in_force(exclusion: dict[str, Any], now: int) -> bool:

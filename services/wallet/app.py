@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import replace
 from typing import Final
 
 import structlog
@@ -190,10 +189,9 @@ class WalletApp:
             self._settlements.inc(outcome="refused")
             raise
         self._settlements.inc(outcome="duplicate" if applied.replayed else "applied")
-        # The table's seats after it, for the table to check its stacks without a Reconcile
-        # call of its own (issue 35).
-        held = await self._store.reconcile(command.table_id)
-        return replace(applied, escrows=held.seats)
+        # applied.escrows: the table's seats after it, read by the settlement's script, for
+        # the table to check its stacks without a Reconcile call of its own (issue 35).
+        return applied
 
     async def cash_out(self, principal: Principal, command: CashOut) -> Applied:
         """The table: seat escrow -> account; the seat is freed."""

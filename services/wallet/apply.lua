@@ -15,16 +15,18 @@
 -- ARGV[3] plan (JSON; amounts are decimal strings)
 -- ARGV[4] ledger record (JSON, stored verbatim)
 -- ARGV[5] protection rule (JSON: player, now, checks, blocked, usage) or ''
--- ARGV[6] players whose exclusion to report (JSON: now, players) or '': a settlement's
---         players, for the table to stand up the excluded after the hand (issue 34), read
---         here rather than in a round trip of its own (issue 35)
+-- ARGV[6] a settlement's report (JSON: now, players, table) or '': which of its players are
+--         excluded (issue 34) for the table to stand up after the hand, and every seat held
+--         at the table with its escrow after it (what Reconcile reads), read here rather than
+--         in round trips of their own (issue 35)
 --
 -- Order: a scope already applied returns its stored outcome (or a mismatch) before anything
 -- else, so a retry answers the original outcome even when balances have moved since. Then
 -- every check runs before the first write, so a refusal changes nothing.
 -- Returns {'ok', outcome_json, replayed, excluded, limited} (excluded: those of ARGV[6]'s
 -- players excluded at its now, on a retry too; limited: the others with a session time limit,
--- whose session the wallet then looks at) or {'error', reason, detail}.
+-- whose session the wallet then looks at; held: seat, player, escrow of each seat held at
+-- ARGV[6]'s table after the transaction, flat, on a retry too) or {'error', reason, detail}.
 
 local MAX = 9007199254740991
 
@@ -35,8 +37,8 @@ local function in_force(e, now)
 end
 
 local excluded, limited = {}, {}
-if ARGV[6] and ARGV[6] ~= '' then
-  local ask = cjson.decode(ARGV[6])
+local ask = ARGV[6] and ARGV[6] ~= '' and cjson.decode(ARGV[6]) or nil
+if ask then
   local now = tonumber(ask.now)
   for _, player in ipairs(ask.players) do
     local raw = redis.call('HGET', KEYS[8], player)
@@ -49,6 +51,19 @@ if ARGV[6] and ARGV[6] ~= '' then
   end
 end
 
+-- The seats held at ARGV[6]'s table and their escrows, as Reconcile reads them.
+local function held()
+  local out = {}
+  if not ask or not ask.table then return out end
+  local holders = redis.call('HGETALL', KEYS[5])
+  for i = 1, #holders, 2 do
+    out[#out + 1] = holders[i]
+    out[#out + 1] = holders[i + 1]
+    out[#out + 1] = redis.call('HGET', KEYS[2], 'seat:' .. ask.table .. ':' .. holders[i]) or '0'
+  end
+  return out
+end
+
 local scope, fingerprint = ARGV[1], ARGV[2]
 local seen = redis.call('HGET', KEYS[3], scope)
 if seen then
@@ -56,7 +71,7 @@ if seen then
   if record.fingerprint ~= fingerprint then
     return {'error', 'idempotency_key_reused', scope}
   end
-  return {'ok', record.outcome, 1, excluded, limited}
+  return {'ok', record.outcome, 1, excluded, limited, held()}
 end
 
 local plan = cjson.decode(ARGV[3])
@@ -279,4 +294,4 @@ if settled_n and settled_n > SETTLED_KEPT then
     redis.call('HSET', KEYS[3], expired_field, string.format('%d', old))
   end
 end
-return {'ok', outcome, 0, excluded, limited}
+return {'ok', outcome, 0, excluded, limited, held()}

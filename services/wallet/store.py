@@ -194,6 +194,13 @@ def _plan(transaction: Transaction) -> str:
     )
 
 
+def _escrows(flat: list[Any]) -> tuple[EscrowBalance, ...]:
+    """``apply.lua``'s held seats (seat, player, escrow, flat), by seat."""
+    rows = [EscrowBalance(seat=int(flat[i]), player_id=str(flat[i + 1]),
+                          balance=int(flat[i + 2])) for i in range(0, len(flat), 3)]
+    return tuple(sorted(rows, key=lambda row: row.seat))
+
+
 def protect_plan(rule: ProtectRule | None) -> str:
     """``apply.lua``'s ARGV[5]: the protection rule as JSON ('' for none)."""
     if rule is None:
@@ -332,7 +339,8 @@ class WalletStore:
         ``protect``: the player's exclusion and limits checked and the move counted in the
         same script (``protection.rule_for``). ``excluded_of``: the players whose exclusion
         at ``now_ms`` the outcome reports (``Applied.excluded``; a settlement's, issue 34),
-        read by the same script (issue 35: no round trip of its own)."""
+        with the seats held at the transaction's table after it (``Applied.escrows``), read
+        by the same script (issue 35: no round trips of their own)."""
         table_seats = seats_key(transaction.table_id) if transaction.table_id else NO_TABLE_SEATS
         pool = pool_key(transaction.pool.tournament_id) if transaction.pool else NO_POOL
         usage = usage_key(protect.player_id) if protect is not None else NO_USAGE
@@ -345,7 +353,8 @@ class WalletStore:
             _plan(transaction),
             _record(transaction),
             protect_plan(protect),
-            json.dumps({"now": str(now_ms), "players": list(excluded_of)},
+            json.dumps({"now": str(now_ms), "players": list(excluded_of),
+                        "table": transaction.table_id},
                        separators=(",", ":")) if excluded_of else "",
         ]
         reply: list[Any] = await self._apply(keys=keys, args=args)
@@ -360,6 +369,7 @@ class WalletStore:
             replayed=bool(extra),
             excluded=frozenset(str(p) for p in asked[0]) if asked else frozenset(),
             limited=frozenset(str(p) for p in asked[1]) if len(asked) > 1 else frozenset(),
+            escrows=_escrows(asked[2]) if len(asked) > 2 else (),
         )
 
     # --- reads ------------------------------------------------------------------------------

@@ -90,15 +90,13 @@ PINNED = {
     "dealer round trips": 20,
     "dealer EVALSHA create_hand": 1, "dealer EVALSHA record_deal": 5, "dealer EXEC": 7,
     "dealer GET": 14, "dealer HGETALL": 7, "dealer MULTI": 7, "dealer XRANGE": 7,
-    # The settlement's script, which also reads which settled players are excluded now
-    # (issue 34), and the table's seats and escrows after it in one MULTI (the holders, the
-    # last hand settled, the escrows), which the reply carries (table_seats): 3 round trips
-    # from ca82450, which read the exclusions in an HMGET of their own, to the script's
-    # reading them (issue 35). The MULTI was Reconcile's, a call of its own, until issue 35.
-    "wallet round trips": 2,
-    "wallet EVALSHA apply": 1, "wallet EXEC": 1, "wallet HGET": 1, "wallet HGETALL": 1,
-    "wallet HMGET": 1, "wallet MULTI": 1,
-    "store round trips": 45,
+    # The settlement's script alone, which also reads which settled players are excluded now
+    # (issue 34) and the table's seats and escrows after it, which the reply carries
+    # (table_seats). 3 round trips from ca82450 (Reconcile's MULTI, the script, an HMGET of
+    # the exclusions), 2 with the exclusions in the script, 1 with the seats (issue 35).
+    "wallet round trips": 1,
+    "wallet EVALSHA apply": 1,
+    "store round trips": 44,
     "dealer calls": 7, "dealer StartHand": 1, "dealer Deal": 5, "dealer Reveal": 1,
     # The settlement's reply carries the table's escrows after it: no Reconcile call while
     # they agree with the stacks (2 calls, SettleHand and Reconcile, until issue 35).
