@@ -12,7 +12,7 @@ prints it; a deploy test holds ``deploy/k8s/base/gateway.yaml`` to it). What it 
   tournament calls, ...) have no route (HTTP 404, gRPC-Web ``UNIMPLEMENTED``). Everything
   else is the web app: ``GET /`` is ``index.html``, ``GET /x.js`` the file ``x.js``.
 - **Timeouts**: a unary call ends after :attr:`GatewaySettings.unary_timeout_s` (a
-  ``grpc-timeout`` the client sends wins when shorter); the three streams (:data:`STREAMS`)
+  ``grpc-timeout`` the client sends wins when shorter); the streams (:data:`STREAMS`)
   have no route timeout (``timeout: 0s``) and an idle timeout set on purpose,
   :attr:`GatewaySettings.stream_idle_s` (one hour): a stream that carried nothing for that
   long is reset, and the client resumes it with ``after_sequence`` (nothing lost, nothing
@@ -59,7 +59,8 @@ PUBLIC_METHODS: Final[Mapping[str, tuple[str, ...]]] = {
         "GetMyCards", "WatchMyCards", "GetAudit", "CommitSeed", "OpenSeed", "GetHandProof"),
     "stud.v1.WalletService": (
         "CreateAccount", "GetBalance", "GetStatement", "Deposit", "Withdraw", "Reconcile",
-        "GetPool"),
+        "GetPool", "GetProtection", "SetLimit", "CancelLimitIncrease", "SelfExclude",
+        "SetSessionLimit", "SetRealityCheck", "WatchRealityChecks"),
     "stud.v1.TournamentService": (
         "CreateTournament", "CancelTournament", "Register", "Unregister", "ReEnter",
         "ListTournaments", "GetTournament", "WatchTournament", "VerifyTournament"),
@@ -72,7 +73,8 @@ player, an operator or an auditor makes. The services' calls to each other (the 
 tokens are what guards them, and the gateway does not even carry them (docs/deploy.md)."""
 STREAMS: Final = frozenset({"stud.v1.TableService/WatchTable",
                             "stud.v1.DealerService/WatchMyCards",
-                            "stud.v1.TournamentService/WatchTournament"})
+                            "stud.v1.TournamentService/WatchTournament",
+                            "stud.v1.WalletService/WatchRealityChecks"})
 """The server streams: no route timeout, the idle timeout of :class:`GatewaySettings`."""
 SERVICE_OF: Final[Mapping[str, str]] = {"stud.v1.TableService": "table",
                                         "stud.v1.DealerService": "dealer",
