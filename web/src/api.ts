@@ -67,15 +67,48 @@ export function makeApi(token: () => string, baseUrl = location.origin,
   };
 }
 
-/** A refusal as the services give it: the status code's name and the `stud-reason`. */
-export interface Refusal { code: string; reason: string; message: string }
+/** A refusal as the services give it: the status code's name, the `stud-reason` and its
+ * google.rpc.ErrorInfo's metadata (a limit's `remaining`, `resets_at_ms`, ...). */
+export interface Refusal { code: string; reason: string; message: string; meta: Map<string, string> }
 
 export function refusal(err: unknown): Refusal {
   if (err instanceof ConnectError) {
     const reason = err.metadata.get("stud-reason") ?? "";
-    return { code: Code[err.code] ?? String(err.code), reason, message: err.rawMessage };
+    return { code: Code[err.code] ?? String(err.code), reason, message: err.rawMessage, meta: errorMeta(err) };
   }
-  return { code: "Unknown", reason: "", message: err instanceof Error ? err.message : String(err) };
+  return { code: "Unknown", reason: "", message: err instanceof Error ? err.message : String(err), meta: new Map() };
+}
+
+function errorMeta(err: ConnectError): Map<string, string> {
+  for (const d of err.details) {
+    if (!("type" in d) || !d.type.endsWith("google.rpc.ErrorInfo") || !(d.value instanceof Uint8Array)) continue;
+    return errorInfo(d.value).metadata;
+  }
+  return new Map();
+}
+
+/** A wallet time (ms since the epoch) as UTC minutes, as studclient.protection.when says it. */
+export function when(ms: number | bigint): string {
+  return new Date(Number(ms)).toISOString().slice(0, 16).replace("T", " ") + " UTC";
+}
+
+/** A refusal by a limit, a session limit or an exclusion in words (studclient.protection's
+ * refusal_text, word for word), or "" for any other refusal. */
+export function protectionText(r: Refusal): string {
+  const m = r.meta;
+  const n = (k: string) => Number(m.get(k) ?? "0");
+  if (["deposit_limit", "loss_limit", "wager_limit"].includes(r.reason) && m.has("remaining")) {
+    return `Your ${m.get("window") ?? ""} ${m.get("kind") ?? ""} limit of ${n("limit").toLocaleString("en-US")} has ` +
+      `${n("remaining").toLocaleString("en-US")} left; more frees at ${when(n("resets_at_ms"))}.`;
+  }
+  if (r.reason === "session_limit") {
+    return `Your session reached its time limit at ${when(n("ended_ms"))}; a new one may start ` +
+      "after 30 minutes away from every table.";
+  }
+  if (r.reason === "self_excluded" || r.reason === "operator_excluded") {
+    return "You are excluded from play " + (n("until_ms") === 0 ? "until an operator lifts it." : `until ${when(n("until_ms"))}.`);
+  }
+  return "";
 }
 
 export function isAbort(err: unknown): boolean {
@@ -84,6 +117,8 @@ export function isAbort(err: unknown): boolean {
 
 /** A refusal in words: "Refused: not your turn (FailedPrecondition)". */
 export function refusalText(r: Refusal): string {
+  const protection = protectionText(r);
+  if (protection) return `${protection} (${r.code}: ${r.reason})`;
   const words = r.reason ? r.reason.replace(/_/g, " ") : r.message;
   return `${words} (${r.code}${r.reason && r.message ? `: ${r.message}` : ""})`;
 }

@@ -4,6 +4,7 @@ import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { claims, commandId, forgetToken, makeApi, refusal, refusalText, takeToken } from "./api";
 import { TableStatus, type TableSummary } from "./gen/stud/v1/table_pb";
 import { TournamentFormat, TournamentPhase, type TournamentSummary } from "./gen/stud/v1/tournament_pb";
+import { LimitsPane } from "./limits";
 import { TablePane, type Host } from "./table";
 import { chips, countdown } from "./words";
 
@@ -23,6 +24,7 @@ const api = makeApi(() => token);
 const me = claims(token);
 const panes = new Map<string, TablePane>();
 const myEntries = new Set<string>();
+const limits = new LimitsPane(api, me.player, (text) => notice(text));
 
 function notice(text: string): void {
   $("notice").textContent = text;
@@ -204,6 +206,14 @@ async function main(): Promise<void> {
     location.reload();
   };
   $("refresh").onclick = () => void refreshLobby();
+  $("lobby").after(limits.root);
+  const open = $("open-limits");
+  open.onclick = () => {
+    const opening = limits.root.hidden;
+    open.setAttribute("aria-expanded", String(opening));
+    if (opening) void limits.show().then(() => limits.root.scrollIntoView());
+    else limits.hide();
+  };
   if (!token) {
     signInNeeded("no_token");
     return;
@@ -215,7 +225,7 @@ async function main(): Promise<void> {
   const params = new URLSearchParams(location.search);
   const wanted = params.getAll("table");
   const saved: string[] = JSON.parse(localStorage.getItem(OPEN_KEY) ?? "[]");
-  await refreshLobby();
+  await Promise.all([refreshLobby(), limits.refresh()]);
   for (const id of wanted.length ? wanted : saved) void openTable(id);
   setInterval(() => panes.forEach((p) => p.tick()), 500);
   setInterval(tokenClock, 1000);
