@@ -1,7 +1,7 @@
 """The web client's Limits section (docs/web.md "Web client: limits", docs/player-protection.md)
 in a real browser through the gateway: a daily wager limit set in the page, a buy-in beyond what
 is left refused in words with the amount left, a raise shown as waiting 24 hours and cancelled,
-and a self-exclusion that needs its confirmation."""
+a self-exclusion that needs its confirmation, and reality checks as the page's notice."""
 
 from __future__ import annotations
 
@@ -112,3 +112,29 @@ async def test_limits_in_the_page(room: Room, players: Players, gateway: Any) ->
     await pane.get_by_role("button", name="Sit down").click()
     await expect(pane.get_by_role("alert")).to_contain_text(re.compile(
         rf"Sit down refused: You are excluded from play until {UTC_TIME}\."))
+
+
+async def test_reality_checks_appear_as_a_notice(room: Room, players: Players,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reality checks set in the page come as the page's notice, with the session's time and
+    net result. The wallet's wait between reminders is cut to a fraction of a second (its
+    ``sleep``; the interval is minutes), its clock is the real one."""
+    async def fast(seconds: float) -> None:
+        await asyncio.sleep(0.3)
+
+    monkeypatch.setattr(room.wallet.deps.protection, "_sleep", fast)
+    table_id = await room.client.open_table("web-reminded", settings=fast_settings())
+    await room.fund("erin", 5_000)
+    p = await players("erin", f"/?table={table_id}")
+    page = p.page
+    await page.get_by_role("button", name="Limits", exact=True).click()
+    limits = page.get_by_role("region", name="Limits", exact=True)
+    await limits.get_by_label("Reality check every (minutes)").fill("1")
+    await limits.get_by_role("button", name="Set reality check").click()
+    await expect(limits).to_contain_text("a reality check every 1 minutes of play")
+    notice = page.locator("#notice")
+    await expect(notice).to_have_text(
+        "Reality check: you have played 0 h 00 min this session; net result 0.")
+    await sit(p, table_id, 1, buy_in=300)
+    await expect(notice).to_have_text(
+        "Reality check: you have played 0 h 00 min this session; net result -300.")
