@@ -30,10 +30,10 @@ async def admin(redis_server: TestRedis, redis_url: str) -> AsyncIterator[Client
 
 async def to_legacy_layout(admin: Client) -> set[str]:
     """Rename every tagged wallet key to its old name, as an older wallet wrote them (the
-    player protection's keys, ``usage:*`` and ``protection*``, came after the tag: an older
-    wallet never wrote them)."""
+    player protection's keys, ``usage:*``, ``protection*`` and ``sessions``, came after the
+    tag: an older wallet never wrote them)."""
     names = [k async for k in admin.scan_iter(match=f"{TAGGED}*")
-             if not k.removeprefix(TAGGED).startswith(("usage:", "protection"))]
+             if not k.removeprefix(TAGGED).startswith(("usage:", "protection", "sessions"))]
     for name in names:
         await admin.rename(name, keys.legacy_wallet_key(name.removeprefix(TAGGED)))
     return {keys.legacy_wallet_key(n.removeprefix(TAGGED)) for n in names}
