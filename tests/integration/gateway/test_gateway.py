@@ -58,7 +58,11 @@ async def test_the_services_own_calls_are_not_routed(stack: Stack, path: str) ->
     reply = web_call(stack.gateway.url, path, dealer_pb2.DealRequest(table_id="gw-unary"),
                      token=stack.token("ops", Role.OPERATOR))
     assert (reply.http_status, reply.status) == (404, 12)  # UNIMPLEMENTED, never forwarded
-    assert path not in stack.room.dealer.logs() + stack.room.wallet.logs()
+    # never reached a service as the caller (the table's own SettleHand of another test's
+    # hand in this module's stack is logged as service:table)
+    logs = stack.room.dealer.logs() + stack.room.wallet.logs()
+    assert [line for line in logs.splitlines()
+            if path in line and '"principal": "service:table"' not in line] == []
 
 
 async def test_the_web_app_is_served_on_the_same_origin(stack: Stack) -> None:
