@@ -60,7 +60,8 @@ PUBLIC_METHODS: Final[Mapping[str, tuple[str, ...]]] = {
     "stud.v1.WalletService": (
         "CreateAccount", "GetBalance", "GetStatement", "Deposit", "Withdraw", "Reconcile",
         "GetPool", "GetProtection", "SetLimit", "CancelLimitIncrease", "SelfExclude",
-        "SetSessionLimit", "SetRealityCheck", "WatchRealityChecks"),
+        "SetSessionLimit", "SetRealityCheck", "WatchRealityChecks", "ExcludePlayer",
+        "LiftExclusion"),
     "stud.v1.TournamentService": (
         "CreateTournament", "CancelTournament", "Register", "Unregister", "ReEnter",
         "ListTournaments", "GetTournament", "WatchTournament", "VerifyTournament"),

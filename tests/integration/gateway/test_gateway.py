@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from stud.v1 import dealer_pb2, table_pb2
+from stud.v1 import dealer_pb2, table_pb2, wallet_pb2
 from studkit.auth import Role
 from studtest.gateway import Stack, WebReply, running_gateway, web_call
 
@@ -141,3 +141,21 @@ async def test_a_table_call_follows_the_owner_header(stack: Stack) -> None:
     # Another port (the dealer's), a name, junk: not followed, the Service answers.
     for owner in (stack.room.dealer.target, f"localhost:{table_port}", "x" * 300):
         assert get(owner).one(table_pb2.TableView).table_id == "gw-owner", owner
+
+
+async def test_the_operators_exclusion_calls_are_routed(stack: Stack) -> None:
+    """ExcludePlayer and LiftExclusion (issue 34) reach the wallet: an operator excludes a
+    player, and a lift of that fresh exclusion is the wallet's own refusal, not UNIMPLEMENTED."""
+    stack.fund("gw-excluded")
+    ops = stack.token("ops", Role.OPERATOR)
+    excluded = web_call(stack.gateway.url, "/stud.v1.WalletService/ExcludePlayer",
+                        wallet_pb2.ExcludePlayerRequest(
+                            player_id="gw-excluded", reason="gateway test",
+                            period=wallet_pb2.EXCLUSION_PERIOD_INDEFINITE), token=ops)
+    assert excluded.status == 0, (excluded.http_status, excluded.message, excluded.reason)
+    view = excluded.one(wallet_pb2.ProtectionResponse)
+    assert view.excluded and view.excluded_by == "operator:ops"
+    lift = web_call(stack.gateway.url, "/stud.v1.WalletService/LiftExclusion",
+                    wallet_pb2.LiftExclusionRequest(player_id="gw-excluded", reason="test"),
+                    token=ops)
+    assert (lift.status, lift.reason) == (9, "exclusion_active"), lift.message
