@@ -17,7 +17,9 @@ prints it; a deploy test holds ``deploy/k8s/base/gateway.yaml`` to it). What it 
   :attr:`GatewaySettings.stream_idle_s` (one hour): a stream that carried nothing for that
   long is reset, and the client resumes it with ``after_sequence`` (nothing lost, nothing
   twice). The streams carry no heartbeat; Envoy's default (5 minutes) would cut a quiet
-  table's watch.
+  table's watch. The wallet's reality checks (:data:`REALITY_CHECKS`), one reminder every
+  interval of up to 24 hours, have an idle timeout above that,
+  :attr:`GatewaySettings.reality_check_idle_s` (25 hours).
 - **Callers**: ``use_remote_address``: Envoy appends the address of its peer (the browser,
   or the load balancer in front when ``xff_trusted_hops`` says there is one) to
   ``x-forwarded-for``, and the services, told to believe the gateway
@@ -77,6 +79,10 @@ STREAMS: Final = frozenset({"stud.v1.TableService/WatchTable",
                             "stud.v1.TournamentService/WatchTournament",
                             "stud.v1.WalletService/WatchRealityChecks"})
 """The server streams: no route timeout, the idle timeout of :class:`GatewaySettings`."""
+REALITY_CHECKS: Final = "stud.v1.WalletService/WatchRealityChecks"
+"""The one stream quiet by design: a reminder every interval (up to 1,440 minutes, the
+wallet's ``MAX_REALITY_CHECK_MINUTES``) and nothing in between; its route's idle timeout is
+:attr:`GatewaySettings.reality_check_idle_s`."""
 SERVICE_OF: Final[Mapping[str, str]] = {"stud.v1.TableService": "table",
                                         "stud.v1.DealerService": "dealer",
                                         "stud.v1.WalletService": "wallet",
@@ -126,6 +132,8 @@ class GatewaySettings:
     """Origins (``https://play.example.com``) that may call the API from another origin."""
     unary_timeout_s: float = 30.0
     stream_idle_s: float = 3600.0
+    reality_check_idle_s: float = 25 * 3600.0
+    """:data:`REALITY_CHECKS`' idle timeout: the longest interval (24 hours) and an hour."""
     xff_trusted_hops: int = 0
     """Proxies in front of the gateway that append to ``x-forwarded-for`` (a cloud load
     balancer: 1). Its peer's address is still appended, for the services to read past."""
@@ -193,21 +201,30 @@ def _owner_cluster(settings: GatewaySettings) -> dict[str, Any]:
     return cluster
 
 
+def _kind(method: str) -> str:
+    if method == REALITY_CHECKS:
+        return "reality"
+    return "stream" if method in STREAMS else "unary"
+
+
 def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
     routes: list[dict[str, Any]] = [dict(r) for r in settings.extra_routes]
     off = {"envoy.filters.http.file_server": {
         "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "disabled": True}}
     for service, methods in PUBLIC_METHODS.items():
-        for streaming in (False, True):
-            chosen = [m for m in methods if (f"{service}/{m}" in STREAMS) == streaming]
+        for kind in ("unary", "stream", "reality"):
+            chosen = [m for m in methods if _kind(f"{service}/{m}") == kind]
             if not chosen:
                 continue
+            streaming = kind != "unary"
             # One route per service and kind: its methods by their exact paths.
             path = {"safe_regex": {"regex": f"^/{re.escape(service)}/({'|'.join(chosen)})$"}}
             action: dict[str, Any] = {"timeout": "0s" if streaming else
                                       _duration(settings.unary_timeout_s)}
             if streaming:
-                action["idle_timeout"] = _duration(settings.stream_idle_s)
+                action["idle_timeout"] = _duration(
+                    settings.reality_check_idle_s if kind == "reality" else
+                    settings.stream_idle_s)
             else:
                 # A grpc-timeout the client sends bounds the call, up to the route's own.
                 action["max_stream_duration"] = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stud.v1 import table_pb2
+from stud.v1 import table_pb2, wallet_pb2
 from studtest.gateway import Stack, StreamCut, WebStream, running_gateway, web_call
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -71,6 +71,46 @@ async def test_a_stream_outlives_the_unary_timeout_and_resumes_after_the_idle_on
             again = resumed.next_as(table_pb2.TableEventRecord)
         assert again is not None and again.sequence > seen[-1]
         assert again.event.WhichOneof("event") == "player_sat_out"
+
+
+def quiet_reality_checks(base_url: str, stack: Stack, player: str, wait_s: float) -> str:
+    """Watch ``player``'s reality checks for ``wait_s`` (their interval is an hour: nothing
+    comes): "open" when the stream was still there at the end, else how it ended."""
+    try:
+        with WebStream(base_url, "/stud.v1.WalletService/WatchRealityChecks",
+                       wallet_pb2.WatchRealityChecksRequest(player_id=player),
+                       token=stack.token(player), timeout=wait_s) as stream:
+            if stream.reply.http_status != 200:
+                return f"answered {stream.reply.http_status}"
+            body = stream.next()
+            return f"ended: {body!r} {stream.reply.trailers}"
+    except TimeoutError:
+        return "open"
+    except (StreamCut, ConnectionError) as cut:
+        return f"cut: {cut!r}"
+
+
+async def test_reality_checks_outlive_the_streams_idle_timeout(
+        stack: Stack, tmp_path: Path) -> None:
+    """A reminder comes every interval, up to 1,440 minutes, and nothing in between: the
+    reality checks' route is idle far longer than the other streams' (issue 34), so a quiet
+    WatchRealityChecks lives past stream_idle_s (and is reset at its own idle timeout)."""
+    player = "gw-reminded"
+    stack.fund(player)
+    set_check = web_call(stack.gateway.url, "/stud.v1.WalletService/SetRealityCheck",
+                         wallet_pb2.SetRealityCheckRequest(player_id=player,
+                                                           interval_minutes=60),
+                         token=stack.token(player))
+    assert set_check.status == 0, (set_check.message, set_check.reason)
+    with running_gateway(stack.targets, tmp_path / "idle", stream_idle_s=2) as gateway:
+        # Three of the ordinary idle timeouts without a message: still open.
+        outcome = await asyncio.to_thread(quiet_reality_checks, gateway.url, stack, player, 6)
+        assert outcome == "open", outcome
+    with running_gateway(stack.targets, tmp_path / "both", stream_idle_s=2,
+                         reality_check_idle_s=2) as gateway:
+        # The same stream on a gateway whose reality checks' idle timeout is as short: reset.
+        outcome = await asyncio.to_thread(quiet_reality_checks, gateway.url, stack, player, 6)
+        assert outcome != "open", outcome
 
 
 async def test_four_tables_streams_are_open_at_once(stack: Stack) -> None:
