@@ -115,9 +115,11 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
         if _b(player) not in h.get(accounts, {}):
             return ["error", "unknown_account", f"player:{player}"]
     protect = json.loads(argv[4]) if len(argv) > 4 and argv[4] != b"" else None
-    usage_entry = None
+    usage_entry = session_after = None
     if protect is not None:
-        refusal = _protect(r, keys_, protect)
+        refusal, session_after = _session(r, keys_, protect)
+        if refusal is None:
+            refusal = _protect(r, keys_, protect)
         if refusal is not None:
             return refusal
         usage = protect["usage"]
@@ -166,7 +168,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     for account, value in after.items():
         h.setdefault(balances, {})[_b(account)] = b"%d" % value
     for i, posting in enumerate(plan["postings"]):
-        r.data.xadd(keys_[9 + i], None, {  # KEYS[7] is the (unsimulated) pool's
+        r.data.xadd(keys_[10 + i], None, {  # KEYS[7] is the (unsimulated) pool's
             b"tx_id": tx_id, b"kind": _b(plan["kind"]), b"amount": _b(posting["amount"]),
             b"balance_after": b"%d" % posting_after[i], b"table_id": _b(plan["table_id"]),
             b"hand_id": _b(plan["hand_id"]), b"tournament_id": b""})
@@ -185,6 +187,8 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
         old = int(protect["now"]) - int(protect["kept_ms"])
         while kept and int(kept[-1].split(b":")[0]) <= old:
             kept.pop()
+    if session_after is not None and protect is not None:
+        h.setdefault(keys_[9], {})[_b(protect["player"])] = session_after
     report = {a: str(after.get(a, balance(a))) for a in plan["report"]}
     outcome = json.dumps({"tx_id": tx_id.decode(), "balances": report or None,
                           "amount": plan["amount"]})
@@ -241,6 +245,31 @@ def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes) -> tuple[list[str], l
 
 
 _WINDOWS: Final = (("day", 86_400_000), ("week", 604_800_000), ("month", 2_592_000_000))
+
+
+def _session(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]
+             ) -> tuple[list[Any] | None, bytes | None]:
+    """``apply.lua``'s buy-in session check: a refusal once the running session has lasted
+    the limit in force, else None and the session after the buy-in (None: not a buy-in)."""
+    if "session_gap_ms" not in protect:
+        return None, None
+    now = int(protect["now"])
+    text = r.data.hashes.get(keys_[9], {}).get(_b(protect["player"]))
+    if text is None:
+        return None, b"%d:%d" % (now, now)
+    started, last = (int(p) for p in text.split(b":"))
+    if now - last >= int(protect["session_gap_ms"]):
+        return None, b"%d:%d" % (now, now)
+    raw = r.data.hashes.get(keys_[7], {}).get(_b(protect["player"]))
+    limit = json.loads(raw).get("session_limit") if raw is not None else None
+    if limit:
+        minutes = int(limit["amount"])
+        if limit["pending"] != "" and now >= int(limit["effective_ms"]):
+            minutes = int(limit["pending"])
+        ends = started + minutes * 60_000
+        if minutes > 0 and now >= ends:
+            return ["error", "session_limit", f"{started}:{ends}"], None
+    return None, b"%d:%d" % (started, max(last, now))
 
 
 def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[Any] | None:

@@ -10,11 +10,13 @@
 -- KEYS[8] players' protection (player id -> JSON of limits and exclusion, protection.py)
 -- KEYS[9] the usage list of the transaction's player ('<at_ms>:<deposit>:<wager>:<loss>',
 --         newest first); a placeholder never written when the transaction has no rule
--- KEYS[9 + i] the statement stream of the account of posting i
+-- KEYS[10] players' sessions (player id -> '<started_ms>:<last_ms>', protection.Session)
+-- KEYS[10 + i] the statement stream of the account of posting i
 -- ARGV[1] idempotency scope      ARGV[2] fingerprint of the command
 -- ARGV[3] plan (JSON; amounts are decimal strings)
 -- ARGV[4] ledger record (JSON, stored verbatim)
--- ARGV[5] protection rule (JSON: player, now, checks, blocked, usage) or ''
+-- ARGV[5] protection rule (JSON: player, now, checks, blocked, usage, and a buy-in's
+--         session_gap_ms) or ''
 -- ARGV[6] a settlement's report (JSON: now, players, table) or '': which of its players are
 --         excluded (issue 34) for the table to stand up after the hand, and every seat held
 --         at the table with its escrow after it (what Reconcile reads), read here rather than
@@ -97,12 +99,38 @@ end
 -- kinds the move counts against, over its rolling window; the least left wins. Same rule as
 -- protection.check.
 local protect = ARGV[5] ~= '' and cjson.decode(ARGV[5]) or nil
-local usage_entry
+local usage_entry, session_after
 if protect then
   local now = tonumber(protect.now)
   local raw = redis.call('HGET', KEYS[8], protect.player)
   local state = raw and cjson.decode(raw) or nil
   local usage = nil
+  -- A buy-in (a sit-down or top-up): refused once the player's running session has lasted
+  -- the session limit in force (session_ends_at); the session goes on, or starts (seen).
+  if protect.session_gap_ms then
+    local text = redis.call('HGET', KEYS[10], protect.player)
+    local started, last
+    if text then
+      local a, b = string.match(text, '^(%d+):(%d+)$')
+      started, last = tonumber(a), tonumber(b)
+    end
+    if started and now - last < tonumber(protect.session_gap_ms) then
+      local s = state and state.session_limit
+      if s then
+        local minutes = tonumber(s.amount)
+        if s.pending ~= '' and now >= tonumber(s.effective_ms) then
+          minutes = tonumber(s.pending)
+        end
+        local ends = started + minutes * 60000
+        if minutes > 0 and now >= ends then
+          return {'error', 'session_limit', string.format('%d:%d', started, ends)}
+        end
+      end
+      session_after = string.format('%d:%d', started, math.max(last, now))
+    else
+      session_after = string.format('%d:%d', now, now)
+    end
+  end
   if state and protect.blocked and state.exclusion then
     local e = state.exclusion
     if in_force(e, now) then
@@ -235,7 +263,7 @@ for account, value in pairs(after) do
   redis.call('HSET', KEYS[2], account, string.format('%d', value))
 end
 for i, posting in ipairs(plan.postings) do
-  redis.call('XADD', KEYS[9 + i], '*',
+  redis.call('XADD', KEYS[10 + i], '*',
     'tx_id', tx_id, 'kind', plan.kind, 'amount', posting.amount,
     'balance_after', string.format('%d', posting_after[i]),
     'table_id', plan.table_id, 'hand_id', plan.hand_id,
@@ -275,6 +303,9 @@ if usage_entry then
     if not last or tonumber(string.match(last, '^[^:]+')) > old then break end
     redis.call('RPOP', KEYS[9])
   end
+end
+if session_after then
+  redis.call('HSET', KEYS[10], protect.player, session_after)
 end
 
 local balances = {}

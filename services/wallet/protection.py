@@ -611,17 +611,21 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class ProtectRule:
     """What ``apply.lua`` checks and records for one transaction: the limits of ``checks``
-    (and the exclusion when ``blocked``) against the player's usage, then ``usage``."""
+    (and the exclusion when ``blocked``) against the player's usage, then ``usage``; with
+    ``session`` (a buy-in), the session time limit too, and the player's session goes on or
+    starts (:func:`seen`), in the same script."""
 
     player_id: str
     checks: tuple[LimitKind, ...]
     blocked: bool
     usage: Usage
+    session: bool = False
 
 
 def rule_for(transaction: Transaction, now_ms: int) -> ProtectRule | None:
     """The protection rule of a transaction: deposits, buy-ins (top-ups too) and tournament
-    entries are checked and counted; cash-outs, refunds and prizes are counted (they lower
+    entries are checked and counted (a buy-in against the session time limit too, which
+    tournament entries are not); cash-outs, refunds and prizes are counted (they lower
     the net loss, a refund the wager too); withdrawals and settlements are neither."""
     players = [p for p in transaction.postings if p.account.kind is AccountKind.PLAYER]
     if len(players) != 1:
@@ -631,7 +635,10 @@ def rule_for(transaction: Transaction, now_ms: int) -> ProtectRule | None:
     match transaction.kind:
         case TxKind.DEPOSIT:
             return ProtectRule(player, (LimitKind.DEPOSIT,), True, Usage(now_ms, deposit=moved))
-        case TxKind.BUY_IN | TxKind.TOURNAMENT_ENTRY:
+        case TxKind.BUY_IN:
+            return ProtectRule(player, (LimitKind.WAGER, LimitKind.LOSS), True,
+                               Usage(now_ms, wager=moved, loss=moved), session=True)
+        case TxKind.TOURNAMENT_ENTRY:
             return ProtectRule(player, (LimitKind.WAGER, LimitKind.LOSS), True,
                                Usage(now_ms, wager=moved, loss=moved))
         case TxKind.CASH_OUT | TxKind.PRIZE:

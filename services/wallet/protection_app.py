@@ -29,7 +29,6 @@ from wallet.protection import (
     ProtectionEvent,
     RealityCheck,
     SelfExclude,
-    SessionLimitReached,
     SetLimit,
     SetRealityCheck,
     SetSessionLimit,
@@ -144,26 +143,6 @@ class ProtectionApp:
             if ends and now_ms >= ends:
                 reasons[player] = "session_limit"
         return reasons
-
-    async def check_buy_in(self, player_id: str, idempotency_key: str) -> None:
-        """Refuse a buy-in (a sit-down or top-up) once the player's session has passed its
-        limit: ``session_limit``. A retry of a buy-in already applied is let through (the
-        script answers it as applied). One read when no session runs, two with no limit."""
-        now_ms = self._clock_ms()
-        session = (await self._store.sessions([player_id])).get(player_id)
-        if session is None or not session.ongoing(now_ms):
-            return
-        projected = (await self._store.projected([player_id])).get(player_id)
-        ends = session_ends_at(session_limit_in(projected, now_ms), session, now_ms)
-        if not ends or now_ms < ends:
-            return
-        if await self._store.applied(f"buy_in:{player_id}:{idempotency_key}"):
-            return
-        raise SessionLimitReached(session.started_ms, ends)
-
-    async def bought_in(self, player_id: str) -> None:
-        """Record a buy-in applied now (the player's session goes on, or starts)."""
-        await self._store.see([player_id], self._clock_ms())
 
     async def reality_checks(self, principal: Principal, player_id: str
                              ) -> AsyncIterator[RealityCheck]:

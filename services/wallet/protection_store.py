@@ -26,7 +26,7 @@ from wallet.protection import (
     seen,
     usage_from_text,
 )
-from wallet.store import ACCOUNTS, IDEMPOTENCY, PROTECTION, UnknownAccount, usage_key
+from wallet.store import ACCOUNTS, PROTECTION, SESSIONS, UnknownAccount, usage_key
 
 _APPEND: Final = """
 -- KEYS[1] the player's protection stream  KEYS[2] the projection hash  KEYS[3] accounts
@@ -39,10 +39,6 @@ end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return #ARGV - 3
 """
-
-
-SESSIONS: Final = wallet_key("sessions")
-"""Player id -> their session, ``<started_ms>:<last_ms>`` (protection.Session)."""
 
 
 def protection_key(player_id: str) -> str:
@@ -126,7 +122,3 @@ class ProtectionStore:
         if after:
             await self._redis.hset(SESSIONS, mapping={p: s.to_text() for p, s in after.items()})
         return after
-
-    async def applied(self, scope: str) -> bool:
-        """Whether the wallet has applied a transaction of idempotency ``scope``."""
-        return bool(await self._redis.hexists(IDEMPOTENCY, scope))

@@ -75,10 +75,9 @@ class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
         self, request: pb.BuyInRequest, context: grpc.aio.ServicerContext
     ) -> pb.BuyInResponse:
         command = mapping.buy_in_from_proto(request)
-        # Issue 34: no buy-in once the player's session has passed its time limit.
-        await self._protection.check_buy_in(command.player_id, command.idempotency_key)
+        # Issue 34: no buy-in once the player's session has passed its time limit, checked
+        # and the session recorded by the buy-in's script (apply.lua), with the money move.
         applied = await self._app.buy_in(current_principal(), command)
-        await self._protection.bought_in(command.player_id)
         return mapping.buy_in_to_proto(command, applied)
 
     async def SettleHand(

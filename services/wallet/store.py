@@ -50,11 +50,13 @@ from wallet.model import (
     seat_account,
 )
 from wallet.protection import (
+    SESSION_GAP_MS,
     USAGE_KEPT_MS,
     Excluded,
     LimitExceeded,
     LimitKind,
     ProtectRule,
+    SessionLimitReached,
     Window,
 )
 from wallet.transaction import PoolAction, PoolRule
@@ -72,6 +74,9 @@ PROTECTION: Final = wallet_key("protection")
 """Player id -> the JSON ``apply.lua`` checks money moves against (``protection.projection``)."""
 NO_USAGE: Final = wallet_key("usage")
 """Stands in for KEYS[9] when a transaction has no protection rule (never written)."""
+SESSIONS: Final = wallet_key("sessions")
+"""Player id -> their session, ``<started_ms>:<last_ms>`` (protection.Session): KEYS[10],
+written by a buy-in's script (with its check) and after a settled hand (``ProtectionStore.see``)."""
 
 
 def usage_key(player_id: str) -> str:
@@ -206,10 +211,11 @@ def protect_plan(rule: ProtectRule | None) -> str:
     if rule is None:
         return ""
     u = rule.usage
+    session = {"session_gap_ms": str(SESSION_GAP_MS)} if rule.session else {}
     return json.dumps({"player": rule.player_id, "now": str(u.at_ms),
                        "checks": [k.value for k in rule.checks], "blocked": rule.blocked,
                        "usage": [str(u.deposit), str(u.wager), str(u.loss)],
-                       "kept_ms": str(USAGE_KEPT_MS)})
+                       "kept_ms": str(USAGE_KEPT_MS), **session})
 
 
 def _record(transaction: Transaction) -> str:
@@ -273,6 +279,9 @@ def _refusal(reason: str, detail: str) -> Exception:
                                  int(limit), int(remaining), int(resets))
         case "self_excluded" | "operator_excluded":
             return Excluded(reason, int(detail))
+        case "session_limit":
+            started, ended = detail.split(":")
+            return SessionLimitReached(int(started), int(ended))
         case _:
             return RuntimeError(f"unexpected refusal from apply.lua: {reason} {detail}")
 
@@ -345,7 +354,7 @@ class WalletStore:
         pool = pool_key(transaction.pool.tournament_id) if transaction.pool else NO_POOL
         usage = usage_key(protect.player_id) if protect is not None else NO_USAGE
         keys = [LEDGER, BALANCES, IDEMPOTENCY, ACCOUNTS, table_seats, LAST_HAND, pool,
-                PROTECTION, usage]
+                PROTECTION, usage, SESSIONS]
         keys += [postings_key(p.account) for p in transaction.postings]
         args = [
             transaction.scope,

@@ -29,6 +29,7 @@ from wallet.protection import (
     LimitSet,
     Period,
     SelfExcluded,
+    SessionLimitSet,
     Window,
     fold,
     projection,
@@ -40,6 +41,7 @@ from wallet.store import (
     LAST_HAND,
     LEDGER,
     PROTECTION,
+    SESSIONS,
     WalletStore,
     postings_key,
     seats_key,
@@ -49,6 +51,7 @@ from wallet.store import (
 OPERATOR = Principal(Role.OPERATOR, "contract")
 TABLE = Principal(Role.SERVICE, "table")
 MAX = 9007199254740991
+MINUTE = 60_000
 """The largest balance ``apply.lua`` accepts (2^53 - 1)."""
 
 Case = Callable[[WalletApp], Awaitable[list[object]]]
@@ -160,8 +163,37 @@ async def limits(app: WalletApp) -> list[object]:
             await outcome(app.deposit(OPERATOR, deposit("p2", 10, "d4")))]  # self_excluded
 
 
+async def sessions(app: WalletApp) -> list[object]:
+    """The session time limit (issue 34), checked and recorded by a buy-in's script: p1,
+    with 60 minutes, buys in (a session starts), again at 25 and 50 minutes (it goes on, a
+    buy-in at most 30 minutes after the last), is refused
+    session_limit at 60 while a retry of the first is answered as applied; p2, with no
+    limit, buys in and is recorded too; 30 minutes after p1's last buy-in a new session
+    starts and p1's buy-in is applied."""
+    store, now = app._store, [1_000]
+    clocked = WalletApp(store, clock_ms=lambda: now[0])
+    for player in ("p1", "p2"):
+        await app.create_account(OPERATOR, player)
+        await app.deposit(OPERATOR, deposit(player, 1_000, f"d-{player}"))
+    await store._redis.hset(PROTECTION, "p1", projection(fold([SessionLimitSet(
+        at_ms=0, minutes=60, effective_ms=0)])))
+    out = [await outcome(clocked.buy_in(TABLE, buy_in("p1", 1, 100, "b1")))]
+    now[0] += 25 * MINUTE
+    out += [await outcome(clocked.buy_in(TABLE, buy_in("p1", 1, 100, "b2"))),
+            await outcome(clocked.buy_in(TABLE, buy_in("p2", 2, 100, "b3")))]
+    now[0] += 25 * MINUTE
+    out += [await outcome(clocked.buy_in(TABLE, buy_in("p1", 1, 100, "b6")))]
+    now[0] += 10 * MINUTE
+    out += [await outcome(clocked.buy_in(TABLE, buy_in("p1", 1, 100, "b4"))),  # the limit
+            await outcome(clocked.buy_in(TABLE, buy_in("p1", 1, 100, "b1"))),  # a replay
+            await outcome(clocked.buy_in(TABLE, buy_in("p2", 2, 100, "b5")))]
+    now[0] += 20 * MINUTE  # 30 minutes after p1's last buy-in: a new session
+    out += [await outcome(clocked.buy_in(TABLE, buy_in("p1", 1, 100, "b4")))]
+    return out
+
+
 CASES: dict[str, Case] = {"deposits": deposits, "seats": seats, "settlements": settlements,
-                          "limits": limits}
+                          "limits": limits, "sessions": sessions}
 ACCOUNT_KEYS = ["player:p1", "player:p2", "seat:t1:1", "seat:t1:2", "external"]
 
 
@@ -187,7 +219,7 @@ async def stored(client: Recording) -> list[object]:
 
     rows: list[object] = [[parsed(fields) for _id, fields in ledger],
                           [[parsed(part) for part in reply] for reply in client.replies]]
-    for key in (BALANCES, IDEMPOTENCY, ACCOUNTS, seats_key("t1"), LAST_HAND):
+    for key in (BALANCES, IDEMPOTENCY, ACCOUNTS, seats_key("t1"), LAST_HAND, SESSIONS):
         rows.append((key, hash_(await client.hgetall(key))))
     for player in ("p1", "p2"):
         rows.append((usage_key(player), await client.lrange(usage_key(player), 0, -1)))

@@ -6,6 +6,7 @@ the gRPC ones record a session that started long ago."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -20,11 +21,11 @@ from studkit.grpc_server import rpc_error_info, rpc_error_reason
 from studtest.redis import TestRedis
 from studtest.wallet import OPERATOR, RunningWallet, player
 from wallet.app import WalletApp
-from wallet.model import BuyIn, Deposit
+from wallet.model import Applied, BuyIn, Deposit
 from wallet.protection import COOLING_OFF_MS, SESSION_GAP_MS, Session, SetSessionLimit
 from wallet.protection_app import ProtectionApp
 from wallet.protection_store import SESSIONS, ProtectionStore
-from wallet.store import WalletStore
+from wallet.store import BALANCES, WalletStore, usage_key
 
 from .conftest import wallet_url
 
@@ -41,15 +42,22 @@ class Clocked:
 
     def __init__(self, store: WalletStore) -> None:
         self.now = T0
+        self.tick = 0
+        """How far each read of the clock moves it (0: it stands still)."""
         self.store = store
-        self.app = WalletApp(store, clock_ms=lambda: self.now)
-        self.protection = ProtectionApp(ProtectionStore(store.client), clock_ms=lambda: self.now)
+        self.app = WalletApp(store, clock_ms=self.clock)
+        self.protection = ProtectionApp(ProtectionStore(store.client), clock_ms=self.clock)
 
-    async def buy_in(self, key: str, amount: int = 100) -> None:
-        await self.protection.check_buy_in("alice", key)
-        await self.app.buy_in(TABLE, BuyIn(player_id="alice", table_id="t1", seat=1,
-                                           amount=amount, idempotency_key=key))
-        await self.protection.bought_in("alice")
+    def clock(self) -> int:
+        now = self.now
+        self.now += self.tick
+        return now
+
+    async def buy_in(self, key: str, amount: int = 100) -> Applied:
+        """A buy-in as the server's BuyIn makes it (the session checked and recorded by the
+        buy-in's script)."""
+        return await self.app.buy_in(TABLE, BuyIn(player_id="alice", table_id="t1", seat=1,
+                                                  amount=amount, idempotency_key=key))
 
 
 @pytest.fixture
@@ -90,6 +98,44 @@ async def test_a_session_past_its_limit_deals_no_new_hand_and_takes_no_buy_in(
     await clocked.buy_in("b3")
     view = await clocked.protection.read(ALICE, "alice")
     assert view.session_started_ms == clocked.now
+
+
+async def test_concurrent_buy_ins_as_the_limit_passes_none_is_applied_after_it(
+        clocked: Clocked) -> None:
+    """Twenty buy-ins at once while the session (a hand every 10 minutes) reaches its
+    60-minute limit (each read of the clock moves it 1 ms, from 10 ms before the limit): the
+    check and the money move are one script, so every buy-in applied moved its money before
+    the limit (its usage entry's time) and every later one is refused session_limit with the
+    session's times; a retry of an applied one, after the limit, is answered as a replay and
+    moves nothing."""
+    await clocked.protection.set_session_limit(ALICE, SetSessionLimit(player_id="alice",
+                                                                      minutes=60))
+    await clocked.buy_in("b0")
+    for _ in range(5):  # a hand settled every 10 minutes: the session goes on
+        clocked.now += 10 * MINUTE
+        assert await clocked.protection.played(["alice"]) == {}
+    ends = T0 + 60 * MINUTE
+    clocked.now, clocked.tick = ends - 10, 1
+    keys = [f"c{i}" for i in range(20)]
+    outcomes = await asyncio.gather(*(clocked.buy_in(key, 10) for key in keys),
+                                    return_exceptions=True)
+    clocked.tick = 0
+    applied = [key for key, o in zip(keys, outcomes, strict=True) if isinstance(o, Applied)]
+    refused = [o for o in outcomes if not isinstance(o, Applied)]
+    assert applied and refused
+    for error in refused:
+        assert isinstance(error, ServiceError) and error.reason == "session_limit", error
+        assert error.error_metadata == {"session_started_ms": str(T0), "ended_ms": str(ends)}
+    moves = [text.split(":") for text in  # at:deposit:wager:loss; the buy-ins wager
+             await clocked.store.client.lrange(usage_key("alice"), 0, -1)]
+    moves = [move for move in moves if move[2] != "0"]
+    assert len(moves) == 1 + len(applied)
+    assert all(int(at) < ends for at, *_ in moves), moves
+    balance = await clocked.store.client.hget(BALANCES, "player:alice")
+    for key in applied:
+        assert (await clocked.buy_in(key, 10)).replayed
+    assert await clocked.store.client.hget(BALANCES, "player:alice") == balance
+    assert len(await clocked.store.client.lrange(usage_key("alice"), 0, -1)) == len(moves) + 1
 
 
 async def test_a_sitting_out_player_starts_a_new_session_after_the_gap(
