@@ -158,7 +158,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
         posting_after.append(value)
     tx_id = r.data.xadd(ledger, None, {b"tx": argv[3], b"scope": scope})
     data = r.data
-    if data.mint_every:
+    if data.mint_every and plan["postings"]:  # (a settlement that moves nothing has none)
         data._mints += 1
         if data._mints % data.mint_every == 0:
             first = plan["postings"][0]["account"]
