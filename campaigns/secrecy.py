@@ -63,6 +63,7 @@ from stud.v1 import tournament_pb2 as tpb
 from stud.v1 import tournament_pb2_grpc as tpb_grpc
 from stud.v1 import wallet_pb2 as wpb
 from studclient.client import Client
+from studclient.errors import StudError
 from studclient.tui.tourney import entered, rail_table
 from studclient.watch import TableWatch
 from studkit.auth import Principal, Role
@@ -409,8 +410,11 @@ async def rail(client: Client, tournament_id: str, capture: Capture,
                 watch = TableWatch(client, table_id, cards=False, on_event=record(table_id))
                 try:
                     await watch.start()
-                except grpc.aio.AioRpcError:
+                except (grpc.aio.AioRpcError, StudError):  # not open yet: the next round
+                    await watch.close()
                     current, watch = "", None
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), 0.2)
                     continue
                 viewing = asyncio.create_task(keep_views(watch, table_id))
             if view.phase in (tpb.TOURNAMENT_PHASE_FINISHED, tpb.TOURNAMENT_PHASE_CANCELLED):
