@@ -176,10 +176,6 @@ class ProtectionApp:
         _may_read(principal, player_id)
         return await self._store.events(player_id)
 
-    async def excluded(self, player_ids: Sequence[str]) -> set[str]:
-        """Which of ``player_ids`` are excluded now (for the table, with a settlement)."""
-        return await self._store.excluded(player_ids, self._clock_ms())
-
     async def _view(self, player_id: str, now_ms: int) -> ProtectionView:
         events = tuple(await self._store.events(player_id))
         state = Protection()

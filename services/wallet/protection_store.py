@@ -20,7 +20,6 @@ from wallet.protection import (
     Usage,
     event_from_json,
     event_to_json,
-    excluded_in,
     fold,
     projection,
     seen,
@@ -71,15 +70,6 @@ class ProtectionStore:
     async def state(self, player_id: str) -> Protection:
         """The player's protection, folded from their stream."""
         return fold(event for _, event in await self.events(player_id))
-
-    async def excluded(self, player_ids: Sequence[str], now_ms: int) -> set[str]:
-        """Which of ``player_ids`` are excluded at ``now_ms`` (the projection apply.lua
-        checks, one read)."""
-        if not player_ids:
-            return set()
-        raw = cast(list[str | None], await self._redis.hmget(PROTECTION, list(player_ids)))
-        return {player for player, text in zip(player_ids, raw, strict=True)
-                if text is not None and excluded_in(text, now_ms)}
 
     async def usage(self, player_id: str) -> list[Usage]:
         """The player's recent money moves as the limits count them."""
