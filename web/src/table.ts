@@ -525,6 +525,7 @@ export class TablePane {
       const flags: string[] = [];
       if (p?.folded) flags.push("folded");
       if (p?.allIn) flags.push("all-in");
+      if (p?.exposed) flags.push("exposed");
       if (p?.shown) flags.push("shown");
       if (p?.mucked) flags.push("mucked");
       if (seat.sittingOut) flags.push("sitting out");
