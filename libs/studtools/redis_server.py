@@ -56,12 +56,13 @@ SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
     # version and the snapshot (a script needs write access to every key it names); never a
     # table's owner, settings or lobby summary. Of the wallet's keys, the ledger and the
     # statements only (it reads them and trims their heads: studhistory.ledger_archive),
-    # never the balances, the idempotency records or the seats; the tournaments' keys, read
-    # only (their facts: studhistory.tournament_archive).
+    # never the balances, the idempotency records or the seats; the tournaments' keys (it
+    # reads a tournament's stream and, once it is archived and verified, removes its keys,
+    # its index entry and its wake: studhistory.tournament_archive).
     "archiver": ("resetchannels", "%R~stud:table:*", "~stud:table:*:events",
                  "~stud:table:*:trimmed", "~stud:table:*:version", "~stud:table:*:snapshot",
                  "~stud:table:*:commands", "~stud:wallet:{wallet}:ledger",
-                 "~stud:wallet:{wallet}:postings:*", "%R~stud:tournament:*", "+@all",
+                 "~stud:wallet:{wallet}:postings:*", "~stud:tournament:*", "+@all",
                  "-@dangerous", *KEYSPACE_WIDE),
     # Auditors read the public streams, the tournaments' logs and the ledger; decks only
     # through the dealer's audit API after a hand (never a deck of a hand in play).
