@@ -7,7 +7,7 @@
 -- KEYS[7] the record of the transaction's tournament pool (a hash: 'entry:<id>' -> JSON,
 --         'prize:<key>' -> JSON, 'terms' -> '<buy_in>:<fee>', 'standing:<player>' -> count,
 --         'entries' and 'prizes' -> counts); a placeholder never written when it has none
--- KEYS[8] players' protection (player id -> JSON of limits and exclusion, protection.py)
+-- KEYS[8] players' protection (player id -> JSON of limits and exclusion, protection.codec)
 -- KEYS[9] the usage list of the transaction's player ('<at_ms>:<deposit>:<wager>:<loss>',
 --         newest first); a placeholder never written when the transaction has no rule
 -- KEYS[10] players' sessions (player id -> '<started_ms>:<last_ms>', protection.Session)

@@ -23,6 +23,8 @@ from wallet.protection import (
     fold,
     projection,
     seen,
+    session_from_text,
+    session_to_text,
     usage_from_text,
 )
 from wallet.store import ACCOUNTS, PROTECTION, SESSIONS, UnknownAccount, usage_key
@@ -101,7 +103,7 @@ class ProtectionStore:
         if not player_ids:
             return {}
         raw = cast(list[str | None], await self._redis.hmget(SESSIONS, list(player_ids)))
-        return {p: Session.from_text(text)
+        return {p: session_from_text(text)
                 for p, text in zip(player_ids, raw, strict=True) if text is not None}
 
     async def see(self, player_ids: Sequence[str], now_ms: int) -> dict[str, Session]:
@@ -110,5 +112,6 @@ class ProtectionStore:
         after = {p: seen(s, now_ms) for p, s in (await self.sessions(player_ids)).items()}
         after.update({p: seen(None, now_ms) for p in player_ids if p not in after})
         if after:
-            await self._redis.hset(SESSIONS, mapping={p: s.to_text() for p, s in after.items()})
+            await self._redis.hset(SESSIONS,
+                                   mapping={p: session_to_text(s) for p, s in after.items()})
         return after

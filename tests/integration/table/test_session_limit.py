@@ -17,7 +17,7 @@ from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
 from studkit.grpc_server import rpc_error_reason
 from studtest.table import OPERATOR, Room, act_once, player
-from wallet.protection import Session
+from wallet.protection import Session, session_to_text
 from wallet.protection_store import SESSIONS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -42,7 +42,7 @@ async def test_a_player_past_their_session_limit_is_stood_up_after_the_hand(
     limited_in = view.hand.hand_number
     now = time.time_ns() // 1_000_000
     await room.wallet.deps.store.client.hset(
-        SESSIONS, "bob", Session(now - 61 * MINUTE, now - MINUTE).to_text())
+        SESSIONS, "bob", session_to_text(Session(now - 61 * MINUTE, now - MINUTE)))
     rng = random.Random(34)
     async with asyncio.timeout(60):  # everyone plays on, bob too, in his current hand
         while True:

@@ -22,7 +22,13 @@ from studtest.redis import TestRedis
 from studtest.wallet import OPERATOR, RunningWallet, player
 from wallet.app import WalletApp
 from wallet.model import Applied, BuyIn, Deposit
-from wallet.protection import COOLING_OFF_MS, SESSION_GAP_MS, Session, SetSessionLimit
+from wallet.protection import (
+    COOLING_OFF_MS,
+    SESSION_GAP_MS,
+    Session,
+    SetSessionLimit,
+    session_to_text,
+)
 from wallet.protection_app import ProtectionApp
 from wallet.protection_store import SESSIONS, ProtectionStore
 from wallet.store import BALANCES, WalletStore, usage_key
@@ -210,7 +216,7 @@ async def test_the_settlement_names_the_seat_with_its_reason_and_a_sit_down_is_r
     now = time.time_ns() // 1_000_000
     started = now - 61 * MINUTE
     await wallet.deps.store.client.hset(SESSIONS, "bob",
-                                        Session(started, now - MINUTE).to_text())
+                                        session_to_text(Session(started, now - MINUTE)))
     await client.stub.SelfExclude(
         pb.SelfExcludeRequest(player_id="alice", period=pb.EXCLUSION_PERIOD_DAY),
         metadata=_md(wallet, player("alice")), timeout=10)

@@ -1,0 +1,73 @@
+"""The check with a money move (issue 34), the rule apply.lua applies: the least left wins,
+a window frees what leaves it, a net win is no negative loss, and no order of buy-ins passes
+a limit."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.wallet.protection.steps import T0
+from wallet.protection import (
+    DAY_MS,
+    WINDOW_MS,
+    LimitExceeded,
+    LimitKind,
+    LimitSet,
+    ProtectRule,
+    Usage,
+    Window,
+    check,
+    fold,
+    standings,
+    used,
+)
+
+WAGER, LOSS = LimitKind.WAGER, LimitKind.LOSS
+DAY, WEEK, MONTH = Window.DAY, Window.WEEK, Window.MONTH
+
+
+class TestCheck:
+    def test_the_least_left_wins_and_says_when_the_window_frees_some(self) -> None:
+        state = fold([LimitSet(at_ms=T0, kind=WAGER, window=DAY, amount=100),
+                      LimitSet(at_ms=T0, kind=WAGER, window=WEEK, amount=150),
+                      LimitSet(at_ms=T0, kind=LOSS, window=MONTH, amount=1_000)])
+        usage = [Usage(T0 - 3 * DAY_MS, wager=120, loss=120), Usage(T0 - 1, wager=10, loss=10)]
+        rule = ProtectRule("alice", (WAGER, LOSS), True, Usage(T0, wager=30, loss=30))
+        with pytest.raises(LimitExceeded) as refused:
+            check(state, usage, rule, T0)
+        assert refused.value.reason == "wager_limit"
+        assert (refused.value.window, refused.value.remaining) == (WEEK, 20)
+        assert refused.value.resets_at_ms == T0 - 3 * DAY_MS + WINDOW_MS[WEEK]
+        check(state, usage, ProtectRule("alice", (WAGER, LOSS), True,
+                                        Usage(T0, wager=20, loss=20)), T0)
+
+    def test_a_net_win_leaves_the_loss_limit_whole_and_is_not_negative(self) -> None:
+        usage = [Usage(T0 - 10, loss=100), Usage(T0 - 5, loss=-400)]
+        assert used(usage, LOSS, DAY, T0) == (0, T0 - 10 + DAY_MS)
+        state = fold([LimitSet(at_ms=T0, kind=LOSS, window=DAY, amount=50)])
+        (row,) = standings(state, usage, T0)
+        assert row.remaining == 50
+
+
+@settings(max_examples=200, deadline=None)
+@given(limit_amount=st.integers(1, 1_000), window=st.sampled_from(list(Window)),
+       moves=st.lists(st.tuples(st.integers(1, 400), st.integers(0, 40 * DAY_MS)), max_size=30))
+def test_no_order_of_buy_ins_passes_a_limit(limit_amount: int, window: Window,
+                                            moves: list[tuple[int, int]]) -> None:
+    """Buy-ins in any order and at any times, each checked against what was accepted before
+    (as the one script sees them, one at a time): the accepted ones in any window never sum
+    past the limit, and every refused one would have passed it."""
+    state = fold([LimitSet(at_ms=0, kind=WAGER, window=window, amount=limit_amount)])
+    accepted: list[Usage] = []
+    for amount, at in sorted(moves, key=lambda m: m[1]):
+        move = Usage(at, wager=amount, loss=amount)
+        try:
+            check(state, accepted, ProtectRule("alice", (WAGER, LOSS), True, move), at)
+        except LimitExceeded:
+            assert used(accepted, WAGER, window, at)[0] + amount > limit_amount
+            continue
+        accepted.append(move)
+    for u in accepted:
+        assert used(accepted, WAGER, window, u.at_ms)[0] <= limit_amount
