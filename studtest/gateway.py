@@ -25,6 +25,18 @@ How to use it::
   :class:`studtools.gateway.GatewaySettings` fields (``cors_origins=("http://x",)``,
   ``unary_timeout_s=2``, ...).
 - :func:`running_gateway` is the gateway alone, in front of services you started.
+- :func:`replicas_behind_gateway` is production's table layout in one process: the room
+  (``studtest.table``) with its own table service stopped, table replicas ``r0``, ``r1``, ...
+  on one port at several loopback addresses (as pods are), ``r0`` at the table Service's
+  address (127.0.0.1), and the gateway in front; :func:`owned_by` names a table id that
+  rendezvous hashing gives one replica::
+
+      async with replicas_behind_gateway(redis_server, redis_url, keys, tmp_path) as two:
+          table_id = owned_by("r1", ["r0", "r1"], "my-test")
+          ...                            # r0 alone owns it: open it through two.address
+          r1 = await two.add_replica(OTHER_HOST)   # handed over to r1
+          two.owner                      # "127.0.0.4:<port>": r1's address
+          await two.stop_replica(r1)     # gone: r0 takes its tables back
 - ``stack.open_table(id)`` and ``stack.fund(player)`` prepare a table and a wallet through
   the gateway, as an operator.
 - What the gateway serves: the public methods (``studtools.gateway.PUBLIC_METHODS``) at
@@ -47,6 +59,7 @@ How to use it::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import os
@@ -55,12 +68,13 @@ import struct
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf.message import Message
 
 from stud.v1 import common_pb2, table_pb2, wallet_pb2
-from studkit.auth import Principal, Role
+from studkit.auth import Principal, Role, TokenBook
+from studkit.ownership import Replica, rendezvous
 from studtest.processes import RoomProcesses, ServiceProcess, restartable_port, room_processes
 from studtools.devkeys import DevKeys
 from studtools.gateway import (
@@ -72,6 +86,11 @@ from studtools.gateway import (
     self_signed,
 )
 from studtools.redis_server import free_port
+
+if TYPE_CHECKING:  # the room in process only where a test asks for it (table, dealer, wallet)
+    from studtest.redis import TestRedis
+    from studtest.table import Room
+    from table.bootstrap import TableDeps
 
 M = TypeVar("M", bound=Message)
 
@@ -210,6 +229,128 @@ async def gateway_stack(redis_url_for: Callable[[str], str], keys: DevKeys, work
                 yield Stack(room=room, tournament=tournament, gateway=gw, keys=keys)
         finally:
             tournament.terminate()
+
+
+# --- table replicas behind the gateway ------------------------------------------------------
+
+SERVICE_HOST = "127.0.0.1"
+"""The table Service's address: the gateway's ``table`` upstream, the first replica's."""
+OTHER_HOST = "127.0.0.4"
+"""Another replica's address: another loopback address on the same port, as two pods'
+addresses are (the gateway follows ``stud-owner`` only on the table Service's port)."""
+REPLICA_LEASE_MS = 600
+
+
+def owned_by(replica_id: str, replica_ids: list[str], prefix: str) -> str:
+    """A table id (``<prefix>-<n>``) whose rendezvous owner among ``replica_ids`` is
+    ``replica_id``."""
+    live = [Replica(r, "") for r in replica_ids]
+    for i in range(1, 1000):
+        table_id = f"{prefix}-{i}"
+        owner = rendezvous(table_id, live)
+        if owner is not None and owner.id == replica_id:
+            return table_id
+    raise AssertionError("no such id")
+
+
+@dataclass
+class TableReplica:
+    """One in-process table replica of :class:`GatewayReplicas`."""
+
+    replica_id: str
+    deps: TableDeps
+    address: str
+    """``host:port``: what a ``not_owner`` names and ``stud-owner`` carries."""
+    stack: contextlib.AsyncExitStack
+
+
+@dataclass
+class GatewayReplicas:
+    """The room, its table replicas on one port, and the gateway in front of them."""
+
+    room: Room
+    gateway: Gateway
+    port: int
+    """The replicas' port (the table Service's)."""
+    replicas: list[TableReplica]
+    lease_ms: int
+    _settings: Callable[[str, str], Any]
+    _stack: contextlib.AsyncExitStack
+
+    @property
+    def address(self) -> str:
+        """The gateway's ``host:port``, for every service (an SDK's three addresses)."""
+        return f"127.0.0.1:{self.gateway.settings.port}"
+
+    @property
+    def log(self) -> Path:
+        """The gateway's JSON access log (Envoy writes it out every few seconds)."""
+        assert self.gateway.settings.access_log is not None
+        return Path(self.gateway.settings.access_log)
+
+    @property
+    def owner(self) -> str:
+        """The last replica's address (the owner of the tables :func:`owned_by` gave it)."""
+        return self.replicas[-1].address
+
+    @property
+    def tokens(self) -> TokenBook:
+        return self.room.client.tokens
+
+    async def rebalance(self) -> None:
+        """An ownership round of every replica, after a lease's time (each sees the others
+        live, and the tables move to their rendezvous owners)."""
+        await asyncio.sleep(self.lease_ms / 1000)
+        for replica in self.replicas:
+            await replica.deps.app.rebalance()
+
+    async def add_replica(self, host: str) -> TableReplica:
+        """Replica ``r<n>`` (n: the replicas so far) at ``host`` on the replicas' port,
+        started, and the tables handed over to their owners."""
+        from studtest.table import running_table
+        replica_id = f"r{len(self.replicas)}"
+        stack = await self._stack.enter_async_context(contextlib.AsyncExitStack())
+        deps, _port = await stack.enter_async_context(
+            running_table(self._settings(replica_id, f"{host}:{self.port}")))
+        replica = TableReplica(replica_id, deps, f"{host}:{self.port}", stack)
+        self.replicas.append(replica)
+        await self.rebalance()
+        return replica
+
+    async def stop_replica(self, replica: TableReplica) -> None:
+        """``replica``'s server and leases gone (its address refuses connections)."""
+        self.replicas.remove(replica)
+        await replica.stack.aclose()
+
+
+@contextlib.asynccontextmanager
+async def replicas_behind_gateway(redis_server: TestRedis, redis_url: str, keys: DevKeys,
+                                  work_dir: Path, *, lease_ms: int = REPLICA_LEASE_MS,
+                                  **gateway: Any) -> AsyncIterator[GatewayReplicas]:
+    """The room in process (``studtest.table.running_room``, its own table service stopped),
+    replica ``r0`` at the table Service's address and the gateway in front (its config and
+    log in ``work_dir``; ``gateway``: :func:`running_gateway`'s keywords, ``tls=True``,
+    ``web_root=...``); more replicas with :meth:`GatewayReplicas.add_replica`. All stopped on
+    exit."""
+    from studtest.table import running_room, table_settings
+    async with running_room(redis_server, redis_url, keys, lease_ms=lease_ms,
+                            replica_id="r-room") as room, contextlib.AsyncExitStack() as stack:
+        await room.table_deps.app.stop()
+        port = free_port()
+
+        def settings(replica_id: str, addr: str) -> Any:
+            return table_settings(redis_server, redis_url, keys, room.dealer.port,
+                                  room.wallet.port, lease_ms=lease_ms, replica_id=replica_id,
+                                  addr=addr, advertise_addr=addr)
+
+        upstreams = {"table": f"{SERVICE_HOST}:{port}",
+                     "dealer": f"127.0.0.1:{room.dealer.port}",
+                     "wallet": f"127.0.0.1:{room.wallet.port}",
+                     "tournament": f"127.0.0.1:{free_port()}"}  # not served here
+        gw = stack.enter_context(running_gateway(upstreams, work_dir, **gateway))
+        running = GatewayReplicas(room, gw, port, [], lease_ms, settings, stack)
+        await running.add_replica(SERVICE_HOST)
+        yield running
 
 
 # --- gRPC-Web in plain HTTP ------------------------------------------------------------------

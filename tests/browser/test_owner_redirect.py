@@ -18,31 +18,15 @@ from playwright.async_api import Browser, expect
 from stud.v1 import table_pb2, table_pb2_grpc
 from studclient import Client
 from studkit.auth import Principal
-from studkit.ownership import Replica, rendezvous
-from studtest.gateway import running_gateway
+from studtest.gateway import OTHER_HOST, owned_by, replicas_behind_gateway
 from studtest.redis import TestRedis
-from studtest.table import OPERATOR, fast_settings, player, running_room, running_table
-from studtest.table import table_settings as make_settings
+from studtest.table import OPERATOR, fast_settings, player
 from studtools.devkeys import DevKeys
-from studtools.redis_server import free_port
 
 from .conftest import CAPTURE, WAIT_MS, Player, web_dist
 from .test_table_play import click_one, sit
 
 pytestmark = pytest.mark.integration
-LEASE_MS = 600
-OTHER_HOST = "127.0.0.4"
-
-
-def owned_by(replica_id: str, replica_ids: list[str]) -> str:
-    """A table id whose rendezvous owner is ``replica_id``."""
-    live = [Replica(r, "") for r in replica_ids]
-    for i in range(1, 1000):
-        table_id = f"web-routed-{i}"
-        owner = rendezvous(table_id, live)
-        if owner is not None and owner.id == replica_id:
-            return table_id
-    raise AssertionError("no such id")
 
 
 def upstreams_of(log: Path, method: str) -> set[object]:
@@ -59,33 +43,13 @@ async def received(p: Player, table_id: str) -> list[int]:
 async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys, tmp_path: Path,
         browser: Browser) -> None:
-    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
-                            replica_id="r-room") as room, contextlib.AsyncExitStack() as stack:
-        await room.table_deps.app.stop()
-        port = free_port()
-        running = []
-
-        r1_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
-
-        async def replica(i: int, host: str, within: contextlib.AsyncExitStack = stack) -> None:
-            settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
-                                     room.wallet.port, lease_ms=LEASE_MS, replica_id=f"r{i}",
-                                     addr=f"{host}:{port}", advertise_addr=f"{host}:{port}")
-            running.append(await within.enter_async_context(running_table(settings)))
-            await asyncio.sleep(LEASE_MS / 1000)
-            for deps, _port in running:
-                await deps.app.rebalance()
-
-        await replica(0, "127.0.0.1")  # the table Service's address
-        owner = f"{OTHER_HOST}:{port}"
-        upstreams = {"table": f"127.0.0.1:{port}", "dealer": f"127.0.0.1:{room.dealer.port}",
-                     "wallet": f"127.0.0.1:{room.wallet.port}",
-                     "tournament": f"127.0.0.1:{free_port()}"}  # not used here
-        gateway = stack.enter_context(running_gateway(upstreams, tmp_path / "gateway",
-                                                      web_root=web_dist()))
-        log = tmp_path / "gateway" / "access.log"
-        address = f"127.0.0.1:{gateway.settings.port}"
-        tokens = room.client.tokens
+    async with replicas_behind_gateway(redis_server, redis_url, dev_keys,
+                                       tmp_path / "gateway", web_root=web_dist()) as two, \
+            contextlib.AsyncExitStack() as stack:
+        gateway = two.gateway
+        log = two.log
+        address = two.address
+        tokens = two.tokens
 
         def connect(who: Principal) -> Client:
             client = Client.connect(address, address, address, lambda: tokens.token(who),
@@ -106,7 +70,7 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
             return dict(await p.page.evaluate("Object.fromEntries(window.stud.routes)"))
 
         # A table that r1 will own, opened while r0 is alone (r0 owns it).
-        table_id = owned_by("r1", ["r0", "r1"])
+        table_id = owned_by("r1", ["r0", "r1"], "web-routed")
         ops = connect(OPERATOR)
         await ops.open_table(table_id, settings=fast_settings(next_hand_delay_ms=300))
         for name in ("alice", "bob"):
@@ -117,8 +81,9 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
         assert await alice.page.evaluate("window.stud.routes.size") == 0
         before = await received(alice, table_id)
         # r1 comes up on another address: the table is handed over to it mid-watch.
-        await replica(1, OTHER_HOST, r1_stack)
-        assert table_id in running[1][0].app.actors
+        r1 = await two.add_replica(OTHER_HOST)
+        owner = r1.address
+        assert table_id in r1.deps.app.actors
         # A page opened now is refused not_owner by the Service's replica and follows.
         bob = await open_page("bob", f"/?table={table_id}")
         await sit(bob, table_id, 2)
@@ -143,12 +108,10 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
         await play_until(1)  # through the owner
         # r1 goes away: the gateway answers UNAVAILABLE for its address, the pages forget the
         # route, and r0 (the table Service's replica) takes the table over.
-        await r1_stack.aclose()  # its server is gone: the gateway cannot connect
+        await two.stop_replica(r1)  # its server is gone: the gateway cannot connect
         async with asyncio.timeout(30):
-            while table_id not in running[0][0].app.actors:
-                await asyncio.sleep(LEASE_MS / 1000)
-                await running[0][0].app.rebalance()
-            running.pop()
+            while table_id not in two.replicas[0].deps.app.actors:
+                await two.rebalance()
             for p in (alice, bob):
                 while await routes_of(p):
                     await asyncio.sleep(0.1)
@@ -156,7 +119,8 @@ async def test_a_page_follows_its_table_to_the_owner_through_the_gateway(
         version = (await ops.get_table(table_id)).version
         # The table's feed as alice may read it from the start, from its owner now.
         feed: list[int] = []
-        async with asyncio.timeout(30), grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        async with asyncio.timeout(30), \
+                grpc.aio.insecure_channel(two.replicas[0].address) as channel:
             stub = table_pb2_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
             async for record in stub.WatchTable(
                     table_pb2.WatchTableRequest(table_id=table_id, after_sequence=0),

@@ -16,30 +16,12 @@ import pytest
 from studclient import Client, RetryPolicy, StudError
 from studclient.client import TLS_CA_ENV, VIA_GATEWAY_ENV
 from studkit.auth import Principal
-from studkit.ownership import Replica, rendezvous
-from studtest.gateway import running_gateway
+from studtest.gateway import OTHER_HOST, owned_by, replicas_behind_gateway
 from studtest.redis import TestRedis
-from studtest.table import OPERATOR, fast_settings, player, running_room, running_table
-from studtest.table import table_settings as make_settings
+from studtest.table import OPERATOR, fast_settings, player
 from studtools.devkeys import DevKeys
-from studtools.redis_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-LEASE_MS = 600
-OTHER_HOST = "127.0.0.4"
-"""The second replica's address: another loopback address on the same port, as two pods'
-addresses are (the gateway follows ``stud-owner`` only on the table Service's port)."""
-
-
-def owned_by(replica_id: str, replica_ids: list[str]) -> str:
-    """A table id whose rendezvous owner is ``replica_id``."""
-    live = [Replica(r, "") for r in replica_ids]
-    for i in range(1, 1000):
-        table_id = f"gw-routed-{i}"
-        owner = rendezvous(table_id, live)
-        if owner is not None and owner.id == replica_id:
-            return table_id
-    raise AssertionError("no such id")
 
 
 def entries(log: Path) -> list[dict[str, object]]:
@@ -68,34 +50,16 @@ async def test_the_sdk_follows_not_owner_through_the_gateway(
         monkeypatch: pytest.MonkeyPatch, tls: bool) -> None:
     """Over plain HTTP/2 (make run's gateway) and over TLS (Kubernetes'), the roots to
     trust given by the environment (``STUD_TLS_CA``: its self-signed certificate)."""
-    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
-                            replica_id="r-room") as room, contextlib.AsyncExitStack() as stack:
-        await room.table_deps.app.stop()
-        port = free_port()
-        running = []
-
-        async def replica(i: int, host: str) -> None:
-            settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
-                                     room.wallet.port, lease_ms=LEASE_MS, replica_id=f"r{i}",
-                                     addr=f"{host}:{port}", advertise_addr=f"{host}:{port}")
-            running.append(await stack.enter_async_context(running_table(settings)))
-            await asyncio.sleep(LEASE_MS / 1000)
-            for deps, _port in running:
-                await deps.app.rebalance()
-
-        await replica(0, "127.0.0.1")  # the table Service's address
-        owner = f"{OTHER_HOST}:{port}"
-        upstreams = {"table": f"127.0.0.1:{port}", "dealer": f"127.0.0.1:{room.dealer.port}",
-                     "wallet": f"127.0.0.1:{room.wallet.port}",
-                     "tournament": f"127.0.0.1:{free_port()}"}  # not used here
-        gateway = stack.enter_context(running_gateway(upstreams, tmp_path / "gateway",
-                                                      tls=tls))
+    async with replicas_behind_gateway(redis_server, redis_url, dev_keys,
+                                       tmp_path / "gateway", tls=tls) as two, \
+            contextlib.AsyncExitStack() as stack:
+        gateway = two.gateway
         if tls:
             assert gateway.settings.tls_cert is not None
             monkeypatch.setenv(TLS_CA_ENV, gateway.settings.tls_cert)
-        log = tmp_path / "gateway" / "access.log"
-        address = f"127.0.0.1:{gateway.settings.port}"
-        tokens = room.client.tokens
+        log = two.log
+        address = two.address
+        tokens = two.tokens
 
         def connect(who: Principal, via_gateway: bool | None = None) -> Client:
             client = Client.connect(address, address, address,
@@ -104,7 +68,7 @@ async def test_the_sdk_follows_not_owner_through_the_gateway(
             return client
 
         # A table that r1 will own, opened while r0 is alone (r0 owns it) and watched.
-        table_id = owned_by("r1", ["r0", "r1"])
+        table_id = owned_by("r1", ["r0", "r1"], "gw-routed")
         ops = connect(OPERATOR, via_gateway=True)
         await ops.open_table(table_id, settings=fast_settings())
         await ops.create_account("ann")
@@ -118,8 +82,9 @@ async def test_the_sdk_follows_not_owner_through_the_gateway(
             # r1 comes up on another address: the table is handed over to it, and the
             # watch's stream, ended by r0 (not_owner or table_moved), is resumed (after its
             # last sequence) through the gateway with the owner's header.
-            await replica(1, OTHER_HOST)
-            assert table_id in running[1][0].app.actors
+            r1 = await two.add_replica(OTHER_HOST)
+            owner = r1.address
+            assert table_id in r1.deps.app.actors
             # A command and a unary call of a client told by the environment (stud play,
             # stud bots), from the Service's replica's not_owner to the owner.
             monkeypatch.setenv(VIA_GATEWAY_ENV, "1")
