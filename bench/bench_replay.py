@@ -15,11 +15,18 @@ default stakes so that PHH is faithful, short stacks topped up between hands), t
 4. A table with ``--big`` played hands (default 10,000): reading and resuming it through
    :class:`studkit.repository.TableRepository` with a snapshot at its last hand boundary
    (load + fold of the events after it), and without one (every event read and folded).
+5. ``stud replay verify --all`` from PostgreSQL (issue 31): the same tables written again,
+   chained as the event store seals them (each envelope's ``prev_digest``), with a snapshot
+   at their end, then moved by the archiver's own step (:func:`studhistory.archiver.
+   archive_table`, ``STUD_HOT_HANDS`` = 20) into a local PostgreSQL
+   (:mod:`studtools.pg_server`); then :func:`studtools.replay_cli.verify` with the support
+   role's URL: the archived head of each table read from PostgreSQL, its last 20 hands from
+   Redis, the chain checked across both. Skipped (with a note) without PostgreSQL binaries.
 
-Prints figures, the last line ``fold_hands_s=... check_vs_pokerkit=... verify_hands_s=...``
-(1, the ratio of 2, and 3; issue 18's targets 20,000, 10 and 2,000); asserts nothing about
-speed. Run: ``make bench-replay`` or
-``.venv/bin/python bench/bench_replay.py [--hands 2000] [--tables 8] [--big 10000]``.
+Prints figures, the last line ``fold_hands_s=... check_vs_pokerkit=... verify_hands_s=...
+verify_pg_hands_s=...`` (1, the ratio of 2, 3 and 5; issue 18's targets 20,000, 10 and
+2,000, issue 31's 2,000); asserts nothing about speed. Run: ``make bench-replay`` or
+``.venv/bin/python bench/bench_replay.py [--hands 2000] [--tables 8] [--big 10000] [--no-pg]``.
 """
 
 from __future__ import annotations
@@ -46,12 +53,16 @@ from rules.events import HandEnded, HandStarted
 from rules.phh import export_phh, parse_phh, replay_phh
 from rules.state import TableState
 from rules.testing import StackedDeck, TableDriver, action_command
+from studhistory.archiver import archive_table
+from studhistory.pgarchive import PgHistory
 from studkit import keys
+from studkit.chain import GENESIS, digest
 from studkit.mapping import event_from_envelope
 from studkit.mapping.envelope import envelope_for
 from studkit.repository import TableRepository, fold_stored
 from studkit.store import EventStore
 from studtools import replay_cli
+from studtools.pg_server import PostgresNotFound, PostgresServer
 from studtools.redis_server import RedisServer
 from studtools.replay_cli import verify
 from studtools.replay_hands import (
@@ -215,12 +226,18 @@ class _quiet:
 
 # --- 3 and 4: from Redis ---------------------------------------------------------------------
 
-async def write_table(client: aioredis.Redis, table: PlayedTable) -> int:
+async def write_table(client: aioredis.Redis, table: PlayedTable, chained: bool = False
+                      ) -> int:
     """Write the table's stream as the table service does (public envelopes, sequence ids
-    0-n, version key, index) and the wallet's settlement of each hand; returns events."""
+    0-n, version key, index) and the wallet's settlement of each hand; returns events.
+    ``chained``: each envelope links to its predecessor's digest (the chain's head and start
+    recorded), the hands marked settled and a snapshot saved at the end, as the archiver
+    needs them."""
     stream = keys.table_stream(table.table_id)
     sequence = 0
     hand = 0
+    link = GENESIS
+    public: list[Event] = []
     pipe = client.pipeline(transaction=False)
     for number, group in enumerate(table.groups):
         command_id = f"c{number}"
@@ -231,11 +248,19 @@ async def write_table(client: aioredis.Redis, table: PlayedTable) -> int:
             envelope = envelope_for(public_event(event), table_id=table.table_id,
                                     hand_number=hand, command_id=command_id, occurred_at=WHEN)
             envelope.sequence = sequence
-            pipe.xadd(stream, {b"envelope": envelope.SerializeToString()}, id=f"0-{sequence}")
+            if chained:
+                envelope.prev_digest = link
+                public.append(event_from_envelope(envelope))
+            raw = envelope.SerializeToString()
+            link = digest(raw)
+            pipe.xadd(stream, {b"envelope": raw}, id=f"0-{sequence}")
         if len(pipe) > 2000:
             await pipe.execute()
     pipe.set(keys.table_version(table.table_id), sequence)
     pipe.sadd(keys.table_index(), table.table_id)
+    if chained:
+        pipe.hset(keys.table_key(table.table_id, "chain"), mapping={"head": link, "since": 1})
+        pipe.set(keys.legacy_table_key(table.table_id, "settled"), len(table.hands))
     for before, events in table.hands:
         after = fold(events, before)
         number = next(e.hand_number for e in events if isinstance(e, HandEnded))
@@ -244,6 +269,9 @@ async def write_table(client: aioredis.Redis, table: PlayedTable) -> int:
                                expected_postings(table.table_id, after).items()]}
         pipe.xadd(keys.wallet_key("ledger"), {"tx": json.dumps(record)})
     await pipe.execute()
+    if chained:
+        await TableRepository(EventStore(client)).save_snapshot(
+            table.table_id, sequence, fold(public, TableState()))
     return sequence
 
 
@@ -344,6 +372,52 @@ async def bench_big_table(url: str, table: PlayedTable) -> str:
     ])
 
 
+# --- 5: from PostgreSQL ------------------------------------------------------------------
+
+HOT_HANDS = 20
+
+
+async def archive_tables(url: str, dsn: str, tables: list[PlayedTable]) -> tuple[int, int]:
+    """Redis emptied, the tables written chained, then the archiver's step for each (all
+    settled hands copied, those older than the last :data:`HOT_HANDS` trimmed); returns
+    (events, events left in Redis)."""
+    client = aioredis.Redis.from_url(url)
+    history = await PgHistory.connect(dsn)
+    try:
+        await client.flushall()
+        events = kept = 0
+        for table in tables:
+            events += await write_table(client, table, chained=True)
+            outcome = await archive_table(EventStore(client), history, table.table_id,
+                                          keep_hands=HOT_HANDS)
+            kept += await client.xlen(keys.table_stream(table.table_id))
+            assert outcome.trimmed_to, outcome
+    finally:
+        await history.aclose()
+        await client.aclose()
+    return events, kept
+
+
+async def bench_verify_pg(url: str, dsn: str, tables: list[PlayedTable],
+                          events: int, kept: int) -> tuple[str, float]:
+    hands = sum(len(t.hands) for t in tables)
+    settings = Settings(redis_url=url, history_dsn=dsn)
+    best = float("inf")
+    cpu = float("inf")
+    for _ in range(3):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        verdicts, _notes = await verify(None, None, settings, workers=1)
+        best = min(best, time.perf_counter() - started)
+        cpu = min(cpu, time.process_time() - cpu_started)
+        assert len(verdicts) == hands and all(v.ok for v in verdicts), [
+            v.problems for v in verdicts if not v.ok][:3]
+    return "\n".join([
+        f"  verify --all (PostgreSQL + Redis) {hands / best:>9,.0f} hands/s  ({hands} hands, "
+        f"{events} events, {events - kept} of them from PostgreSQL; target >= 2,000)",
+        f"    in CPU time                    {hands / cpu:>10,.0f} hands/s  (one process)",
+    ]), hands / best
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hands", type=int, default=2000, help="hands for 1-3")
@@ -351,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big", type=int, default=10_000, help="hands at the big table")
     parser.add_argument("--check-hands", type=int, default=300,
                         help="hands for the PokerKit comparison")
+    parser.add_argument("--no-pg", action="store_true",
+                        help="skip 5 (verify from PostgreSQL)")
     args = parser.parse_args(argv)
     rng = random.Random(SEED)
     started = time.perf_counter()
@@ -377,8 +453,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  (the big table played in {time.perf_counter() - started:.0f} s)",
                   flush=True)
             print(asyncio.run(bench_big_table(server.url, big)), flush=True)
+        pg_rate = float("nan")
+        if not args.no_pg:
+            try:
+                with PostgresServer(fsync=False) as pg:
+                    pg.prepare()
+                    events, kept = asyncio.run(archive_tables(server.url, pg.dsn("archiver"),
+                                                              tables))
+                    text, pg_rate = asyncio.run(bench_verify_pg(
+                        server.url, pg.dsn("support"), tables, events, kept))
+                    print(text, flush=True)
+            except PostgresNotFound as exc:
+                print(f"  verify from PostgreSQL: skipped ({exc})", flush=True)
     print(f"fold_hands_s={fold_rate:.0f} check_vs_pokerkit={check_ratio:.1f} "
-          f"verify_hands_s={verify_rate:.0f}")
+          f"verify_hands_s={verify_rate:.0f} verify_pg_hands_s={pg_rate:.0f}")
     return 0
 
 
