@@ -42,6 +42,9 @@ from tournament.leases import STALE_APPENDS
 pytestmark = pytest.mark.integration
 
 LEASE_MS = 600
+START_S = 3.0
+"""How long after its creation a test's multi-table tournament starts: the time its first
+entrant has to be registered and charged, on a loaded machine too."""
 SNG = pb.TournamentConfig(name="sng", format=pb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=100,
                           fee=10, seats=3, structure=pb.TournamentStructure(preset="turbo"))
 A, B = Replica("a", "127.0.0.1:0"), Replica("b", "127.0.0.1:0")
@@ -86,13 +89,14 @@ class Calls:
 
 
 class Gate:
-    """Holds the replica's appends of commands whose id starts with ``prefix`` while shut:
-    a process paused between deciding and writing."""
+    """Holds the replica's appends of commands whose id starts with ``prefix`` while shut
+    (``shut``: from the start): a process paused between deciding and writing."""
 
-    def __init__(self, deps: TournamentDeps, prefix: str) -> None:
+    def __init__(self, deps: TournamentDeps, prefix: str, shut: bool = False) -> None:
         self.prefix = prefix
         self.open = asyncio.Event()
-        self.open.set()
+        if not shut:
+            self.open.set()
         self.holding = asyncio.Event()
         store = deps.app.store
         self._append = store.append
@@ -166,24 +170,34 @@ async def test_a_paused_former_owner_that_resumes_changes_nothing(
     gates: dict[str, Gate] = {}
 
     def gate(deps: TournamentDeps) -> None:
-        gates[deps.leases.me] = Gate(deps, "pm:tick.")
+        # Shut from the start: a tick before the start time decides nothing and writes
+        # nothing, so the first append it holds is the start's (shutting it after ann's
+        # charge raced the start on a loaded machine: the start's tick went through).
+        gates[deps.leases.me] = Gate(deps, "pm:tick.", shut=True)
 
-    config = pb.TournamentConfig(name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE,
-                                 buy_in=100, fee=10, seats=3, min_entrants=3,
-                                 structure=pb.TournamentStructure(preset="turbo"),
-                                 start_at={"seconds": int(time.time()) + 2})
     async with two(tournament.settings, dev_keys, gate) as (a, b):
+        # The start time from now, not from before the replicas started (on a loaded
+        # machine that took long enough for the create to be refused: start_at passed).
+        start = time.time_ns() + int(START_S * 1e9)
+        config = pb.TournamentConfig(name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE,
+                                     buy_in=100, fee=10, seats=3, min_entrants=3,
+                                     structure=pb.TournamentStructure(preset="turbo"),
+                                     start_at={"seconds": start // 10**9,
+                                               "nanos": start % 10**9})
         await b.client.create(tid, config)
         await b.client.register(tid, player("ann"), "r-ann")
 
         async def ann_paid() -> bool:
-            return (await b.client.get(tid)).entries[0].paid
-        await eventually(ann_paid)
+            return bool((await b.client.get(tid)).entries[0].paid)
+
+        async def paid_or_held() -> bool:
+            return gates[A.id].holding.is_set() or await ann_paid()
+        await eventually(paid_or_held)
+        assert await ann_paid(), f"the start came before ann's charge ({START_S} s)"
         assert await owner(a, tid) == A.id
         epoch = a.deps.leases.held[tid]
-        gates[A.id].open.clear()
         # At its start time, A decides the cancel below the minimum field and is held there.
-        await asyncio.wait_for(gates[A.id].holding.wait(), 10)
+        await asyncio.wait_for(gates[A.id].holding.wait(), 10 + START_S)
         await freeze(a)  # and A's keeper with it: a paused process
         await b.client.register(tid, player("bob"), "r-bob")  # any replica serves a caller
 
