@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from sim.ledger_archive import LedgerArchiver
 from sim.redis import Faults, SimRedis, as_client
 from studhistory import archiver
 from studhistory.archiver import ArchiveError, Segment
@@ -99,7 +100,9 @@ class _ArchiverRedis(SimRedis):
 
 class Archiver:
     """The archiver process: each simulated second, each table's step with probability
-    ``world.probabilities.archive``."""
+    ``world.probabilities.archive``, then the wallet's ledger's (``sim.ledger_archive``)
+    with the same probability (drawn from a source of its own, so the tables' steps are
+    the ones they were before the ledger was archived)."""
 
     def __init__(self, world: World, table_ids: list[str]) -> None:
         self.world = world
@@ -117,6 +120,7 @@ class Archiver:
         self.crashes = 0
         self.failed = 0
         self.log: list[str] = []
+        self.ledger = LedgerArchiver(world, random.Random(f"{world.seed}:ledger-archive"))
 
     async def run(self, stop: Callable[[], bool]) -> None:
         while not stop():
@@ -124,6 +128,8 @@ class Archiver:
             for table_id in self.table_ids:
                 if self.rng.random() < self.world.probabilities.archive:
                     await self.step(table_id)
+            if self.ledger.rng.random() < self.world.probabilities.archive:
+                await self.ledger.step()
 
     async def step(self, table_id: str) -> None:
         self.steps += 1

@@ -53,7 +53,7 @@ def ledger(world: World, start: int = 0, settled: Counter[tuple[str, str]] | Non
     out = []
     settled = Counter() if settled is None else settled
     twice = [key for key, n in settled.items() if n > 1] if start == 0 else []
-    for entry_id, fields in world.data.streams.get(LEDGER.encode(), [])[start:]:
+    for entry_id, fields in stored_ledger(world, start):
         record = json.loads(fields[b"tx"])
         total = sum(int(amount) for _account, amount in record["postings"])
         if total != 0:
@@ -68,8 +68,19 @@ def ledger(world: World, start: int = 0, settled: Counter[tuple[str, str]] | Non
     return out, settled
 
 
+def stored_ledger(world: World, start: int = 0) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """The ledger from its ``start``-th transaction on, as stored: the head the archiver
+    trimmed from Redis (``sim.ledger_archive`` holds the archive to it, as appended), then
+    the stream."""
+    data, key = world.data, LEDGER.encode()
+    trimmed = data.trimmed.get(key, 0)
+    head = [(tx, fields) for tx, fields, _lines in data.ledger_log[start:trimmed]]
+    return head + data.streams.get(key, [])[max(start - trimmed, 0):]
+
+
 def ledger_length(world: World) -> int:
-    return len(world.data.streams.get(LEDGER.encode(), []))
+    key = LEDGER.encode()
+    return world.data.trimmed.get(key, 0) + len(world.data.streams.get(key, []))
 
 
 def fold_equals_live(table_id: str, actor: TableActor, stored: list[EventEnvelope]) -> list[str]:

@@ -72,6 +72,20 @@ class Data:
     audit: Any = None
     """The per-append checks (:class:`sim.checks.Audit`): told of every table append and
     every wallet transaction the store applies, as it applies it."""
+    ledger_log: list[tuple[bytes, dict[bytes, bytes], tuple[tuple[bytes, int], ...]]] = field(
+        default_factory=list)
+    """Every wallet transaction as ``apply.lua``'s port appended it to the ledger: its id,
+    its fields, and each posting's statement line (its id and the balance after it)."""
+    statement_log: dict[bytes, list[tuple[bytes, dict[bytes, bytes]]]] = field(
+        default_factory=dict)
+    """Every statement line as appended, by its stream's key (``sim.ledger_archive`` holds
+    the simulated archive and Redis to these)."""
+    trimmed: dict[bytes, int] = field(default_factory=dict)
+    """Entries XTRIM removed from each stream (XINFO's ``entries-added`` is the length
+    plus this)."""
+    on_trim: Callable[[bytes, list[tuple[bytes, dict[bytes, bytes]]]], None] | None = None
+    """Told of every XTRIM's removed entries as it removes them (the ledger archive's check
+    that nothing leaves before the archive holds it)."""
     _xadds: int = 0
     _mints: int = 0
     now_ms: Callable[[], int] = lambda: 0
@@ -112,19 +126,19 @@ class Pipeline:
 
     def __init__(self, redis: SimRedis) -> None:
         self._redis = redis
-        self._calls: list[tuple[str, tuple[Any, ...]]] = []
+        self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 
     def __getattr__(self, name: str) -> Callable[..., Pipeline]:
-        def queue(*args: Any) -> Pipeline:
-            self._calls.append((name, args))
+        def queue(*args: Any, **kwargs: Any) -> Pipeline:
+            self._calls.append((name, args, kwargs))
             return self
         return queue
 
     async def execute(self) -> list[Any]:
         redis = self._redis
         await redis.io()
-        return redis.returned("pipeline",
-                              [getattr(redis, f"_{name}")(*args) for name, args in self._calls])
+        return redis.returned("pipeline", [getattr(redis, f"_{name}")(*args, **kwargs)
+                                           for name, args, kwargs in self._calls])
 
     async def __aenter__(self) -> Pipeline:
         return self
@@ -316,6 +330,39 @@ class SimRedis:
         out = self._out
         return [(out(entry_id), {out(k): out(v) for k, v in fields.items()})
                 for entry_id, fields in entries[first:last]]
+
+    async def xtrim(self, name: str, maxlen: int | None = None, approximate: bool = True,
+                    minid: str | None = None, limit: int | None = None) -> int:
+        """XTRIM ``MINID`` (the wallet's ledger archive): the entries below ``minid`` go."""
+        if minid is None or maxlen is not None:
+            raise NotImplementedError("the simulated XTRIM takes MINID only")
+        await self.io()
+        removed = self._xtrim(name, minid)
+        await self.after()
+        return self.returned("xtrim", removed)
+
+    def _xtrim(self, name: str, minid: str) -> int:
+        data, key = self.data, _b(name)
+        ids = data.stream_ids.get(key, [])
+        cut = bisect.bisect_left(ids, _id(_b(minid)))
+        if not cut:
+            return 0
+        entries = data.streams[key]
+        removed = entries[:cut]
+        del entries[:cut]
+        del ids[:cut]
+        data.trimmed[key] = data.trimmed.get(key, 0) + cut
+        if data.on_trim is not None:
+            data.on_trim(key, removed)
+        return cut
+
+    async def xinfo_stream(self, name: str) -> dict[str, Any]:
+        """XINFO STREAM's length and ``entries-added`` (Redis 7), nothing else."""
+        await self.io()
+        key = _b(name)
+        length = len(self.data.streams.get(key, ()))
+        return self.returned("xinfo_stream", {
+            "length": length, "entries-added": length + self.data.trimmed.get(key, 0)})
 
     async def xrevrange(self, key: str, max: str = "+", min: str = "-",
                         count: int | None = None) -> list[Any]:

@@ -121,6 +121,8 @@ class Run:
                 self.done = True
         faults.cancel()
         await asyncio.gather(*players, faults, return_exceptions=True)
+        if self.archiver is not None:  # what its last step saw after the run's last check
+            self._violate(self.archiver.ledger.take())
         if not self.result.violations:
             await self._settle()
         self.result.hands = self._hands()
@@ -270,6 +272,8 @@ class Run:
                 self._stuck(table_id, actor.room)
             if self.archiver is not None and self.result.steps % 10 == 0:
                 self._violate(archive.check(world, table_id, self.followers[table_id].raw))
+        if self.archiver is not None:
+            self._violate(self.archiver.ledger.check())
 
     def _deposited(self) -> int:
         return BANKROLL * sum(len(t.players) for t in self.tables.values())
@@ -346,11 +350,14 @@ class Run:
                 self._archive_end(table_id, actor)
         if self.archiver is not None:
             a = self.archiver
-            self.result.log += a.log
+            await a.ledger.statements(sorted(world.data.statement_log))
+            self._violate(a.ledger.check())
+            self.result.log += a.log + a.ledger.log
             trimmed = sum(int(world.data.strings.get(trimmed_key(t).encode(), b"0"))
                           for t in self.table_ids)
             self.result.archive = {"steps": a.steps, "trims": a.trims, "crashes": a.crashes,
-                                   "failed": a.failed, "trimmed": trimmed}
+                                   "failed": a.failed, "trimmed": trimmed,
+                                   **a.ledger.summary()}
 
     def _archive_end(self, table_id: str, actor: TableActor) -> None:
         """The archive's invariants at the end, and the replay of the table from the

@@ -1,0 +1,495 @@
+"""The wallet's ledger archive in the simulator (issue 31; docs/history.md, "The wallet's
+ledger"): the archiver's step for the wallet, :func:`studhistory.ledger_archive.archive_ledger`
+(copy, verify, trim), run unchanged on the simulated Redis (its faults too) into a simulated
+PostgreSQL (:class:`SimLedgerDb`: ``ledger.segments`` and ``ledger.postings`` in memory,
+answering the very statements the module and the wallet's statement read send, through
+:class:`SimConn`). The archiver dies after the copy's commit and before any of its trims, at
+random; PostgreSQL fails a statement now and then.
+
+The invariants (:meth:`LedgerArchiver.check`, every step of the run, and at each trim as it
+happens): no ledger transaction or statement line leaves Redis before the archive holds it;
+the archive holds the ledger's head as appended, gapless, each posting once and complete;
+Redis holds the rest, each transaction in one of the two (a transaction of the hot window may
+be in both, equal); the ledger across the archive and Redis sums to zero and moves to each
+account its balance. :meth:`LedgerArchiver.statements` reads accounts' statements through the
+wallet's own merge (``wallet.history.ArchivedStatementStore``) and compares them with every
+line as appended.
+
+Two sabotage knobs for the invariant tests: :attr:`LedgerArchiver.trim_first` (a broken
+archiver trims the ledger and the statements down to its hot window before it copies) and
+:attr:`SimLedgerDb.drop_row` (the archive loses one posting row of a copy)."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+import psycopg
+from redis.exceptions import RedisError
+
+from sim.redis import Faults, SimRedis, as_client
+from studhistory import ledger_archive
+from studhistory.ledger_archive import LEDGER, LedgerArchiveError, parse_id
+from studkit import keys
+from wallet.history import ArchivedLines, ArchivedStatementStore
+from wallet.model import AccountId
+
+if TYPE_CHECKING:
+    from sim.world import World
+
+KEEP = 3
+"""The wallet's transactions kept in Redis once archived (production:
+``WALLET_HOT_TRANSACTIONS``): few, so a short run trims."""
+BATCH = 25
+"""Transactions copied (or trimmed) in one step at most (production: 2000)."""
+CRASH = 0.2
+"""Per step: the archiver dies right after the copy's commit, and, apart, at one of its
+trims (the statements' or the ledger's)."""
+PG_FAIL = 0.01
+"""Per statement: PostgreSQL fails it (the step fails; a transaction rolls back whole)."""
+PAGE = 4
+"""The statement check's page size (small: the pages cross from the archive to Redis)."""
+_LEDGER = LEDGER.encode()
+_STATEMENT = keys.wallet_key("postings:").encode()
+
+
+class Crash(Exception):
+    """The archiver process died here."""
+
+
+Row = dict[str, Any]
+
+
+def _key(stream_id: str) -> tuple[int, int]:
+    return parse_id(stream_id)
+
+
+class SimLedgerDb:
+    """PostgreSQL's ``ledger.segments`` and ``ledger.postings`` in memory, with their keys:
+    a segment's first and last ids once, a posting's (transaction, posting) once."""
+
+    def __init__(self) -> None:
+        self.segments: list[Row] = []
+        self.rows: dict[tuple[str, int], Row] = {}
+        self.by_tx: dict[str, list[Row]] = {}
+        self.by_account: dict[str, list[Row]] = {}
+        """Each account's rows in its statement's order (line_ms, line_seq)."""
+        self.lines: set[tuple[str, str]] = set()
+        """(account, line id) of every archived row."""
+        self.crash_after_commit = False
+        self.drop_row = 0
+        """The sabotage: the n-th row a copy writes is lost (once; 0: never)."""
+        self._written = 0
+
+    def watermark(self) -> str | None:
+        if not self.segments:
+            return None
+        return str(max(self.segments, key=lambda s: (s["last_ms"], s["last_seq"]))["last_id"])
+
+    def commit(self, segments: list[Row], rows: list[Row]) -> None:
+        """A transaction's writes, all or none (a key taken: UniqueViolation, nothing)."""
+        firsts = {s["first_id"] for s in self.segments}
+        lasts = {s["last_id"] for s in self.segments}
+        keys_ = [(r["transaction_id"], r["posting"]) for r in rows]
+        if len(set(keys_)) != len(keys_) or any(k in self.rows for k in keys_) or any(
+                s["first_id"] in firsts or s["last_id"] in lasts for s in segments):
+            raise psycopg.errors.UniqueViolation("simulated: duplicate key")
+        self.segments += segments
+        for key, row in zip(keys_, rows, strict=True):
+            self.rows[key] = row
+            self.by_tx.setdefault(row["transaction_id"], []).append(row)
+            held = self.by_account.setdefault(row["account"], [])
+            bisect.insort(held, row, key=lambda r: (r["line_ms"], r["line_seq"]))
+            self.lines.add((row["account"], row["line_id"]))
+
+    def account(self, account: str) -> list[Row]:
+        return self.by_account.get(account, [])
+
+
+def _norm(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+_SELECT = re.compile(r"SELECT (?P<cols>[a-z_, ]+) FROM ledger\.postings WHERE (?P<where>.+)")
+_INSERT = re.compile(r"INSERT INTO ledger\.segments \((?P<cols>[a-z_, ]+)\) VALUES "
+                     r"\((?:%s, )*%s\) ON CONFLICT DO NOTHING RETURNING 1")
+_COPY = re.compile(r"COPY ledger\.postings \((?P<cols>[a-z_, ]+)\) FROM STDIN")
+
+
+def _line(row: Row) -> tuple[int, int]:
+    return row["line_ms"], row["line_seq"]
+
+
+def _where(db: SimLedgerDb, where: str, p: Sequence[Any]) -> list[Row]:
+    """The rows of ``ledger.postings`` a WHERE (with its ORDER and LIMIT) of
+    ``studhistory.ledger_archive`` or ``wallet.history`` selects."""
+    if where == "account = %s ORDER BY line_ms DESC, line_seq DESC LIMIT 1":
+        return db.account(p[0])[-1:]
+    if where == "occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)":
+        return [r for t in p[2] for r in db.by_tx.get(t, [])
+                if p[0] <= r["occurred_at"] <= p[1]]
+    if where == ("account = %s AND (line_ms, line_seq) >= (%s, %s) AND (line_ms, line_seq) "
+                 "<= (%s, %s)"):
+        return [r for r in db.account(p[0]) if (p[1], p[2]) <= _line(r) <= (p[3], p[4])]
+    if where == ("account = %s AND (line_ms, line_seq) > (%s, %s) AND (line_ms, line_seq) "
+                 "< (%s, %s) ORDER BY line_ms, line_seq LIMIT %s"):
+        return [r for r in db.account(p[0]) if (p[1], p[2]) < _line(r) < (p[3], p[4])][:p[5]]
+    raise NotImplementedError(f"the simulated archive has no answer for WHERE {where}")
+
+
+class _Cursor:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    async def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    async def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+
+class _Copy:
+    def __init__(self, conn: SimConn, cols: list[str]) -> None:
+        self.conn = conn
+        self.cols = cols
+
+    async def write_row(self, values: Sequence[Any]) -> None:
+        db = self.conn.db
+        db._written += 1
+        if db._written == db.drop_row:
+            return  # the sabotage: the row never reaches the table
+        self.conn._stage([], [dict(zip(self.cols, values, strict=True))])
+
+
+class _CopyCursor:
+    def __init__(self, conn: SimConn) -> None:
+        self.conn = conn
+
+    @asynccontextmanager
+    async def copy(self, sql: str) -> AsyncIterator[_Copy]:
+        match = _COPY.fullmatch(_norm(sql))
+        if match is None:
+            raise NotImplementedError(f"the simulated archive has no answer for {sql!r}")
+        self.conn._fault()
+        yield _Copy(self.conn, [c.strip() for c in match["cols"].split(",")])
+
+
+class SimConn:
+    """An autocommit connection to :class:`SimLedgerDb`, as ``psycopg.AsyncConnection``
+    for the statements the ledger's archiver and the wallet's statement read send (any
+    other raises: the simulation names what it cannot answer)."""
+
+    def __init__(self, db: SimLedgerDb, rng: random.Random | None = None,
+                 fail: float = 0.0) -> None:
+        self.db = db
+        self.rng = rng
+        self.fail = fail
+        self.closed = False
+        self._pending: tuple[list[Row], list[Row]] | None = None
+
+    def _fault(self) -> None:
+        if self.rng is not None and self.fail and self.rng.random() < self.fail:
+            raise psycopg.OperationalError("simulated: PostgreSQL failed the statement")
+
+    def _stage(self, segments: list[Row], rows: list[Row]) -> None:
+        if self._pending is None:
+            self.db.commit(segments, rows)
+        else:
+            self._pending[0].extend(segments)
+            self._pending[1].extend(rows)
+
+    async def close(self) -> None:
+        self.closed = True
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        self._pending = ([], [])
+        try:
+            yield
+            segments, rows = self._pending
+        finally:
+            self._pending = None
+        self.db.commit(segments, rows)
+        if self.db.crash_after_commit and segments:  # committed; the archiver dies
+            raise Crash("after the ledger's copy")
+
+    @asynccontextmanager
+    async def cursor(self) -> AsyncIterator[_CopyCursor]:
+        yield _CopyCursor(self)
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        self._fault()
+        db, text = self.db, _norm(sql)
+        if text.startswith(("SELECT pg_try_advisory_lock(", "SELECT pg_advisory_unlock(")):
+            return _Cursor([(True,)])  # one archiver in a run
+        if text == "SELECT history.ensure_month(%s)":
+            return _Cursor([(None,)])
+        if text == "SELECT last_id FROM ledger.segments ORDER BY last_ms DESC, last_seq " \
+                   "DESC LIMIT 1":
+            mark = db.watermark()
+            return _Cursor([] if mark is None else [(mark,)])
+        if text == "SELECT coalesce(sum(transactions), 0) FROM ledger.segments":
+            return _Cursor([(sum(s["transactions"] for s in db.segments),)])
+        if (insert := _INSERT.fullmatch(text)) is not None:
+            row = dict(zip([c.strip() for c in insert["cols"].split(",")], params,
+                           strict=True))
+            taken = {s["first_id"] for s in db.segments} | {s["last_id"] for s in db.segments}
+            if self._pending is not None:
+                taken |= {s["first_id"] for s in self._pending[0]}
+            if row["first_id"] in taken or row["last_id"] in taken:
+                return _Cursor([])
+            self._stage([row], [])
+            return _Cursor([(1,)])
+        if (select := _SELECT.fullmatch(text)) is not None:
+            cols = [c.strip() for c in select["cols"].split(",")]
+            return _Cursor([tuple(r[c] for c in cols)
+                            for r in _where(db, select["where"], params)])
+        raise NotImplementedError(f"the simulated archive has no answer for {sql!r}")
+
+
+class _LedgerRedis(SimRedis):
+    """The ledger archiver's connection: when ``crash_at`` is n, it dies as its n-th XTRIM
+    of the step is sent (the statements' trims come first, the ledger's last)."""
+
+    crash_at = 0
+    trims = 0
+
+    async def xtrim(self, name: str, maxlen: int | None = None, approximate: bool = True,
+                    minid: str | None = None, limit: int | None = None) -> int:
+        self.trims += 1
+        if self.trims == self.crash_at:
+            raise Crash(f"at trim {self.trims} of the step (before it)")
+        return await super().xtrim(name, maxlen, approximate, minid, limit)
+
+
+def _s(value: bytes) -> str:
+    return value.decode()
+
+
+class LedgerArchiver:
+    """The wallet's part of the archiver process, and the ledger archive's checks."""
+
+    def __init__(self, world: World, rng: random.Random) -> None:
+        self.world = world
+        self.rng = rng
+        self.db = SimLedgerDb()
+        p = world.probabilities
+        self.redis = _LedgerRedis(world.data, Faults(rng, 0.0005, p.store_fail_before,
+                                                     p.store_fail_after))
+        self.conn = SimConn(self.db, rng, PG_FAIL)
+        reader = SimRedis(world.data, decode=True)
+        lines = ArchivedLines("simulated")
+        lines._conn = cast(psycopg.AsyncConnection[Any], SimConn(self.db))
+        self.reader = ArchivedStatementStore(as_client(reader), lines)
+        world.data.on_trim = self._trimmed
+        self.trim_first = False
+        """The sabotage: each step trims Redis to its hot window first, archived or not."""
+        self.steps = self.crashes = self.failed = 0
+        self.trimmed = 0
+        self.statements_read = 0
+        self.archived_lines_read = 0
+        self.log: list[str] = []
+        self.found: list[str] = []
+        """Violations seen between the run's steps (at a trim, in a statement read)."""
+        self._verified = 0
+        """The ledger's first transactions found in the archive, as appended."""
+        self._with_rows = 0
+        """Of those, the ones with postings (the others are counted by the segments)."""
+        self._archived_sums: dict[str, int] = {}
+        """Each account's sum over the archive's rows of the verified transactions."""
+        self._reported: set[str] = set()
+
+    # --- the step ------------------------------------------------------------------------
+
+    async def step(self) -> None:
+        self.steps += 1
+        self.db.crash_after_commit = self.rng.random() < CRASH
+        crash_at = self.rng.randint(1, 3) if self.rng.random() < CRASH else 0
+        self.redis.trims = 0
+        try:
+            if self.trim_first:
+                await self._trim_unarchived()
+            self.redis.crash_at, self.redis.trims = crash_at, 0
+            outcome = await ledger_archive.archive_ledger(
+                as_client(self.redis), cast(psycopg.AsyncConnection[Any], self.conn),
+                keep=KEEP, batch=BATCH)
+            self.trimmed += outcome.trimmed
+        except Crash as exc:
+            self.crashes += 1
+            self.world.count("archiver_crash")
+            self._note(f"ledger archiver crash {exc}")
+        except (LedgerArchiveError, RedisError, psycopg.Error) as exc:
+            self.failed += 1
+            self._note(f"ledger archiver step failed: {type(exc).__name__}: {exc}")
+        finally:
+            self.db.crash_after_commit = False
+            self.redis.crash_at = 0
+        accounts = sorted(self.world.data.statement_log)
+        if accounts:
+            await self.statements(self.rng.sample(accounts, min(2, len(accounts))))
+
+    def _note(self, line: str) -> None:
+        self.log.append(f"t={self.world.loop.time():9.3f} {line}")
+
+    async def _trim_unarchived(self) -> None:
+        """The broken archiver: the ledger down to its last ``KEEP`` transactions and each
+        statement down to the lines of those, whatever the archive holds."""
+        data = self.world.data
+        ledger = data.streams.get(_LEDGER, [])
+        if len(ledger) <= KEEP:
+            return
+        head = ledger[-KEEP][0]
+        for key in sorted(data.statement_log):
+            kept = next((i for i, f in data.streams.get(key, []) if f[b"tx_id"] >= head), None)
+            if kept is not None:
+                await self.redis.xtrim(_s(key), minid=_s(kept), approximate=False)
+        await self.redis.xtrim(LEDGER, minid=_s(head), approximate=False)
+
+    # --- the checks ----------------------------------------------------------------------
+
+    def _report(self, line: str) -> None:
+        if line not in self._reported:
+            self._reported.add(line)
+            self.found.append(line)
+
+    def take(self) -> list[str]:
+        found, self.found = self.found, []
+        return found
+
+    def _held(self, tx_id: str, postings: int) -> bool:
+        """The archive holds the transaction (a transaction with no postings: within its
+        segments' range)."""
+        if postings:
+            return len(self.db.by_tx.get(tx_id, ())) == postings
+        mark = self.db.watermark()
+        return mark is not None and _key(tx_id) <= _key(mark)
+
+    def _trimmed(self, key: bytes, removed: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+        """At the trim, as Redis applies it: each entry leaving the ledger or a statement
+        is in the archive."""
+        at = f"at its trim, t={self.world.loop.time():.3f}"
+        if key == _LEDGER:
+            for entry_id, fields in removed:
+                postings = len(json.loads(fields[b"tx"])["postings"])
+                if not self._held(_s(entry_id), postings):
+                    self._report(f"ledger archive: transaction {_s(entry_id)} left Redis "
+                                 f"before the archive held it ({at})")
+        elif key.startswith(_STATEMENT):
+            account = _s(key[len(_STATEMENT):])
+            for line_id, _fields in removed:
+                if (account, _s(line_id)) not in self.db.lines:
+                    self._report(f"ledger archive: {account}'s statement line "
+                                 f"{_s(line_id)} left Redis before the archive held it "
+                                 f"({at})")
+
+    def check(self) -> list[str]:
+        """The ledger across the archive and Redis, against the ledger as appended (O(what
+        changed since the last check), and the transactions not yet archived)."""
+        data = self.world.data
+        appended = data.ledger_log
+        out: list[str] = []
+        while self._verified < len(appended):
+            tx, fields, lines = appended[self._verified]
+            tx_id = _s(tx)
+            record = json.loads(fields[b"tx"])
+            want = [(i, str(account), int(amount), str(record["kind"]), _s(fields[b"scope"]),
+                     str(record.get("table_id", "")), str(record.get("hand_id", "")),
+                     _s(lines[i][0]), lines[i][1])
+                    for i, (account, amount) in enumerate(record["postings"])]
+            rows = self.db.by_tx.get(tx_id, [])
+            if not rows and not (not want and self._held(tx_id, 0)):
+                mark = self.db.watermark()
+                if mark is not None and _key(tx_id) <= _key(mark):
+                    out.append(f"ledger archive: transaction {tx_id} is within the archive's "
+                               f"range (through {mark}) and not in it")
+                break
+            have = sorted((r["posting"], r["account"], r["amount"], r["kind"], r["scope"],
+                           r["table_id"], r["hand_id"], r["line_id"], r["balance_after"])
+                          for r in rows)
+            if have != want:
+                out.append(f"ledger archive: transaction {tx_id}: the archive holds "
+                           f"{len(have)} postings {have[:3]}, the ledger appended "
+                           f"{len(want)} {want[:3]}")
+            for r in rows:
+                self._archived_sums[r["account"]] = (self._archived_sums.get(r["account"], 0)
+                                                     + r["amount"])
+            self._with_rows += bool(rows)
+            self._verified += 1
+        k = self._verified
+        if len(self.db.by_tx) != self._with_rows:
+            out.append(f"ledger archive: the archive holds {len(self.db.by_tx)} transactions "
+                       f"with postings, the ledger's first {k} appended {self._with_rows} "
+                       "(one not appended, or past a gap)")
+        trimmed = data.trimmed.get(_LEDGER, 0)
+        if trimmed > k:
+            out.append(f"ledger archive: transactions {_s(appended[k][0])}.. "
+                       f"({trimmed - k}) left Redis before the archive held them (trimmed "
+                       f"{trimmed}, archived {k})")
+        hot = data.streams.get(_LEDGER, [])
+        if len(hot) + trimmed != len(appended) or (
+                hot and hot[0][0] != appended[trimmed][0]):
+            out.append(f"ledger archive: Redis's ledger holds {len(hot)} transactions, not "
+                       f"the {len(appended) - trimmed} appended after the {trimmed} trimmed")
+        sums = dict(self._archived_sums)
+        for _id, fields in hot[max(k - trimmed, 0):]:  # in Redis only
+            for account, amount in json.loads(fields[b"tx"])["postings"]:
+                sums[account] = sums.get(account, 0) + int(amount)
+        if sum(sums.values()) != 0:
+            out.append(f"ledger archive: the ledger across the archive and Redis sums to "
+                       f"{sum(sums.values())}, not 0")
+        balances = {_s(a): int(v) for a, v in
+                    data.hashes.get(keys.wallet_key("balances").encode(), {}).items()}
+        wrong = sorted(a for a in sums.keys() | balances.keys()
+                       if sums.get(a, 0) != balances.get(a, 0))
+        if wrong:
+            a = wrong[0]
+            out.append(f"ledger archive: the ledger across the archive and Redis moved "
+                       f"{sums.get(a, 0)} to {a}, its balance is {balances.get(a, 0)} "
+                       f"({len(wrong)} accounts differ)")
+        for line in out:
+            self._report(line)
+        return self.take()
+
+    async def statements(self, accounts: list[bytes]) -> None:
+        """Each account's statement, page by page through the wallet's merge of the archive
+        and Redis, is its lines as appended."""
+        for key in accounts:
+            account = _s(key[len(_STATEMENT):])
+            before = len(self.world.data.statement_log.get(key, []))
+            read: list[tuple[Any, ...]] = []
+            token = ""
+            while True:
+                page = await self.reader.statement(AccountId.parse(account), PAGE, token)
+                read += [(x.posting_id, x.transaction_id, x.kind.value, x.amount,
+                          x.balance_after, x.recorded_at_ms, x.table_id, x.hand_id)
+                         for x in page.lines]
+                token = page.next_page_token
+                if not token:
+                    break
+            self.statements_read += 1
+            first = self.world.data.streams.get(key, [])
+            oldest = _key(_s(first[0][0])) if first else None
+            self.archived_lines_read += sum(1 for r in read
+                                            if oldest is None or _key(r[0]) < oldest)
+            appended = self.world.data.statement_log.get(key, [])
+            want = [(_s(i), _s(f[b"tx_id"]), _s(f[b"kind"]), int(f[b"amount"]),
+                     int(f[b"balance_after"]), _key(_s(i))[0], _s(f[b"table_id"]),
+                     _s(f[b"hand_id"])) for i, f in appended[:len(read)]]
+            if read != want or len(read) < before:
+                diff = next((n for n, (a, b) in enumerate(zip(read, want, strict=False))
+                             if a != b), min(len(read), len(want)))
+                self._report(f"ledger archive: {account}'s statement read from the archive "
+                             f"and Redis has {len(read)} lines, {before} were appended; "
+                             f"first difference at line {diff}")
+
+    def summary(self) -> dict[str, int]:
+        return {"ledger_steps": self.steps, "ledger_crashes": self.crashes,
+                "ledger_failed": self.failed, "ledger_trimmed": self.trimmed,
+                "statements_read": self.statements_read,
+                "archived_lines_read": self.archived_lines_read}
+
