@@ -13,9 +13,12 @@ the wallet's pool record:
   record every entry it charged is in the log, its refunds and prizes are the log's, its
   balance is what they leave, and an empty pool once it is over (``check_money``).
 
-It reads Redis directly, as the rest of ``stud replay`` does (``REDIS_URL`` or make run's);
-the last line is ``entrants=… levels=… moves=… busts=… payouts=… verified=yes|no``, exit
-status 1 when a check fails and 2 when the tournament cannot be read.
+It reads Redis directly, as the rest of ``stud replay`` does (``REDIS_URL`` or make run's),
+and a tournament whose stream the archiver moved to PostgreSQL there (``STUD_SUPPORT_DSN`` or
+``STUD_AUDITOR_DSN``, make run's by default), with the same output: one reader of either
+store, the archiver's own (:func:`studhistory.tournament_archive.read_raw`). The last line
+is ``entrants=… levels=… moves=… busts=… payouts=… verified=yes|no``, exit status 1 when a
+check fails and 2 when the tournament cannot be read.
 """
 
 from __future__ import annotations
@@ -25,25 +28,18 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
+import psycopg
 from redis.exceptions import ResponseError
 
 from rules.events import PlayerLeft
 from stud.v1 import tournament_pb2 as pb
-from stud.v1.envelope_pb2 import EventEnvelope
+from studhistory.tournament_archive import Record as Record  # the records it reads
+from studhistory.tournament_archive import read_raw, record_of
 from studkit import keys
 from studtools.replay_hands import split_hands
 from studtools.replay_source import RedisSource, SourceError, TableLog
-
-PAGE = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    sequence: int
-    at: float
-    event: pb.TournamentEvent
 
 
 @dataclass
@@ -94,9 +90,9 @@ def history_of(records: Sequence[Record]) -> History:
         elif kind in ("entry_withdrawn", "entry_dropped"):
             h.withdrawn.add(body.entry_id)
         elif kind == "level_started":
-            h.levels.append((body.level, r.at))
+            h.levels.append((body.level, r.seconds))
         elif kind == "break_started":
-            h.breaks.append((body.after_level, r.at))
+            h.breaks.append((body.after_level, r.seconds))
         elif kind == "table_opened":
             h.tables.append(body.table_id)
         elif kind == "move_started":
@@ -258,24 +254,18 @@ def check_places(h: History) -> list[str]:
 # --- reading -----------------------------------------------------------------------------
 
 async def read_records(source: RedisSource, tournament_id: str) -> list[Record]:
-    key = keys.tournament_key(tournament_id, "events")
-    out: list[Record] = []
-    start = "-"
-    while True:
-        rows = cast(list[tuple[bytes, dict[bytes, bytes]]],
-                    await source.client.xrange(key, min=start, max="+", count=PAGE) or [])
-        for _entry, fields in rows:
-            env = EventEnvelope.FromString(fields[b"envelope"])
-            out.append(Record(env.sequence, env.occurred_at.seconds
-                              + env.occurred_at.nanos / 1e9,
-                              pb.TournamentEvent.FromString(env.payload)))
-        if len(rows) < PAGE:
-            break
-        last = rows[-1][0]
-        start = "(" + (last.decode() if isinstance(last, bytes) else str(last))
-    if not out:
-        raise SourceError(f"no tournament {tournament_id!r}")
-    return out
+    """The tournament's records from Redis, else from PostgreSQL (the source's archive DSN);
+    :class:`SourceError` when neither has it."""
+    try:
+        raws, _ = await read_raw(source.client, tournament_id, source.history_dsn)
+    except psycopg.Error as exc:
+        raise SourceError(f"tournament {tournament_id}: PostgreSQL: {exc}") from None
+    if not raws:
+        where = "" if source.history_dsn else (
+            " in Redis (a finished tournament the archiver moved to PostgreSQL needs "
+            "STUD_SUPPORT_DSN)")
+        raise SourceError(f"no tournament {tournament_id!r}{where}")
+    return [record_of(raw) for _, raw in raws]
 
 
 async def read_pool(source: RedisSource, tournament_id: str) -> dict[str, str] | None:

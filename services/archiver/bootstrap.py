@@ -71,6 +71,7 @@ def build_deps(settings: Settings) -> ArchiverDeps:
         dealer = DealerAudits(channel, lambda: tokens.token("dealer"))
     archiver = Archiver(EventStore(redis), settings.history_dsn, metrics,
                         settings.hot_hands, dealer, wallet_hot=settings.wallet_hot,
-                        command_window_s=settings.command_window_s)
+                        command_window_s=settings.command_window_s,
+                        trim_tournaments=settings.trim_tournaments)
     return ArchiverDeps(archiver, redis, TokenVerifier(settings.auth_keys),
                         settings.interval_s, channel, metrics)

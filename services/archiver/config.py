@@ -27,6 +27,9 @@ class Settings:
     ``WALLET_HOT_TRANSACTIONS`` (the wallet's latest transactions its ledger and statements
     keep in Redis once archived; ``0``, the default: copied, never trimmed; set it only when
     the wallet reads the archive, ``WALLET_HISTORY_DSN``),
+    ``ARCHIVER_TRIM_TOURNAMENTS`` (``1``: a tournament archived and verified leaves Redis
+    once past the command window; ``0``, the default: copied, kept; set it only when the
+    tournament service reads the archive, ``TOURNAMENT_HISTORY_DSN``),
     ``STUD_COMMAND_WINDOW_S`` (the least seconds a command record stays in Redis after its
     events, ``600``, never less: docs/history.md, "Expired commands"),
     ``ARCHIVER_INTERVAL_S`` (seconds between rounds over every table, ``2``),
@@ -44,6 +47,7 @@ class Settings:
     service_key: SigningKey | None = field(default=None, repr=False)
     hot_hands: int = DEFAULT_HOT_HANDS
     wallet_hot: int = DEFAULT_HOT_TRANSACTIONS
+    trim_tournaments: bool = False
     command_window_s: float = COMMAND_WINDOW_S
     interval_s: float = 2.0
     dealer_target: str = ""
@@ -72,6 +76,7 @@ class Settings:
             addr=env.get("ARCHIVER_ADDR", DEFAULT_ADDR),
             command_window_s=window,
             wallet_hot=wallet_hot,
+            trim_tournaments=env.get("ARCHIVER_TRIM_TOURNAMENTS", "0") == "1",
             redis_url=env.get("REDIS_URL", DEFAULT_REDIS_URL),
             history_dsn=dsn,
             auth_keys=key_set_from_env(env),

@@ -48,6 +48,10 @@ class Archiver:
     """The wallet's latest transactions kept in Redis (``WALLET_HOT_TRANSACTIONS``); 0: its
     ledger is copied, never trimmed (the wallet reads archived statements only with
     ``WALLET_HISTORY_DSN``)."""
+    trim_tournaments: bool = False
+    """``ARCHIVER_TRIM_TOURNAMENTS``: a tournament archived and verified leaves Redis once
+    past the command window (set it only when the tournament service reads the archive,
+    ``TOURNAMENT_HISTORY_DSN``); False: copied, its stream kept."""
 
     def __post_init__(self) -> None:
         registry = self.metrics.registry
@@ -77,6 +81,9 @@ class Archiver:
         self._tournaments = self.metrics.counter(
             "stud_archiver_tournaments_total", "Tournaments whose facts (entries, busts, "
             "places, prizes, refunds, ending) were written to PostgreSQL.")
+        self._tournaments_trimmed = self.metrics.counter(
+            "stud_archiver_tournaments_trimmed_total", "Tournaments whose keys left Redis "
+            "once their stream was archived and verified.")
         self._round = Histogram("stud_archiver_round_seconds", "Time of one round over every "
                                 "table.", registry=registry)
         self._last_round = Gauge("stud_archiver_last_round_unix", "When the last round "
@@ -149,10 +156,20 @@ class Archiver:
         """The facts of every tournament that is over and paid out, once."""
         history = await self.connected()
         outcome = await archive_tournaments(self.store.client, history.conn,
-                                            self.tournaments_seen)
+                                            self.tournaments_seen,
+                                            trim_streams=self.trim_tournaments,
+                                            command_window_s=self.command_window_s)
         for tid in outcome.archived:
             self._tournaments.inc()
-            log.info("tournament_archived", tournament_id=tid)
+            log.info("tournament_archived", tournament_id=tid,
+                     events=outcome.copied.get(tid, 0))
+        for tid in outcome.trimmed:
+            self._tournaments_trimmed.inc()
+            log.info("tournament_trimmed", tournament_id=tid)
+        self._busy.inc(len(outcome.busy))
+        for tid, error in outcome.failed.items():
+            self._failures.inc()
+            log.error("tournament_archive_failed", tournament_id=tid, error=error)
 
     async def round(self) -> None:
         """One step for every table, then for the wallet's ledger and the tournaments."""
