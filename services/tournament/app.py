@@ -14,6 +14,11 @@ messages in the store's envelopes. Two write paths (docs/tournament.md, "Replica
   owner's appends and the command id makes a retry a replay, so it is never lost nor
   applied twice. The app keeps each tournament's folded state with its
 version and reads only what is new, so a replica that did not write an event still sees it.
+
+A tournament over, paid out and past the idempotency window leaves Redis for PostgreSQL
+(the archiver: ``studhistory.tournament_archive``); the app reads it there (``archive``,
+:class:`tournament.history.ArchivedTournaments`) when its stream is gone, so its reads
+answer as before (docs/tournament.md, "Finished tournaments").
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.commit import Append, Proposal, StreamWriter, commit
-from studkit.errors import AlreadyExists, Conflict, NotFound
+from studkit.errors import AlreadyExists, Conflict, NotFound, Unavailable
 from studkit.fingerprint import of_command
 from studkit.store import (
     AppendResult,
@@ -47,6 +52,7 @@ from tournament import commands as c
 from tournament import events as ev
 from tournament.codec import event_at, event_from_proto, event_to_proto, seconds, timestamp
 from tournament.decide import decide
+from tournament.history import NO_ARCHIVE, ArchivedTournaments
 from tournament.state import Tournament, apply
 
 EVENT_TYPE = "TournamentEvent"
@@ -125,7 +131,10 @@ class Outcome:
 
 
 def _record(stored: StoredEvent) -> Record:
-    envelope = stored.envelope
+    return _from_envelope(stored.envelope)
+
+
+def _from_envelope(envelope: EventEnvelope) -> Record:
     if envelope.event_type != EVENT_TYPE:
         raise ValueError(f"not a tournament event: {envelope.event_type}")
     at = seconds(envelope.occurred_at)
@@ -180,8 +189,16 @@ class TournamentApp:
 
     def __init__(self, store: EventStore, *, clock: Clock = time.time,
                  seed: Callable[[], int] = lambda: int.from_bytes(os.urandom(8), "big"),
-                 conflict_retries: int = 5) -> None:
+                 conflict_retries: int = 5,
+                 archive: ArchivedTournaments | None = None) -> None:
         self._store = store
+        self._archive = archive
+        self._cold: set[str] = set()
+        """The tournaments of ``_states`` read whole from the archive (over: final)."""
+        self._hot: set[str] = set()
+        """The index's tournaments at the last :meth:`lobby` (one gone since: archived)."""
+        self._archived: dict[str, str] | None = None
+        """The archived tournaments and how each ended, as last read."""
         self._clock = clock
         self._seed = seed
         self._retries = conflict_retries
@@ -197,16 +214,65 @@ class TournamentApp:
     def now(self) -> float:
         return self._clock()
 
+    @property
+    def archive(self) -> ArchivedTournaments | None:
+        return self._archive
+
     async def load(self, tournament_id: str) -> Tournament:
-        """The tournament folded up to its stream's end (``NotFound`` if it has no events)."""
+        """The tournament folded up to its stream's end, or from the archive once its
+        stream left Redis (``NotFound`` if neither has it). One round trip to Redis (its
+        version and what is new); PostgreSQL only for a tournament not in Redis, once."""
         t = self._states.get(tournament_id, Tournament())
-        new = await self._store.read(tournament_id, t.version)
-        if new:
-            t = apply(t, (_record(s).event for s in new))
+        tail = await self._store.tail(tournament_id, t.version)
+        if tail.events:
+            t = apply(t, (_record(s).event for s in tail.events))
+        elif tail.version == 0 and tournament_id not in self._cold:
+            t = await self._load_archived(tournament_id, t)
         if t.config is None:
-            raise NotFound(f"no tournament {tournament_id}", reason="no_tournament")
+            raise NotFound(f"no tournament {tournament_id}" + (
+                "" if self._archive is not None else f" in Redis ({NO_ARCHIVE})"),
+                reason="no_tournament")
         self._keep(tournament_id, t)
         return t
+
+    async def _load_archived(self, tournament_id: str, t: Tournament) -> Tournament:
+        """``t`` (what was read of it before, if anything) carried on from the archive, for
+        a tournament with no stream in Redis."""
+        if self._archive is None:
+            if t.config is not None:  # it was in Redis, and left it for PostgreSQL
+                self._states.pop(tournament_id, None)
+                raise NotFound(f"tournament {tournament_id} is archived: {NO_ARCHIVE}",
+                               reason="archived")
+            return t
+        rows = await self._archive.events(tournament_id, t.version)
+        if rows:
+            t = apply(t, (_from_envelope(EventEnvelope.FromString(raw)).event
+                          for _, raw in rows))
+            self._cold.add(tournament_id)
+        return t
+
+    def is_archived(self, tournament_id: str) -> bool:
+        """Whether the tournament was last read from the archive (its stream is gone)."""
+        return tournament_id in self._cold
+
+    async def lobby(self) -> tuple[list[str], dict[str, str]]:
+        """Every tournament the lobby lists, sorted: those in Redis and the archived ones;
+        and the archived ones no longer in Redis, each with how it ended (its phase). The
+        archive is asked at the first call and again only once a tournament left Redis
+        (the index is read first: one that leaves in between is in the archive)."""
+        hot = set(await self._store.table_ids())
+        if self._archive is None:
+            return sorted(hot), {}
+        if self._archived is None or not self._hot <= hot:
+            try:
+                self._archived = await self._archive.listing()
+            except Unavailable:
+                if self._archived is None:
+                    raise
+                log.warning("tournament_archive_listing_failed", exc_info=True)
+        self._hot = hot
+        cold = {t: o for t, o in (self._archived or {}).items() if t not in hot}
+        return sorted(hot | set(cold)), cold
 
     def _keep(self, tournament_id: str, t: Tournament) -> None:
         kept = self._states.get(tournament_id)
@@ -214,7 +280,8 @@ class TournamentApp:
             self._states[tournament_id] = t
         self._states.move_to_end(tournament_id)
         while len(self._states) > STATES_KEPT:
-            self._states.popitem(last=False)
+            gone, _ = self._states.popitem(last=False)
+            self._cold.discard(gone)
 
     async def ids(self) -> list[str]:
         return await self._store.table_ids()
@@ -378,12 +445,22 @@ class TournamentApp:
         return await self.execute(tournament_id, make(who.name), command_id, by=who)
 
     async def records(self, tournament_id: str, after: int) -> list[Record]:
-        return [_record(s) for s in await self._store.read(tournament_id, after)]
+        """The records after ``after``: Redis's, or the archive's for an archived one."""
+        stored = await self._store.read(tournament_id, after)
+        if stored or self._archive is None or tournament_id not in self._cold:
+            return [_record(s) for s in stored]
+        return [_from_envelope(EventEnvelope.FromString(raw))
+                for _, raw in await self._archive.events(tournament_id, after)]
 
     async def follow(self, tournament_id: str, after: int,
                      poll_s: float = 0.2) -> AsyncIterator[Record]:
-        """The records after ``after``, then each new one as it is appended."""
+        """The records after ``after``, then each new one as it is appended (an archived
+        tournament's, then nothing more: it is over)."""
         await self.load(tournament_id)
+        if tournament_id in self._cold:
+            for record in await self.records(tournament_id, after):
+                yield record
+            await asyncio.Event().wait()  # open until the caller goes, as a live one's
         while True:
             batch = await self.records(tournament_id, after)
             for record in batch:

@@ -11,6 +11,7 @@ import socket
 from dataclasses import dataclass, field
 
 import grpc
+import structlog
 
 from studkit import keys
 from studkit.auth import ServiceTokenSource, TokenVerifier
@@ -21,6 +22,7 @@ from tournament import driver, metrics
 from tournament.app import TournamentApp, tournament_store
 from tournament.clients import WalletClient
 from tournament.config import Settings
+from tournament.history import NO_ARCHIVE, ArchivedTournaments
 from tournament.leases import Fenced, Leases
 from tournament.table_steps import TableSteps
 from tournament.tables import TableClient
@@ -81,6 +83,8 @@ class TournamentDeps:
     async def close(self) -> None:
         await self.stop_driver()
         await self.tables.aclose()
+        if self.app.archive is not None:
+            await self.app.archive.aclose()
         for channel in self.channels:
             await channel.close()
         await self.redis.aclose()
@@ -101,8 +105,12 @@ def build_deps(settings: Settings) -> TournamentDeps:
     ownership = Ownership(client, replica, lease_ms=settings.lease_ms,
                           owner_key=keys.tournament_owner,
                           replicas_key=keys.tournament_replicas())
+    archive = ArchivedTournaments(settings.history_dsn) if settings.history_dsn else None
+    if archive is None:
+        structlog.get_logger("tournament").warning("tournament_archive_not_configured",
+                                                    detail=NO_ARCHIVE)
     return TournamentDeps(
-        app=TournamentApp(tournament_store(client)), redis=client,
+        app=TournamentApp(tournament_store(client), archive=archive), redis=client,
         verifier=TokenVerifier(settings.auth_keys, audience="tournament"), wallet=wallet,
         tables=tables, channels=(wallet_channel, table_channel), tick_s=settings.tick_s,
         leases=Leases(ownership))

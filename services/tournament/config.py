@@ -34,7 +34,10 @@ class Settings:
     none), ``METRICS_ADDR``, ``TOURNAMENT_LEASE_MS`` (a tournament's lease: a replica that
     stops renewing loses its tournaments after this long and another takes them over,
     ``3000``), ``TOURNAMENT_REPLICA_ID`` (default ``<hostname>-<pid>``; in Kubernetes the
-    pod name).
+    pod name), ``TOURNAMENT_HISTORY_DSN`` (PostgreSQL as the read-only support role,
+    ``stud_support``: a finished tournament the archiver moved out of Redis is read there;
+    empty: such a tournament is ``NOT_FOUND`` and the service says why, at start and in
+    each refusal).
     """
 
     addr: str = DEFAULT_ADDR
@@ -54,6 +57,8 @@ class Settings:
     lease_ms: int = 3000
     replica_id: str = ""
     table_settings: tpb.TableSettings | None = None
+    history_dsn: str = field(default="", repr=False)
+    """``TOURNAMENT_HISTORY_DSN``: the archive of record as the support role (empty: none)."""
     """The room settings of the tables it opens (None: the table service's defaults)."""
 
     @classmethod
@@ -76,6 +81,7 @@ class Settings:
             metrics_addr=host_address(env.get("METRICS_ADDR", DEFAULT_METRICS_ADDR)),
             lease_ms=int(env.get("TOURNAMENT_LEASE_MS", "3000")),
             replica_id=env.get("TOURNAMENT_REPLICA_ID", ""),
+            history_dsn=env.get("TOURNAMENT_HISTORY_DSN", ""),
         )
 
     @property

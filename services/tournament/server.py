@@ -81,9 +81,14 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         every tournament, and the app keeps the states of the latest read only, so one is
         folded again only when its version moved (a few hundred bytes a tournament)."""
 
-    async def _listing(self, tournament_id: str) -> tuple[str, pb.TournamentSummary]:
-        version = await self._app.store.version(tournament_id)
+    async def _listing(self, tournament_id: str, archived: bool = False
+                       ) -> tuple[str, pb.TournamentSummary]:
+        """Its phase and lobby line; an ``archived`` one (its stream left Redis: it will
+        never change) from the line kept, else read from the archive once."""
         listed = self._listed.get(tournament_id)
+        if archived and listed is not None:
+            return listed[1], listed[2]
+        version = -1 if archived else await self._app.store.version(tournament_id)
         if listed is None or listed[0] != version:
             t = await self._app.load(tournament_id)
             listed = self._listed[tournament_id] = (t.version, t.phase, summary(t))
@@ -183,14 +188,18 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
                 raise BadRequest("page_token", "a token from a previous page")
             start = int(request.page_token)
         phase = PHASE_NAMES.get(request.phase, "")
-        ids = sorted(await self._app.ids(), reverse=True)
+        listed, archived = await self._app.lobby()
+        ids = listed[::-1]
         out = pb.ListTournamentsResponse()
         i = start
         while i < len(ids) and len(out.tournaments) < size:
-            listed_phase, line = await self._listing(ids[i])
+            tid = ids[i]
+            i += 1
+            if phase and archived.get(tid, phase) != phase:
+                continue  # archived: its phase is how it ended, not read for nothing
+            listed_phase, line = await self._listing(tid, tid in archived)
             if not phase or listed_phase == phase:
                 out.tournaments.append(line)
-            i += 1
         out.next_page_token = str(i) if i < len(ids) else ""
         return out
 

@@ -1,12 +1,16 @@
 """A finished sit & go's facts go to PostgreSQL (``studhistory.tournament_archive``, the
 archiver's step) over the real room, a real Redis (the archiver's ACL user) and a real
 PostgreSQL: its entries, busts, places, prizes and ending, once, as its own view shows
-them; a tournament still running is not archived."""
+them; a tournament still running is not archived. Past the command window its keys leave
+Redis (issue 31), and a tournament service reading the archive answers ``GetTournament`` as
+it did from Redis."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+import time
 from typing import Any
 
 import grpc
@@ -15,7 +19,9 @@ import pytest
 
 from stud.v1 import tournament_pb2 as pb
 from studhistory.tournament_archive import archive_tournaments
+from studkit import keys
 from studkit.auth import Principal, Role
+from studkit.commandwindow import COMMAND_WINDOW_S
 from studkit.redis_client import connect
 from studtest.redis import TestRedis
 from studtest.table import Room, act_once
@@ -27,6 +33,16 @@ from .conftest import url_for
 from .test_sit_and_go_to_the_end import FAST, aggressive
 
 pytestmark = pytest.mark.integration
+
+
+def later() -> float:
+    return time.time() + COMMAND_WINDOW_S + 60
+
+
+async def redis_bytes(admin: Any, tid: str) -> int:
+    """What the tournament's keys take in Redis (``MEMORY USAGE``, the admin's)."""
+    found = await admin.keys(f"stud:tournament:{{{tid}}}:*")
+    return sum([int(await admin.memory_usage(k, samples=0) or 0) for k in found])
 
 
 async def test_a_finished_sit_and_go_is_archived_once(
@@ -47,6 +63,8 @@ async def test_a_finished_sit_and_go_is_archived_once(
             for name in names:
                 await client.register("sng-arch", Principal(Role.PLAYER, name), f"r-{name}")
             assert (await archive_tournaments(redis, conn, seen)).archived == []
+            early = await archive_tournaments(redis, conn, seen, clock=later)
+            assert early.archived == early.trimmed == [] and not early.failed
             assert "sng-arch" in seen  # not over: read once, then not again until it grows
             rng = random.Random(7)
             async with asyncio.timeout(120):
@@ -66,8 +84,25 @@ async def test_a_finished_sit_and_go_is_archived_once(
             await asyncio.sleep(0.5)  # the last PaymentMade
             view = await client.get("sng-arch")
         outcome = await archive_tournaments(redis, conn, seen)
-        assert outcome.archived == ["sng-arch"]
+        assert outcome.archived == ["sng-arch"] and outcome.trimmed == []
         assert (await archive_tournaments(redis, conn, seen)).archived == []
+        # Past the command window its keys leave Redis; the service answers from PostgreSQL.
+        reading = dataclasses.replace(room_settings, history_dsn=history_dsns.support)
+        async with running_tournament(reading, dev_keys) as service:
+            before = await service.client.get("sng-arch")
+        admin = connect(redis_url)
+        try:
+            held = await redis_bytes(admin, "sng-arch")
+            trimmed = await archive_tournaments(redis, conn, seen, clock=later)
+            assert trimmed.trimmed == ["sng-arch"] and not trimmed.failed
+            print(f"sng-arch redis bytes: before={held} after="
+                  f"{await redis_bytes(admin, 'sng-arch')}")
+            assert await redis_bytes(admin, "sng-arch") == 0 < held
+            assert not await admin.sismember(keys.tournament_index(), "sng-arch")
+        finally:
+            await admin.aclose()
+        async with running_tournament(reading, dev_keys) as service:
+            assert await service.client.get("sng-arch") == before
 
         async def rows(query: str) -> list[tuple[Any, ...]]:
             cur = await conn.execute(query)

@@ -1,0 +1,82 @@
+"""Tournaments whose stream left Redis for PostgreSQL (docs/tournament.md, "Finished
+tournaments"; the archiver's step: ``studhistory.tournament_archive``).
+
+Once a tournament is over, paid out and past the idempotency window, the archiver copies its
+stream to ``tournaments.events``, verifies it, and removes its keys from Redis. The service
+then reads it here, with ``TOURNAMENT_HISTORY_DSN`` (the read-only ``stud_support`` role):
+its events for ``GetTournament``, ``VerifyTournament`` and ``WatchTournament``, and the
+archived tournaments with how they ended for ``ListTournaments``, so no client sees a
+tournament disappear. PostgreSQL down when a read needs it: ``UNAVAILABLE``
+``archive_unavailable`` (retry). Without a DSN (:data:`NO_ARCHIVE`), such a tournament is
+``NOT_FOUND`` ``archived`` with a message that says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+import psycopg
+
+from studhistory.tournament_archive import archived_raw
+from studkit.errors import Unavailable
+
+NO_ARCHIVE: Final = ("this tournament service has no TOURNAMENT_HISTORY_DSN, so tournaments "
+                     "whose history the archiver moved to PostgreSQL cannot be read")
+
+
+class ArchiveUnavailable(Unavailable):
+    """PostgreSQL could not answer for an archived tournament (retry)."""
+
+    default_reason = "archive_unavailable"
+
+
+class ArchivedTournaments:
+    """Archived tournaments, over one connection as the support role, made when first needed
+    and again after an error, one query at a time (a finished tournament is read once per
+    process: the app keeps its state)."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def _query(self, what: str, sql: str, params: tuple[Any, ...]
+                     ) -> list[tuple[Any, ...]]:
+        async with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await psycopg.AsyncConnection.connect(
+                        self._dsn, autocommit=True, connect_timeout=5)
+                cur = await self._conn.execute(sql, params)
+                return list(await cur.fetchall())
+            except psycopg.Error as exc:
+                await self.aclose()
+                raise ArchiveUnavailable(f"the archive of {what} could not be read: "
+                                         f"{type(exc).__name__}") from exc
+
+    async def events(self, tournament_id: str, after: int = 0) -> list[tuple[int, bytes]]:
+        """The tournament's archived events after ``after`` (sequence, stored bytes), in
+        order; none when it is not archived."""
+        async with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await psycopg.AsyncConnection.connect(
+                        self._dsn, autocommit=True, connect_timeout=5)
+                return await archived_raw(self._conn, tournament_id, after)
+            except psycopg.Error as exc:
+                await self.aclose()
+                raise ArchiveUnavailable(f"the archive of tournament {tournament_id} could "
+                                         f"not be read: {type(exc).__name__}") from exc
+
+    async def listing(self) -> dict[str, str]:
+        """Every tournament whose stream is archived, with how it ended (``finished`` or
+        ``cancelled``, the phase it has)."""
+        rows = await self._query("the tournaments", "SELECT tournament_id, outcome FROM "
+                                 "tournaments.archived", ())
+        return {str(t): str(o) for t, o in rows}
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
