@@ -279,9 +279,14 @@ async def archived(conn: psycopg.AsyncConnection[Any]) -> set[str]:
     return {str(row[0]) for row in await cur.fetchall()}
 
 
-async def archived_streams(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
-    """The tournaments whose facts and stream are archived: how many events each."""
-    cur = await conn.execute("SELECT tournament_id, events FROM tournaments.archived")
+async def archived_streams(conn: psycopg.AsyncConnection[Any], ids: Sequence[str]
+                           ) -> dict[str, int]:
+    """Of ``ids``, the tournaments whose facts and stream are archived: how many events
+    each (read by the primary keys of the tournaments asked about only)."""
+    cur = await conn.execute(
+        "SELECT v.tournament_id, count(*) FROM tournaments.events v JOIN "
+        "tournaments.endings e USING (tournament_id) WHERE v.tournament_id = ANY(%s) "
+        "GROUP BY 1", (list(ids),))
     return {str(t): int(n) for t, n in await cur.fetchall()}
 
 
@@ -493,9 +498,10 @@ async def archive_tournaments(redis: Client, conn: psycopg.AsyncConnection[Any],
         raise ValueError(f"command_window_s must be at least {COMMAND_WINDOW_S}")
     out = TournamentOutcome()
     seen = {} if seen is None else seen
-    stored = await archived_streams(conn)
     members = await redis.smembers(keys.tournament_index())
-    for tid in sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members):
+    ids = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+    stored = await archived_streams(conn, ids)
+    for tid in ids:
         if tid in stored:
             seen.pop(tid, None)
             if not trim_streams:

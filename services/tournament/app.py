@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 import time
 from collections import OrderedDict
@@ -58,6 +59,8 @@ from tournament.state import Tournament, apply
 EVENT_TYPE = "TournamentEvent"
 STATES_KEPT: Final = 1024
 """Folded tournaments a process keeps (least recently read goes first)."""
+ARCHIVE_LISTING_S: Final = 30.0
+"""How old the lobby's list of archived tournaments may get (:meth:`TournamentApp.lobby`)."""
 WOKEN: Final = f"{keys.TOURNAMENT_PREFIX}woken"
 """A sorted set: each tournament not over and the time of the latest event a caller's command
 appended to it (any replica's), which wakes the process manager's next round for it (issue
@@ -199,6 +202,8 @@ class TournamentApp:
         """The index's tournaments at the last :meth:`lobby` (one gone since: archived)."""
         self._archived: dict[str, str] | None = None
         """The archived tournaments and how each ended, as last read."""
+        self._archived_at = -math.inf
+        """When (monotonic) ``_archived`` was read."""
         self._clock = clock
         self._seed = seed
         self._retries = conflict_retries
@@ -258,14 +263,18 @@ class TournamentApp:
     async def lobby(self) -> tuple[list[str], dict[str, str]]:
         """Every tournament the lobby lists, sorted: those in Redis and the archived ones;
         and the archived ones no longer in Redis, each with how it ended (its phase). The
-        archive is asked at the first call and again only once a tournament left Redis
-        (the index is read first: one that leaves in between is in the archive)."""
+        archive is asked at the first call, once a tournament left Redis since the last
+        (the index is read first: one that leaves in between is in the archive), and every
+        :data:`ARCHIVE_LISTING_S` (one this process never saw in Redis)."""
         hot = set(await self._store.table_ids())
         if self._archive is None:
             return sorted(hot), {}
-        if self._archived is None or not self._hot <= hot:
+        now = time.monotonic()
+        if (self._archived is None or not self._hot <= hot
+                or now - self._archived_at >= ARCHIVE_LISTING_S):
             try:
                 self._archived = await self._archive.listing()
+                self._archived_at = now
             except Unavailable:
                 if self._archived is None:
                     raise
