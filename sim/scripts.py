@@ -96,13 +96,14 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     h = r.data.hashes
     ledger, balances, idem, accounts, seats, last_hand = keys_[:6]
     scope, fingerprint = argv[0], argv[1].decode()
-    excluded, limited = _excluded(r, keys_, argv[5] if len(argv) > 5 else b"")
+    excluded, limited, reasons, sessions = _excluded(r, keys_,
+                                                     argv[5] if len(argv) > 5 else b"")
     seen = h.get(idem, {}).get(scope)
     if seen is not None:
         record = json.loads(seen)
         if record["fingerprint"] != fingerprint:
             return ["error", "idempotency_key_reused", scope.decode()]
-        return ["ok", record["outcome"], 1, excluded, limited, _held(r, keys_, argv)]
+        return ["ok", record["outcome"], 1, excluded, limited, _held(r, keys_, argv), reasons]
     plan = json.loads(argv[2])
     match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
     settled_n = int(match.group(1)) if match else None
@@ -195,6 +196,8 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             kept.pop()
     if session_after is not None and protect is not None:
         h.setdefault(keys_[9], {})[_b(protect["player"])] = session_after
+    for player, session in sessions:
+        h.setdefault(keys_[9], {})[_b(player)] = session
     report = {a: str(after.get(a, balance(a))) for a in plan["report"]}
     outcome = json.dumps({"tx_id": tx_id.decode(), "balances": report or None,
                           "amount": plan["amount"]})
@@ -207,7 +210,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             for n in range(max(through + 1, old - 63), old + 1):
                 h[idem].pop(_b(f"settle:{plan['table_id']}:h{n}"), None)
             h[idem][expired] = b"%d" % old
-    return ["ok", outcome, 0, excluded, limited, _held(r, keys_, argv)]
+    return ["ok", outcome, 0, excluded, limited, _held(r, keys_, argv), reasons]
 
 
 def _held(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[str]:
@@ -231,23 +234,54 @@ def _in_force(exclusion: dict[str, Any], now: int) -> bool:
     return not (lift > 0 and now >= lift) and (until == 0 or now < until)
 
 
-def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes) -> tuple[list[str], list[str]]:
-    """``apply.lua``'s ARGV[6]: which of the players asked about are excluded at its now,
-    and which of the others have a session time limit."""
+def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes
+              ) -> tuple[list[str], list[str], list[str], list[tuple[str, bytes]]]:
+    """``apply.lua``'s ARGV[6]: which of the players asked about are excluded at its now
+    (and why), which of the others have a session past the session limit in force, and each
+    one's session seen at its now (written once the settlement applies)."""
     if ask == b"":
-        return [], []
+        return [], [], [], []
     query = json.loads(ask)
     now, held = int(query["now"]), r.data.hashes.get(keys_[7], {})
-    out, limited = [], []
+    out: list[str] = []
+    limited: list[str] = []
+    reasons: list[str] = []
+    sessions: list[tuple[str, bytes]] = []
     for player in query["players"]:
         raw = held.get(_b(player))
         state = json.loads(raw) if raw is not None else {}
+        started, last, _ = _seen(r, keys_, player, now, int(query["session_gap_ms"]))
+        sessions.append((player, b"%d:%d" % (started, last)))
+        minutes = _session_minutes(state, now)
         exclusion = state.get("exclusion")
         if exclusion and _in_force(exclusion, now):
             out.append(player)
-        elif state.get("session_limit"):
+            reasons.append(exclusion["reason"])
+        elif minutes > 0 and now >= started + minutes * 60_000:
             limited.append(player)
-    return out, limited
+    return out, limited, reasons, sessions
+
+
+def _session_minutes(state: dict[str, Any], now: int) -> int:
+    """``apply.lua``'s session_minutes: the session limit in force at ``now`` (0: none)."""
+    limit = state.get("session_limit")
+    if not limit:
+        return 0
+    if limit["pending"] != "" and now >= int(limit["effective_ms"]):
+        return int(limit["pending"])
+    return int(limit["amount"])
+
+
+def _seen(r: SimRedis, keys_: list[bytes], player: str, now: int, gap: int
+          ) -> tuple[int, int, bool]:
+    """``apply.lua``'s seen: the player's session after being seen at ``now``, and whether
+    it goes on (False: a new one starts)."""
+    text = r.data.hashes.get(keys_[9], {}).get(_b(player))
+    if text is not None:
+        started, last = (int(p) for p in text.split(b":"))
+        if now - last < gap:
+            return started, max(last, now), True
+    return now, now, False
 
 
 _WINDOWS: Final = (("day", 86_400_000), ("week", 604_800_000), ("month", 2_592_000_000))
@@ -260,22 +294,14 @@ def _session(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]
     if "session_gap_ms" not in protect:
         return None, None
     now = int(protect["now"])
-    text = r.data.hashes.get(keys_[9], {}).get(_b(protect["player"]))
-    if text is None:
-        return None, b"%d:%d" % (now, now)
-    started, last = (int(p) for p in text.split(b":"))
-    if now - last >= int(protect["session_gap_ms"]):
-        return None, b"%d:%d" % (now, now)
+    started, last, goes_on = _seen(r, keys_, protect["player"], now,
+                                   int(protect["session_gap_ms"]))
     raw = r.data.hashes.get(keys_[7], {}).get(_b(protect["player"]))
-    limit = json.loads(raw).get("session_limit") if raw is not None else None
-    if limit:
-        minutes = int(limit["amount"])
-        if limit["pending"] != "" and now >= int(limit["effective_ms"]):
-            minutes = int(limit["pending"])
-        ends = started + minutes * 60_000
-        if minutes > 0 and now >= ends:
-            return ["error", "session_limit", f"{started}:{ends}"], None
-    return None, b"%d:%d" % (started, max(last, now))
+    minutes = _session_minutes(json.loads(raw) if raw is not None else {}, now)
+    ends = started + minutes * 60_000
+    if goes_on and minutes > 0 and now >= ends:
+        return ["error", "session_limit", f"{started}:{ends}"], None
+    return None, b"%d:%d" % (started, last)
 
 
 def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[Any] | None:

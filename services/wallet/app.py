@@ -99,11 +99,9 @@ class LedgerWriter(Writer[Command, tuple[Transaction, Applied]]):
         # wallet's clock (data, never a timer).
         now_ms = self._clock_ms()
         rule = rule_for(transaction, now_ms)
-        # A settlement's players: which are excluded now, read by the same script (issue 35).
-        asked = ([r.player_id for r in command.results] if isinstance(command, SettleHand)
-                 else [])
-        return transaction, await self._store.apply(transaction, rule, excluded_of=asked,
-                                                    now_ms=now_ms)
+        # A settlement's players: which to stand up after it (excluded, or past their session
+        # limit), read by the same script that records their sessions (issues 34, 35).
+        return transaction, await self._store.apply(transaction, rule, now_ms)
 
 
 class WalletApp:

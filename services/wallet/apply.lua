@@ -10,44 +10,77 @@
 -- KEYS[8] players' protection (player id -> JSON of limits and exclusion, protection.codec)
 -- KEYS[9] the usage list of the transaction's player ('<at_ms>:<deposit>:<wager>:<loss>',
 --         newest first); a placeholder never written when the transaction has no rule
--- KEYS[10] players' sessions (player id -> '<started_ms>:<last_ms>', protection.Session)
+-- KEYS[10] players' sessions (player id -> '<started_ms>:<last_ms>', protection.Session): a
+--          projection of the ledger (protection.sessions.replay_sessions), written here only
 -- KEYS[10 + i] the statement stream of the account of posting i
 -- ARGV[1] idempotency scope      ARGV[2] fingerprint of the command
 -- ARGV[3] plan (JSON; amounts are decimal strings)
 -- ARGV[4] ledger record (JSON, stored verbatim)
 -- ARGV[5] protection rule (JSON: player, now, checks, blocked, usage, and a buy-in's
 --         session_gap_ms) or ''
--- ARGV[6] a settlement's report (JSON: now, players, table) or '': which of its players are
---         excluded (issue 34) for the table to stand up after the hand, and every seat held
---         at the table with its escrow after it (what Reconcile reads), read here rather than
---         in round trips of their own (issue 35)
+-- ARGV[6] a settlement's report (JSON: now, players, table, session_gap_ms) or '': which of
+--         its players are excluded or past their session time limit (issue 34), for the table
+--         to stand up after the hand, and every seat held at the table with its escrow after
+--         it (what Reconcile reads), read here rather than in round trips of their own (issue
+--         35); each player's session goes on, or starts, at its now (seen), with the money
 --
 -- Order: a scope already applied returns its stored outcome (or a mismatch) before anything
 -- else, so a retry answers the original outcome even when balances have moved since. Then
 -- every check runs before the first write, so a refusal changes nothing.
--- Returns {'ok', outcome_json, replayed, excluded, limited} (excluded: those of ARGV[6]'s
--- players excluded at its now, on a retry too; limited: the others with a session time limit,
--- whose session the wallet then looks at; held: seat, player, escrow of each seat held at
--- ARGV[6]'s table after the transaction, flat, on a retry too) or {'error', reason, detail}.
+-- Returns {'ok', outcome_json, replayed, excluded, limited, held, reasons} (excluded: those of
+-- ARGV[6]'s players excluded at its now, on a retry too; limited: the others whose session,
+-- seen at its now, has lasted the session time limit in force; held: seat, player, escrow of
+-- each seat held at ARGV[6]'s table after the transaction, flat, on a retry too; reasons: the
+-- refusal reason of each of excluded, in its order) or {'error', reason, detail}.
 
 local MAX = 9007199254740991
 
--- An exclusion in force at now: the rule of protection.excluded_in (and of the check below).
+-- An exclusion in force at now: the rule of protection.Exclusion.active (and of the check
+-- below).
 local function in_force(e, now)
   local lift, untl = tonumber(e.lift_ms), tonumber(e.until_ms)
   return not (lift > 0 and now >= lift) and (untl == 0 or now < untl)
 end
 
-local excluded, limited = {}, {}
+-- The session time limit in minutes in force at now (protection.codec.session_limit_in).
+local function session_minutes(state, now)
+  local s = state and state.session_limit
+  if not s then return 0 end
+  local minutes = tonumber(s.amount)
+  if s.pending ~= '' and now >= tonumber(s.effective_ms) then
+    minutes = tonumber(s.pending)
+  end
+  return minutes
+end
+
+-- The player's session after a buy-in or a settled hand at now (protection.seen), and the
+-- session before it when it goes on (nil: a new one starts).
+local function session_seen(player, now, gap)
+  local text = redis.call('HGET', KEYS[10], player)
+  if text then
+    local a, b = string.match(text, '^(%d+):(%d+)$')
+    local started, last = tonumber(a), tonumber(b)
+    if now - last < gap then
+      return started, math.max(last, now), true
+    end
+  end
+  return now, now, false
+end
+
+local excluded, limited, reasons, sessions = {}, {}, {}, {}
 local ask = ARGV[6] and ARGV[6] ~= '' and cjson.decode(ARGV[6]) or nil
 if ask then
   local now = tonumber(ask.now)
   for _, player in ipairs(ask.players) do
     local raw = redis.call('HGET', KEYS[8], player)
     local state = raw and cjson.decode(raw) or nil
+    local started, last = session_seen(player, now, tonumber(ask.session_gap_ms))
+    sessions[#sessions + 1] = {player, string.format('%d:%d', started, last)}
+    local minutes = session_minutes(state, now)
     if state and state.exclusion and in_force(state.exclusion, now) then
       excluded[#excluded + 1] = player
-    elseif state and state.session_limit then
+      reasons[#reasons + 1] = state.exclusion.reason
+    elseif minutes > 0 and now >= started + minutes * 60000 then
       limited[#limited + 1] = player
     end
   end
@@ -73,7 +106,7 @@ if seen then
   if record.fingerprint ~= fingerprint then
     return {'error', 'idempotency_key_reused', scope}
   end
-  return {'ok', record.outcome, 1, excluded, limited, held()}
+  return {'ok', record.outcome, 1, excluded, limited, held(), reasons}
 end
 
 local plan = cjson.decode(ARGV[3])
@@ -108,28 +141,14 @@ if protect then
   -- A buy-in (a sit-down or top-up): refused once the player's running session has lasted
   -- the session limit in force (session_ends_at); the session goes on, or starts (seen).
   if protect.session_gap_ms then
-    local text = redis.call('HGET', KEYS[10], protect.player)
-    local started, last
-    if text then
-      local a, b = string.match(text, '^(%d+):(%d+)$')
-      started, last = tonumber(a), tonumber(b)
+    local started, last, goes_on = session_seen(protect.player, now,
+      tonumber(protect.session_gap_ms))
+    local minutes = session_minutes(state, now)
+    local ends = started + minutes * 60000
+    if goes_on and minutes > 0 and now >= ends then
+      return {'error', 'session_limit', string.format('%d:%d', started, ends)}
     end
-    if started and now - last < tonumber(protect.session_gap_ms) then
-      local s = state and state.session_limit
-      if s then
-        local minutes = tonumber(s.amount)
-        if s.pending ~= '' and now >= tonumber(s.effective_ms) then
-          minutes = tonumber(s.pending)
-        end
-        local ends = started + minutes * 60000
-        if minutes > 0 and now >= ends then
-          return {'error', 'session_limit', string.format('%d:%d', started, ends)}
-        end
-      end
-      session_after = string.format('%d:%d', started, math.max(last, now))
-    else
-      session_after = string.format('%d:%d', now, now)
-    end
+    session_after = string.format('%d:%d', started, last)
   end
   if state and protect.blocked and state.exclusion then
     local e = state.exclusion
@@ -307,6 +326,9 @@ end
 if session_after then
   redis.call('HSET', KEYS[10], protect.player, session_after)
 end
+for _, session in ipairs(sessions) do
+  redis.call('HSET', KEYS[10], session[1], session[2])
+end
 
 local balances = {}
 for _, account in ipairs(plan.report) do
@@ -325,4 +347,4 @@ if settled_n and settled_n > SETTLED_KEPT then
     redis.call('HSET', KEYS[3], expired_field, string.format('%d', old))
   end
 end
-return {'ok', outcome, 0, excluded, limited, held()}
+return {'ok', outcome, 0, excluded, limited, held(), reasons}

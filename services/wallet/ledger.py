@@ -421,6 +421,10 @@ class LedgerEntry:
     table_id: str = ""
     hand_id: str = ""
     pool: PoolRule | None = None
+    at_ms: int = 0
+    """The wallet's clock when it was applied."""
+    players_seen: tuple[str, ...] = ()
+    """The players whose sessions it went on with, or started (a buy-in's, a settlement's)."""
 
 
 def replay(entries: Iterable[LedgerEntry]) -> dict[str, int]:

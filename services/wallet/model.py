@@ -4,7 +4,7 @@ lines, escrows, transaction outcomes). Money is ``int`` in the smallest unit, ne
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum, unique
 from typing import Final, assert_never
 
@@ -343,8 +343,8 @@ class Pool:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Applied:
     """The outcome of a transaction: its id, balances after it, whether this answers a
-    retry of an already applied one, and which of the players asked about are excluded now
-    (a settlement's, issue 34; read as the transaction is applied or answered again)."""
+    retry of an already applied one, and which of a settlement's players are excluded now
+    (issue 34; read as the transaction is applied or answered again)."""
 
     transaction_id: str
     balances: Mapping[str, int]
@@ -354,8 +354,10 @@ class Applied:
     escrows: tuple[EscrowBalance, ...] = ()
     """A settlement's: every seat held at its table right after it, with its escrow (what
     Reconcile reads; issue 35: the table checks its stacks against these)."""
-    limited: frozenset[str] = frozenset()
-    """Of the players asked about and not excluded, those with a session time limit."""
+    stood_up: Mapping[str, str] = field(default_factory=dict)
+    """A settlement's players to stand up after the hand, with why: ``self_excluded``,
+    ``operator_excluded`` or ``session_limit`` (their session, seen at the settlement, has
+    lasted the limit in force; issue 34)."""
 
     def balance(self, account: AccountId) -> int:
         """The balance of ``account`` right after the transaction."""

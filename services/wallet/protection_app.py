@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence, Set
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -35,10 +35,7 @@ from wallet.protection import (
     Standing,
     decide,
     evolve,
-    exclusion_reason,
     reality_check,
-    session_ends_at,
-    session_limit_in,
     standings,
 )
 from wallet.protection_store import ProtectionStore, VersionChanged
@@ -122,27 +119,6 @@ class ProtectionApp:
         """The player: a session time limit (0: none; a raise waits its cooling-off)."""
         _own(principal, command.player_id)
         return await self._change(command)
-
-    async def played(self, player_ids: Sequence[str], excluded: Set[str] = frozenset()
-                     ) -> dict[str, str]:
-        """Record that ``player_ids`` were dealt a hand that just settled (their sessions go
-        on, or start), and say which must be stood up now and why: those of ``excluded``
-        with their exclusion's reason (``self_excluded``, ``operator_excluded``), then
-        ``session_limit`` for a session past the player's limit (the table deals them no new
-        hand)."""
-        now_ms = self._clock_ms()
-        sessions = await self._store.see(player_ids, now_ms)
-        projected = await self._store.projected(player_ids)
-        reasons = {}
-        for player in player_ids:
-            if player in excluded:
-                reasons[player] = exclusion_reason(projected.get(player))
-                continue
-            ends = session_ends_at(session_limit_in(projected.get(player), now_ms),
-                                   sessions.get(player), now_ms)
-            if ends and now_ms >= ends:
-                reasons[player] = "session_limit"
-        return reasons
 
     async def reality_checks(self, principal: Principal, player_id: str
                              ) -> AsyncIterator[RealityCheck]:

@@ -1,9 +1,11 @@
 """The store of players' protection (issue 34): each player's event stream
 ``stud:wallet:{wallet}:protection:<player>`` (the truth), the projection ``apply.lua`` checks
 money moves against (``…:protection``, player -> JSON) and the usage list it counts them in
-(``…:usage:<player>``, read here for what is left). Events are appended by one Lua script
-that checks the stream's length (the expected version) and updates the projection with them,
-so a lost race is decided again and the two never disagree."""
+(``…:usage:<player>``, read here for what is left) and players' sessions (``…:sessions``,
+read here; ``apply.lua`` alone writes them, with the money move, see ``wallet.store``). Events
+are appended by one Lua script that checks the stream's length (the expected version) and
+updates the projection with them, so a lost race is decided again and the two never
+disagree."""
 
 from __future__ import annotations
 
@@ -22,9 +24,7 @@ from wallet.protection import (
     event_to_json,
     fold,
     projection,
-    seen,
     session_from_text,
-    session_to_text,
     usage_from_text,
 )
 from wallet.store import ACCOUNTS, PROTECTION, SESSIONS, UnknownAccount, usage_key
@@ -91,13 +91,6 @@ class ProtectionStore:
         if done == -2:
             raise VersionChanged(f"player:{player_id}'s protection changed meanwhile")
 
-    async def projected(self, player_ids: Sequence[str]) -> dict[str, str]:
-        """The projections (what apply.lua reads) of those of ``player_ids`` that have one."""
-        if not player_ids:
-            return {}
-        raw = cast(list[str | None], await self._redis.hmget(PROTECTION, list(player_ids)))
-        return {p: text for p, text in zip(player_ids, raw, strict=True) if text is not None}
-
     async def sessions(self, player_ids: Sequence[str]) -> dict[str, Session]:
         """The recorded sessions of those of ``player_ids`` that have one."""
         if not player_ids:
@@ -105,13 +98,3 @@ class ProtectionStore:
         raw = cast(list[str | None], await self._redis.hmget(SESSIONS, list(player_ids)))
         return {p: session_from_text(text)
                 for p, text in zip(player_ids, raw, strict=True) if text is not None}
-
-    async def see(self, player_ids: Sequence[str], now_ms: int) -> dict[str, Session]:
-        """Record that ``player_ids`` played at ``now_ms`` (a buy-in or a settled hand):
-        each one's session goes on, or a new one starts. Returns the sessions after."""
-        after = {p: seen(s, now_ms) for p, s in (await self.sessions(player_ids)).items()}
-        after.update({p: seen(None, now_ms) for p in player_ids if p not in after})
-        if after:
-            await self._redis.hset(SESSIONS,
-                                   mapping={p: session_to_text(s) for p, s in after.items()})
-        return after

@@ -87,20 +87,14 @@ class WalletServicer(ProtectionMethods, pb_grpc.WalletServiceServicer):
         with timed_settlement():  # stud_wallet_settlement_seconds
             applied = await self._app.settle_hand(current_principal(), command)
         reply = mapping.settle_hand_to_proto(command, applied)
-        # Issue 34: the seats whose player is excluded now, for the table to stand up (read
-        # by the settlement's script, issue 35).
-        reply.excluded_seats.extend(r.seat for r in command.results
-                                    if r.player_id in applied.excluded)
-        # A player with a session time limit (the script names them): their session goes
-        # on, and one past the limit is dealt no new hand (a round trip only for them).
-        asked = [r.player_id for r in command.results
-                 if r.player_id in applied.excluded or r.player_id in applied.limited]
-        stood_up = await self._protection.played(asked, applied.excluded) if asked else {}
+        # Issue 34: the seats to stand up after the hand, and why: an excluded player's, then
+        # one whose session has lasted its limit; read by the settlement's script (issue 35),
+        # which records the players' sessions with the money move.
+        for stood in (applied.excluded, applied.stood_up.keys() - applied.excluded):
+            reply.excluded_seats.extend(r.seat for r in command.results if r.player_id in stood)
         for r in command.results:
-            if r.player_id in stood_up:
-                if r.player_id not in applied.excluded:
-                    reply.excluded_seats.append(r.seat)
-                reply.excluded_reasons[r.seat] = stood_up[r.player_id]
+            if r.player_id in applied.stood_up:
+                reply.excluded_reasons[r.seat] = applied.stood_up[r.player_id]
         return reply
 
     async def CashOut(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Final, cast
 
@@ -56,8 +56,12 @@ from wallet.protection import (
     LimitExceeded,
     LimitKind,
     ProtectRule,
+    Session,
     SessionLimitReached,
     Window,
+    replay_sessions,
+    session_to_text,
+    sessions_seen,
 )
 from wallet.transaction import PoolAction, PoolRule
 
@@ -75,8 +79,10 @@ PROTECTION: Final = wallet_key("protection")
 NO_USAGE: Final = wallet_key("usage")
 """Stands in for KEYS[9] when a transaction has no protection rule (never written)."""
 SESSIONS: Final = wallet_key("sessions")
-"""Player id -> their session, ``<started_ms>:<last_ms>`` (protection.Session): KEYS[10],
-written by a buy-in's script (with its check) and after a settled hand (``ProtectionStore.see``)."""
+"""Player id -> their session, ``<started_ms>:<last_ms>`` (protection.Session): KEYS[10], a
+projection of the ledger written only by ``apply.lua``, with the buy-in or the settlement that
+sees the player (the ledger entry's ``seen`` at its ``at_ms``); rebuilt by
+:meth:`WalletStore.rebuild_sessions` (``protection.replay_sessions``)."""
 
 
 def usage_key(player_id: str) -> str:
@@ -102,6 +108,18 @@ for i = 1, #KEYS, 2 do
   end
 end
 return moved
+"""
+_REBUILD_SESSIONS: Final = """
+-- KEYS[1] the ledger  KEYS[2] the sessions hash
+-- ARGV[1] the id of the last ledger entry folded ('' for none)  ARGV[2..] player, session pairs
+-- Replaces the hash unless the ledger moved on since it was read (then -1: read again).
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if (last and last[1] or '') ~= ARGV[1] then return -1 end
+redis.call('DEL', KEYS[2])
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+return (#ARGV - 1) / 2
 """
 _FIXED: Final = ("accounts", "ledger", "balances", "idempotency", "last_hand")
 """The wallet's keys with fixed names, accounts and ledger first (the adopt script's order)."""
@@ -199,6 +217,16 @@ def _plan(transaction: Transaction) -> str:
     )
 
 
+def _report(transaction: Transaction, now_ms: int) -> str:
+    """``apply.lua``'s ARGV[6]: a settlement's players, its time and its table ('' for
+    any other transaction)."""
+    if transaction.kind is not TxKind.SETTLEMENT:
+        return ""
+    return json.dumps({"now": str(now_ms), "players": list(sessions_seen(transaction)),
+                       "table": transaction.table_id, "session_gap_ms": str(SESSION_GAP_MS)},
+                      separators=(",", ":"))
+
+
 def _escrows(flat: list[Any]) -> tuple[EscrowBalance, ...]:
     """``apply.lua``'s held seats (seat, player, escrow, flat), by seat."""
     rows = [EscrowBalance(seat=int(flat[i]), player_id=str(flat[i + 1]),
@@ -218,14 +246,18 @@ def protect_plan(rule: ProtectRule | None) -> str:
                        "kept_ms": str(USAGE_KEPT_MS), **session})
 
 
-def _record(transaction: Transaction) -> str:
+def _record(transaction: Transaction, now_ms: int) -> str:
     pool = {"pool": _pool_rule(transaction.pool)} if transaction.pool is not None else {}
+    players = sessions_seen(transaction)
+    seen = {"seen": list(players)} if players else {}
     return json.dumps(
         {
             "kind": transaction.kind.value,
             "postings": [[p.account.key, p.amount] for p in transaction.postings],
             "table_id": transaction.table_id,
             "hand_id": transaction.hand_id,
+            "at_ms": now_ms,
+            **seen,
             **pool,
         },
         separators=(",", ":"),
@@ -241,6 +273,9 @@ def _entry(entry_id: str, fields: Mapping[str, str]) -> LedgerEntry:
         table_id=record["table_id"],
         hand_id=record["hand_id"],
         pool=_parse_pool_rule(record["pool"]) if "pool" in record else None,
+        # Entries from before the wallet recorded its clock: the stream id's time.
+        at_ms=int(record.get("at_ms", entry_id.split("-", 1)[0])),
+        players_seen=tuple(record.get("seen", ())),
     )
 
 
@@ -325,6 +360,22 @@ class WalletStore:
                                "layout; see docs/redis.md")
         return moved
 
+    async def rebuild_sessions(self, attempts: int = 5) -> dict[str, Session]:
+        """Rebuild the sessions hash from the ledger alone (``protection.replay_sessions``)
+        and replace it in one script, unless a transaction landed meanwhile (then read
+        again, up to ``attempts`` times; :class:`BalanceChanged` after). Returns the
+        sessions written."""
+        for _ in range(attempts):
+            entries = await self.ledger()
+            sessions = replay_sessions(entries)
+            last = entries[-1].transaction_id if entries else ""
+            pairs = [x for player, session in sessions.items()
+                     for x in (player, session_to_text(session))]
+            if int(await self._redis.eval(_REBUILD_SESSIONS, 2, LEDGER, SESSIONS, last,
+                                          *pairs)) >= 0:
+                return sessions
+        raise BalanceChanged("the ledger kept moving while the sessions were rebuilt")
+
     async def close(self) -> None:
         """Close the connection pool."""
         await self._redis.aclose()
@@ -340,16 +391,18 @@ class WalletStore:
         if not await self._redis.hsetnx(ACCOUNTS, player_id, str(created_ms)):
             raise AlreadyExists(f"account player:{player_id} exists")
 
-    async def apply(self, transaction: Transaction,
-                    protect: ProtectRule | None = None, *,
-                    excluded_of: Sequence[str] = (), now_ms: int = 0) -> Applied:
-        """Apply ``transaction`` once per scope, atomically; a retry of an applied scope
-        returns the original outcome with ``replayed`` set. Raises the refusal otherwise.
-        ``protect``: the player's exclusion and limits checked and the move counted in the
-        same script (``protection.rule_for``). ``excluded_of``: the players whose exclusion
-        at ``now_ms`` the outcome reports (``Applied.excluded``; a settlement's, issue 34),
-        with the seats held at the transaction's table after it (``Applied.escrows``), read
-        by the same script (issue 35: no round trips of their own)."""
+    async def apply(self, transaction: Transaction, protect: ProtectRule | None,
+                    now_ms: int) -> Applied:
+        """Apply ``transaction`` at the wallet's clock ``now_ms`` once per scope, atomically;
+        a retry of an applied scope returns the original outcome with ``replayed`` set.
+        Raises the refusal otherwise. ``protect``: the player's exclusion and limits checked
+        and the move counted in the same script (``protection.rule_for``). A buy-in's or a
+        settlement's players are seen at ``now_ms`` (their sessions go on, or start), by the
+        same script and on the ledger entry (``seen``, ``at_ms``). A settlement's outcome
+        says which of its players to stand up after the hand and why (``Applied.stood_up``:
+        excluded, or past their session limit; issue 34) and every seat held at its table
+        after it (``Applied.escrows``), read by the same script (issue 35: no round trips of
+        their own)."""
         table_seats = seats_key(transaction.table_id) if transaction.table_id else NO_TABLE_SEATS
         pool = pool_key(transaction.pool.tournament_id) if transaction.pool else NO_POOL
         usage = usage_key(protect.player_id) if protect is not None else NO_USAGE
@@ -360,25 +413,26 @@ class WalletStore:
             transaction.scope,
             transaction.fingerprint,
             _plan(transaction),
-            _record(transaction),
+            _record(transaction, now_ms),
             protect_plan(protect),
-            json.dumps({"now": str(now_ms), "players": list(excluded_of),
-                        "table": transaction.table_id},
-                       separators=(",", ":")) if excluded_of else "",
+            _report(transaction, now_ms),
         ]
         reply: list[Any] = await self._apply(keys=keys, args=args)
         status, payload, extra, *asked = reply
         if status != "ok":
             raise _refusal(str(payload), str(extra))
         outcome = json.loads(payload)
+        excluded, limited, held, reasons = asked
+        stood_up = {str(p): str(r) for p, r in zip(excluded, reasons, strict=True)}
+        stood_up.update((str(p), "session_limit") for p in limited)
         return Applied(
             transaction_id=outcome["tx_id"],
             balances={k: int(v) for k, v in (outcome["balances"] or {}).items()},
             amount=int(outcome["amount"]),
             replayed=bool(extra),
-            excluded=frozenset(str(p) for p in asked[0]) if asked else frozenset(),
-            limited=frozenset(str(p) for p in asked[1]) if len(asked) > 1 else frozenset(),
-            escrows=_escrows(asked[2]) if len(asked) > 2 else (),
+            excluded=frozenset(str(p) for p in excluded),
+            stood_up=stood_up,
+            escrows=_escrows(held),
         )
 
     # --- reads ------------------------------------------------------------------------------

@@ -55,16 +55,6 @@ def projection(state: Protection) -> str:
     return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
-def excluded_in(projected: str, now_ms: int) -> bool:
-    """Whether a :func:`projection` says the player is excluded at ``now_ms`` (the rule
-    ``apply.lua`` applies to it)."""
-    exclusion = json.loads(projected).get("exclusion")
-    if not exclusion:
-        return False
-    lift, until = int(exclusion["lift_ms"]), int(exclusion["until_ms"])
-    return not (lift and now_ms >= lift) and (until == 0 or now_ms < until)
-
-
 def usage_to_text(usage: Usage) -> str:
     """A usage list entry: ``<at_ms>:<deposit>:<wager>:<loss>``."""
     return f"{usage.at_ms}:{usage.deposit}:{usage.wager}:{usage.loss}"
@@ -74,13 +64,6 @@ def usage_from_text(text: str) -> Usage:
     """The inverse of :func:`usage_to_text`."""
     at, deposit, wager, loss = (int(part) for part in text.split(":"))
     return Usage(at, deposit, wager, loss)
-
-
-def exclusion_reason(projected: str | None) -> str:
-    """The refusal reason of the exclusion a :func:`projection` holds (``self_excluded``
-    when it holds none)."""
-    exclusion = json.loads(projected).get("exclusion") if projected else None
-    return str(exclusion["reason"]) if exclusion else "self_excluded"
 
 
 def session_limit_in(projected: str | None, now_ms: int) -> int:

@@ -3,12 +3,14 @@ time limit that ends one, and the reality check that reports on one."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from studkit.errors import FailedPrecondition
+from wallet.model import TxKind
 from wallet.protection.limits import Usage
+from wallet.transaction import Transaction
 
 MAX_REALITY_CHECK_MINUTES: Final = 24 * 60
 MAX_SESSION_MINUTES: Final = 24 * 60
@@ -36,6 +38,39 @@ def seen(session: Session | None, now_ms: int) -> Session:
     if session is None or not session.ongoing(now_ms):
         return Session(now_ms, now_ms)
     return Session(session.started_ms, max(session.last_ms, now_ms))
+
+
+def sessions_seen(transaction: Transaction) -> tuple[str, ...]:
+    """The players whose sessions ``transaction`` goes on with, or starts: a buy-in's (a
+    sit-down or a top-up) player, a settled hand's players; nobody's for anything else
+    (tournament entries are not sessions)."""
+    match transaction.kind:
+        case TxKind.BUY_IN:
+            return transaction.players
+        case TxKind.SETTLEMENT:
+            return tuple(rule.player_id for rule in transaction.seats)
+        case _:
+            return ()
+
+
+class Seen(Protocol):
+    """A ledger entry as sessions read it: its time and the players it saw."""
+
+    @property
+    def at_ms(self) -> int: ...
+
+    @property
+    def players_seen(self) -> tuple[str, ...]: ...
+
+
+def replay_sessions(entries: Iterable[Seen]) -> dict[str, Session]:
+    """Every player's latest session, rebuilt from the ledger alone (oldest entry first): the
+    sessions hash ``apply.lua`` writes with each buy-in and settlement is this fold."""
+    sessions: dict[str, Session] = {}
+    for entry in entries:
+        for player in entry.players_seen:
+            sessions[player] = seen(sessions.get(player), entry.at_ms)
+    return sessions
 
 
 def session_ends_at(minutes: int, session: Session | None, now_ms: int) -> int:

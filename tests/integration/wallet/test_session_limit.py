@@ -21,7 +21,7 @@ from studkit.grpc_server import rpc_error_info, rpc_error_reason
 from studtest.redis import TestRedis
 from studtest.wallet import OPERATOR, RunningWallet, player
 from wallet.app import WalletApp
-from wallet.model import Applied, BuyIn, Deposit
+from wallet.model import Applied, BuyIn, Deposit, SeatResult, SettleHand
 from wallet.protection import (
     COOLING_OFF_MS,
     SESSION_GAP_MS,
@@ -51,6 +51,7 @@ class Clocked:
         self.tick = 0
         """How far each read of the clock moves it (0: it stands still)."""
         self.store = store
+        self.hands = 0
         self.app = WalletApp(store, clock_ms=self.clock)
         self.protection = ProtectionApp(ProtectionStore(store.client), clock_ms=self.clock)
 
@@ -58,6 +59,15 @@ class Clocked:
         now = self.now
         self.now += self.tick
         return now
+
+    async def settle(self) -> dict[str, str]:
+        """A hand of alice's (seat 1) settled as the table settles it: her session goes on,
+        or starts, in the settlement's script; who it says to stand up, and why."""
+        self.hands += 1
+        applied = await self.app.settle_hand(TABLE, SettleHand(
+            table_id="t1", hand_id=f"h{self.hands}",
+            results=(SeatResult(seat=1, player_id="alice", amount_in=0, amount_won=0),)))
+        return dict(applied.stood_up)
 
     async def buy_in(self, key: str, amount: int = 100) -> Applied:
         """A buy-in as the server's BuyIn makes it (the session checked and recorded by the
@@ -89,7 +99,7 @@ async def test_a_session_past_its_limit_deals_no_new_hand_and_takes_no_buy_in(
     said = []
     for _ in range(6):
         clocked.now += 10 * MINUTE
-        said.append(await clocked.protection.played(["alice"]))
+        said.append(await clocked.settle())
     assert said == [{}] * 5 + [{"alice": "session_limit"}]
     with pytest.raises(ServiceError) as refused:
         await clocked.buy_in("b2")
@@ -119,7 +129,7 @@ async def test_concurrent_buy_ins_as_the_limit_passes_none_is_applied_after_it(
     await clocked.buy_in("b0")
     for _ in range(5):  # a hand settled every 10 minutes: the session goes on
         clocked.now += 10 * MINUTE
-        assert await clocked.protection.played(["alice"]) == {}
+        assert await clocked.settle() == {}
     ends = T0 + 60 * MINUTE
     clocked.now, clocked.tick = ends - 10, 1
     keys = [f"c{i}" for i in range(20)]
@@ -152,13 +162,13 @@ async def test_a_sitting_out_player_starts_a_new_session_after_the_gap(
                                                                       minutes=60))
     await clocked.buy_in("b1")
     clocked.now += 50 * MINUTE
-    assert await clocked.protection.played(["alice"]) == {}
+    assert await clocked.settle() == {}
     clocked.now += SESSION_GAP_MS
-    assert await clocked.protection.played(["alice"]) == {}  # a new session at 80 minutes
+    assert await clocked.settle() == {}  # a new session at 80 minutes
     said = []
     for step in (10, 10, 10, 10, 10, 9, 1):
         clocked.now += step * MINUTE
-        said.append(await clocked.protection.played(["alice"]))
+        said.append(await clocked.settle())
     assert said == [{}] * 6 + [{"alice": "session_limit"}]
 
 
@@ -173,16 +183,16 @@ async def test_a_longer_session_limit_waits_its_cooling_off(clocked: Clocked) ->
     assert view.state.session_limit.in_force(clocked.now) == 30
     await clocked.buy_in("b1")
     clocked.now += 20 * MINUTE
-    assert await protection.played(["alice"]) == {}
+    assert await clocked.settle() == {}
     clocked.now += 10 * MINUTE
     await protection.set_session_limit(ALICE, SetSessionLimit(player_id="alice", minutes=120))
-    assert await protection.played(["alice"]) == {"alice": "session_limit"}
+    assert await clocked.settle() == {"alice": "session_limit"}
     view = await protection.read(ALICE, "alice")
     assert view.state.session_limit is not None
     assert (view.state.session_limit.pending, view.state.session_limit.effective_ms) == (
         120, T0 + 30 * MINUTE + COOLING_OFF_MS)
     await protection.set_session_limit(ALICE, SetSessionLimit(player_id="alice", minutes=0))
-    assert await protection.played(["alice"]) == {"alice": "session_limit"}
+    assert await clocked.settle() == {"alice": "session_limit"}
 
 
 # --- over gRPC --------------------------------------------------------------------------------

@@ -53,8 +53,7 @@ class StubStore:
         self.conflicts = conflicts
         self.reads = 0
 
-    async def apply(self, transaction: Transaction, protect: object = None, *,
-                    excluded_of: object = (), now_ms: int = 0) -> Applied:
+    async def apply(self, transaction: Transaction, protect: object, now_ms: int) -> Applied:
         if self.conflicts:
             self.conflicts -= 1
             raise BalanceChanged("moved")

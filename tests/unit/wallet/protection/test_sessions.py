@@ -8,6 +8,9 @@ import pytest
 
 from studkit.errors import BadRequest
 from tests.unit.wallet.protection.steps import MINUTE, T0, run
+from wallet.ledger import LedgerEntry, LedgerView
+from wallet.ledger import decide as decide_transaction
+from wallet.model import BuyIn, Deposit, SeatResult, SettleHand, TxKind
 from wallet.protection import (
     COOLING_OFF_MS,
     SESSION_GAP_MS,
@@ -23,11 +26,13 @@ from wallet.protection import (
     fold,
     projection,
     reality_check,
+    replay_sessions,
     seen,
     session_ends_at,
     session_from_text,
     session_limit_in,
     session_to_text,
+    sessions_seen,
 )
 
 
@@ -92,3 +97,29 @@ def test_the_net_result_counts_the_session_only() -> None:
     usage = [Usage(T0 - 5, loss=1_000), Usage(T0 + 10, wager=300, loss=300),
              Usage(T0 + 20, loss=-450), Usage(T0 + 99, loss=50)]
     assert reality_check(usage, T0, T0 + 60, 1) == RealityCheck(T0 + 60, 60, 150, 1)
+
+
+def test_a_buy_in_and_a_settled_hand_see_their_players_and_nothing_else_does() -> None:
+    buy_in = decide_transaction(BuyIn(player_id="ann", table_id="t1", seat=2, amount=100,
+                                      idempotency_key="b1"), LedgerView())
+    settled = decide_transaction(SettleHand(table_id="t1", hand_id="h1", results=(
+        SeatResult(seat=3, player_id="cat", amount_in=10, amount_won=0),
+        SeatResult(seat=1, player_id="ann", amount_in=10, amount_won=20))), LedgerView())
+    deposit = decide_transaction(Deposit(player_id="ann", amount=5, idempotency_key="d1"),
+                                 LedgerView())
+    assert sessions_seen(buy_in) == ("ann",)
+    assert sessions_seen(settled) == ("cat", "ann")
+    assert sessions_seen(deposit) == ()
+
+
+def test_the_sessions_are_the_fold_of_the_ledger() -> None:
+    def entry(at: int, *players: str) -> LedgerEntry:
+        return LedgerEntry(transaction_id=f"{at}-0", kind=TxKind.SETTLEMENT, postings=(),
+                           at_ms=at, players_seen=players)
+
+    entries = [entry(T0, "ann"), entry(T0 + 10 * MINUTE, "ann", "bob"),
+               entry(T0 + 12 * MINUTE), entry(T0 + 10 * MINUTE + SESSION_GAP_MS, "bob")]
+    assert replay_sessions(entries) == {
+        "ann": Session(T0, T0 + 10 * MINUTE),
+        "bob": Session(T0 + 10 * MINUTE + SESSION_GAP_MS, T0 + 10 * MINUTE + SESSION_GAP_MS)}
+    assert replay_sessions([]) == {}
