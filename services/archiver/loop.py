@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -52,6 +53,8 @@ class Archiver:
     """``ARCHIVER_TRIM_TOURNAMENTS``: a tournament archived and verified leaves Redis once
     past the command window (set it only when the tournament service reads the archive,
     ``TOURNAMENT_HISTORY_DSN``); False: copied, its stream kept."""
+    clock: Callable[[], float] = time.time
+    """Unix seconds: when a tournament's command window is over (a test's clock)."""
 
     def __post_init__(self) -> None:
         registry = self.metrics.registry
@@ -158,7 +161,8 @@ class Archiver:
         outcome = await archive_tournaments(self.store.client, history.conn,
                                             self.tournaments_seen,
                                             trim_streams=self.trim_tournaments,
-                                            command_window_s=self.command_window_s)
+                                            command_window_s=self.command_window_s,
+                                            clock=self.clock)
         for tid in outcome.archived:
             self._tournaments.inc()
             log.info("tournament_archived", tournament_id=tid,

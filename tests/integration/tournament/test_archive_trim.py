@@ -19,6 +19,7 @@ import grpc
 import psycopg
 import pytest
 
+from archiver.loop import Archiver
 from stud.v1 import tournament_pb2 as pb
 from studhistory import tournament_archive as archiving
 from studhistory.tournament_archive import (
@@ -32,7 +33,9 @@ from studkit import keys
 from studkit.auth import Principal, Role
 from studkit.commandwindow import COMMAND_WINDOW_S
 from studkit.grpc_server import rpc_error_reason
+from studkit.metrics import Metrics
 from studkit.redis_client import Client, connect
+from studkit.store import EventStore
 from studtest.redis import TestRedis
 from studtest.tournament_service import (
     OPERATOR,
@@ -295,4 +298,31 @@ async def test_two_archivers_at_once_move_a_tournament_once(
         assert await archived_rows(history_dsns.admin, "twice-1") == stream
     finally:
         await other.close()
+        await admin.aclose()
+
+
+async def test_the_archivers_round_moves_a_tournament_only_when_told_to(
+        tournament: RunningTournament, wallet: RunningWallet, redis_url: str,
+        redis_server: TestRedis, history_dsns: Any) -> None:
+    """The archiver's round (``services/archiver``): without ``ARCHIVER_TRIM_TOURNAMENTS``
+    a tournament over is copied and kept; with it, past the window, its keys go, counted."""
+    admin = connect(redis_url)
+    client = connect(url_for(redis_server, redis_url, "archiver"))
+    try:
+        await funded(wallet, "ann", "bob")
+        await cancelled(tournament, admin, "round-1", "ann", "bob")
+        kept = await tournament_keys(admin, "round-1")
+        for trim, left in ((False, kept), (True, [])):
+            metrics = Metrics()
+            step = Archiver(EventStore(client), history_dsns.archiver, metrics, 2,
+                            trim_tournaments=trim, clock=later)
+            await step.tournaments_step()
+            await step.aclose()
+            assert await tournament_keys(admin, "round-1") == left
+            assert metrics.registry.get_sample_value(
+                "stud_archiver_tournaments_trimmed_total") == (1 if trim else 0)
+            assert metrics.registry.get_sample_value(
+                "stud_archiver_tournaments_total") == (0 if trim else 1)
+    finally:
+        await client.aclose()
         await admin.aclose()
