@@ -8,7 +8,9 @@ The stack: a real ``redis-server`` (one ACL user per service) and ``python -m de
 connection goes through a counting TCP proxy (commands by name, round trips, the event store's
 appends with the envelopes they carry), the table's calls to the dealer and the wallet through
 a counting gRPC proxy (calls by method), and each table is watched (``WatchTable``) by each
-seated player and by one player on the rail, who count the records they are sent.
+seated player and by one player on the rail, who count the records they are sent and the
+messages that carry them (batched watches, ``WatchTableRequest.batched``, unless
+``--unbatched``).
 
 One table per number of players (2 to 8, ``--players``), played one after another by one
 driver that folds seat 1's watch with the rules and acts for whoever is to act with a random
@@ -20,9 +22,10 @@ replica's ownership round (heartbeat, lease renewals, lobby lines: a cost of tim
 hands) is pushed out of the window with ``TABLE_LEASE_MS=60000``.
 
 Last line: ``hands=... actions=... appends=... appends_beyond_actions=... events=...
-bytes_appended=... store_round_trips=... dealer_calls=... wallet_calls=... watch_records=...``,
-each per hand. Run: ``make bench-hand-cost`` or ``.venv/bin/python bench/bench_hand_cost.py
-[--hands 203] [--players 2-8] [--fold 0.15] [--seed 35]``.
+bytes_appended=... store_round_trips=... dealer_calls=... wallet_calls=... watch_records=...
+watch_messages=...``, each per hand. Run: ``make bench-hand-cost`` or ``.venv/bin/python
+bench/bench_hand_cost.py [--hands 203] [--players 2-8] [--fold 0.15] [--seed 35]
+[--unbatched]``.
 """
 
 from __future__ import annotations
@@ -91,8 +94,10 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("wallet calls", "  wallet"),
     ("wallet SettleHand", "    SettleHand"),
     ("wallet Reconcile", "    Reconcile"),
-    ("watch records", "gRPC messages to watchers"),
+    ("watch records", "records to watchers (players + rail)"),
     ("watch records per watcher", "  per watcher"),
+    ("watch messages", "gRPC messages to watchers"),
+    ("watch messages per watcher", "  per watcher"),
 )
 
 
@@ -101,6 +106,7 @@ def totals(cost: HandCost) -> dict[str, float]:
     out["appends beyond actions"] = out["appends"] - out["actions"]
     out["dealer and wallet calls"] = out.get("dealer calls", 0) + out.get("wallet calls", 0)
     out["watch records per watcher"] = out["watch records"] / (cost.players + 1)
+    out["watch messages per watcher"] = out["watch messages"] / (cost.players + 1)
     return out
 
 
@@ -113,8 +119,9 @@ def print_table(costs: list[HandCost]) -> dict[str, float]:
         for key, value in figures.items():
             every[key] = every.get(key, 0) + value
     hands = sum(c.hands for c in costs)
-    every["watch records per watcher"] = every["watch records"] / sum(
-        (c.players + 1) * c.hands for c in costs) * hands  # a per-hand mean over watchers
+    watchers = sum((c.players + 1) * c.hands for c in costs)
+    for kind in ("records", "messages"):  # a per-hand mean over watchers
+        every[f"watch {kind} per watcher"] = every[f"watch {kind}"] / watchers * hands
     columns.append(("all", every, hands))
     print(f"  {'per hand':<36}" + "".join(f"{name:>9}" for name, _f, _h in columns))
     for key, label in ROWS:
@@ -152,7 +159,8 @@ async def main_async(args: argparse.Namespace) -> None:
         version = ".".join(map(str, server_version(server.binary)))
         print(f"== one hand's cost, counted outside the services: redis-server {version}, "
               f"{per_table} hands at each of {len(players)} tables ({players[0]}-{players[-1]} "
-              f"players), random legal actions (fold {args.fold:.0%}), seed {args.seed}")
+              f"players), random legal actions (fold {args.fold:.0%}), seed {args.seed}, "
+              f"{'one record a message' if args.unbatched else 'batched'} watches")
         async with redis_taps({s: server.url_for(s) for s in ("table", "dealer", "wallet")}
                               ) as rtaps:
             room = RoomProcesses(lambda s: rtaps[s].url if s in rtaps else server.url_for(s),
@@ -177,7 +185,7 @@ async def main_async(args: argparse.Namespace) -> None:
     figures = {k.replace(" ", "_"): v for k, v in print_lines.items()
                if k in ("actions", "appends", "appends beyond actions", "events",
                         "bytes appended", "store round trips", "dealer calls",
-                        "wallet calls", "watch records")}
+                        "wallet calls", "watch records", "watch messages")}
     print(f"hands={hands} " + " ".join(f"{k}={v:.1f}" for k, v in figures.items()))
 
 
@@ -186,7 +194,8 @@ async def play(room: RoomProcesses, keys: DevKeys, taps: Taps, players: list[int
     costs = []
     async with room.clients() as clients, \
             grpc.aio.insecure_channel(room.table.target, options=CHANNEL_OPTIONS) as channel, \
-            Watchers(room.table.target, TokenBook(keys)) as watchers:
+            Watchers(room.table.target, TokenBook(keys),
+                     batched=not args.unbatched) as watchers:
         stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
         client = TableClient(stub, TokenBook(keys))
         for n in players:
@@ -212,6 +221,8 @@ def main() -> None:
     parser.add_argument("--fold", type=float, default=0.15,
                         help="probability of a fold when one is legal")
     parser.add_argument("--seed", type=int, default=35)
+    parser.add_argument("--unbatched", action="store_true",
+                        help="watch one record a message (WatchTableRequest.batched unset)")
     args = parser.parse_args()
     asyncio.run(main_async(args))
     sys.stdout.flush()

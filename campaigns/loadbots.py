@@ -159,20 +159,24 @@ class RoomBot:
             await asyncio.wait_for(channel.channel_ready(), 30)
             state, seen, acted_at = rules.initial_state(), 0, -1
             while not self.stop.is_set():
+                # Batched (issue 35): what the table has ready in one message; the bot
+                # looks at its turn once the whole message is folded.
                 watch = stub.WatchTable(pb.WatchTableRequest(table_id=self.table_id,
-                                                             after_sequence=seen),
+                                                             after_sequence=seen,
+                                                             batched=True),
                                         metadata=self.metadata)
                 ready.set()
                 try:
-                    async for record in watch:
+                    async for message in watch:
                         if self.stop.is_set():
                             return
-                        seen = record.sequence
-                        state = rules.evolve(state, event_from_proto(record.event))
-                        if (record.event.WhichOneof("event") == "hand_started"
-                                and self.seat == 1
-                                and self.window.start <= time.perf_counter() <= self.window.end):
-                            self.window.hands += 1
+                        for record in (message, *message.more):
+                            seen = record.sequence
+                            state = rules.evolve(state, event_from_proto(record.event))
+                            if (record.event.WhichOneof("event") == "hand_started"
+                                    and self.seat == 1 and self.window.start
+                                    <= time.perf_counter() <= self.window.end):
+                                self.window.hands += 1
                         hand = state.hand
                         if (hand is None or hand.phase != Phase.BETTING
                                 or hand.to_act != self.seat or acted_at == seen):

@@ -328,13 +328,16 @@ def streaming_methods(*descriptors: Any) -> set[str]:
 
 class Watchers:
     """``WatchTable`` streams to the table, each as its principal on a connection of its own
-    (as each player has), counting the records each is sent (by name: a seat's player, or
-    ``rail``)."""
+    (as each player has), counting the records each is sent and the messages that carried
+    them (by name: a seat's player, or ``rail``); ``batched``: the watches ask for several
+    records a message (``WatchTableRequest.batched``)."""
 
-    def __init__(self, target: str, tokens: TokenBook) -> None:
+    def __init__(self, target: str, tokens: TokenBook, batched: bool = False) -> None:
         self._target = target
         self._tokens = tokens
+        self.batched = batched
         self.sent: Counter[str] = Counter()
+        self.messages: Counter[str] = Counter()
         self.last: dict[str, int] = {}
         self.errors: list[str] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -363,15 +366,17 @@ class Watchers:
         async def run() -> None:
             async with grpc.aio.insecure_channel(self._target) as channel:
                 stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
-                stream = stub.WatchTable(pb.WatchTableRequest(table_id=table_id,
-                                                              after_sequence=after),
-                                         metadata=metadata)
+                stream = stub.WatchTable(pb.WatchTableRequest(
+                    table_id=table_id, after_sequence=after, batched=self.batched),
+                    metadata=metadata)
                 try:
-                    async for record in stream:
-                        self.sent[name] += 1
-                        self.last[name] = record.sequence
-                        if queue is not None:
-                            queue.put_nowait(record)
+                    async for message in stream:
+                        self.messages[name] += 1
+                        for record in records_of(message):
+                            self.sent[name] += 1
+                            self.last[name] = record.sequence
+                            if queue is not None:
+                                queue.put_nowait(record)
                 except grpc.aio.AioRpcError as exc:
                     self.errors.append(f"{name} on {table_id}: {exc.code().name} "
                                        f"{exc.details()}")
@@ -383,6 +388,16 @@ class Watchers:
         return sum(self.sent.values())
 
 
+def records_of(message: pb.TableEventRecord) -> list[pb.TableEventRecord]:
+    """The records one WatchTable message carries: itself, then its ``more`` (a batched
+    watch's), in order."""
+    if not message.more:
+        return [message]
+    rest = list(message.more)
+    message.ClearField("more")
+    return [message, *rest]
+
+
 @dataclass
 class Snapshot:
     """Every counter at one moment."""
@@ -390,6 +405,7 @@ class Snapshot:
     redis: dict[str, RedisCounts]
     grpc: dict[str, Counter[str]]
     watched: Counter[str]
+    messages: Counter[str] = field(default_factory=Counter)
 
     def __sub__(self, other: Snapshot) -> Snapshot:
         grpc_: dict[str, Counter[str]] = {}
@@ -399,8 +415,10 @@ class Snapshot:
             grpc_[name] = +diff
         watched = Counter(self.watched)
         watched.subtract(other.watched)
+        messages = Counter(self.messages)
+        messages.subtract(other.messages)
         return Snapshot({n: c - other.redis[n] for n, c in self.redis.items()}, grpc_,
-                        +watched)
+                        +watched, +messages)
 
 
 @dataclass
@@ -414,7 +432,7 @@ class Taps:
     def snapshot(self, watchers: Watchers) -> Snapshot:
         return Snapshot({n: t.counts.copy() for n, t in self.redis.items()},
                         {n: Counter(t.calls) for n, t in self.grpc.items()},
-                        Counter(watchers.sent))
+                        Counter(watchers.sent), Counter(watchers.messages))
 
     async def settled(self, watchers: Watchers, quiet_s: float = 0.4,
                       timeout: float = 20.0) -> Snapshot:
@@ -565,7 +583,8 @@ class HandCost:
         ``events`` and ``bytes appended`` (the table's append script); ``store round trips``
         and ``<service> round trips``, ``<service> <COMMAND>``; ``dealer calls`` and
         ``wallet calls`` and ``<service> <Method>``; ``watch records`` and ``watch records
-        <watcher>``."""
+        <watcher>``; ``watch messages`` and ``watch messages <watcher>`` (the messages that
+        carried them)."""
         c = self.counts
         table = c.redis.get("table", RedisCounts())
         out = {"actions": self.actions, "appends": table.appends, "events": table.events,
@@ -582,6 +601,9 @@ class HandCost:
         out["watch records"] = sum(c.watched.values())
         for watcher, n in sorted(c.watched.items()):
             out[f"watch records {watcher}"] = n
+        out["watch messages"] = sum(c.messages.values())
+        for watcher, n in sorted(c.messages.items()):
+            out[f"watch messages {watcher}"] = n
         return out
 
 

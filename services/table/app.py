@@ -116,6 +116,11 @@ class TableApp:
         """The table's game envelopes after ``after``, then live ones (:class:`Watching`)."""
         return self.reading.watch(principal, table_id, after)
 
+    def watch_batches(self, principal: Principal, table_id: str, after: int
+                      ) -> AsyncIterator[list[EventEnvelope]]:
+        """The same, what is ready in batches (:meth:`Watching.watch_batches`)."""
+        return self.reading.watch_batches(principal, table_id, after)
+
     async def hand_events(self, table_id: str, hand_number: int
                           ) -> tuple[list[EventEnvelope], bool]:
         """One hand's game envelopes, and whether it has ended."""

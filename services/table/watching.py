@@ -34,6 +34,11 @@ class HandArchive(Protocol):
                            limit: int) -> list[tuple[str, int, datetime, int, int, int]]: ...
 
 
+WATCH_BATCH = 64
+"""Records at most in one message of a batched watch (``WatchTableRequest.batched``): a
+hand's action and what the table adds to it are a few; a catch-up read is cut in pieces of
+this many (a message of about 15 KB)."""
+
 MY_HANDS_PAGE = 50
 MY_HANDS_MAX = 200
 
@@ -102,8 +107,18 @@ class Watching:
 
     async def watch(self, principal: Principal, table_id: str, after: int
                     ) -> AsyncIterator[EventEnvelope]:
-        """The table's game envelopes after sequence ``after``, then live ones; a watcher
-        that falls ``watcher_buffer`` events behind is cut off (:class:`WatcherTooSlow`)."""
+        """The table's game envelopes after sequence ``after``, then live ones, one at a
+        time (:meth:`watch_batches`)."""
+        async for batch in self.watch_batches(principal, table_id, after, 1):
+            for envelope in batch:
+                yield envelope
+
+    async def watch_batches(self, principal: Principal, table_id: str, after: int,
+                            most: int = WATCH_BATCH) -> AsyncIterator[list[EventEnvelope]]:
+        """The table's game envelopes after sequence ``after``, then live ones, in batches
+        of at most ``most``: what is ready when the watcher is written to (a page read, the
+        envelopes its inbox holds); a watcher that falls ``watcher_buffer`` events behind is
+        cut off (:class:`WatcherTooSlow`)."""
         actor = await self._routed(table_id)
         if after > actor.version:
             raise OutOfRange(f"the table is at sequence {actor.version}; resume at or "
@@ -115,22 +130,35 @@ class Watching:
             if after < upto:
                 # In a generator of its own: the pages it read are freed once it is done,
                 # not held by this frame for as long as the watch lasts.
+                batch: list[EventEnvelope] = []
                 async for envelope in self._caught_up(table_id, after, upto):
                     last = envelope.sequence
                     if not is_room_event(envelope):
-                        yield envelope
+                        batch.append(envelope)
+                        if len(batch) >= most:
+                            yield batch
+                            batch = []
+                if batch:
+                    yield batch
+            queue = watcher.queue
             while True:
-                if watcher.overflowed and watcher.queue.empty():
+                if watcher.overflowed and queue.empty():
                     raise WatcherTooSlow(f"fell behind; resume after sequence {last}")
-                live = await watcher.queue.get()
+                live: EventEnvelope | None = await queue.get()
+                batch = []
+                while live is not None:
+                    if live.sequence > last:
+                        batch.append(live)
+                        last = live.sequence
+                    if len(batch) >= most or queue.empty():
+                        break
+                    live = queue.get_nowait()
+                if batch:
+                    yield batch
                 if live is None:  # the replica let the table go: resume at its owner
                     await self._routed(table_id)  # not_owner, naming the owner, if it is known
                     raise Unavailable(f"the table moved between replicas; resume after "
                                       f"sequence {last}", reason="table_moved")
-                if live.sequence <= last:
-                    continue
-                yield live
-                last = live.sequence
         finally:
             actor.unsubscribe(watcher)
 

@@ -59,7 +59,7 @@ async def _one_hand(redis_server: TestRedis, redis_url: str, keys: DevKeys) -> H
                            lease_ms=60_000) as room, \
             grpc.aio.insecure_channel(room.table_target) as channel, \
             grpc.aio.insecure_channel(f"127.0.0.1:{room.dealer_port}") as dealer_channel, \
-            Watchers(room.table_target, TokenBook(keys)) as watchers:
+            Watchers(room.table_target, TokenBook(keys), batched=True) as watchers:
         stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
         client = TableClient(stub, TokenBook(keys))
         table_id = await client.open_table("cost-1", settings=fast_settings(
@@ -104,6 +104,10 @@ PINNED = {
     # Every game event to each of the four watchers (the room events are never sent).
     "watch records": 184, "watch records rail": 46, "watch records seat 1": 46,
     "watch records seat 3": 46, "watch records seat 6": 46,
+    # ... in one message per append that has game events in it, on watches that ask for
+    # batches (WatchTableRequest.batched): 46 messages each before it (issue 35).
+    "watch messages": 88, "watch messages rail": 22, "watch messages seat 1": 22,
+    "watch messages seat 3": 22, "watch messages seat 6": 22,
 }
 """What the counted cycle cost on 2026-12-05 (issue 35's starting point). A cut lowers a
 figure here in the same commit; a rise is a regression unless its commit says why (here:

@@ -17,6 +17,7 @@ import grpc
 import pytest
 
 from stud.v1 import table_pb2 as pb
+from studkit.auth import Principal
 from studkit.mapping import is_room_event
 from studtest.table import OPERATOR, Room, play_until, player
 
@@ -86,3 +87,86 @@ async def test_a_watch_skips_room_events_and_resumes_from_any_sequence(room: Roo
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await watch(room, table_id, 10**9, 0)
     assert caught.value.code() == grpc.StatusCode.OUT_OF_RANGE
+
+
+
+async def watch_messages(room: Room, table_id: str, who: Principal, after: int, upto: int,
+                         batched: bool, out: list[pb.TableEventRecord] | None = None
+                         ) -> list[pb.TableEventRecord]:
+    """``who``'s watch from ``after`` until a record at or past ``upto``: the messages as
+    sent (a batched watch's carry the records after their first in ``more``), also put in
+    ``out`` as they come."""
+    out = [] if out is None else out
+    call = room.client.stub.WatchTable(pb.WatchTableRequest(
+        table_id=table_id, after_sequence=after, batched=batched),
+        metadata=room.client.md(who))
+    try:
+        async with asyncio.timeout(60):
+            async for message in call:
+                out.append(message)
+                if max([message.sequence, *(r.sequence for r in message.more)]) >= upto:
+                    break
+    finally:
+        call.cancel()
+    return out
+
+
+def flattened(messages: list[pb.TableEventRecord], upto: int) -> list[bytes]:
+    """Each record up to sequence ``upto`` a list of messages carries, in order, serialized
+    (without ``more``)."""
+    out = []
+    for message in messages:
+        first = pb.TableEventRecord()
+        first.CopyFrom(message)
+        first.ClearField("more")
+        for record in (first, *message.more):
+            assert not record.more
+            if record.sequence <= upto:
+                out.append(record.SerializeToString())
+    return out
+
+
+def last_sequence(messages: list[pb.TableEventRecord]) -> int:
+    return max([0, *(r.sequence for m in messages for r in (m, *m.more))])
+
+
+async def test_a_batched_watch_carries_the_same_records_in_fewer_messages(room: Room) -> None:
+    """WatchTableRequest.batched (issue 35): the records an unbatched watch gets, byte for
+    byte and in order, each as the caller may see it, live and caught up, in fewer
+    messages; an unbatched watch never gets `more`."""
+    table_id = await room.client.open_table()
+    for seat, name in {1: "ann", 3: "bob"}.items():
+        await room.fund(name)
+        await room.client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=seat, buy_in=10_000), player(name))
+    ann, rail = player("ann"), player("rail-watcher")
+    start = (await room.client.view(table_id)).version
+    # Live: watching while the hands are played (what the table fans out as it commits).
+    live: dict[tuple[str, bool], list[pb.TableEventRecord]] = {}
+    tasks = []
+    for who in (ann, rail):
+        for batched in (False, True):
+            live[(who.name, batched)] = []
+            tasks.append(asyncio.create_task(watch_messages(
+                room, table_id, who, start, 10**9, batched, live[(who.name, batched)])))
+    await asyncio.sleep(0.2)
+    await play_until(room.client, table_id, 3, random.Random(7).choice)
+    version = (await room.client.view(table_id)).version
+    async with asyncio.timeout(10):
+        while any(last_sequence(m) < version for m in live.values()):
+            await asyncio.sleep(0.05)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for who in (ann, rail):
+        one = [m for m in live[(who.name, False)] if m.sequence <= version]
+        many = [m for m in live[(who.name, True)] if m.sequence <= version]  # first records
+        assert all(not m.more for m in one)
+        records = flattened(one, version)
+        assert len(records) == len(one) > 20
+        assert flattened(many, version) == records
+        assert len(many) < len(one)  # a deal and its turn, an action and what follows it
+        # Caught up (a page read): the same records again, in still fewer messages.
+        read = await watch_messages(room, table_id, who, start, version, True)
+        assert flattened(read, version) == records
+        assert len(read) < len(many)
