@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, assert_never
 
-from rules.config import BASIS_POINTS as RULES_BASIS_POINTS
 from rules.config import Rake
 from rules.errors import RuleViolation
 from rules.rake import rake_due
@@ -59,7 +58,6 @@ from wallet.transaction import SeatAction as SeatAction
 from wallet.transaction import SeatRule as SeatRule
 from wallet.transaction import Transaction as Transaction
 
-BASIS_POINTS: Final = RULES_BASIS_POINTS
 MAX_PLACE: Final = 100_000
 """The last place a prize may name."""
 SHARE: Final = 0

@@ -24,29 +24,27 @@ from wallet.protection import (
     used,
 )
 
-WAGER, LOSS = LimitKind.WAGER, LimitKind.LOSS
-DAY, WEEK, MONTH = Window.DAY, Window.WEEK, Window.MONTH
-
 
 class TestCheck:
     def test_the_least_left_wins_and_says_when_the_window_frees_some(self) -> None:
-        state = fold([LimitSet(at_ms=T0, kind=WAGER, window=DAY, amount=100),
-                      LimitSet(at_ms=T0, kind=WAGER, window=WEEK, amount=150),
-                      LimitSet(at_ms=T0, kind=LOSS, window=MONTH, amount=1_000)])
+        state = fold([LimitSet(at_ms=T0, kind=LimitKind.WAGER, window=Window.DAY, amount=100),
+                      LimitSet(at_ms=T0, kind=LimitKind.WAGER, window=Window.WEEK, amount=150),
+                      LimitSet(at_ms=T0, kind=LimitKind.LOSS, window=Window.MONTH, amount=1_000)])
         usage = [Usage(T0 - 3 * DAY_MS, wager=120, loss=120), Usage(T0 - 1, wager=10, loss=10)]
-        rule = ProtectRule("alice", (WAGER, LOSS), True, Usage(T0, wager=30, loss=30))
+        rule = ProtectRule("alice", (LimitKind.WAGER, LimitKind.LOSS), True,
+                           Usage(T0, wager=30, loss=30))
         with pytest.raises(LimitExceeded) as refused:
             check(state, usage, rule, T0)
         assert refused.value.reason == "wager_limit"
-        assert (refused.value.window, refused.value.remaining) == (WEEK, 20)
-        assert refused.value.resets_at_ms == T0 - 3 * DAY_MS + WINDOW_MS[WEEK]
-        check(state, usage, ProtectRule("alice", (WAGER, LOSS), True,
+        assert (refused.value.window, refused.value.remaining) == (Window.WEEK, 20)
+        assert refused.value.resets_at_ms == T0 - 3 * DAY_MS + WINDOW_MS[Window.WEEK]
+        check(state, usage, ProtectRule("alice", (LimitKind.WAGER, LimitKind.LOSS), True,
                                         Usage(T0, wager=20, loss=20)), T0)
 
     def test_a_net_win_leaves_the_loss_limit_whole_and_is_not_negative(self) -> None:
         usage = [Usage(T0 - 10, loss=100), Usage(T0 - 5, loss=-400)]
-        assert used(usage, LOSS, DAY, T0) == (0, T0 - 10 + DAY_MS)
-        state = fold([LimitSet(at_ms=T0, kind=LOSS, window=DAY, amount=50)])
+        assert used(usage, LimitKind.LOSS, Window.DAY, T0) == (0, T0 - 10 + DAY_MS)
+        state = fold([LimitSet(at_ms=T0, kind=LimitKind.LOSS, window=Window.DAY, amount=50)])
         (row,) = standings(state, usage, T0)
         assert row.remaining == 50
 
@@ -59,15 +57,16 @@ def test_no_order_of_buy_ins_passes_a_limit(limit_amount: int, window: Window,
     """Buy-ins in any order and at any times, each checked against what was accepted before
     (as the one script sees them, one at a time): the accepted ones in any window never sum
     past the limit, and every refused one would have passed it."""
-    state = fold([LimitSet(at_ms=0, kind=WAGER, window=window, amount=limit_amount)])
+    state = fold([LimitSet(at_ms=0, kind=LimitKind.WAGER, window=window, amount=limit_amount)])
     accepted: list[Usage] = []
     for amount, at in sorted(moves, key=lambda m: m[1]):
         move = Usage(at, wager=amount, loss=amount)
         try:
-            check(state, accepted, ProtectRule("alice", (WAGER, LOSS), True, move), at)
+            check(state, accepted,
+                  ProtectRule("alice", (LimitKind.WAGER, LimitKind.LOSS), True, move), at)
         except LimitExceeded:
-            assert used(accepted, WAGER, window, at)[0] + amount > limit_amount
+            assert used(accepted, LimitKind.WAGER, window, at)[0] + amount > limit_amount
             continue
         accepted.append(move)
     for u in accepted:
-        assert used(accepted, WAGER, window, u.at_ms)[0] <= limit_amount
+        assert used(accepted, LimitKind.WAGER, window, u.at_ms)[0] <= limit_amount

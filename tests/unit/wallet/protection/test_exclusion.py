@@ -27,8 +27,6 @@ from wallet.protection import (
     decide,
 )
 
-DEPOSIT = LimitKind.DEPOSIT
-
 
 class TestExclusion:
     def test_an_exclusion_is_never_shortened(self) -> None:
@@ -73,7 +71,7 @@ class TestExclusion:
 
     def test_an_excluded_player_moves_no_money_in(self) -> None:
         state, _ = run(Protection(), SelfExclude(player_id="alice", period=Period.DAY), T0)
-        rule = ProtectRule("alice", (DEPOSIT,), True, Usage(T0 + 1, deposit=1))
+        rule = ProtectRule("alice", (LimitKind.DEPOSIT,), True, Usage(T0 + 1, deposit=1))
         with pytest.raises(Excluded) as refused:
             check(state, [], rule, T0 + 1)
         assert refused.value.reason == "self_excluded"
