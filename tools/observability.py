@@ -3,7 +3,7 @@
 
 - ``deploy/observability/dashboards/*.json``: Grafana 11.6 dashboards built with the pinned
   Grafana Foundation SDK (``grafana-foundation-sdk``, the dev extra): the room overview, one
-  table service replica, money, tournaments and Redis.
+  table service replica, money, tournaments, Redis and the gateway (Envoy).
 - ``deploy/observability/rules.yml``: the recording and alerting rules, plain (for any
   Prometheus, and ``make observe``); ``deploy/k8s/observability/prometheusrule.yaml`` holds
   the same groups as a prometheus-operator ``PrometheusRule`` (``kubectl apply -k
@@ -48,6 +48,14 @@ SERVER_ERRORS = 'code=~"INTERNAL|UNKNOWN|UNAVAILABLE|DEADLINE_EXCEEDED|DATA_LOSS
 """Codes that are the service's fault; a refusal (FAILED_PRECONDITION, INVALID_ARGUMENT,
 ABORTED for a stale decision, RESOURCE_EXHAUSTED for a rate limit) is an answer, not an error."""
 ACTION = f"{TABLE_SVC},{ACTIONS}"
+
+GATEWAY = 'envoy_http_conn_manager_prefix="gateway"'
+"""The gateway's own HTTP connection manager (studtools.gateway: ``stat_prefix``), not the
+metrics listener's."""
+GRPC_SERVER_ERRORS = 'envoy_grpc_status=~"2|4|13|14|15"'
+"""The gateway's gRPC statuses that are a server's fault (UNKNOWN, DEADLINE_EXCEEDED,
+INTERNAL, UNAVAILABLE, DATA_LOSS), as :data:`SERVER_ERRORS` for the services."""
+GATEWAY_ERROR_RATIO = 0.05
 
 ACTION_LATENCY_SLO_SECONDS = "0.25"
 """An action is answered within 250 ms (a bucket bound of studkit.metrics.RPC_BUCKETS)."""
@@ -110,6 +118,13 @@ def room_records() -> list[dict[str, str]]:
          "expr": f"sum(rate(stud_grpc_requests_total{{{ACTION}}}[5m]))"},
         {"record": "stud:hands_started:rate5m",
          "expr": "sum(rate(stud_dealer_hands_started_total[5m]))"},
+        # The gateway's answers that are errors: its own 5xx (no upstream, a timeout, a
+        # reset) and the calls the services ended with a server error, of all requests.
+        {"record": "stud:gateway_errors:ratio_rate5m",
+         "expr": (f'(sum(rate(envoy_http_downstream_rq_xx{{{GATEWAY},'
+                  f'envoy_response_code_class="5"}}[5m]))\n'
+                  f"+ (sum(rate(envoy_cluster_grpc{{{GRPC_SERVER_ERRORS}}}[5m])) or vector(0)))\n"
+                  f"/ sum(rate(envoy_http_downstream_rq_total{{{GATEWAY}}}[5m]))")},
     ]
 
 
@@ -175,6 +190,13 @@ ALERTS: tuple[Alert, ...] = (
           "15m", "ticket", "The archiver cannot write or verify",
           "Archiver steps fail (PostgreSQL unreachable, a verification mismatch): nothing is "
           "trimmed from Redis until they succeed."),
+    Alert("StudGatewayErrorRateHigh",
+          f"stud:gateway_errors:ratio_rate5m > {GATEWAY_ERROR_RATIO}", "5m", "page",
+          "More than 5% of the gateway's requests end in an error",
+          "For 5 minutes, more than 5% of the requests through the gateway (Envoy) were "
+          "answered 5xx by Envoy itself or ended with a server error of a service (UNKNOWN, "
+          "DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE, DATA_LOSS): browsers and clients "
+          "outside the room are failing."),
     Alert("StudTargetDown", 'up{job=~"stud-.*"} == 0', "5m", "page",
           "A service's /metrics does not answer",
           "Prometheus could not scrape a stud service for 5 minutes: the process is down, "
@@ -307,6 +329,7 @@ def cases() -> list[Case]:
               {"series": 'stud_tournament_stale_appends_refused_total{instance="u1"}',
                "values": "0x30"}], "15m", quiet=("StudStaleAppendsRefused",)),
         *archiver_cases(),
+        *gateway_cases(),
         Case("a service that stops answering its scrape",
              [{"series": 'up{job="stud-table",instance="t1"}', "values": "1x10 0x20"},
               {"series": 'up{job="stud-wallet",instance="w1"}', "values": "1x30"},
@@ -316,6 +339,42 @@ def cases() -> list[Case]:
              [{"series": 'up{job="stud-table",instance="t1"}', "values": "1x30"},
               {"series": 'up{job="node",instance="n1"}', "values": "0x30"}], "20m",
              quiet=("StudTargetDown",)),
+    ]
+
+
+def gateway_cases() -> list[Case]:
+    total = f'envoy_http_downstream_rq_total{{{GATEWAY},instance="g1"}}'
+    fives = (f'envoy_http_downstream_rq_xx{{{GATEWAY},envoy_response_code_class="5",'
+             'instance="g1"}')
+    fours = (f'envoy_http_downstream_rq_xx{{{GATEWAY},envoy_response_code_class="4",'
+             'instance="g1"}')
+    metrics = ('envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="metrics",'
+               'instance="g1"}')
+
+    def grpc(status: int, per_min: int) -> dict[str, str]:
+        return {"series": f'envoy_cluster_grpc{{envoy_cluster_name="table",'
+                          f'envoy_grpc_status="{status}",instance="g1"}}',
+                "values": f"0+{per_min}x60"}
+
+    return [
+        Case("the gateway answering 10% of its requests 5xx pages",
+             [{"series": total, "values": "0+100x60"}, {"series": fives, "values": "0+10x60"}],
+             "20m", fires={"StudGatewayErrorRateHigh": [{}]}),
+        Case("a service ending 20% of the calls UNAVAILABLE through the gateway pages",
+             [{"series": total, "values": "0+100x60"}, {"series": fives, "values": "0x60"},
+              grpc(0, 80), grpc(14, 20)], "20m", fires={"StudGatewayErrorRateHigh": [{}]}),
+        Case("refusals and 4xx through the gateway are answers, not errors",
+             [{"series": total, "values": "0+100x60"}, {"series": fives, "values": "0x60"},
+              {"series": fours, "values": "0+30x60"}, grpc(0, 40), grpc(9, 30), grpc(16, 30)],
+             "20m", quiet=("StudGatewayErrorRateHigh",)),
+        Case("1% of the gateway's requests 5xx, and the metrics listener's own, are quiet",
+             [{"series": total, "values": "0+100x60"}, {"series": fives, "values": "0+1x60"},
+              {"series": metrics, "values": "0+1x60"}], "20m",
+             quiet=("StudGatewayErrorRateHigh",)),
+        Case("a 5xx burst younger than five minutes pages no one yet",
+             [{"series": total, "values": "0+100x60"},
+              {"series": fives, "values": "0x10 0+50x4 200x46"}], "14m",
+             quiet=("StudGatewayErrorRateHigh",)),
     ]
 
 
@@ -542,6 +601,48 @@ def boards() -> list[Board]:
                   )),
                   ("Calls", red('service="stud.v1.TournamentService"', "Tournament")),
               )),
+        Board("stud-gateway", "Stud: gateway",
+              "The gateway (Envoy, gRPC-Web and native gRPC from outside the room): requests "
+              "and their codes, the services' gRPC statuses, upstream latency of the unary "
+              "calls, open streams and connections.", (
+                  ("Requests", (
+                      P("Requests per second", (
+                          Q(f"sum(rate(envoy_http_downstream_rq_total{{{GATEWAY}}}[{RATE}]))",
+                            "requests"),), "reqps"),
+                      P("Responses by HTTP code class", (Q(
+                          "sum by (envoy_response_code_class) "
+                          f"(rate(envoy_http_downstream_rq_xx{{{GATEWAY}}}[{RATE}]))",
+                          "{{envoy_response_code_class}}xx"),), "reqps"),
+                      P("gRPC calls by status", (Q(
+                          "sum by (envoy_grpc_status) "
+                          f'(rate(envoy_cluster_grpc{{envoy_grpc_status!=""}}[{RATE}]))',
+                          "{{envoy_grpc_status}}"),), "reqps",
+                        description="0 OK, 2 UNKNOWN, 4 DEADLINE_EXCEEDED, 5 NOT_FOUND, "
+                                    "9 FAILED_PRECONDITION, 13 INTERNAL, 14 UNAVAILABLE, "
+                                    "16 UNAUTHENTICATED (the services' codes, as "
+                                    "the clients got them)"),
+                      P("Error ratio (5xx and server gRPC errors)", (
+                          Q("stud:gateway_errors:ratio_rate5m", "5m"),), "percentunit"),
+                  )),
+                  ("Upstreams", (
+                      P("Unary call p99 by service (upstream time)", (Q(
+                          "histogram_quantile(0.99, sum by (le, envoy_route) (rate("
+                          'envoy_vhost_route_upstream_rq_time_bucket{envoy_virtual_host="stud",'
+                          f'envoy_route=~".+_unary"}}[{RATE}])))', "{{envoy_route}}"),), "ms"),
+                      P("Server gRPC errors by service", (Q(
+                          "sum by (envoy_cluster_name) "
+                          f"(rate(envoy_cluster_grpc{{{GRPC_SERVER_ERRORS}}}[{RATE}]))",
+                          "{{envoy_cluster_name}}"),), "reqps"),
+                      P("Open streams and calls by service", (Q(
+                          "sum by (envoy_cluster_name) (envoy_cluster_upstream_rq_active)",
+                          "{{envoy_cluster_name}}"),), "short"),
+                      P("Open requests and connections from clients", (
+                          Q(f"sum(envoy_http_downstream_rq_active{{{GATEWAY}}})",
+                            "requests and streams"),
+                          Q(f"sum(envoy_http_downstream_cx_active{{{GATEWAY}}})",
+                            "connections")), "short"),
+                  )),
+              )),
         Board("stud-redis", "Stud: Redis",
               "Redis as the services see it: call latency and errors, stream lengths, and the "
               "archiver that moves settled hands to PostgreSQL.", (
@@ -676,9 +777,10 @@ def recorded_names() -> set[str]:
     return {r["record"] for g in rule_groups() for r in g["rules"] if "record" in r}
 
 
-def used_metric_names() -> dict[str, set[str]]:
-    """Every exported metric name the rules and dashboards read -> where (recorded series,
-    ``up`` and the like are left out)."""
+def used_metric_names(prefix: str = "stud_") -> dict[str, set[str]]:
+    """Every exported metric name starting with ``prefix`` the rules and dashboards read ->
+    where (recorded series, ``up`` and the like are left out). ``stud_``: the services';
+    ``envoy_``: the gateway's (``tests/integration/gateway/test_gateway_metrics.py``)."""
     recorded = recorded_names()
     used: dict[str, set[str]] = {}
     exprs = [(f"rule {r.get('record') or r.get('alert')}", r["expr"])
@@ -689,7 +791,8 @@ def used_metric_names() -> dict[str, set[str]]:
         exprs += [(f"{board.uid}: ${name}", e) for name, e in variable_queries(data)]
     for where, expr in exprs:
         for name in metric_names(expr) - recorded - {"up"}:
-            used.setdefault(name, set()).add(where)
+            if name.startswith(prefix):
+                used.setdefault(name, set()).add(where)
     return used
 
 

@@ -364,6 +364,9 @@ def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
         port=port, web_root=str((root / "web" / "dist").resolve()),
         tls_cert=str((tls / "tls.crt").resolve()), tls_key=str((tls / "tls.key").resolve()),
         tls_port=tls_port, upstream_source=LOCAL_UPSTREAM_SOURCE, access_log="/dev/stdout",
+        # Envoy's statistics at /metrics (job stud-gateway in targets.json, make observe);
+        # the admin interface itself on a loopback port nothing else is told of.
+        admin_port=free_port_but_planned(), metrics_port=free_port_but_planned(),
         # Another origin's page (a web client's dev server) may call the API only if named.
         cors_origins=tuple(os.environ.get("STUD_WEB_CORS_ORIGINS", "").replace(",", " ")
                            .split()))
@@ -545,9 +548,12 @@ def main(argv: list[str] | None = None) -> int:
                 running.append(Running("gateway", gateway.url, gateway.process))
                 built = (root / "web" / "dist" / "index.html").exists()
                 print(f"web        {gateway.url} (the browser client: gRPC-Web through the "
-                      f"gateway, Envoy; log {gateway.log_path}"
+                      f"gateway, Envoy; log {gateway.log_path}; metrics "
+                      f"http://{LOOPBACK}:{gateway.settings.metrics_port}/metrics"
                       f"{'' if built else '; the web app is not built: make web'})",
                       flush=True)
+                scrape.append({"targets": [f"{LOOPBACK}:{gateway.settings.metrics_port}"],
+                               "labels": {"job": "stud-gateway"}})
                 for name in WEB_PLAYERS:  # the token in the fragment: never sent to a server
                     print(f"  sign in as {name:<6} {gateway.url}#token={tokens[name]}",
                           flush=True)

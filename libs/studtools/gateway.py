@@ -29,6 +29,10 @@ prints it; a deploy test holds ``deploy/k8s/base/gateway.yaml`` to it). What it 
 - **TLS with HTTP/2** when a certificate is given (ALPN ``h2``, then ``http/1.1``): a page
   then holds any number of table streams on one connection (plain HTTP/1.1 gives a page six).
 - ``GET /healthz``: 200 while Envoy serves (503 once it drains), for probes.
+- **Metrics** when ``metrics_port`` is set: Envoy's statistics in Prometheus's format at
+  ``GET /metrics`` on a listener of their own (the admin interface stays on 127.0.0.1);
+  per route (``<service>_unary``, ``<service>_stream``) calls, codes and upstream time, and
+  the gRPC status of every call (``grpc_stats``) as the label ``envoy_grpc_status``.
 """
 
 from __future__ import annotations
@@ -141,6 +145,11 @@ class GatewaySettings:
     """Bind upstream connections to this address (:data:`LOCAL_UPSTREAM_SOURCE` locally)."""
     admin_port: int | None = None
     """Envoy's admin interface on 127.0.0.1 (0: any free port); None: none."""
+    metrics_port: int | None = None
+    """Envoy's statistics for Prometheus (``GET /metrics``, the admin interface's
+    ``/stats/prometheus``) on this port of ``listen``, and nothing else of the admin
+    interface (it can stop Envoy): a listener of its own proxies that one page to the admin
+    port, which must then be a fixed one. None: no metrics listener."""
     access_log: str | None = "/dev/stdout"
     max_streams_per_connection: int = 100
     extra_routes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
@@ -217,6 +226,10 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
             if not chosen:
                 continue
             streaming = kind != "unary"
+            # Route statistics (calls, codes, upstream time) per service and kind: a
+            # stream's time is its lifetime, so unary latency is read apart from it.
+            stats = ({"stat_prefix": f"{SERVICE_OF[service]}_{'stream' if streaming else 'unary'}"}
+                     if settings.metrics_port is not None else {})
             # One route per service and kind: its methods by their exact paths.
             path = {"safe_regex": {"regex": f"^/{re.escape(service)}/({'|'.join(chosen)})$"}}
             action: dict[str, Any] = {"timeout": "0s" if streaming else
@@ -239,10 +252,10 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
                         {"name": OWNER_HEADER,
                          "string_match": {"safe_regex": {"regex": owner}}}]},
                     "route": {**action, "cluster": "table_owner"},
-                    "typed_per_filter_config": off})
+                    "typed_per_filter_config": off, **stats})
             routes.append({"match": path,
                            "route": {**action, "cluster": SERVICE_OF[service]},
-                           "typed_per_filter_config": off})
+                           "typed_per_filter_config": off, **stats})
     # Any other path of the API's services: no route (404, UNIMPLEMENTED to gRPC-Web).
     routes.append({"match": {"prefix": "/stud.v1."}, "direct_response": {"status": 404},
                    "typed_per_filter_config": off})
@@ -277,6 +290,14 @@ def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
         {"name": "envoy.filters.http.grpc_web", "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.http.grpc_web.v3.GrpcWeb"}},
     ]
+    if settings.metrics_port is not None:
+        # Calls and their gRPC status per public method (after grpc_web: a browser's call
+        # is counted as the gRPC call it became); upstream_rq_time per method too.
+        filters.append({"name": "envoy.filters.http.grpc_stats", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.grpc_stats.v3."
+                     "FilterConfig",
+            "emit_filter_state": False, "enable_upstream_stats": True,
+            "stats_for_all_methods": False}})
     if settings.web_root is not None:
         filters.append({"name": "envoy.filters.http.file_server", "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.http.file_server.v3."
@@ -298,6 +319,43 @@ def _listener(name: str, host: str, port: int, chain: dict[str, Any]) -> dict[st
             # sharing its connections (Envoy's default on Linux is SO_REUSEPORT).
             "enable_reuse_port": False,
             "per_connection_buffer_limit_bytes": 1048576, "filter_chains": [chain]}
+
+
+METRICS_PATH: Final = "/metrics"
+"""Where the metrics listener serves Envoy's ``/stats/prometheus`` (the services' path)."""
+GRPC_STATUS_TAG: Final = "envoy_grpc_status"
+"""The label the per-method gRPC counters carry their status code in (``0``, ``14``, ...)."""
+
+
+def _metrics_listener(settings: GatewaySettings) -> dict[str, Any]:
+    """``GET /metrics`` (and ``/stats/prometheus``) to the admin interface's Prometheus page;
+    anything else 404: the admin's other pages (``/quitquitquit``, ``/config_dump``, the
+    log levels) are never reachable from outside the pod."""
+    stats = {"cluster": "envoy_admin", "timeout": "10s", "prefix_rewrite": "/stats/prometheus"}
+    get = [{"name": ":method", "string_match": {"exact": "GET"}}]
+    hcm: dict[str, Any] = {
+        "@type": "type.googleapis.com/envoy.extensions.filters.network."
+                 "http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": "metrics", "codec_type": "HTTP1", "normalize_path": True,
+        "merge_slashes": True, "path_with_escaped_slashes_action": "REJECT_REQUEST",
+        "route_config": {"name": "metrics", "virtual_hosts": [{
+            "name": "metrics", "domains": ["*"], "routes": [
+                {"match": {"path": METRICS_PATH, "headers": get}, "route": stats},
+                {"match": {"path": "/stats/prometheus", "headers": get}, "route": stats},
+                {"match": {"prefix": "/"}, "direct_response": {
+                    "status": 404, "body": {"inline_string": "not found\n"}}}]}]},
+        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}],
+    }
+    return _listener("metrics", settings.listen, settings.metrics_port or 0, {"filters": [{
+        "name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]})
+
+
+def _admin_cluster(port: int) -> dict[str, Any]:
+    return {"name": "envoy_admin", "connect_timeout": "1s", "type": "STATIC",
+            "load_assignment": {"cluster_name": "envoy_admin", "endpoints": [{"lb_endpoints": [
+                {"endpoint": {"address": {"socket_address": {
+                    "address": "127.0.0.1", "port_value": port}}}}]}]}}
 
 
 def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
@@ -389,6 +447,20 @@ def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
     if settings.admin_port is not None:
         config["admin"] = {"address": {"socket_address": {
             "address": "127.0.0.1", "port_value": settings.admin_port}}}
+    if settings.metrics_port is not None:
+        if not settings.admin_port:
+            raise ValueError("a metrics port needs a fixed admin port (admin_port)")
+        listeners.append(_metrics_listener(settings))
+        config["static_resources"]["clusters"].append(_admin_cluster(settings.admin_port))
+        # grpc_stats counts each cluster's calls by status (cluster.<c>.grpc.<code>): the
+        # code becomes a label, envoy_cluster_grpc{envoy_grpc_status="14"}. Its own total
+        # (cluster.<c>.grpc.total, the sum of those) would be envoy_cluster_grpc_total, the
+        # same family to a reader that adds _total to a counter: left out.
+        config["stats_config"] = {
+            "stats_tags": [{"tag_name": GRPC_STATUS_TAG,
+                            "regex": r"^cluster\.[^.]+\.grpc(\.(\d+))$"}],
+            "stats_matcher": {"exclusion_list": {"patterns": [
+                {"safe_regex": {"regex": r"^cluster\.[^.]+\.grpc\.total$"}}]}}}
     return config
 
 
@@ -544,9 +616,10 @@ K8S_SETTINGS: Final = GatewaySettings(
                "tournament": "tournament:50054"},
     port=8443, listen="0.0.0.0", web_root="/srv/web",
     tls_cert="/etc/stud/tls/tls.crt", tls_key="/etc/stud/tls/tls.key",
-    xff_trusted_hops=0, access_log="/dev/stdout")
+    xff_trusted_hops=0, access_log="/dev/stdout", admin_port=9901, metrics_port=9106)
 """The Kubernetes gateway (deploy/k8s/base/gateway.yaml): TLS with HTTP/2 on 8443, the web
-app from the image's ``/srv/web``, the Services by their names."""
+app from the image's ``/srv/web``, the Services by their names; Envoy's statistics for
+Prometheus at ``/metrics`` on 9106 (the admin interface itself on the pod's loopback only)."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,7 +68,8 @@ class TestEnvoyConfig:
 
     def test_tls_with_http2_and_the_routes(self) -> None:
         config = config_map_envoy()
-        (listener,) = config["static_resources"]["listeners"]
+        (listener,) = [x for x in config["static_resources"]["listeners"]
+                       if x["name"] == "gateway"]
         (chain,) = listener["filter_chains"]
         tls = chain["transport_socket"]["typed_config"]["common_tls_context"]
         assert tls["alpn_protocols"] == ["h2", "http/1.1"]
@@ -95,7 +96,9 @@ class TestDeployment:
         spec = pod()
         (container,) = spec["containers"]
         assert container["args"][:2] == ["-c", "/etc/envoy/envoy.yaml"]
-        assert container["ports"] == [{"name": "https", "containerPort": K8S_SETTINGS.port}]
+        assert container["ports"] == [{"name": "https", "containerPort": K8S_SETTINGS.port},
+                                      {"name": "metrics",
+                                       "containerPort": K8S_SETTINGS.metrics_port}]
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v for v in spec["volumes"]}
         assert volumes[mounts["/etc/envoy"]]["configMap"]["name"] == "gateway-envoy"
@@ -168,6 +171,33 @@ class TestNetwork:
                    if "Egress" in policy["spec"]["policyTypes"] and selects(policy, "gateway")
                    and name != "allow-dns" for peer in peers(policy, "Egress")}
         assert reached == set(PUBLIC.items())
+
+    def test_monitoring_scrapes_the_gateways_metrics_port_and_nothing_else(self) -> None:
+        """Prometheus's namespace reaches the gateway's metrics port (its pods ask to be
+        scraped there), which serves /metrics and no other page of Envoy's admin interface;
+        the admin interface itself listens on the pod's loopback only."""
+        template = by_kind("Deployment")["gateway"]["spec"]["template"]
+        annotations = template["metadata"]["annotations"]
+        assert annotations == {"prometheus.io/scrape": "true",
+                               "prometheus.io/port": str(K8S_SETTINGS.metrics_port),
+                               "prometheus.io/path": "/metrics"}
+        policy = by_kind("NetworkPolicy")["metrics-from-monitoring"]
+        assert selects(policy, "gateway")
+        assert peers(policy, "Ingress") == [
+            ('{"namespaceSelector": {"matchLabels": {"stud-hilo/monitoring": "true"}}}',
+             "metrics")]
+        config = config_map_envoy()
+        assert config["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+        (metrics,) = [x for x in config["static_resources"]["listeners"]
+                      if x["name"] == "metrics"]
+        assert metrics["address"]["socket_address"]["port_value"] == K8S_SETTINGS.metrics_port
+        hcm = metrics["filter_chains"][0]["filters"][0]["typed_config"]
+        routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
+        proxied = [r for r in routes if "route" in r]
+        assert {r["match"]["path"] for r in proxied} == {"/metrics", "/stats/prometheus"}
+        assert all(r["route"]["prefix_rewrite"] == "/stats/prometheus" for r in proxied)
+        assert routes[-1] == {"match": {"prefix": "/"}, "direct_response": {
+            "status": 404, "body": {"inline_string": "not found\n"}}}
 
     def test_the_public_services_believe_the_gateway_only(self) -> None:
         network = by_kind("ConfigMap")["gateway-network"]["data"]

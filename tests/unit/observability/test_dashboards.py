@@ -20,7 +20,8 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 from tools import observability as obs
 
 BOARDS = obs.OUT / "dashboards"
-EXPECTED = {"stud-room", "stud-table-replica", "stud-money", "stud-tournaments", "stud-redis"}
+EXPECTED = {"stud-room", "stud-table-replica", "stud-money", "stud-tournaments", "stud-redis",
+            "stud-gateway"}
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h",
                      "$instance": ".*"}
 """Grafana's variables a panel may use, and what promtool reads in their place."""
