@@ -156,9 +156,18 @@ def bench_fold(tables: list[PlayedTable]) -> tuple[str, float]:
             fold(hand_events, before)
 
     seconds = _best(5, run)
-    return (f"  fold whole hand (memory)     {len(hands) / seconds:>10,.0f} hands/s  "
-            f"{1e3 * seconds / len(hands):.3f} ms/hand  {1e6 * seconds / events:.2f} us/event"
-            f"  (target >= 20,000 hands/s)"), len(hands) / seconds
+    cpu = float("inf")
+    for _ in range(5):  # in CPU time too: on a shared machine the wall clock counts waiting
+        started = time.process_time()
+        run()
+        cpu = min(cpu, time.process_time() - started)
+    return "\n".join([
+        f"  fold whole hand (memory)     {len(hands) / seconds:>10,.0f} hands/s  "
+        f"{1e3 * seconds / len(hands):.3f} ms/hand  {1e6 * seconds / events:.2f} us/event"
+        f"  (target >= 20,000 hands/s)",
+        f"    the same in CPU time       {len(hands) / cpu:>10,.0f} hands/s  "
+        f"{1e3 * cpu / len(hands):.3f} ms/hand",
+    ]), len(hands) / seconds
 
 
 def agreeing_texts(tables: list[PlayedTable], limit: int) -> list[str]:
