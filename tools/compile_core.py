@@ -34,18 +34,18 @@ PURE_ONLY = frozenset({
     # Package __init__ modules stay pure: they extend the package's path to the build.
     "rules/__init__.py",
     "rules/phh/__init__.py",
-    # The frozen state values and their mutable twins are copied without __init__
-    # (object.__new__ + object.__setattr__, code generated with exec): the hot path of the
-    # pure fold, which mypyc's native classes refuse. Left pure, they are ordinary Python
-    # classes that the compiled modules use as they are.
+    # The frozen state values are copied without __init__ (object.__new__ and a twin of the
+    # same layout that becomes the value, code generated with exec: rules._mutable), which
+    # mypyc's native classes refuse. Left pure, they are ordinary Python classes that the
+    # compiled modules use as they are. (The fold's mutable twins, rules._mutable, are
+    # compiled: native classes there, read natively by the compiled evolve and rounds, and
+    # copied into frozen values when frozen.)
     "rules/state.py",
-    "rules/_mutable.py",
-    # Reads a hand through its attributes alone, frozen or a mutable twin (whose players are
-    # a list where the frozen hand's are a tuple): compiled, it checks the declared types.
-    # So do decide and evolve, which hand the twin to those helpers and to their own.
+    # Reads a hand through its attributes alone, frozen or a mutable twin, with no union in
+    # its types: compiled, it checks the declared types. So does decide, which hands its twin
+    # to those helpers and to its own. (What the fold reads, rules.rounds, is typed for both.)
     "rules/betting.py",
     "rules/decide.py",
-    "rules/evolve.py",
     # Checks and converts what it is given (a tuple for the rake, an int that is a bool):
     # compiled, its native __init__ refuses a wrong type before the check can say why.
     "rules/config.py",

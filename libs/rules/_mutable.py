@@ -2,30 +2,40 @@
 for the hot path of ``fold``.
 
 A twin has the same attribute names and read-only properties as the frozen value, so the
-read-only helpers of :mod:`rules.betting` work on it unchanged (by duck typing; see
-:meth:`MutableHand.view`). A twin is made from a frozen value (:meth:`MutableHand.thaw`),
-changed in place by ``evolve`` only, and turned back into a frozen value once
-(:meth:`MutableHand.freeze`); it never leaves :mod:`rules.evolve`.
+read-only helpers of :mod:`rules.rounds` (typed for both) and :mod:`rules.betting` (by duck
+typing; see :meth:`MutableHand.view`) work on it unchanged. A twin is made from a frozen value
+(:meth:`MutableHand.thaw`), changed in place by ``evolve``'s hand handlers only (which
+``fold`` and ``decide`` run), and turned back into a frozen value once
+(:meth:`MutableHand.freeze`); it never leaves the rules package.
 
 Players are copied on write: a thawed hand holds the frozen players it was made from until
 one of them changes (:meth:`MutableHand.mutable`), so applying a single event copies only the
 player it touches.
 
-A twin has exactly the slots of its frozen value, in the same order (the same memory layout),
-so freezing it copies nothing: the twin *becomes* the frozen value, its class set to the frozen
-class (``object.__setattr__(twin, "__class__", ...)``, which Python allows between classes of
-the same layout and refuses, with a TypeError, otherwise). Thawing copies with plain attribute
-stores, several times as fast as the ``object.__setattr__`` a frozen class needs. A frozen value
-made so is an ordinary instance of its class (``type(x) is HandState``), holding the same
-values as one made by its ``__init__`` (which computes and checks nothing). After
-:meth:`MutableHand.freeze` the twin is gone: use only what freeze returned.
+Pure (``STUD_PURE=1``, or no compiler), a twin has exactly the slots of its frozen value, in
+the same order (the same memory layout), so freezing it copies nothing: the twin *becomes* the
+frozen value, its class set to the frozen class (``object.__setattr__(twin, "__class__",
+...)``, which Python allows between classes of the same layout and refuses, with a TypeError,
+otherwise). Thawing copies with plain attribute stores, several times as fast as the
+``object.__setattr__`` a frozen class needs.
+
+Compiled (tools/compile_core.py, :data:`NATIVE`), the twins are mypyc native classes: the
+compiled ``evolve`` and :mod:`rules.rounds` read and write their attributes as C struct
+fields, which is most of the fold's work; a native instance cannot change its class, so
+freezing copies each changed player and the hand into new frozen values by the positional
+:func:`maker` (one call each, once per run of hand events).
+
+Either way a frozen value so made is an ordinary instance of its class (``type(x) is
+HandState``), holding the same values as one made by its ``__init__`` (which computes and
+checks nothing). After :meth:`MutableHand.freeze` the twin is gone: use only what freeze
+returned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from rules.cards import Card
 from rules.events import PotAwarded
@@ -109,14 +119,36 @@ class MutablePlayer:
     mucked: bool
     shown: bool
 
+    def __init__(self, seat: int, stack: int, player_id: str, down: tuple[Card | None, ...],
+                 up: tuple[Card, ...], folded: bool, street_total: int, hand_total: int,
+                 acted: bool, reference: int, exposed: bool, mucked: bool,
+                 shown: bool) -> None:
+        self.seat = seat
+        self.stack = stack
+        self.player_id = player_id
+        self.down = down
+        self.up = up
+        self.folded = folded
+        self.street_total = street_total
+        self.hand_total = hand_total
+        self.acted = acted
+        self.reference = reference
+        self.exposed = exposed
+        self.mucked = mucked
+        self.shown = shown
+
     @staticmethod
     def thaw(player: Player) -> MutablePlayer:
         """A twin of ``player``."""
-        twin: MutablePlayer = _thaw_player(player)
-        return twin
+        return _thaw_player(player)
 
     def freeze(self) -> Player:
         """This twin turned into the frozen value equal to it (in place: the twin is gone)."""
+        if NATIVE:
+            return cast(Player, _make_player(
+                self.seat, self.stack, self.player_id, self.down, self.up, self.folded,
+                self.street_total, self.hand_total, self.acted, self.reference, self.exposed,
+                self.mucked, self.shown))
         _set(self, "__class__", Player)
         return cast(Player, self)
 
@@ -175,10 +207,47 @@ class MutableHand:
     rake_pots: tuple[int, ...]
     voided: bool
 
+    def __init__(self, hand_number: int, players: list[Player | MutablePlayer], phase: Phase,
+                 street: Street | None, to_act: int | None, target: int, level: int,
+                 full_wagers: int, bring_in_seat: int | None, bring_in_pending: bool,
+                 cap_lifted: bool, last_wager: tuple[Street, int] | None, exposed: bool,
+                 dealt: int, burned: int, community: Card | None, deck_commitment: str,
+                 card_commitment: str, awards: tuple[PotAwarded, ...], rake: int,
+                 rake_pots: tuple[int, ...], voided: bool) -> None:
+        self.hand_number = hand_number
+        self.players = players
+        self.phase = phase
+        self.street = street
+        self.to_act = to_act
+        self.target = target
+        self.level = level
+        self.full_wagers = full_wagers
+        self.bring_in_seat = bring_in_seat
+        self.bring_in_pending = bring_in_pending
+        self.cap_lifted = cap_lifted
+        self.last_wager = last_wager
+        self.exposed = exposed
+        self.dealt = dealt
+        self.burned = burned
+        self.community = community
+        self.deck_commitment = deck_commitment
+        self.card_commitment = card_commitment
+        self.awards = awards
+        self.rake = rake
+        self.rake_pots = rake_pots
+        self.voided = voided
+
     @staticmethod
     def thaw(hand: HandState) -> MutableHand:
         """A twin of ``hand`` (sharing its frozen players until they change)."""
-        twin: MutableHand = _thaw_hand(hand)
+        if NATIVE:
+            return MutableHand(
+                hand.hand_number, list(hand.players), hand.phase, hand.street, hand.to_act,
+                hand.target, hand.level, hand.full_wagers, hand.bring_in_seat,
+                hand.bring_in_pending, hand.cap_lifted, hand.last_wager, hand.exposed,
+                hand.dealt, hand.burned, hand.community, hand.deck_commitment,
+                hand.card_commitment, hand.awards, hand.rake, hand.rake_pots, hand.voided)
+        twin: MutableHand = _copy_hand(hand)
         twin.players = list(hand.players)
         return twin
 
@@ -186,6 +255,15 @@ class MutableHand:
         """This twin turned into the frozen value equal to it, with its players frozen (in
         place: the twin is gone, use only the value returned)."""
         players = self.players
+        if NATIVE:
+            frozen = tuple([p.freeze() if isinstance(p, MutablePlayer) else p
+                            for p in players])
+            return cast(HandState, _make_hand(
+                self.hand_number, frozen, self.phase, self.street, self.to_act, self.target,
+                self.level, self.full_wagers, self.bring_in_seat, self.bring_in_pending,
+                self.cap_lifted, self.last_wager, self.exposed, self.dealt, self.burned,
+                self.community, self.deck_commitment, self.card_commitment, self.awards,
+                self.rake, self.rake_pots, self.voided))
         for p in players:
             if type(p) is MutablePlayer:
                 _set(p, "__class__", Player)
@@ -204,7 +282,7 @@ class MutableHand:
         i = 0
         for p in players:
             if p.seat == seat:
-                if type(p) is MutablePlayer:
+                if isinstance(p, MutablePlayer):
                     return p
                 twin: MutablePlayer = _thaw_player(p)
                 players[i] = twin
@@ -215,7 +293,7 @@ class MutableHand:
     def mutable_at(self, index: int) -> MutablePlayer:
         """``players[index]``, as a twin that may be changed."""
         p = self.players[index]
-        if type(p) is MutablePlayer:
+        if isinstance(p, MutablePlayer):
             return p
         twin: MutablePlayer = _thaw_player(p)
         self.players[index] = twin
@@ -257,5 +335,22 @@ class MutableHand:
         return self.phase == _COMPLETE
 
 
-_thaw_player = _copier(_PLAYER_FIELDS, MutablePlayer)
-_thaw_hand = _copier(_HAND_FIELDS, MutableHand)
+NATIVE: Final = not hasattr(MutableHand, "__slots__")
+"""Whether this module is compiled (mypyc: the twins are native classes, which keep no
+``__slots__``, so a twin cannot become its frozen value by a class change and is copied into
+one by a positional :func:`maker` instead; their attributes are read natively by the compiled
+fold). Pure, the twins have the frozen values' layouts and become them in place."""
+
+_copy_player = _copier(_PLAYER_FIELDS, MutablePlayer)
+_copy_hand = _copier(_HAND_FIELDS, MutableHand)
+_make_player, _make_hand = maker(Player), maker(HandState)
+
+
+def _thaw_player(p: Player) -> MutablePlayer:
+    """A twin of ``p``: by its native constructor compiled, else by plain stores."""
+    if NATIVE:
+        return MutablePlayer(p.seat, p.stack, p.player_id, p.down, p.up, p.folded,
+                             p.street_total, p.hand_total, p.acted, p.reference, p.exposed,
+                             p.mucked, p.shown)
+    twin: MutablePlayer = _copy_player(p)
+    return twin

@@ -1,4 +1,6 @@
-"""Fixed-limit betting: who acts, what they may do and what a wager does (RULES §6-§8)."""
+"""Fixed-limit betting: who acts, what they may do and what a wager does (RULES §6-§8).
+
+Who acts first and next, and when a round ends: :mod:`rules.rounds`."""
 
 from __future__ import annotations
 
@@ -7,11 +9,11 @@ from dataclasses import dataclass
 from enum import StrEnum, unique
 
 from rules._mutable import maker
-from rules.config import HeadsUpRaises, TableConfig
+from rules.config import TableConfig
 from rules.errors import Reason, RuleViolation
-from rules.hands import board_value
+from rules.rounds import street_bet
 from rules.state import HandState, Phase, Player
-from rules.streets import Street, bet_size
+from rules.streets import Street
 
 
 @unique
@@ -34,8 +36,6 @@ WAGERS = frozenset({ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE})
 _BRING_IN, _CHECK, _FOLD, _CALL = (ActionKind.BRING_IN, ActionKind.CHECK, ActionKind.FOLD,
                                    ActionKind.CALL)
 _COMPLETE, _BET, _RAISE = ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE
-_ROUND_STARTS_HEADS_UP = HeadsUpRaises.ROUND_STARTS_HEADS_UP
-_HEADS_UP_BEFORE_CAP = HeadsUpRaises.HEADS_UP_BEFORE_CAP
 _THIRD = Street.THIRD
 _BETTING_PHASE = Phase.BETTING
 
@@ -76,81 +76,9 @@ _legal_actions: Callable[[int, tuple[LegalAction, ...]], LegalActions] = maker(L
 """``_legal_actions(seat, actions)``: ``LegalActions(seat=..., actions=...)``, built faster."""
 
 
-def clockwise_after(hand: HandState, seat: int, wanted: Callable[[Player], bool]) -> int | None:
-    """The first player clockwise after ``seat`` (not ``seat`` itself unless it is the only
-    one) for whom ``wanted`` holds."""
-    players = hand.players
-    for p in players:
-        if p.seat > seat and wanted(p):
-            return p.seat
-    for p in players:
-        if p.seat <= seat and wanted(p):
-            return p.seat
-    return None
-
-
-def highest_board_seat(hand: HandState) -> int:
-    """The player in the hand with the highest board; ties to the lowest seat (RULES 8.1-8.2)."""
-    best: tuple[tuple[int, ...], int] | None = None
-    for p in hand.players:
-        if p.folded:
-            continue
-        key = (board_value(p.up[:4]), -p.seat)  # p.board, inlined
-        if best is None or key > best:
-            best = key
-    assert best is not None
-    return -best[1]
-
-
-def bring_in_duty(hand: HandState) -> int | None:
-    """Who must bring in on 3rd street, or None when fewer than two players dealt in have
-    chips (RULES 7.1, 7.8, 7.9)."""
-    if sum(1 for p in hand.players if p.stack > 0) < 2:
-        return None
-    lowest = min(hand.players, key=lambda p: p.up[0].key)
-    if lowest.stack > 0:
-        return lowest.seat
-    return clockwise_after(hand, lowest.seat, lambda p: p.stack > 0)
-
-
-def first_to_act(hand: HandState) -> int | None:
-    """First actor on 4th to 7th street: the highest board, or the next player clockwise able
-    to act when that player is all-in (RULES 8.3)."""
-    top = highest_board_seat(hand)
-    if hand.player(top).able:
-        return top
-    return clockwise_after(hand, top, lambda p: p.able)
-
-
 def is_capped(hand: HandState, config: TableConfig) -> bool:
     """Whether no more full wagers may be made this round (RULES 6.8)."""
     return hand.full_wagers >= config.cap and not hand.cap_lifted
-
-
-def lifts_cap(hand: HandState, config: TableConfig, round_start: bool) -> bool:
-    """Whether the heads-up option lifts the cap now (call at round start or after an action)."""
-    if hand.cap_lifted:
-        return True
-    if config.heads_up_raises == _ROUND_STARTS_HEADS_UP:
-        return round_start and _able_count(hand) == 2
-    if config.heads_up_raises == _HEADS_UP_BEFORE_CAP:
-        return _able_count(hand) == 2 and hand.full_wagers < config.cap
-    return False
-
-
-def _able_count(hand: HandState) -> int:
-    """How many players are able to act."""
-    count = 0
-    for p in hand.players:
-        if not p.folded and p.stack > 0:  # p.able, inlined
-            count += 1
-    return count
-
-
-def street_bet(hand: HandState, config: TableConfig) -> int:
-    """The bet size S of the current street."""
-    assert hand.street is not None
-    return bet_size(config, hand.street)
 
 
 _RAISE_REFUSALS: tuple[tuple[Reason, str], ...] = (
@@ -292,37 +220,6 @@ def legal_actions_for(hand: HandState, config: TableConfig) -> LegalActions | No
         to = min(hand.level + street_bet(hand, config), reach)
         actions.append(_legal(wager_kind(hand), to - street_total, to, to == reach))
     return _legal_actions(seat, tuple(actions))
-
-
-def round_over(hand: HandState) -> bool:
-    """Whether the betting round has ended (RULES 6.10)."""
-    target = hand.target
-    in_hand = 0
-    waiting = False
-    for p in hand.players:
-        if not p.folded:
-            in_hand += 1
-            # p.able, inlined: not folded (checked above) and chips behind
-            if p.stack > 0 and not (p.acted and p.street_total >= target):
-                waiting = True
-    return in_hand <= 1 or not waiting
-
-
-def next_to_act(hand: HandState, after: int) -> int | None:
-    """The next player clockwise after ``after`` who still has to act this round."""
-    # clockwise_after(hand, after, lambda p: p.able and (not p.acted or p.street_total < T)),
-    # inlined: this runs after every action.
-    target = hand.target
-    players = hand.players
-    for p in players:
-        if (p.seat > after and not p.folded and p.stack > 0
-                and (not p.acted or p.street_total < target)):
-            return p.seat
-    for p in players:
-        if (p.seat <= after and not p.folded and p.stack > 0
-                and (not p.acted or p.street_total < target)):
-            return p.seat
-    return None
 
 
 def runout_pending(hand: HandState) -> bool:

@@ -8,14 +8,6 @@ from dataclasses import replace
 from typing import Any, TypeVar, assert_never, cast
 
 from rules._mutable import MutableHand, MutablePlayer, become, copier, twin_class
-from rules.betting import (
-    bring_in_duty,
-    first_to_act,
-    lifts_cap,
-    next_to_act,
-    round_over,
-    street_bet,
-)
 from rules.config import TableConfig
 from rules.events import (
     EVENT_TYPES,
@@ -50,6 +42,14 @@ from rules.events import (
     TableOpened,
     UncalledBetReturned,
     UpCardDealt,
+)
+from rules.rounds import (
+    bring_in_duty,
+    first_to_act,
+    lifts_cap,
+    next_to_act,
+    round_over,
+    street_bet,
 )
 from rules.state import HandState, Phase, Player, Seat, TableState, initial_state
 from rules.streets import Street
@@ -152,22 +152,21 @@ def _start_round(hand: MutableHand, config: TableConfig) -> None:
     hand.cap_lifted = hand.bring_in_pending = False
     street = hand.street
     assert street is not None
-    view: HandState = hand  # type: ignore[assignment]  # hand.view(), inlined (a hot path)
     if hand.exposed:
         hand.phase = _SHOWDOWN if street == _SEVENTH else _DEALING
     elif street == _THIRD:
-        duty = bring_in_duty(view)
+        duty = bring_in_duty(hand)
         if duty is None:
             hand.phase = _REVEAL
         else:
-            hand.cap_lifted = lifts_cap(view, config, round_start=True)
+            hand.cap_lifted = lifts_cap(hand, config, round_start=True)
             hand.phase, hand.to_act, hand.bring_in_seat = _BETTING, duty, duty
             hand.bring_in_pending = True
     elif able < 2:
         hand.phase = _SHOWDOWN if street == _SEVENTH else _REVEAL
     else:
-        hand.cap_lifted = lifts_cap(view, config, round_start=True)
-        hand.phase, hand.to_act = _BETTING, first_to_act(view)
+        hand.cap_lifted = lifts_cap(hand, config, round_start=True)
+        hand.phase, hand.to_act = _BETTING, first_to_act(hand)
 
 
 def _end_round(hand: MutableHand, cap_lifted: bool) -> None:
@@ -190,12 +189,11 @@ def _end_round(hand: MutableHand, cap_lifted: bool) -> None:
 
 
 def _after_action(hand: MutableHand, config: TableConfig, seat: int) -> None:
-    view: HandState = hand  # type: ignore[assignment]  # hand.view(), inlined (a hot path)
-    lifted = hand.cap_lifted or lifts_cap(view, config, round_start=False)
-    if round_over(view):
+    lifted = hand.cap_lifted or lifts_cap(hand, config, round_start=False)
+    if round_over(hand):
         _end_round(hand, lifted)
     else:
-        hand.to_act, hand.cap_lifted = next_to_act(view, seat), lifted
+        hand.to_act, hand.cap_lifted = next_to_act(hand, seat), lifted
 
 
 def _reference(hand: MutableHand, config: TableConfig, target: int) -> int:
@@ -223,7 +221,7 @@ def _act(hand: MutableHand, seat: int, amount: int, reference: int) -> None:
 
 
 def _wager(hand: MutableHand, config: TableConfig, seat: int, amount: int, to: int) -> None:
-    if 2 * (to - hand.level) >= street_bet(hand, config):  # type: ignore[arg-type]
+    if 2 * (to - hand.level) >= street_bet(hand, config):
         hand.level = to
         hand.full_wagers += 1
     _act(hand, seat, amount, _reference(hand, config, to))

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from rules.betting import clockwise_after, highest_board_seat
 from rules.cards import Card
 from rules.config import ShowdownOpener, TableConfig
 from rules.events import Event, HandMucked, HandShown, PotAwarded, RakeTaken, Share
 from rules.hands import best_high, best_low
 from rules.rake import rake_due, take_rake
+from rules.rounds import clockwise_after, highest_board_seat
 from rules.side_pots import Contribution, Pot, ShowdownHand, build_pots, split_pot
 from rules.state import HandState
 from rules.streets import Street

@@ -4,6 +4,7 @@ command by command, over a few hundred random hands of random legal play."""
 
 from __future__ import annotations
 
+import inspect
 import random
 from dataclasses import dataclass, fields
 from functools import reduce
@@ -11,7 +12,7 @@ from functools import reduce
 import pytest
 
 from rules import DECK, TableConfig, evolve, fold
-from rules._mutable import MutableHand, MutablePlayer
+from rules._mutable import NATIVE, MutableHand, MutablePlayer
 from rules.betting import WAGERS, ActionKind, LegalActions
 from rules.commands import (
     AddChips,
@@ -169,11 +170,17 @@ def test_fold_leaves_its_input_state_alone(tables: tuple[Table, ...]) -> None:
 ])
 def test_the_twins_mirror_the_frozen_values(frozen: type, twin: type) -> None:
     """Same attributes (and annotations, for mypy) and every public property and method, so
-    the helpers of rules.betting read a twin as they read the frozen value; and exactly the
-    frozen value's slots in the same order (the same layout), which freezing relies on."""
-    names = {f.name for f in fields(frozen)}
-    assert vars(twin)["__slots__"] == frozen.__slots__ == tuple(f.name for f in fields(frozen))
-    assert set(twin.__annotations__) == names
+    the helpers of rules.betting read a twin as they read the frozen value. Pure, exactly the
+    frozen value's slots in the same order (the same layout), which freezing relies on;
+    compiled, a native class with exactly the frozen value's attributes, in the same order
+    (its constructor's, which freezing copies)."""
+    names = tuple(f.name for f in fields(frozen))
+    if NATIVE:
+        assert vars(twin)["__mypyc_attrs__"] == names
+        assert list(inspect.signature(twin).parameters) == list(names)
+    else:
+        assert vars(twin)["__slots__"] == vars(frozen)["__slots__"] == names
+        assert set(twin.__annotations__) == set(names)
     public = {n for n in dir(frozen) if not n.startswith("_")}
     assert public <= set(dir(twin))
 
