@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -206,9 +208,31 @@ async def test_a_tournament_over_leaves_redis_and_the_service_answers_it_the_sam
         await admin.aclose()
 
 
+KILLED_BEFORE_TRIM = """
+import asyncio, os, signal, sys, time
+import psycopg
+from studhistory import tournament_archive as archiving
+from studkit.redis_client import connect
+
+async def main() -> None:
+    redis = connect(sys.argv[1])
+    conn = await psycopg.AsyncConnection.connect(sys.argv[2], autocommit=True)
+    async def die(*_: object) -> str:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return ""
+    archiving.trim = die
+    await archiving.archive_tournaments(redis, conn, clock=lambda: time.time() + 86_400)
+
+asyncio.run(main())
+"""
+"""An archiver process killed (``kill -9``) when it comes to its first trim: after the
+insert's commit."""
+
+
 async def test_a_kill_between_insert_and_trim_loses_and_duplicates_nothing(
         tournament: RunningTournament, wallet: RunningWallet, redis_url: str,
-        history_dsns: Any, archiver: tuple[Client, psycopg.AsyncConnection[Any]],
+        redis_server: TestRedis, history_dsns: Any,
+        archiver: tuple[Client, psycopg.AsyncConnection[Any]],
         monkeypatch: pytest.MonkeyPatch) -> None:
     redis, conn = archiver
     admin = connect(redis_url)
@@ -218,14 +242,22 @@ async def test_a_kill_between_insert_and_trim_loses_and_duplicates_nothing(
         await cancelled(tournament, admin, "kill-2", "ann", "bob")
         stream = {tid: dict(await stream_raw(admin, tid)) for tid in ("kill-1", "kill-2")}
 
-        async def killed(*_: object) -> str:
-            raise ConnectionError("killed before the trim")
-        with monkeypatch.context() as patch:
-            patch.setattr(archiving, "trim", killed)
-            with pytest.raises(ConnectionError):
-                await archive_tournaments(redis, conn, clock=later)
+        # kill -9 of an archiver process once its insert is committed, before its trim.
+        died = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", KILLED_BEFORE_TRIM, url_for(redis_server, redis_url,
+                                                              "archiver"),
+            history_dsns.archiver)
+        assert await died.wait() == -signal.SIGKILL
         assert await archived_rows(history_dsns.admin, "kill-1") == stream["kill-1"]
         assert len(await tournament_keys(admin, "kill-1")) > 2  # nothing removed
+
+        async def lock_freed() -> bool:  # the killed session's lock, once its server sees it
+            lock = TournamentLock(conn)
+            if not await lock.acquire("kill-1"):
+                return False
+            await lock.release("kill-1")
+            return True
+        await eventually(lock_freed)
 
         # Killed after the script and before the index: its keys gone, its entry left.
         async def cut(*_: object) -> int:
