@@ -191,6 +191,15 @@ async def test_a_tournament_over_leaves_redis_and_the_service_answers_it_the_sam
             assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert await tournament_keys(admin, "gone-1") == []  # reading it wrote nothing
 
+        # PostgreSQL unreachable: UNAVAILABLE archive_unavailable (retry), never NOT_FOUND.
+        down = dataclasses.replace(tournament.settings,
+                                   history_dsn="postgresql://support@127.0.0.1:1/none")
+        async with running_tournament(down, dev_keys) as cut:
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await cut.client.get("gone-1")
+            assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert rpc_error_reason(exc.value) == "archive_unavailable"
+
         # One without a DSN says why it cannot.
         plain = dataclasses.replace(tournament.settings, history_dsn="")
         async with running_tournament(plain, dev_keys) as blind:
