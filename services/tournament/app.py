@@ -256,10 +256,6 @@ class TournamentApp:
             self._cold.add(tournament_id)
         return t
 
-    def is_archived(self, tournament_id: str) -> bool:
-        """Whether the tournament was last read from the archive (its stream is gone)."""
-        return tournament_id in self._cold
-
     async def lobby(self) -> tuple[list[str], dict[str, str]]:
         """Every tournament the lobby lists, sorted: those in Redis and the archived ones;
         and the archived ones no longer in Redis, each with how it ended (its phase). The
