@@ -15,6 +15,10 @@ import { actionLabel, cardIndex, cardSign, cardText, chips, countdown, eventText
 
 const AHEAD = 2;
 const LOG_LINES = 60;
+/** A burst of the feed's records is read once: after this long without another record... */
+const QUIET_MS = 60;
+/** ...or this long after its first, whichever is sooner. */
+const BURST_MS = 200;
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {},
                                                    ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
@@ -57,6 +61,12 @@ export class TablePane {
   /** Who sits where, from the feed itself (a log line is never a view behind). */
   private readonly names = new Map<number, string>();
   private refreshTimer: number | null = null;
+  private burstStart = 0;
+  /** The read of the view in flight (at most one), and whether another is asked for. */
+  private reading: Promise<void> | null = null;
+  private forceRead = false;
+  /** The newest table version the page has heard of: a record's sequence, a command's answer. */
+  private known = 0n;
   private busy = false;
   private tournament: TournamentView | null = null;
   private lastTournamentRead = 0;
@@ -110,28 +120,69 @@ export class TablePane {
     this.cardsAbort?.abort();
   }
 
-  private async refresh(): Promise<void> {
+  /** Whether the feed or a command told of a version the view does not hold yet. */
+  private get behind(): boolean {
+    return !this.view || this.view.version < this.known;
+  }
+
+  /** Reads the view: at once when `force`, else only when it is behind what the page heard.
+   * One GetTable at most is in flight; asks made meanwhile are served by one more read, and
+   * only if that read is still needed (a view read after a record already holds it). */
+  private refresh(force = true): Promise<void> {
+    if (force) this.forceRead = true;
+    if (!this.reading && (this.forceRead || this.behind)) {
+      // (The loop awaits a read before it can end, so `reading` is cleared after it is set.)
+      this.reading = (async () => {
+        try {
+          while ((this.forceRead || this.behind) && !this.abort.signal.aborted) {
+            this.forceRead = false;
+            if (!(await this.read())) break;  // a failed read is not repeated at once
+          }
+        } finally {
+          this.reading = null;
+        }
+      })();
+    }
+    return this.reading ?? Promise.resolve();
+  }
+
+  private async read(): Promise<boolean> {
     try {
       const view = await this.host.api.table.getTable({ tableId: this.tableId }, { signal: this.abort.signal });
       const wasSeated = this.view?.viewerSeat ?? 0;
       this.view = view;
+      if (view.version > this.known) this.known = view.version;
       for (const seat of view.seats) this.names.set(seat.seat, seat.playerId);
       if (this.lastSeq === 0n) this.lastSeq = view.version;
       if (view.viewerSeat && !wasSeated) this.restartCards();
       if (view.viewerSeat) void this.commitAhead();
       if (view.tournamentId) await this.readTournament(false);
       this.render();
+      return true;
     } catch (err) {
       if (!isAbort(err)) this.fail(err, "The table could not be read");
+      return false;
     }
   }
 
+  /** The table moved to `version`: the view is read again only if it does not hold it. */
+  private heard(version: bigint): void {
+    if (version > this.known) this.known = version;
+  }
+
+  /** Once the feed is quiet (QUIET_MS after its last record, BURST_MS at most after the
+   * first unread one), the view is read if it is behind: an action and the street the
+   * driver deals after it (tens of ms apart) are one read. */
   private scheduleRefresh(): void {
-    if (this.refreshTimer !== null) return;
+    if (!this.behind) return;
+    const now = performance.now();
+    if (this.refreshTimer === null) this.burstStart = now;
+    else window.clearTimeout(this.refreshTimer);
+    const wait = Math.max(0, Math.min(QUIET_MS, this.burstStart + BURST_MS - now));
     this.refreshTimer = window.setTimeout(() => {
       this.refreshTimer = null;
-      void this.refresh();
-    }, 20);
+      void this.refresh(false);
+    }, wait);
   }
 
   /** WatchTable from the last sequence received, resumed after any drop: none lost, none twice. */
@@ -191,6 +242,7 @@ export class TablePane {
 
   private onRecord(rec: TableEventRecord): void {
     this.received.push(rec.sequence);
+    this.heard(rec.sequence);
     const e = rec.event;
     if (!e) return;
     if (e.event.case === "playerSeated") this.names.set(e.event.value.seat, e.event.value.playerId);
@@ -244,12 +296,22 @@ export class TablePane {
     this.busy = true;
     this.els.error.textContent = "";
     try {
-      await call();
+      const answer = await call();
+      const version = (answer as { version?: unknown } | undefined)?.version;
+      if (typeof version === "bigint" && this.view && version > this.view.version) {
+        // Done: the view is read with the records the command appended (and the street
+        // the driver may deal after them); its buttons are stale meanwhile.
+        this.heard(version);
+        this.els.actions.replaceChildren();
+        this.scheduleRefresh();
+      } else if (typeof version !== "bigint") {
+        await this.refresh();
+      }
     } catch (err) {
       this.fail(err, `${what} refused`);
+      await this.refresh();  // nothing changed, but the page may have acted on a stale view
     } finally {
       this.busy = false;
-      await this.refresh();
     }
   }
 
