@@ -152,6 +152,10 @@ async def test_a_tournament_over_leaves_redis_and_the_service_answers_it_the_sam
         await registered(tournament, "live-1", "cy")  # paid in, not over: never moved
         stream = await stream_raw(admin, "gone-1")
         before = await tournament.client.get("gone-1")
+        verdict = await tournament.client.stub.VerifyTournament(
+            pb.VerifyTournamentRequest(tournament_id="gone-1"),
+            metadata=tournament.client.md(OPERATOR))
+        assert verdict.verified
         lobby = await tournament.client.stub.ListTournaments(
             pb.ListTournamentsRequest(), metadata=tournament.client.md(OPERATOR))
         records = await watched(tournament, "gone-1", len(stream))
@@ -178,6 +182,9 @@ async def test_a_tournament_over_leaves_redis_and_the_service_answers_it_the_sam
         settings = dataclasses.replace(tournament.settings, history_dsn=history_dsns.support)
         async with running_tournament(settings, dev_keys) as reader:
             assert await reader.client.get("gone-1") == before
+            assert await reader.client.stub.VerifyTournament(
+                pb.VerifyTournamentRequest(tournament_id="gone-1"),
+                metadata=reader.client.md(OPERATOR)) == verdict
             listed = await reader.client.stub.ListTournaments(
                 pb.ListTournamentsRequest(), metadata=reader.client.md(OPERATOR))
             assert listed == lobby
