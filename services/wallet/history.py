@@ -21,8 +21,9 @@ import psycopg
 
 from studkit.errors import Unavailable
 from studkit.redis_client import Client, connect
+from wallet.keys import postings_key
 from wallet.model import AccountId, AccountKind, StatementLine, StatementPage, TxKind
-from wallet.store import _STREAM_ID, StreamRows, UnknownAccount, WalletStore, postings_key
+from wallet.store import _STREAM_ID, StreamRows, UnknownAccount, WalletStore
 
 
 class ArchiveUnavailable(Unavailable):

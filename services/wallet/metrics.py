@@ -19,7 +19,7 @@ from prometheus_client import Gauge, Histogram
 from studkit.metrics import Metrics
 from studkit.redis_client import Client
 from studkit.telemetry import exemplar
-from wallet.store import BALANCES
+from wallet.keys import BALANCES
 
 EVERY_S: Final = 30.0
 SCAN_COUNT: Final = 1000

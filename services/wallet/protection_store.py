@@ -15,6 +15,7 @@ from typing import Any, Final, cast
 from studkit.errors import Conflict
 from studkit.keys import wallet_key
 from studkit.redis_client import Client
+from wallet.keys import ACCOUNTS, PROTECTION, SESSIONS, usage_key
 from wallet.protection import (
     Protection,
     ProtectionEvent,
@@ -27,7 +28,7 @@ from wallet.protection import (
     session_from_text,
     usage_from_text,
 )
-from wallet.store import ACCOUNTS, PROTECTION, SESSIONS, UnknownAccount, usage_key
+from wallet.store import UnknownAccount
 
 _APPEND: Final = """
 -- KEYS[1] the player's protection stream  KEYS[2] the projection hash  KEYS[3] accounts

@@ -1,34 +1,42 @@
-"""The wallet's Redis store, the only module of the wallet that imports redis.
-
-Keys (all under ``stud:wallet:{wallet}:``, the wallet user's ACL prefix and the wallet's one
-Cluster hash tag, so ``apply.lua`` runs in one slot): the ledger stream ``ledger``
-(one entry per transaction, the truth), ``balances`` (a projection: account -> balance),
-``idempotency`` (scope -> fingerprint and outcome), ``accounts`` (player id -> created ms),
-``seats:<table>`` (seat -> player it is held for), ``last_hand`` (table -> last settled hand),
-``pool:<tournament>`` (a tournament pool's entries and prizes, see ``apply.lua``) and
-``postings:<account>`` (one stream per account: its statement). Every projection can be
-rebuilt from the ledger (``ledger.replay``, ``pools.replay_pool``). ``apply.lua`` appends a
-transaction and updates every projection in one script, so they never disagree. Keys of the
-layout before the hash tag (``stud:wallet:<name>``) are renamed at start by
-:meth:`WalletStore.adopt_legacy_keys`.
+"""The wallet's Redis store, the only module of the wallet that imports redis: reads, and
+writes through ``apply.lua`` (a transaction appended to the ledger and every projection
+updated in one script, so they never disagree; its arguments and replies in ``codec``, the
+key layout in ``keys``). Keys of the layout before the hash tag (``stud:wallet:<name>``) are
+renamed at start by :meth:`WalletStore.adopt_legacy_keys`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Final, cast
 
 from studkit.errors import AlreadyExists, Conflict, FailedPrecondition, NotFound
 from studkit.keys import legacy_wallet_key, wallet_key
 from studkit.redis_client import Client, connect, is_cluster
+from wallet import codec
+from wallet.keys import (
+    ACCOUNTS,
+    BALANCES,
+    IDEMPOTENCY,
+    LAST_HAND,
+    LEDGER,
+    LEGACY_FIXED,
+    NO_POOL,
+    NO_TABLE_SEATS,
+    NO_USAGE,
+    PROTECTION,
+    SESSIONS,
+    pool_key,
+    postings_key,
+    seats_key,
+    usage_key,
+)
 from wallet.ledger import (
     InsufficientFunds,
     LedgerEntry,
     PoolUnavailable,
-    Posting,
     SeatUnavailable,
     Transaction,
     UnknownEntry,
@@ -50,8 +58,6 @@ from wallet.model import (
     seat_account,
 )
 from wallet.protection import (
-    SESSION_GAP_MS,
-    USAGE_KEPT_MS,
     Excluded,
     LimitExceeded,
     LimitKind,
@@ -61,33 +67,13 @@ from wallet.protection import (
     Window,
     replay_sessions,
     session_to_text,
-    sessions_seen,
 )
-from wallet.transaction import PoolAction, PoolRule
 
-LEDGER: Final = wallet_key("ledger")
-BALANCES: Final = wallet_key("balances")
-IDEMPOTENCY: Final = wallet_key("idempotency")
-ACCOUNTS: Final = wallet_key("accounts")
-LAST_HAND: Final = wallet_key("last_hand")
-NO_TABLE_SEATS: Final = wallet_key("seats")
-"""Stands in for KEYS[5] when a transaction touches no table (never written)."""
-NO_POOL: Final = wallet_key("pool")
-"""Stands in for KEYS[7] when a transaction touches no tournament pool (never written)."""
-PROTECTION: Final = wallet_key("protection")
-"""Player id -> the JSON ``apply.lua`` checks money moves against (``protection.projection``)."""
-NO_USAGE: Final = wallet_key("usage")
-"""Stands in for KEYS[9] when a transaction has no protection rule (never written)."""
-SESSIONS: Final = wallet_key("sessions")
-"""Player id -> their session, ``<started_ms>:<last_ms>`` (protection.Session): KEYS[10], a
-projection of the ledger written only by ``apply.lua``, with the buy-in or the settlement that
-sees the player (the ledger entry's ``seen`` at its ``at_ms``); rebuilt by
-:meth:`WalletStore.rebuild_sessions` (``protection.replay_sessions``)."""
-
-
-def usage_key(player_id: str) -> str:
-    """List of one player's recent money moves as the limits count them, newest first."""
-    return wallet_key(f"usage:{player_id}")
+__all__ = [  # the key names too: the simulator, campaigns and tests read them here
+    "ACCOUNTS", "BALANCES", "IDEMPOTENCY", "LAST_HAND", "LEDGER", "PROTECTION", "SESSIONS",
+    "BalanceChanged", "BalanceLimit", "IdempotencyKeyReused", "SettlementExpired",
+    "StreamRows", "UnknownAccount", "WalletStore", "pool_key", "postings_key", "seats_key",
+    "usage_key"]
 
 StreamRows = list[tuple[str, dict[str, str]]]
 
@@ -121,25 +107,6 @@ for i = 2, #ARGV, 2 do
 end
 return (#ARGV - 1) / 2
 """
-_FIXED: Final = ("accounts", "ledger", "balances", "idempotency", "last_hand")
-"""The wallet's keys with fixed names, accounts and ledger first (the adopt script's order)."""
-
-
-def seats_key(table_id: str) -> str:
-    """Hash of one table's seat holders."""
-    return wallet_key(f"seats:{table_id}")
-
-
-def pool_key(tournament_id: str) -> str:
-    """Hash of one tournament pool's entries and prizes."""
-    return wallet_key(f"pool:{tournament_id}")
-
-
-def postings_key(account: AccountId) -> str:
-    """Stream of one account's postings (its statement)."""
-    return wallet_key(f"postings:{account.key}")
-
-
 class UnknownAccount(NotFound):
     """Raised when a request names a player account that was never created."""
 
@@ -171,118 +138,6 @@ class BalanceLimit(FailedPrecondition):
     """Raised when a balance would leave the exact integer range (±(2^53 - 1))."""
 
     default_reason = "balance_limit"
-
-
-def _str(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _pool_rule(rule: PoolRule) -> dict[str, str]:
-    return {"action": rule.action.value, "tournament": rule.tournament_id, "ref": rule.ref,
-            "player": rule.player_id, "buy_in": str(rule.buy_in), "fee": str(rule.fee),
-            "amount": str(rule.amount), "place": str(rule.place)}
-
-
-def _parse_pool_rule(record: Mapping[str, str]) -> PoolRule:
-    return PoolRule(action=PoolAction(record["action"]), tournament_id=record["tournament"],
-                    ref=record["ref"], player_id=record["player"], buy_in=int(record["buy_in"]),
-                    fee=int(record["fee"]), amount=int(record["amount"]),
-                    place=int(record["place"]))
-
-
-def _plan(transaction: Transaction) -> str:
-    pool = {"pool": _pool_rule(transaction.pool)} if transaction.pool is not None else {}
-    return json.dumps(
-        {
-            **pool,
-            "kind": transaction.kind.value,
-            "table_id": transaction.table_id,
-            "hand_id": transaction.hand_id,
-            "players": list(transaction.players),
-            "postings": [
-                {"account": p.account.key, "amount": str(p.amount)}
-                for p in transaction.postings
-            ],
-            "guards": [
-                {"account": g.account.key, "op": g.op.value, "value": str(g.value)}
-                for g in transaction.guards
-            ],
-            "seats": [
-                {"action": s.action.value, "seat": str(s.seat), "player": s.player_id}
-                for s in transaction.seats
-            ],
-            "report": [a.key for a in transaction.report],
-            "amount": str(transaction.amount),
-        }
-    )
-
-
-def _report(transaction: Transaction, now_ms: int) -> str:
-    """``apply.lua``'s ARGV[6]: a settlement's players, its time and its table ('' for
-    any other transaction)."""
-    if transaction.kind is not TxKind.SETTLEMENT:
-        return ""
-    return json.dumps({"now": str(now_ms), "players": list(sessions_seen(transaction)),
-                       "table": transaction.table_id, "session_gap_ms": str(SESSION_GAP_MS)},
-                      separators=(",", ":"))
-
-
-def _escrows(flat: list[Any]) -> tuple[EscrowBalance, ...]:
-    """``apply.lua``'s held seats (seat, player, escrow, flat), by seat."""
-    rows = [EscrowBalance(seat=int(flat[i]), player_id=str(flat[i + 1]),
-                          balance=int(flat[i + 2])) for i in range(0, len(flat), 3)]
-    return tuple(sorted(rows, key=lambda row: row.seat))
-
-
-def protect_plan(rule: ProtectRule | None) -> str:
-    """``apply.lua``'s ARGV[5]: the protection rule as JSON ('' for none)."""
-    if rule is None:
-        return ""
-    u = rule.usage
-    session = {"session_gap_ms": str(SESSION_GAP_MS)} if rule.session else {}
-    return json.dumps({"player": rule.player_id, "now": str(u.at_ms),
-                       "checks": [k.value for k in rule.checks], "blocked": rule.blocked,
-                       "usage": [str(u.deposit), str(u.wager), str(u.loss)],
-                       "kept_ms": str(USAGE_KEPT_MS), **session})
-
-
-def _record(transaction: Transaction, now_ms: int) -> str:
-    pool = {"pool": _pool_rule(transaction.pool)} if transaction.pool is not None else {}
-    players = sessions_seen(transaction)
-    seen = {"seen": list(players)} if players else {}
-    return json.dumps(
-        {
-            "kind": transaction.kind.value,
-            "postings": [[p.account.key, p.amount] for p in transaction.postings],
-            "table_id": transaction.table_id,
-            "hand_id": transaction.hand_id,
-            "at_ms": now_ms,
-            **seen,
-            **pool,
-        },
-        separators=(",", ":"),
-    )
-
-
-def _entry(entry_id: str, fields: Mapping[str, str]) -> LedgerEntry:
-    record = json.loads(fields["tx"])
-    return LedgerEntry(
-        transaction_id=entry_id,
-        kind=TxKind(record["kind"]),
-        postings=tuple(Posting(AccountId.parse(k), int(v)) for k, v in record["postings"]),
-        table_id=record["table_id"],
-        hand_id=record["hand_id"],
-        pool=_parse_pool_rule(record["pool"]) if "pool" in record else None,
-        # Entries from before the wallet recorded its clock: the stream id's time.
-        at_ms=int(record.get("at_ms", entry_id.split("-", 1)[0])),
-        players_seen=tuple(record.get("seen", ())),
-    )
-
-
-def _pool_entry(entry_id: str, value: str) -> PoolEntry:
-    e = json.loads(value)
-    return PoolEntry(entry_id=entry_id, player_id=e["player"], buy_in=int(e["buy_in"]),
-                     fee=int(e["fee"]), refunded=e["refunded"] == 1)
 
 
 def _refusal(reason: str, detail: str) -> Exception:
@@ -346,11 +201,11 @@ class WalletStore:
         could never settle there (its script spans slots)."""
         if is_cluster(self._redis):
             return 0
-        balances = [_str(k) for k in await self._redis.hkeys(legacy_wallet_key("balances"))]
-        last_hand = [_str(k) for k in await self._redis.hkeys(legacy_wallet_key("last_hand"))]
+        balances = [codec.text(k) for k in await self._redis.hkeys(legacy_wallet_key("balances"))]
+        last_hand = [codec.text(k) for k in await self._redis.hkeys(legacy_wallet_key("last_hand"))]
         accounts = [AccountId.parse(key) for key in balances]
         tables = {a.table_id for a in accounts if a.kind is AccountKind.SEAT} | set(last_hand)
-        suffixes = [*_FIXED, *(f"postings:{a.key}" for a in accounts),
+        suffixes = [*LEGACY_FIXED, *(f"postings:{a.key}" for a in accounts),
                     *(f"seats:{table}" for table in sorted(tables))]
         names = [name for suffix in suffixes
                  for name in (legacy_wallet_key(suffix), wallet_key(suffix))]
@@ -412,10 +267,10 @@ class WalletStore:
         args = [
             transaction.scope,
             transaction.fingerprint,
-            _plan(transaction),
-            _record(transaction, now_ms),
-            protect_plan(protect),
-            _report(transaction, now_ms),
+            codec.plan(transaction),
+            codec.record(transaction, now_ms),
+            codec.protect_plan(protect),
+            codec.report(transaction, now_ms),
         ]
         reply: list[Any] = await self._apply(keys=keys, args=args)
         status, payload, extra, *asked = reply
@@ -432,7 +287,7 @@ class WalletStore:
             replayed=bool(extra),
             excluded=frozenset(str(p) for p in excluded),
             stood_up=stood_up,
-            escrows=_escrows(held),
+            escrows=codec.escrows(held),
         )
 
     # --- reads ------------------------------------------------------------------------------
@@ -506,7 +361,7 @@ class WalletStore:
         """One entry of a tournament as its pool records it, or None (one field read: a
         refund costs the same in a field of ten thousand)."""
         value = await self._redis.hget(pool_key(tournament_id), f"entry:{entry_id}")
-        return _pool_entry(entry_id, _str(value)) if value is not None else None
+        return codec.pool_entry(entry_id, codec.text(value)) if value is not None else None
 
     async def pool(self, tournament_id: str) -> Pool:
         """A tournament pool's balance, entries and prizes, read in one MULTI."""
@@ -519,7 +374,7 @@ class WalletStore:
         for name, value in cast(dict[str, str], raw).items():
             kind, _, ref = name.partition(":")
             if kind == "entry":
-                entries.append((int(json.loads(value)["n"]), _pool_entry(ref, value)))
+                entries.append((int(json.loads(value)["n"]), codec.pool_entry(ref, value)))
             elif kind == "prize":
                 p = json.loads(value)
                 prizes.append((int(p["n"]), PoolPrize(
@@ -540,7 +395,7 @@ class WalletStore:
         start = "-"
         while True:
             rows = cast(StreamRows, await self._redis.xrange(LEDGER, start, "+", count=batch))
-            entries += [_entry(entry_id, fields) for entry_id, fields in rows]
+            entries += [codec.entry(entry_id, fields) for entry_id, fields in rows]
             if len(rows) < batch:
                 return entries
             start = f"({rows[-1][0]}"
