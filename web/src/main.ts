@@ -177,7 +177,42 @@ async function balance(): Promise<void> {
   }
 }
 
-async function refreshLobby(): Promise<void> {
+/** How often the lobby is read while the page is shown (no lobby stream exists: the tables
+ * and tournaments are listed a page at a time). */
+const LOBBY_EVERY_MS = 5000;
+let lobbyReading: Promise<void> | null = null;
+let lobbyAgain = false;
+let lobbyTimer: number | undefined;
+
+/** Reads the lobby: one read at a time; asked again meanwhile, once more after it. */
+function refreshLobby(): Promise<void> {
+  if (lobbyReading) {
+    lobbyAgain = true;
+    return lobbyReading;
+  }
+  lobbyReading = (async () => {
+    try {
+      do {
+        lobbyAgain = false;
+        await readLobby();
+      } while (lobbyAgain);
+    } finally {
+      lobbyReading = null;
+    }
+  })();
+  return lobbyReading;
+}
+
+/** The lobby's timer: every LOBBY_EVERY_MS while the page is shown; a hidden tab is not
+ * read, and is read at once (the timer started again) when it is shown. */
+function pollLobby(): void {
+  window.clearInterval(lobbyTimer);
+  lobbyTimer = window.setInterval(() => {
+    if (document.visibilityState !== "hidden") void refreshLobby();
+  }, LOBBY_EVERY_MS);
+}
+
+async function readLobby(): Promise<void> {
   try {
     await Promise.all([lobbyTables(), lobbyTournaments(), balance()]);
     $("lobby-error").textContent = "";
@@ -229,7 +264,12 @@ async function main(): Promise<void> {
   for (const id of wanted.length ? wanted : saved) void openTable(id);
   setInterval(() => panes.forEach((p) => p.tick()), 500);
   setInterval(tokenClock, 1000);
-  setInterval(() => void refreshLobby(), 5000);
+  pollLobby();
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState !== "visible") return;
+    void refreshLobby();
+    pollLobby();
+  });
   (window as unknown as { stud: unknown }).stud = { panes, openTable, closeTable, routes: api.routes, ready: true };
   document.body.dataset.ready = "1";
 }
