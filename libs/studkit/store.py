@@ -175,6 +175,8 @@ class Tail:
     version: int
     trimmed: int
     events: list[StoredEvent]
+    hash: dict[bytes, bytes] | None = None
+    """The hash :meth:`EventStore.tail` was asked to read in the same ``MULTI``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,11 +439,13 @@ class EventStore:
             )
         ]
 
-    async def tail(self, table_id: str, from_version: int = 0) -> Tail:
+    async def tail(self, table_id: str, from_version: int = 0, *,
+                   hash_key: str | None = None) -> Tail:
         """:meth:`version`, :meth:`trimmed` and :meth:`read` from ``from_version`` in one
         round trip (one ``MULTI``: the three agree with each other), for a reader that keeps
         its own copy of the stream and brings it up to date. A tail longer than a page reads
-        its further pages as :meth:`read` does."""
+        its further pages as :meth:`read` does. ``hash_key``: a hash of the table's own hash
+        tag (the dealer's record of a hand) read in the same ``MULTI`` (``Tail.hash``)."""
         if from_version < 0:
             raise ValueError("from_version must be >= 0")
         key = self._key(table_id, "events")
@@ -450,13 +454,16 @@ class EventStore:
             pipe.get(self._key(table_id, "version"))
             pipe.get(self._key(table_id, "trimmed"))
             pipe.xrange(key, "(" + format_stream_id((0, from_version)), "+", page)
-            version, trimmed, entries = await pipe.execute()
+            if hash_key is not None:
+                pipe.hgetall(hash_key)
+            version, trimmed, entries, *read = await pipe.execute()
         events = [_stored(entry) for entry in entries or []]
         if len(events) == page:
             events += [event async for event in _xrange(
                 self._client, key, parse_stream_id(events[-1].stream_id), "+", page)]
         return Tail(version=int(version) if version is not None else 0,
-                    trimmed=int(trimmed) if trimmed is not None else 0, events=events)
+                    trimmed=int(trimmed) if trimmed is not None else 0, events=events,
+                    hash=read[0] if read else None)
 
     async def pages(self, table_id: str, from_version: int = 0, *, page: int | None = None
                     ) -> AsyncIterator[list[StoredEvent]]:

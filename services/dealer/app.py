@@ -23,7 +23,15 @@ from dealer.fair import FairDealer, stored_hand
 from dealer.fair import bind_hand as _bind
 from dealer.players import OwnCards, PlayerCards
 from dealer.shuffle import CSPRNG, Entropy
-from dealer.store import IDENTITY, DealerStore, FairHand, Recorded, StoredHand
+from dealer.store import (
+    IDENTITY,
+    DealerStore,
+    FairHand,
+    Recorded,
+    StoredHand,
+    hand_from_hash,
+    hand_key,
+)
 from dealer.tables import PublicTables, TableView
 from rules import DealPlan, HandState, Street, pending_deal, streets_dealt
 from rules.views import revealable_seats
@@ -183,6 +191,13 @@ class DealerApp:
     async def _stored(self, table_id: str, hand_number: int) -> StoredHand:
         return await stored_hand(self._store, table_id, hand_number)
 
+    async def _hand_and_view(self, table_id: str, hand_number: int
+                             ) -> tuple[StoredHand | None, TableView]:
+        """The dealer's record of the hand (None: no deck made for it) and the table's
+        public state, read in one round trip (issue 35: two before)."""
+        view, raw = await self._tables.view_and_hash(table_id, hand_key(table_id, hand_number))
+        return hand_from_hash(table_id, hand_number, raw), view
+
     # --- the table's calls ------------------------------------------------------------------
 
     async def start_hand(self, principal: Principal, table_id: str, hand_number: int
@@ -192,12 +207,11 @@ class DealerApp:
         so far (docs/fairness.md), which closes the hand to new seed commitments."""
         self._require_table(principal)
         _bind(table_id, hand_number)
-        existing = await self._store.load_hand(table_id, hand_number)
+        existing, view = await self._hand_and_view(table_id, hand_number)
         if existing is not None:
             log.info("hand_deck_reused")
             return StartedHand(existing.commitment,
                                "" if existing.fair is None else existing.fair.commitment)
-        view = await self._tables.view(table_id)
         state = view.state
         if not state.opened:
             raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
@@ -240,12 +254,16 @@ class DealerApp:
         self._require_table(principal)
         _bind(table_id, hand_number)
         structlog.contextvars.bind_contextvars(street=int(plan.street))
-        # The record freeze_seeds loaded serves the first attempt (a hand frozen already is
-        # every deal but a hand's first); a retry after a lost race loads afresh.
-        preloaded = await self._fair.freeze_seeds(table_id, hand_number)
-
+        # The hand's record and the table's state, read together, serve the first attempt
+        # unless the hand's seeds are to be frozen first (a per-card hand's first deal,
+        # which reads both again after); a retry after a lost race reads afresh.
+        stored, view = await self._hand_and_view(table_id, hand_number)
         writer = StreetWriter(self, table_id, hand_number, plan.street, first_index)
-        await writer.catch_up(preloaded)
+        if stored is not None and (stored.fair is None or stored.fair.frozen):
+            writer.held = (stored, None if stored.deal_for(plan.street) is not None else view)
+        else:
+            await self._fair.freeze_seeds(table_id, hand_number, stored, view)
+            await writer.catch_up()
         # The one retry every writer shares (studkit.commit): a street recorded by a
         # concurrent call meanwhile loads again and decides again.
         return await write(writer, plan, attempts=self._retries)
@@ -254,11 +272,14 @@ class DealerApp:
                       stored: StoredHand | None) -> tuple[StoredHand, TableView | None]:
         """The hand's record (``stored`` if already read) and, unless the street was dealt
         before (a repeat), the table's public state."""
-        if stored is None:
-            stored = await self._stored(table_id, hand_number)
-        if stored.deal_for(street) is not None:
-            return stored, None  # a repeat: the table's state is not needed
-        return stored, await self._tables.view(table_id)
+        if stored is not None:
+            if stored.deal_for(street) is not None:
+                return stored, None  # a repeat: the table's state is not needed
+            return stored, await self._tables.view(table_id)
+        found, view = await self._hand_and_view(table_id, hand_number)
+        if found is None:
+            found = await self._stored(table_id, hand_number)  # NotFound, saying why
+        return found, None if found.deal_for(street) is not None else view
 
     async def _save_deal(self, table_id: str, hand_number: int, plan: DealPlan,
                          first_index: int | None, stored: StoredHand, deal: StreetDeal
@@ -347,12 +368,12 @@ class DealerApp:
         showdown or an all-in runout, and only for hands still in."""
         self._require_table(principal)
         _bind(table_id, hand_number)
-        view = await self._tables.view(table_id)
+        found, view = await self._hand_and_view(table_id, hand_number)
         hand = _hand_of(view, hand_number)
         wanted = list(seats) or [p.seat for p in hand.players if not p.folded]
         if len(set(wanted)) != len(wanted):
             raise SeatNotInHand("a seat is named twice")
-        stored = await self._stored(table_id, hand_number)
+        stored = found if found is not None else await self._stored(table_id, hand_number)
         revealable = revealable_seats(hand)
         out: dict[int, tuple[int, ...]] = {}
         for seat in wanted:

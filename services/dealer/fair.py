@@ -14,7 +14,7 @@ import structlog
 
 from dealer.dealing import HONEST, Dealing
 from dealer.store import DealerStore, SeedTaken, StoredHand
-from dealer.tables import PublicTables
+from dealer.tables import PublicTables, TableView
 from studkit.auth import Forbidden, Principal, Role
 from studkit.cardcheck import HandProof, PublicOpening
 from studkit.cardproof import CardOpening, seed_commitment
@@ -84,18 +84,23 @@ class FairDealer:
 
     # --- seeds ------------------------------------------------------------------------------
 
-    async def freeze_seeds(self, table_id: str, hand_number: int) -> StoredHand | None:
+    async def freeze_seeds(self, table_id: str, hand_number: int,
+                           stored: StoredHand | None = None, view: TableView | None = None
+                           ) -> StoredHand | None:
         """Before a per-card hand's first card: wait (until ``seed_wait_ms`` after the hand's
         deck was made) for the committed seeds of the players dealt in to be opened, then
-        freeze the seeds, so the deal order is fixed before anything is dealt.
+        freeze the seeds, so the deal order is fixed before anything is dealt. ``stored``
+        and ``view``: the hand and the table as just read (else read here).
 
         Returns the hand as loaded when nothing was left to freeze (no per-card commitment,
         or frozen already: the record a deal may start from, without loading it again);
         None when there is no such hand or this call waited or froze (load it again)."""
-        stored = await self._store.load_hand(table_id, hand_number)
+        if stored is None:
+            stored = await self._store.load_hand(table_id, hand_number)
         if stored is None or stored.fair is None or stored.fair.frozen:
             return stored
-        view = await self._tables.view(table_id)
+        if view is None:
+            view = await self._tables.view(table_id)
         dealt_in = set(view.seatings.get(hand_number, {}).values())
         awaited = {p for p, _c in stored.fair.seeds if p in dealt_in}
         fair = stored.fair

@@ -313,21 +313,8 @@ class DealerStore:
 
     async def load_hand(self, table_id: str, hand_number: int) -> StoredHand | None:
         """The stored hand, or None when no deck was made for it."""
-        raw = cast(dict[bytes, bytes],
-                   await self._redis.hgetall(hand_key(table_id, hand_number)))
-        if not raw or b"commitment" not in raw:
-            return None
-        fair = b"card_commitment" in raw
-        deck, secret = _decks(table_id, hand_number, raw[b"order"], raw[b"reshuffle_key"],
-                              raw[b"salt"], raw[b"card_salts"] if fair else None,
-                              raw[b"dealer_seed"] if fair else None)
-        deals = sorted(
-            (_decoded_deal(value) for name, value in raw.items()
-             if name.startswith(DEAL_PREFIX)),
-            key=lambda d: int(d.street),
-        )
-        return StoredHand(deck=deck, commitment=_text(raw[b"commitment"]), deals=tuple(deals),
-                          fair=_fair(secret, raw), created_ms=int(raw.get(b"created_ms", 0)))
+        return hand_from_hash(table_id, hand_number, cast(
+            dict[bytes, bytes], await self._redis.hgetall(hand_key(table_id, hand_number))))
 
     async def record_deal(
         self, table_id: str, hand_number: int, deal: StreetDeal, expected_deals: int
@@ -341,3 +328,21 @@ class DealerStore:
         outcome = Recorded(_text(reply[0]))
         stored = decode_deal(reply[1]) if outcome is Recorded.EXISTS else None
         return outcome, stored
+
+
+def hand_from_hash(table_id: str, hand_number: int, raw: dict[bytes, bytes] | None
+                   ) -> StoredHand | None:
+    """One hand's record from its hash as read (``HGETALL``), None when no deck was made."""
+    if not raw or b"commitment" not in raw:
+        return None
+    fair = b"card_commitment" in raw
+    deck, secret = _decks(table_id, hand_number, raw[b"order"], raw[b"reshuffle_key"],
+                          raw[b"salt"], raw[b"card_salts"] if fair else None,
+                          raw[b"dealer_seed"] if fair else None)
+    deals = sorted(
+        (_decoded_deal(value) for name, value in raw.items()
+         if name.startswith(DEAL_PREFIX)),
+        key=lambda d: int(d.street),
+    )
+    return StoredHand(deck=deck, commitment=_text(raw[b"commitment"]), deals=tuple(deals),
+                      fair=_fair(secret, raw), created_ms=int(raw.get(b"created_ms", 0)))

@@ -261,11 +261,19 @@ class PublicTables:
 
     async def view(self, table_id: str) -> TableView:
         """The table as of now (an empty view for a table with no events)."""
+        view, _hash = await self.view_and_hash(table_id, None)
+        return view
+
+    async def view_and_hash(self, table_id: str, hash_key: str | None
+                            ) -> tuple[TableView, dict[bytes, bytes] | None]:
+        """:meth:`view`, and the hash ``hash_key`` (a key of the table's own hash tag: the
+        dealer's record of one of its hands) read in the same round trip (issue 35)."""
         async with self._lock(table_id):
             view = self._views.get(table_id) or TableView(table_id)
             # One round trip while the cached view is a prefix of the stream: every call
             # but the first after a reset store or an archive's trim, which read again.
-            tail = await self._events.tail(table_id, from_version=view.version)
+            tail = await self._events.tail(table_id, from_version=view.version,
+                                           hash_key=hash_key)
             stored: list[StoredEvent] | None = tail.events
             if view.version and tail.version < view.version:  # a reset store
                 view, stored = TableView(table_id), None
@@ -287,7 +295,7 @@ class PublicTables:
                 fresh.version += len(stored) - len(events)
                 view = fresh
             self._remember(view)
-            return view
+            return view, tail.hash
 
     async def hand(self, view: TableView, hand_number: int, *, counted: bool = False
                    ) -> HandRecord | None:
