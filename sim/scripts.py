@@ -328,7 +328,7 @@ def _protect(r: SimRedis, keys_: list[bytes], protect: dict[str, Any]) -> list[A
                 amount = int(limit["pending"]) or None
             if amount is None:
                 continue
-            inside = [u for u in usage if now - span < u[0] <= now]
+            inside = [u for u in usage if now - span < u[0]]
             total = max(0, sum(u[field_] for u in inside))
             counted = [u[0] for u in inside if u[field_] > 0]
             remaining = max(0, amount - total)

@@ -174,7 +174,8 @@ if protect then
             for _, text in ipairs(usage) do
               local parts = {}
               for part in string.gmatch(text, '[^:]+') do parts[#parts + 1] = tonumber(part) end
-              if parts[1] > start and parts[1] <= now then
+              -- A move stamped after now (applied first, its clock read later) counts too.
+              if parts[1] > start then
                 total = total + parts[field]
                 if parts[field] > 0 and (oldest == nil or parts[1] < oldest) then
                   oldest = parts[1]

@@ -119,9 +119,11 @@ class Standing:
 def used(usage: Sequence[Usage], kind: LimitKind, window: Window, now_ms: int
          ) -> tuple[int, int]:
     """What ``kind`` counts in the rolling ``window`` ending at ``now_ms`` (a net loss below
-    zero is zero), and when the window frees some of it."""
+    zero is zero), and when the window frees some of it. A move stamped after ``now_ms``
+    counts too: concurrent calls read the clock in one order and apply in another, and a
+    move applied first is never outside the window of the next."""
     start = now_ms - WINDOW_MS[window]
-    inside = [u for u in usage if start < u.at_ms <= now_ms]
+    inside = [u for u in usage if start < u.at_ms]
     total = max(0, sum(u.of(kind) for u in inside))
     counted = [u.at_ms for u in inside if u.of(kind) > 0]
     return total, (min(counted) + WINDOW_MS[window]) if counted else now_ms

@@ -105,6 +105,27 @@ async def test_a_raise_used_within_its_cooling_off_is_refused(clocked: Clocked) 
     assert [type(e).__name__ for _, e in view.events] == ["LimitSet", "LimitIncreaseRequested"]
 
 
+async def test_a_move_applied_first_counts_even_stamped_after_the_next(
+        clocked: Clocked) -> None:
+    """Two buy-ins read the wallet's clock 1 ms apart and their scripts run the other way
+    round (as concurrent calls do): the one stamped later, applied first, counts against
+    the one stamped earlier, so 80 then 30 against a daily wager limit of 100 is refused
+    wager_limit with 20 left (it passed the limit, 110, when the window ended at its own
+    time)."""
+    await clocked.app.deposit(operator(), Deposit(player_id="alice", amount=5_000,
+                                                  idempotency_key="d1"))
+    await clocked.protection.set_limit(ALICE, SetLimit(
+        player_id="alice", kind=LimitKind.WAGER, window=Window.DAY, amount=100))
+    clocked.advance(1)
+    await clocked.app.buy_in(table(), BuyIn(player_id="alice", table_id="t1", seat=1,
+                                            amount=80, idempotency_key="b1"))
+    clocked.advance(-1)
+    with pytest.raises(LimitExceeded) as refused:
+        await clocked.app.buy_in(table(), BuyIn(player_id="alice", table_id="t2", seat=1,
+                                                amount=30, idempotency_key="b2"))
+    assert (refused.value.reason, refused.value.remaining) == ("wager_limit", 20)
+
+
 async def test_the_script_agrees_with_the_pure_check(clocked: Clocked) -> None:
     """400 random steps (deposits, buy-ins, cash-outs, entries, limit changes, an exclusion,
     the clock moving hours or days): apply.lua accepts exactly what protection.check

@@ -49,6 +49,19 @@ class TestCheck:
         assert row.remaining == 50
 
 
+    def test_a_move_stamped_after_now_counts(self) -> None:
+        """A concurrent move applied first may carry a later time than this one's: it is
+        inside the window too (the window has no end before the moves it holds)."""
+        state = fold([LimitSet(at_ms=T0, kind=LimitKind.WAGER, window=Window.DAY,
+                               amount=100)])
+        usage = [Usage(T0 + 1, wager=80, loss=80)]
+        assert used(usage, LimitKind.WAGER, Window.DAY, T0) == (80, T0 + 1 + DAY_MS)
+        with pytest.raises(LimitExceeded) as refused:
+            check(state, usage, ProtectRule("alice", (LimitKind.WAGER,), True,
+                                            Usage(T0, wager=30, loss=30)), T0)
+        assert refused.value.remaining == 20
+
+
 @settings(max_examples=200, deadline=None)
 @given(limit_amount=st.integers(1, 1_000), window=st.sampled_from(list(Window)),
        moves=st.lists(st.tuples(st.integers(1, 400), st.integers(0, 40 * DAY_MS)), max_size=30))
@@ -68,5 +81,6 @@ def test_no_order_of_buy_ins_passes_a_limit(limit_amount: int, window: Window,
             assert used(accepted, LimitKind.WAGER, window, at)[0] + amount > limit_amount
             continue
         accepted.append(move)
-    for u in accepted:
-        assert used(accepted, LimitKind.WAGER, window, u.at_ms)[0] <= limit_amount
+    for u in accepted:  # every window that ends at an accepted move, (at - span, at]
+        inside = [v.wager for v in accepted if u.at_ms - WINDOW_MS[window] < v.at_ms <= u.at_ms]
+        assert sum(inside) <= limit_amount
