@@ -5,14 +5,17 @@ ledger entry records who and when), nothing else writes it, and the ledger alone
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import re
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from redis.asyncio.connection import AbstractConnection
 
+import wallet
 from stud.v1 import wallet_pb2 as pb
 from studkit.auth import Principal, Role
 from studkit.errors import ServiceError
@@ -211,3 +214,21 @@ async def test_a_settlement_and_its_sessions_are_one_script(
     assert sent == ["EVALSHA"] and again.excluded_reasons == settled.excluded_reasons
     assert {p: session_from_text(t) for p, t in (await store.hgetall(SESSIONS)).items()} \
         == after
+
+
+def test_no_python_of_the_wallet_writes_the_sessions_key() -> None:
+    """The wallet's Python only reads the sessions hash (HMGET) or hands it to a script (the
+    rebuild's): no HSET, HDEL, DEL or the like names it, so apply.lua is its only writer
+    with the money (the source is read, so a new writer is seen here first)."""
+    writes = {"hset", "hsetnx", "hmset", "hdel", "delete", "unlink", "rename", "expire"}
+    package = Path(wallet.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in writes and any(
+                        isinstance(a, ast.Name) and a.id == "SESSIONS" for a in node.args):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []
+    lua = (package / "apply.lua").read_text()
+    assert lua.count("redis.call('HSET', KEYS[10]") == 2  # a buy-in's, a settlement's
