@@ -57,11 +57,14 @@ async def click_one(p: Player, table_id: str, turn: int) -> str | None:
 
 
 async def checked_hands(page: Page, table_id: str) -> dict[str, Any]:
+    """The deal check's last verdict: its hand, outcome and words, read from one render
+    (three reads could straddle the next hand's verdict)."""
     check = page.get_by_role("region", name=f"Table {table_id}").get_by_role(
         "status", name="Deal check")
-    return {"hand": await check.get_attribute("data-hand"),
-            "outcome": await check.get_attribute("data-outcome"),
-            "text": await check.inner_text()}
+    found: dict[str, Any] = await check.evaluate(
+        "e => ({hand: e.dataset.hand ?? null, outcome: e.dataset.outcome ?? null,"
+        " text: e.innerText})")
+    return found
 
 
 async def own_cards_shown(p: Player, table_id: str) -> set[tuple[int, str]]:
