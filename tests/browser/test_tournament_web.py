@@ -138,10 +138,14 @@ async def test_a_tournament_table_goes_to_the_players_seat(
     cfg.seats = 2
     cfg.min_entrants = 4
     cfg.name = "Web multi-table"
-    cfg.start_at.FromSeconds(int(time.time()) + 3)
-    await tournaments.client.create("web-mtt", cfg, command_id="make-web-mtt")
-    for i, name in enumerate(("alice", "bob", "cat", "dan")):
+    names = ("alice", "bob", "cat", "dan")
+    for name in names:
         await room.fund(name, 100_000)
+    # The start 5 s from now, the four funded already: their entries are charged before it,
+    # on a loaded machine too (it was 2 to 3 s from before the four were funded).
+    cfg.start_at.FromNanoseconds(time.time_ns() + 5 * 10**9)
+    await tournaments.client.create("web-mtt", cfg, command_id="make-web-mtt")
+    for i, name in enumerate(names):
         await tournaments.client.register("web-mtt", player(name), f"reg-{i}")
     async with asyncio.timeout(30):
         while True:
