@@ -64,6 +64,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from studclient.sitgo import window_s
 from studkit.auth import Principal, Role
+from studtools import devsignin
 from studtools.devkeys import DEV_SERVICES, DevKeys
 from studtools.gateway import (
     LOCAL_UPSTREAM_SOURCE,
@@ -349,7 +350,7 @@ def start_service(name: str, addr: str, redis: RedisServer, keys: DevKeys, logs_
 
 
 def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
-                  logs_dir: Path) -> Gateway | None:
+                  logs_dir: Path, signin: str | None = None) -> Gateway | None:
     """The gRPC-Web gateway (:mod:`studtools.gateway`: Envoy from the pinned wheel) in front
     of the table, dealer, wallet and tournament on :data:`WEB_PORT` (or a free port), serving
     ``web/dist``; ready when returned. None (and why, printed) when it cannot start: the
@@ -367,6 +368,7 @@ def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
         # Envoy's statistics at /metrics (job stud-gateway in targets.json, make observe);
         # the admin interface itself on a loopback port nothing else is told of.
         admin_port=free_port_but_planned(), metrics_port=free_port_but_planned(),
+        signin=signin,  # POST /auth/renew: the page renews its player's token (devsignin)
         # Another origin's page (a web client's dev server) may call the API only if named.
         cors_origins=tuple(os.environ.get("STUD_WEB_CORS_ORIGINS", "").replace(",", " ")
                            .split()))
@@ -543,7 +545,9 @@ def main(argv: list[str] | None = None) -> int:
                                                 ttl_seconds=3600)
             print(f"  {role.value}:{name}  {token}")
         if all(n in addrs for n in ("table", "dealer", "wallet", "tournament")):
-            gateway = start_gateway(addrs, root, data_dir.parent, logs_dir)
+            renewal = devsignin.start(issuer, keys.verifier(), LOOPBACK)
+            gateway = start_gateway(addrs, root, data_dir.parent, logs_dir,
+                                    signin=f"{LOOPBACK}:{renewal.port}")
             if gateway is not None and gateway.process is not None:
                 running.append(Running("gateway", gateway.url, gateway.process))
                 built = (root / "web" / "dist" / "index.html").exists()

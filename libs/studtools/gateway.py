@@ -98,6 +98,8 @@ goes to that table replica instead of the table Service: behind the gateway a br
 dial a pod itself. Only an IPv4 address with the table's port is followed (any other value
 goes to the Service), and the gateway's egress policy lets it reach only the table pods'
 gRPC port."""
+RENEW_PATH: Final = "/auth/renew"
+"""Where a development room renews a player's token (:mod:`studtools.devsignin`)."""
 REQUEST_HEADERS: Final = ("authorization", "content-type", "x-grpc-web", "x-user-agent",
                           "grpc-timeout", "connect-protocol-version", "connect-timeout-ms",
                           OWNER_HEADER)
@@ -150,6 +152,11 @@ class GatewaySettings:
     ``/stats/prometheus``) on this port of ``listen``, and nothing else of the admin
     interface (it can stop Envoy): a listener of its own proxies that one page to the admin
     port, which must then be a fixed one. None: no metrics listener."""
+    signin: str | None = None
+    """``host:port`` of a development room's token renewal (:mod:`studtools.devsignin`,
+    ``make run``): ``POST /auth/renew`` (and ``GET``, whether it renews) is routed there.
+    None (production, Kubernetes): no route, 404; players renew with the identity provider
+    that signed them in."""
     access_log: str | None = "/dev/stdout"
     max_streams_per_connection: int = 100
     extra_routes: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
@@ -220,6 +227,12 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
     routes: list[dict[str, Any]] = [dict(r) for r in settings.extra_routes]
     off = {"envoy.filters.http.file_server": {
         "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "disabled": True}}
+    if settings.signin is not None:
+        routes.append({"match": {"path": RENEW_PATH, "headers": [
+                           {"name": ":method", "string_match": {
+                               "safe_regex": {"regex": "^(GET|POST)$"}}}]},
+                       "route": {"cluster": "signin", "timeout": "10s"},
+                       "typed_per_filter_config": off})
     for service, methods in PUBLIC_METHODS.items():
         for kind in ("unary", "stream", "reality"):
             chosen = [m for m in methods if _kind(f"{service}/{m}") == kind]
@@ -352,10 +365,16 @@ def _metrics_listener(settings: GatewaySettings) -> dict[str, Any]:
 
 
 def _admin_cluster(port: int) -> dict[str, Any]:
-    return {"name": "envoy_admin", "connect_timeout": "1s", "type": "STATIC",
-            "load_assignment": {"cluster_name": "envoy_admin", "endpoints": [{"lb_endpoints": [
+    return _plain_cluster("envoy_admin", f"127.0.0.1:{port}")
+
+
+def _plain_cluster(name: str, target: str) -> dict[str, Any]:
+    """An HTTP/1.1 upstream at an IP address (the admin interface, the dev renewal)."""
+    host, _, port = target.rpartition(":")
+    return {"name": name, "connect_timeout": "1s", "type": "STATIC",
+            "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [
                 {"endpoint": {"address": {"socket_address": {
-                    "address": "127.0.0.1", "port_value": port}}}}]}]}}
+                    "address": host, "port_value": int(port)}}}}]}]}}
 
 
 def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
@@ -431,7 +450,9 @@ def envoy_config(settings: GatewaySettings) -> dict[str, Any]:
         "static_resources": {
             "listeners": listeners,
             "clusters": [*(_cluster(n, settings.upstreams[n], settings) for n in UPSTREAMS),
-                         _owner_cluster(settings)]},
+                         _owner_cluster(settings),
+                         *([_plain_cluster("signin", settings.signin)]
+                           if settings.signin is not None else [])]},
         # Connections a gateway holds open at most (browsers, each with its streams).
         "overload_manager": {"resource_monitors": [{
             "name": "envoy.resource_monitors.global_downstream_max_connections",

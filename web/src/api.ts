@@ -28,18 +28,45 @@ export function forgetToken(): void {
   localStorage.removeItem(TOKEN_KEY);
 }
 
-export interface Claims { player: string; exp: number }
+export interface Claims { player: string; exp: number; iat: number }
 
-/** The player and expiry the token names (read, not checked: the services check it). */
+/** The player, issue time and expiry the token names (read, not checked: the services check it). */
 export function claims(token: string): Claims {
   try {
     const part = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
     const body = JSON.parse(atob(part + "=".repeat((4 - (part.length % 4)) % 4)));
     const sub = String(body.sub ?? "");
-    return { player: sub.includes(":") ? sub.slice(sub.indexOf(":") + 1) : sub, exp: Number(body.exp ?? 0) };
+    return { player: sub.includes(":") ? sub.slice(sub.indexOf(":") + 1) : sub, exp: Number(body.exp ?? 0),
+             iat: Number(body.iat ?? 0) };
   } catch {
-    return { player: "", exp: 0 };
+    return { player: "", exp: 0, iat: 0 };
   }
+}
+
+/** Keeps a renewed token for this tab and the others (localStorage). */
+export function keepToken(token: string): void {
+  localStorage.setItem(TOKEN_KEY, token);
+}
+
+/** A renewal's outcome: a fresh token; `unavailable` where the room has no renewal (a
+ * production gateway: 404, the identity provider signs players in again); or refused. */
+export type Renewal = { token: string } | { unavailable: true } | { refused: string };
+
+/** Whether the room renews tokens (`GET /auth/renew`: 200 in development, 404 elsewhere). */
+export async function renewsTokens(baseUrl = location.origin): Promise<boolean> {
+  const answer = await fetch(`${baseUrl}/auth/renew`, { cache: "no-store" });
+  return answer.ok;
+}
+
+/** `POST /auth/renew` with the live token (a development room's studtools.devsignin through
+ * the gateway): the same player's fresh token. */
+export async function renewToken(current: string, baseUrl = location.origin): Promise<Renewal> {
+  const answer = await fetch(`${baseUrl}/auth/renew`, {
+    method: "POST", cache: "no-store", headers: { authorization: `Bearer ${current}` } });
+  if (answer.status === 404 || answer.status === 405) return { unavailable: true };
+  const body = await answer.json().catch(() => ({})) as { token?: unknown; reason?: unknown };
+  if (answer.ok && typeof body.token === "string") return { token: body.token };
+  return { refused: String(body.reason ?? `HTTP ${answer.status}`) };
 }
 
 export interface Api {

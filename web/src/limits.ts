@@ -48,7 +48,8 @@ export class LimitsPane {
   private watching: AbortController | undefined;
 
   constructor(private readonly api: Api, private readonly player: string,
-              private readonly notice: (text: string) => void) {
+              private readonly notice: (text: string) => void,
+              private readonly signedIn: () => boolean = () => false) {
     const kind = select("Limit kind", KINDS);
     const window = select("Limit window", WINDOWS);
     const amount = number("Limit amount", "0");
@@ -189,7 +190,9 @@ export class LimitsPane {
           }
           return; // turned off
         } catch (err) {
-          if (isAbort(err) || refusal(err).code !== "Unavailable") return;
+          const r = refusal(err);
+          // Resumed after the gateway's drop, or its token's end once the page renewed it.
+          if (isAbort(err) || (r.code !== "Unavailable" && !(r.reason === "token_expired" && this.signedIn()))) return;
         }
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(backoff * 2, 30_000);

@@ -1,7 +1,7 @@
 // The web client: sign-in from the link's fragment, the lobby (cash tables, tournaments) and
 // the open tables. Plain DOM; every control is a button or input with an accessible name.
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { claims, commandId, forgetToken, makeApi, refusal, refusalText, takeToken } from "./api";
+import { claims, commandId, forgetToken, keepToken, makeApi, refusal, refusalText, renewsTokens, renewToken, takeToken } from "./api";
 import { TableStatus, type TableSummary } from "./gen/stud/v1/table_pb";
 import { TournamentFormat, TournamentPhase, type TournamentSummary } from "./gen/stud/v1/tournament_pb";
 import { LimitsPane } from "./limits";
@@ -24,7 +24,7 @@ const api = makeApi(() => token);
 const me = claims(token);
 const panes = new Map<string, TablePane>();
 const myEntries = new Set<string>();
-const limits = new LimitsPane(api, me.player, (text) => notice(text));
+const limits = new LimitsPane(api, me.player, (text) => notice(text), () => signedIn());
 
 function notice(text: string): void {
   $("notice").textContent = text;
@@ -32,6 +32,7 @@ function notice(text: string): void {
 
 function signInNeeded(reason: string): void {
   $("signin").hidden = false;
+  $("signin").dataset.kind = "refused";
   $("signin").textContent = `Sign-in refused: ${reason.replace(/_/g, " ")}. Open your sign-in link again.`;
 }
 
@@ -47,7 +48,12 @@ const host: Host = {
   },
   onClose: closeTable,
   onChanged: () => void refreshLobby(),
+  signedIn: () => signedIn(),
 };
+
+function signedIn(): boolean {
+  return claims(token).exp - Date.now() / 1000 > 5;
+}
 
 function saveOpen(): void {
   localStorage.setItem(OPEN_KEY, JSON.stringify([...panes.keys()]));
@@ -223,14 +229,63 @@ async function readLobby(): Promise<void> {
   }
 }
 
+/** Renewed this long before the token ends (or a third of its life, if shorter). */
+const RENEW_BEFORE_S = 300;
+/** Said this long before the token ends when it could not be renewed. */
+const WARN_BEFORE_S = 120;
+/** "asking": whether the room renews, not known yet; "": renewable; "renewing"; "unavailable";
+ * else the reason a renewal was refused. */
+let renewal: "" | "asking" | "renewing" | "unavailable" | string = "asking";
+let renewedFrom = "";
+let nextRenewal = 0;
+
+/** Every second: the token renewed before it ends where the room renews tokens (make run's
+ * /auth/renew), else the player told, two minutes ahead, to sign in again. */
 function tokenClock(): void {
-  if (!me.exp) return;
-  const left = me.exp - Date.now() / 1000;
-  if (left <= 0) signInNeeded("token_expired");
-  else if (left < 120) {
-    $("signin").hidden = false;
-    $("signin").textContent = `Your sign-in ends in ${countdown(left)}: open your sign-in link again to stay signed in.`;
+  const c = claims(token);
+  if (!c.exp) return;
+  const now = Date.now() / 1000;
+  const left = c.exp - now;
+  if (left <= 0) {
+    signInNeeded("token_expired");
+    return;
   }
+  if (renewedFrom && renewedFrom !== token) renewal = "";  // a new token (renewed, another tab)
+  const life = c.iat ? c.exp - c.iat : 3600;
+  if (left < Math.min(RENEW_BEFORE_S, life / 3) && renewal === "" && now >= nextRenewal) void renew();
+  const warning = $("signin").dataset.kind === "ending";
+  if (left < WARN_BEFORE_S && !["", "asking", "renewing"].includes(renewal)) {
+    const how = renewal === "unavailable"
+      ? "this room does not renew sign-ins: sign in again where you signed in (your operator's sign-in page; in development, the link make run prints) to stay signed in."
+      : `it could not be renewed (${renewal.replace(/_/g, " ")}): open your sign-in link again to stay signed in.`;
+    $("signin").hidden = false;
+    $("signin").dataset.kind = "ending";
+    $("signin").textContent = `Your sign-in ends in ${countdown(left)}: ${how}`;
+  } else if (warning && left >= WARN_BEFORE_S) {
+    $("signin").hidden = true;
+    delete $("signin").dataset.kind;
+  }
+}
+
+async function renew(): Promise<void> {
+  const current = token;
+  renewal = "renewing";
+  renewedFrom = current;
+  try {
+    const r = await renewToken(current);
+    if ("token" in r) {
+      token = r.token;
+      keepToken(r.token);
+      renewal = "";
+      document.body.dataset.renewed = String(claims(r.token).exp);
+    } else {
+      renewal = "unavailable" in r ? "unavailable" : r.refused;
+    }
+  } catch {
+    renewal = "";  // the network: tried again in 10 s
+    nextRenewal = Date.now() / 1000 + 10;
+  }
+  tokenClock();
 }
 
 async function main(): Promise<void> {
@@ -255,7 +310,7 @@ async function main(): Promise<void> {
   }
   // A second tab picks up the first's token and tables.
   window.addEventListener("storage", (e) => {
-    if (e.key === "stud.token" && e.newValue) token = e.newValue;
+    if (e.key === "stud.token" && e.newValue) token = e.newValue;  // the other tab renewed it
   });
   const params = new URLSearchParams(location.search);
   const wanted = params.getAll("table");
@@ -264,6 +319,8 @@ async function main(): Promise<void> {
   for (const id of wanted.length ? wanted : saved) void openTable(id);
   setInterval(() => panes.forEach((p) => p.tick()), 500);
   setInterval(tokenClock, 1000);
+  void renewsTokens().then((yes) => { renewal = yes ? "" : "unavailable"; }, () => { renewal = ""; })
+    .then(tokenClock);
   pollLobby();
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState !== "visible") return;

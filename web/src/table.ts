@@ -46,6 +46,8 @@ export interface Host {
   onClose(table: string): void;
   /** A seat was taken or left: the lobby's figures changed. */
   onChanged(): void;
+  /** Whether the page holds a live token now (renewed after a stream's ended). */
+  signedIn(): boolean;
 }
 
 export class TablePane {
@@ -201,7 +203,7 @@ export class TablePane {
       } catch (err) {
         if (this.abort.signal.aborted) return;
         const r = refusal(err);
-        if (r.reason === "token_expired" || r.code === "Unauthenticated") {
+        if ((r.reason === "token_expired" || r.code === "Unauthenticated") && !this.renewed(r.reason)) {
           this.host.onSignInNeeded(r.reason || r.message);
           return;
         }
@@ -232,12 +234,17 @@ export class TablePane {
         } catch (err) {
           if (ctl.signal.aborted) return;
           const r = refusal(err);
-          if (r.code === "Unauthenticated") return;
+          if (r.code === "Unauthenticated" && !this.renewed(r.reason)) return;
         }
         await sleep(backoff);
         backoff = Math.min(backoff * 2, 5000);
       }
     })();
+  }
+
+  /** A stream that ended with its token's expiry is resumed if the page renewed it since. */
+  private renewed(reason: string): boolean {
+    return reason === "token_expired" && this.host.signedIn();
   }
 
   private onRecord(rec: TableEventRecord): void {

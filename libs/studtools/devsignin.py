@@ -1,0 +1,102 @@
+"""The development room's token renewal (docs/web.md "Web client: signing in, resuming,
+tabs"): ``POST /auth/renew`` with a valid token (``authorization: Bearer ...``) answers a
+fresh token for the same principal, signed with the dev issuer key, as JSON
+``{"token": "...", "expires_at": <Unix seconds>}``; ``GET /auth/renew`` says that the room
+renews (``{"renews": true}``; a production gateway answers 404). ``make run`` serves it on
+loopback and its gateway routes ``/auth/renew`` here (``GatewaySettings.signin``), so the web
+page renews its sign-in before it ends instead of asking for the link again.
+
+Only a token that verifies now is renewed (an expired, forged or foreign one is refused
+``401`` with its reason): whoever holds a live token can keep it alive, as a refresh would,
+and no one gets a token without one. A production room has no such endpoint: its identity
+provider signs players in (and renews them) with the issuer key; the gateway routes
+``/auth/renew`` nowhere there (``404``) and the page says to sign in again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from studkit.auth import Principal, Unauthorized
+from studkit.auth.tokens import TokenIssuer, TokenVerifier
+
+RENEW_PATH = "/auth/renew"
+RENEW_TTL_S = 3600
+"""A renewed token lives as long as make run's sign-in links' tokens (one hour)."""
+MAX_BODY = 1024
+
+
+class RenewServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], issuer: TokenIssuer,
+                 verifier: TokenVerifier, ttl_s: int = RENEW_TTL_S) -> None:
+        super().__init__(address, _Handler)
+        self.issuer = issuer
+        self.verifier = verifier
+        self.ttl_s = ttl_s
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def renew(self, authorization: str) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON answer) for a request carrying ``authorization``."""
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return 401, {"reason": "missing_token"}
+        try:
+            principal = self.verifier.verify(token.strip())
+        except Unauthorized as refused:
+            return 401, {"reason": refused.reason or "invalid_token"}
+        fresh = Principal(role=principal.role, name=principal.name)
+        renewed = self.issuer.issue(fresh, ttl_seconds=self.ttl_s)
+        claims = self.verifier.verify(renewed)
+        return 200, {"token": renewed, "expires_at": int(claims.expires_at or 0)}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: RenewServer
+
+    def do_POST(self) -> None:
+        if self.path != RENEW_PATH:
+            self._answer(404, {"reason": "not_found"})
+            return
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_BODY:
+            self._answer(413, {"reason": "too_large"})
+            return
+        self.rfile.read(length)
+        status, body = self.server.renew(self.headers.get("authorization", ""))
+        self._answer(status, body)
+
+    def do_GET(self) -> None:
+        """Whether this room renews tokens (the page asks once, at load)."""
+        if self.path == RENEW_PATH:
+            self._answer(200, {"renews": True, "ttl_s": self.server.ttl_s})
+        else:
+            self._answer(404, {"reason": "not_found"})
+
+    def _answer(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("cache-control", "no-store")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: a token is never written to a log."""
+
+
+def start(issuer: TokenIssuer, verifier: TokenVerifier, host: str = "127.0.0.1",
+          port: int = 0, ttl_s: int = RENEW_TTL_S) -> RenewServer:
+    """The renewal endpoint on ``host:port`` (0: any free port), served by a daemon thread;
+    ``server.shutdown()`` stops it."""
+    server = RenewServer((host, port), issuer, verifier, ttl_s)
+    threading.Thread(target=server.serve_forever, name="stud-renew", daemon=True).start()
+    return server
