@@ -1,9 +1,11 @@
 """The archiver and PostgreSQL in ``deploy/k8s`` (issue 31): the archiver's Deployment (one
 replica, fenced per table by an advisory lock; the migrations in its init container, as the
 database's owner, before it starts; gRPC probes, metrics, hardened containers; the Secrets
-it reads, each where it belongs), the table's optional history DSN, the NetworkPolicies (the
-archiver reaches Redis, PostgreSQL and the dealer only; PostgreSQL admits the archiver and the
-table only), and PostgreSQL itself: a StatefulSet in the dev overlay whose login users and
+it reads, each where it belongs), the history readers' DSNs (the table's and the wallet's
+optional, the tournament's required: whatever the archiver removes from Redis has its reader
+configured, in the base and both overlays), the NetworkPolicies (the archiver reaches Redis,
+PostgreSQL and the dealer only; PostgreSQL admits the archiver and the history readers
+only), and PostgreSQL itself: a StatefulSet in the dev overlay whose login users and
 DSNs agree with each other and with ``studtools.pg_server.ROLE_USERS``, none in prod (a
 managed database at an address the operator names). The dev logins file runs on a real
 PostgreSQL, before and after the migrations, and each dev DSN then logs in with its role's
@@ -15,6 +17,8 @@ import importlib
 import inspect
 import ipaddress
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +29,7 @@ import yaml
 
 from archiver import config as archiver_config
 from studhistory import migrate as migrate_module
+from studhistory.ledger_archive import DEFAULT_HOT_TRANSACTIONS
 from studtools.pg_server import ROLE_USERS, PostgresServer
 
 REPO = Path(__file__).resolve().parents[3]
@@ -175,6 +180,7 @@ class TestArchiverDeployment:
             assert readers[secret] == {"archiver"}, secret
         assert readers["table-history"] == {"table"}
         assert readers["wallet-history"] == {"wallet"}
+        assert readers["tournament-history"] == {"tournament"}
 
     def test_env_names_are_read_by_the_archiver(self) -> None:
         """Every variable is one ``archiver.config`` (or the auth config) reads; the dealer
@@ -202,6 +208,95 @@ class TestArchiverDeployment:
         assert len(images) == 1
         (image,) = images
         assert image.startswith("stud-hilo/archiver:") and not image.endswith(":latest")
+
+
+@dataclass(frozen=True)
+class Trim:
+    """Something the archiver removes from Redis once it is in PostgreSQL, and the service
+    that must then read it there."""
+
+    setting: str
+    """The archiver's variable that turns the removal on."""
+    trims: Callable[[str | None], bool]
+    """Whether the archiver removes it with that value (None: unset), as ``archiver.config``
+    reads it."""
+    reader: str
+    """The Deployment that reads it back from PostgreSQL."""
+    variable: str
+    """The reader's DSN variable (its config module reads it)."""
+    module: str
+    secret: str
+    required: bool
+    """Whether the reader must hold it (a pod without it must not start): True where a
+    replica without it would answer wrongly, not just less (a tournament NOT_FOUND whose id
+    a CreateTournament could then reuse; a statement missing its archived lines)."""
+
+
+TRIMS = [
+    Trim("ARCHIVER_TRIM_TOURNAMENTS", lambda v: v == "1", "tournament",
+         "TOURNAMENT_HISTORY_DSN", "tournament.config", "tournament-history", True),
+    Trim("WALLET_HOT_TRANSACTIONS",
+         lambda v: int(v if v is not None else DEFAULT_HOT_TRANSACTIONS) > 0, "wallet",
+         "WALLET_HISTORY_DSN", "wallet.config", "wallet-history", True),
+    # The tables' hands always leave Redis past STUD_HOT_HANDS; without table-history the
+    # table still deals (its state is the snapshot and the hot window), only a hand that
+    # left answers NOT_FOUND archived: configured, optional.
+    Trim("STUD_HOT_HANDS", lambda v: True, "table", "TABLE_HISTORY_DSN", "table.config",
+         "table-history", False),
+]
+
+
+def container_of(docs: Docs, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = by_kind("Deployment", docs)[name]["spec"]["template"]["spec"][
+        "containers"][0]
+    return found
+
+
+class TestEveryTrimHasItsReader:
+    """Whatever the archiver removes from Redis, the service that answers for it reads it
+    from PostgreSQL: its DSN from the support login's Secret, required where a pod without
+    it would answer wrongly, and a path to PostgreSQL; in the base and as each overlay
+    renders it."""
+
+    @pytest.mark.parametrize("trim", TRIMS, ids=[t.setting for t in TRIMS])
+    @pytest.mark.parametrize("overlay", ["base", "dev", "prod"])
+    def test_a_trim_has_its_reader_configured(self, overlay: str, trim: Trim,
+                                              rendered: dict[str, Docs]) -> None:
+        docs = base_docs() if overlay == "base" else rendered[overlay]
+        archiver = env(container_of(docs, "archiver"))
+        assert f'"{trim.setting}"' in inspect.getsource(archiver_config)
+        if not trim.trims(archiver.get(trim.setting, {}).get("value")):
+            return  # copied only: Redis keeps it, so nothing needs the archive
+        reader = env(container_of(docs, trim.reader))
+        assert trim.variable in reader, f"{trim.reader} has no {trim.variable}"
+        ref = reader[trim.variable]["valueFrom"]["secretKeyRef"]
+        assert (ref["name"], ref["key"]) == (trim.secret, "dsn")
+        if trim.required:
+            assert not ref.get("optional", False), (
+                f"{trim.setting} trims, so {trim.reader} must not start without "
+                f"{trim.secret}")
+        assert f'"{trim.variable}"' in inspect.getsource(importlib.import_module(
+            trim.module))
+        pg = {p for p, port in paths(docs, trim.reader, "Egress") if port == PG}
+        assert pg and pg == {p for p, port in paths(docs, "archiver", "Egress")
+                             if port == PG}, f"{trim.reader} cannot reach PostgreSQL"
+        if overlay == "dev":
+            assert urlsplit(dev_literal(trim.secret, "dsn")).username == dict(
+                (role, user) for user, role in ROLE_USERS.items())["stud_support"]
+            assert trim.secret in by_kind("Secret", docs)
+        if overlay == "prod":
+            text = (ROOT / "overlays" / "prod" / "kustomization.yaml").read_text()
+            assert f"create secret generic {trim.secret} " in text
+            assert f"{trim.secret} is required" in text or not trim.required
+
+    def test_the_archiver_trims_tournaments_everywhere(self, rendered: dict[str, Docs]
+                                                       ) -> None:
+        """Issue 31: a finished tournament leaves Redis in every overlay (its reader is
+        configured: the test above)."""
+        for docs in (base_docs(), rendered["dev"], rendered["prod"]):
+            assert env(container_of(docs, "archiver"))["ARCHIVER_TRIM_TOURNAMENTS"][
+                "value"] == "1"
+
 
 class TestWalletHistory:
     def test_the_wallet_reads_archived_statements_as_support_optionally(self) -> None:
@@ -289,16 +384,16 @@ class TestArchiverNetwork:
     def test_nothing_reaches_the_archiver_but_prometheus(self) -> None:
         assert paths(base_docs(), "archiver", "Ingress") == {MONITORING}
 
-    def test_postgres_admits_the_archiver_the_table_and_the_wallet_only(self) -> None:
+    def test_postgres_admits_the_archiver_and_the_history_readers_only(self) -> None:
         """Ingress to PostgreSQL's pods (dev) is the archiver (its init container's
-        migrations included: the same pod), the table and the wallet; and no pod but those
-        three may send to it."""
+        migrations included: the same pod), the table, the wallet and the tournament; and no
+        pod but those four may send to it."""
         assert paths(base_docs(), "postgres", "Ingress") == {
-            ("archiver", PG), ("table", PG), ("wallet", PG)}
+            ("archiver", PG), ("table", PG), ("wallet", PG), ("tournament", PG)}
         senders = {name for kind in ("Deployment", "StatefulSet")
                    for name in by_kind(kind)
                    if ("postgres", PG) in paths(base_docs(), name, "Egress")}
-        assert senders == {"archiver", "table", "wallet"}
+        assert senders == {"archiver", "table", "wallet", "tournament"}
 
     def test_the_table_may_also_reach_postgres(self) -> None:
         assert paths(base_docs(), "table", "Egress") == DNS | {
@@ -406,6 +501,7 @@ class TestPostgres:
         expected = {"archiver-history": (user_of_role["stud_archiver"], None),
                     "table-history": (user_of_role["stud_support"], None),
                     "wallet-history": (user_of_role["stud_support"], None),
+                    "tournament-history": (user_of_role["stud_support"], None),
                     "history-admin": (e["POSTGRES_USER"]["value"],
                                       dev_literal("history-admin", "password"))}
         assert secret_key(e["POSTGRES_PASSWORD"]) == ("history-admin", "password")
