@@ -96,14 +96,14 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
     h = r.data.hashes
     ledger, balances, idem, accounts, seats, last_hand = keys_[:6]
     scope, fingerprint = argv[0], argv[1].decode()
-    excluded, limited, reasons, sessions = _excluded(r, keys_,
-                                                     argv[5] if len(argv) > 5 else b"")
+    excluded, timed_out, reasons, sessions = _excluded(r, keys_,
+                                                       argv[5] if len(argv) > 5 else b"")
     seen = h.get(idem, {}).get(scope)
     if seen is not None:
         record = json.loads(seen)
         if record["fingerprint"] != fingerprint:
             return ["error", "idempotency_key_reused", scope.decode()]
-        return ["ok", record["outcome"], 1, excluded, limited, _held(r, keys_, argv), reasons]
+        return ["ok", record["outcome"], 1, excluded, timed_out, _held(r, keys_, argv), reasons]
     plan = json.loads(argv[2])
     match = re.fullmatch(r"h([0-9]+)", plan["hand_id"]) if plan["kind"] == "settlement" else None
     settled_n = int(match.group(1)) if match else None
@@ -210,7 +210,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             for n in range(max(through + 1, old - 63), old + 1):
                 h[idem].pop(_b(f"settle:{plan['table_id']}:h{n}"), None)
             h[idem][expired] = b"%d" % old
-    return ["ok", outcome, 0, excluded, limited, _held(r, keys_, argv), reasons]
+    return ["ok", outcome, 0, excluded, timed_out, _held(r, keys_, argv), reasons]
 
 
 def _held(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[str]:
@@ -244,7 +244,7 @@ def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes
     query = json.loads(ask)
     now, held = int(query["now"]), r.data.hashes.get(keys_[7], {})
     out: list[str] = []
-    limited: list[str] = []
+    timed_out: list[str] = []
     reasons: list[str] = []
     sessions: list[tuple[str, bytes]] = []
     for player in query["players"]:
@@ -258,8 +258,8 @@ def _excluded(r: SimRedis, keys_: list[bytes], ask: bytes
             out.append(player)
             reasons.append(exclusion["reason"])
         elif minutes > 0 and now >= started + minutes * 60_000:
-            limited.append(player)
-    return out, limited, reasons, sessions
+            timed_out.append(player)
+    return out, timed_out, reasons, sessions
 
 
 def _session_minutes(state: dict[str, Any], now: int) -> int:

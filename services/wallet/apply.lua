@@ -27,8 +27,8 @@
 -- Order: a scope already applied returns its stored outcome (or a mismatch) before anything
 -- else, so a retry answers the original outcome even when balances have moved since. Then
 -- every check runs before the first write, so a refusal changes nothing.
--- Returns {'ok', outcome_json, replayed, excluded, limited, held, reasons} (excluded: those of
--- ARGV[6]'s players excluded at its now, on a retry too; limited: the others whose session,
+-- Returns {'ok', outcome_json, replayed, excluded, timed_out, held, reasons} (excluded: those of
+-- ARGV[6]'s players excluded at its now, on a retry too; timed_out: the others whose session,
 -- seen at its now, has lasted the session time limit in force; held: seat, player, escrow of
 -- each seat held at ARGV[6]'s table after the transaction, flat, on a retry too; reasons: the
 -- refusal reason of each of excluded, in its order) or {'error', reason, detail}.
@@ -67,7 +67,7 @@ local function session_seen(player, now, gap)
   return now, now, false
 end
 
-local excluded, limited, reasons, sessions = {}, {}, {}, {}
+local excluded, timed_out, reasons, sessions = {}, {}, {}, {}
 local ask = ARGV[6] and ARGV[6] ~= '' and cjson.decode(ARGV[6]) or nil
 if ask then
   local now = tonumber(ask.now)
@@ -81,7 +81,7 @@ if ask then
       excluded[#excluded + 1] = player
       reasons[#reasons + 1] = state.exclusion.reason
     elseif minutes > 0 and now >= started + minutes * 60000 then
-      limited[#limited + 1] = player
+      timed_out[#timed_out + 1] = player
     end
   end
 end
@@ -106,7 +106,7 @@ if seen then
   if record.fingerprint ~= fingerprint then
     return {'error', 'idempotency_key_reused', scope}
   end
-  return {'ok', record.outcome, 1, excluded, limited, held(), reasons}
+  return {'ok', record.outcome, 1, excluded, timed_out, held(), reasons}
 end
 
 local plan = cjson.decode(ARGV[3])
@@ -348,4 +348,4 @@ if settled_n and settled_n > SETTLED_KEPT then
     redis.call('HSET', KEYS[3], expired_field, string.format('%d', old))
   end
 end
-return {'ok', outcome, 0, excluded, limited, held(), reasons}
+return {'ok', outcome, 0, excluded, timed_out, held(), reasons}

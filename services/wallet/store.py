@@ -277,9 +277,9 @@ class WalletStore:
         if status != "ok":
             raise _refusal(str(payload), str(extra))
         outcome = json.loads(payload)
-        excluded, limited, held, reasons = asked
+        excluded, timed_out, held, reasons = asked
         stood_up = {str(p): str(r) for p, r in zip(excluded, reasons, strict=True)}
-        stood_up.update((str(p), "session_limit") for p in limited)
+        stood_up.update((str(p), "session_limit") for p in timed_out)
         return Applied(
             transaction_id=outcome["tx_id"],
             balances={k: int(v) for k, v in (outcome["balances"] or {}).items()},
