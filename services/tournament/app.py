@@ -53,7 +53,7 @@ from tournament import commands as c
 from tournament import events as ev
 from tournament.codec import event_at, event_from_proto, event_to_proto, seconds, timestamp
 from tournament.decide import decide
-from tournament.history import NO_ARCHIVE, ArchivedTournaments
+from tournament.history import NO_ARCHIVE, ArchivedTournaments, CommandExpired
 from tournament.state import Tournament, apply
 
 EVENT_TYPE = "TournamentEvent"
@@ -253,6 +253,7 @@ class TournamentApp:
         if rows:
             t = apply(t, (_from_envelope(EventEnvelope.FromString(raw)).event
                           for _, raw in rows))
+        if rows or t.config is not None:  # read whole, or read from Redis before it left
             self._cold.add(tournament_id)
         return t
 
@@ -316,6 +317,8 @@ class TournamentApp:
                                   self._seed, self._envelope,
                                   creating=isinstance(cmd, c.Create))
         await writer.catch_up()
+        if by is not None:
+            await self._expired(tournament_id, command_id, chosen)
         try:
             done = await commit(writer, Append(cmd, command_id, fingerprint, epoch=epoch,
                                                fence_with_owner=epoch is None,
@@ -345,6 +348,20 @@ class TournamentApp:
         records = tuple(Record(first + i, event_at(e) or now, e)
                         for i, e in enumerate(events, start=1))
         return Outcome(done.result.version, records, False)
+
+    async def _expired(self, tournament_id: str, command_id: str, chosen: str) -> None:
+        """Refuse ``command_expired`` a caller's command with no record in Redis whose
+        tournament left Redis for the archive (``_cold``: just loaded from it) when an
+        archived event was appended by it: a retry after the command window, whose record
+        left with the stream. It is not decided again on the archived state, whose refusal
+        would tell the caller it was not applied. A tournament in Redis costs nothing here."""
+        if self._archive is None or tournament_id not in self._cold:
+            return
+        if await self._archive.applied(tournament_id, command_id):
+            raise CommandExpired(
+                f"command {chosen} was applied to tournament {tournament_id}, which is over "
+                "and archived with its command records: its outcome can no longer be "
+                "replayed (read the tournament); send a new command")
 
     async def _recorded(self, tournament_id: str, command_id: str, cmd: c.Command,
                         reused: CommandIdReused | None = None) -> AppendResult | None:

@@ -9,6 +9,12 @@ archived tournaments with how they ended for ``ListTournaments``, so no client s
 tournament disappear. PostgreSQL down when a read needs it: ``UNAVAILABLE``
 ``archive_unavailable`` (retry). Without a DSN (:data:`NO_ARCHIVE`), such a tournament is
 ``NOT_FOUND`` ``archived`` with a message that says so.
+
+A caller's command retried once the tournament left Redis finds no record (its command
+records left with its stream): when the archived events name its command id it was applied,
+and it is refused ``FAILED_PRECONDITION`` ``command_expired`` (:class:`CommandExpired`), as
+the table refuses a retry whose record was archived, not decided again on the archived state
+(whose refusal would say it was not applied).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any, Final
 import psycopg
 
 from studhistory.tournament_archive import archived_raw
-from studkit.errors import Unavailable
+from studkit.errors import FailedPrecondition, Unavailable
 
 NO_ARCHIVE: Final = ("this tournament service has no TOURNAMENT_HISTORY_DSN, so tournaments "
                      "whose history the archiver moved to PostgreSQL cannot be read")
@@ -29,6 +35,13 @@ class ArchiveUnavailable(Unavailable):
     """PostgreSQL could not answer for an archived tournament (retry)."""
 
     default_reason = "archive_unavailable"
+
+
+class CommandExpired(FailedPrecondition):
+    """A caller's command retried after its tournament, and with it the command's record,
+    left Redis: it was applied, and its outcome can no longer be replayed."""
+
+    default_reason = "command_expired"
 
 
 class ArchivedTournaments:
@@ -68,6 +81,15 @@ class ArchivedTournaments:
                 await self.aclose()
                 raise ArchiveUnavailable(f"the archive of tournament {tournament_id} could "
                                          f"not be read: {type(exc).__name__}") from exc
+
+    async def applied(self, tournament_id: str, command_id: str) -> bool:
+        """Whether an archived event of the tournament was appended by ``command_id`` (the
+        id as stored: :func:`tournament.app.stored_id`). Reads that tournament's events only
+        (its primary key's range: a few hundred rows)."""
+        rows = await self._query(
+            f"tournament {tournament_id}", "SELECT 1 FROM tournaments.events WHERE "
+            "tournament_id = %s AND command_id = %s LIMIT 1", (tournament_id, command_id))
+        return bool(rows)
 
     async def listing(self) -> dict[str, str]:
         """Every tournament whose stream is archived, with how it ended (``finished`` or
