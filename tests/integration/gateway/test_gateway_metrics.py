@@ -39,10 +39,10 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-async def stack(redis_server: TestRedis, dev_keys: DevKeys,
+async def stack(module_redis: TestRedis, dev_keys: DevKeys,
                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     work = tmp_path_factory.mktemp("gateway-metrics")
-    async with gateway_stack(url_for(redis_server), dev_keys, work, gateway={
+    async with gateway_stack(url_for(module_redis), dev_keys, work, gateway={
             "admin_port": free_port(), "metrics_port": free_port()}) as running:
         yield running
 
