@@ -138,15 +138,30 @@ def _hand(table_id: str, h: HandRow) -> tuple[Any, ...]:
             as_json(h.winners), as_json(h.nets))
 
 
+ARCHIVED_BATCH = 10_000
+"""Rows :func:`archived_batches` hands out at a time."""
+
+
 async def archived(conn: psycopg.AsyncConnection[Any], table_id: str, first: int = 1,
                    last: int | None = None) -> AsyncIterator[tuple[int, bytes]]:
     """(sequence, envelope bytes) of a table's archived events ``first .. last``, in order."""
+    async for rows in archived_batches(conn, table_id, first, last):
+        for row in rows:
+            yield row
+
+
+async def archived_batches(conn: psycopg.AsyncConnection[Any], table_id: str, first: int = 1,
+                           last: int | None = None, batch: int = ARCHIVED_BATCH
+                           ) -> AsyncIterator[list[tuple[int, bytes]]]:
+    """:func:`archived` in lists of up to ``batch`` rows, read in binary format: the bytea
+    arrives as it is stored, not as hex text for the driver to parse (about half the
+    driver's CPU time of a row-by-row text read: bench_replay's PostgreSQL figure)."""
     query = sql.SQL("SELECT sequence, envelope FROM history.events WHERE table_id = %s "
                     "AND sequence >= %s AND sequence <= %s ORDER BY sequence")
-    async with conn.cursor() as cur:
+    async with conn.cursor(binary=True) as cur:
         await cur.execute(query, (table_id, first, last if last is not None else 2**62))
-        async for sequence, raw in cur:
-            yield int(sequence), bytes(raw)
+        while rows := await cur.fetchmany(batch):
+            yield [(int(sequence), bytes(raw)) for sequence, raw in rows]
 
 
 class TableLock:

@@ -162,11 +162,24 @@ def decode_entry(entry_id: bytes | str, payload: bytes) -> Logged | RoomLogged:
     envelope = EventEnvelope.FromString(payload)
     if is_room_event(envelope):
         return decode_envelope(envelope)
-    ts = envelope.occurred_at
     sequence = envelope.sequence
     if not sequence:
         text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         sequence = int(text.partition("-")[2] or 0)
+    return _decoded(envelope, sequence)
+
+
+def decode_stored(payload: bytes) -> Logged | RoomLogged:
+    """One archived envelope's stored bytes (a row of PostgreSQL's ``history.events``) as
+    :func:`decode_entry` decodes a stream entry: parsed once, its event from the cache."""
+    envelope = EventEnvelope.FromString(payload)
+    if is_room_event(envelope):
+        return decode_envelope(envelope)
+    return _decoded(envelope, envelope.sequence)
+
+
+def _decoded(envelope: EventEnvelope, sequence: int) -> Logged:
+    ts = envelope.occurred_at
     key = (envelope.event_type, envelope.schema_version, envelope.payload)
     event = _DECODED.get(key)
     if event is None:
@@ -327,7 +340,8 @@ class RedisSource:
                          if e.sequence <= trimmed]  # an export may reach into the hot window
             else:
                 old_raw = await self._archived(table_id, trimmed)
-                older = [decode_envelope(EventEnvelope.FromString(r)) for r in old_raw]
+                with no_gc():
+                    older = [decode_stored(r) for r in old_raw]
             if [e.sequence for e in older] == list(range(1, trimmed + 1)):
                 old_events, old_room = _split(older)
                 chain = _chained(table_id, old_raw, raw, version, head, since,
@@ -391,7 +405,7 @@ class RedisSource:
                     if row is None:
                         return None
                     before = row[0]
-                decoded = [decode_envelope(EventEnvelope.FromString(raw))
+                decoded = [decode_stored(raw)
                            async for _, raw in archived(conn, table_id, first, last)]
         except psycopg.Error as exc:
             raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None
@@ -403,10 +417,11 @@ class RedisSource:
         """Events ``1 .. trimmed`` of a table from PostgreSQL: their stored bytes."""
         import psycopg
 
-        from studhistory.pgarchive import archived
+        from studhistory.pgarchive import archived_batches
         try:
             async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
-                return [raw async for _, raw in archived(conn, table_id, 1, trimmed)]
+                return [raw async for rows in archived_batches(conn, table_id, 1, trimmed)
+                        for _, raw in rows]
         except psycopg.Error as exc:
             raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None
 
