@@ -41,6 +41,7 @@ from __future__ import annotations
 from wallet.protection.check import (
     ProtectRule,
     check,
+    replay_usage,
     rule_for,
     standings,
 )
@@ -181,6 +182,7 @@ __all__ = [
     "projection",
     "reality_check",
     "replay_sessions",
+    "replay_usage",
     "rule_for",
     "seen",
     "session_ends_at",

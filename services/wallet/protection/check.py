@@ -4,15 +4,23 @@ and counts (:func:`rule_for`), how each limit stands (:func:`standings`) and the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Protocol, assert_never
 
 from wallet.model import AccountKind, TxKind
 from wallet.protection.exclusion import Excluded
-from wallet.protection.limits import LimitExceeded, LimitKind, Standing, Usage, Window, used
+from wallet.protection.limits import (
+    USAGE_KEPT_MS,
+    LimitExceeded,
+    LimitKind,
+    Standing,
+    Usage,
+    Window,
+    used,
+)
 from wallet.protection.state import Protection
-from wallet.transaction import Transaction
+from wallet.transaction import Posting
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +37,17 @@ class ProtectRule:
     session: bool = False
 
 
-def rule_for(transaction: Transaction, now_ms: int) -> ProtectRule | None:
+class Moves(Protocol):
+    """A transaction, or its ledger entry, as the rule reads it: its kind and postings."""
+
+    @property
+    def kind(self) -> TxKind: ...
+
+    @property
+    def postings(self) -> tuple[Posting, ...]: ...
+
+
+def rule_for(transaction: Moves, now_ms: int) -> ProtectRule | None:
     """The protection rule of a transaction: deposits, buy-ins (top-ups too) and tournament
     entries are checked and counted (a buy-in against the session time limit too, which
     tournament entries are not); cash-outs, refunds and prizes are counted (they lower
@@ -56,6 +74,30 @@ def rule_for(transaction: Transaction, now_ms: int) -> ProtectRule | None:
             return None
         case _:
             assert_never(transaction.kind)
+
+
+class Stamped(Moves, Protocol):
+    """A ledger entry: its kind, postings and the wallet's time when it was applied."""
+
+    @property
+    def at_ms(self) -> int: ...
+
+
+def replay_usage(entries: Iterable[Stamped], kept_ms: int = USAGE_KEPT_MS
+                 ) -> dict[str, list[Usage]]:
+    """Every player's usage list, newest first, rebuilt from the ledger alone (oldest entry
+    first): each counted move at its entry's time, the moves ``kept_ms`` older than the
+    latest dropped as each is added, as ``apply.lua`` keeps the list."""
+    lists: dict[str, list[Usage]] = {}
+    for entry in entries:
+        rule = rule_for(entry, entry.at_ms)
+        if rule is None:
+            continue
+        kept = lists.setdefault(rule.player_id, [])
+        kept.insert(0, rule.usage)
+        while kept and kept[-1].at_ms <= entry.at_ms - kept_ms:
+            kept.pop()
+    return lists
 
 
 def standings(state: Protection, usage: Sequence[Usage], now_ms: int) -> tuple[Standing, ...]:

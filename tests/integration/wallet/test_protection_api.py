@@ -35,6 +35,7 @@ from wallet.protection import (
     Usage,
     Window,
     check,
+    replay_usage,
     rule_for,
 )
 from wallet.protection_app import ProtectionApp
@@ -211,6 +212,7 @@ async def test_the_script_agrees_with_the_pure_check(clocked: Clocked) -> None:
     stored = await clocked.protection._store.usage("alice")
     assert sorted(stored, key=lambda u: u.at_ms) == [
         u for u in usage if u.at_ms > clocked.now[0] - 31 * DAY_MS]
+    assert replay_usage(await clocked.store.ledger()) == {"alice": stored}  # a projection
     balances = await clocked.store.balances()
     assert sum(balances.values()) == 0
     assert replay(await clocked.store.ledger()) == balances

@@ -9,8 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.wallet.protection.steps import T0
+from wallet.ledger import LedgerEntry, Posting
+from wallet.model import HOUSE, TxKind, player_account, seat_account
 from wallet.protection import (
     DAY_MS,
+    USAGE_KEPT_MS,
     WINDOW_MS,
     LimitExceeded,
     LimitKind,
@@ -20,6 +23,7 @@ from wallet.protection import (
     Window,
     check,
     fold,
+    replay_usage,
     standings,
     used,
 )
@@ -84,3 +88,21 @@ def test_no_order_of_buy_ins_passes_a_limit(limit_amount: int, window: Window,
     for u in accepted:  # every window that ends at an accepted move, (at - span, at]
         inside = [v.wager for v in accepted if u.at_ms - WINDOW_MS[window] < v.at_ms <= u.at_ms]
         assert sum(inside) <= limit_amount
+
+
+def test_the_usage_lists_are_the_fold_of_the_ledger() -> None:
+    """Each counted move of the ledger at its entry's time, newest first, the moves
+    USAGE_KEPT_MS older than the latest dropped (apply.lua's list); settlements and moves of
+    no player's count nothing."""
+    ann, seat = player_account("ann"), seat_account("t1", 1)
+
+    def entry(at: int, kind: TxKind, *postings: Posting) -> LedgerEntry:
+        return LedgerEntry(transaction_id=f"{at}-0", kind=kind, postings=postings, at_ms=at)
+
+    entries = [entry(T0, TxKind.BUY_IN, Posting(ann, -300), Posting(seat, 300)),
+               entry(T0 + 1, TxKind.SETTLEMENT, Posting(seat, -5), Posting(HOUSE, 5)),
+               entry(T0 + 2, TxKind.CASH_OUT, Posting(seat, -350), Posting(ann, 350)),
+               entry(T0 + USAGE_KEPT_MS + 1, TxKind.BUY_IN, Posting(ann, -10),
+                     Posting(seat, 10))]
+    assert replay_usage(entries) == {"ann": [
+        Usage(T0 + USAGE_KEPT_MS + 1, wager=10, loss=10), Usage(T0 + 2, loss=-350)]}
