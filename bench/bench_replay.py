@@ -229,7 +229,7 @@ class _quiet:
         self._w.__enter__()
         warnings.simplefilter("ignore")
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._w.__exit__(*exc)
 
 
