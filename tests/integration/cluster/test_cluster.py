@@ -69,8 +69,10 @@ ROOM_SCRIPTS = set(SCRIPTS.values()) - {"trim.lua", "protection append"}
 when a player sets a limit or excludes themselves: its keys are the wallet's, one slot)."""
 Calls = list[tuple[str, tuple[bytes, ...]]]
 PLAIN_REDIS_ONLY = {"services/wallet/store.py"}
-"""Modules with a script that never runs on a cluster: the wallet's adoption of its keys from
-the layout before the hash tag (a single-Redis migration; skipped on a cluster)."""
+"""Modules with inline scripts outside the appends: the wallet's adoption of its keys from the
+layout before the hash tag (a single-Redis migration; skipped on a cluster) and its rebuild of
+the sessions projection (the ledger and the sessions hash, both in the wallet's slot:
+:func:`test_every_wallet_key_shares_one_slot`)."""
 
 
 def slot(key: str | bytes) -> int:
@@ -150,8 +152,9 @@ def test_every_wallet_key_shares_one_slot() -> None:
     names += [seats_key(t) for t in TABLE_IDS]
     names += [postings_key(a) for a in (HOUSE, player_account("ann"), seat_account("t1", 3))]
     # the protection append's (a player's events, the projection, the accounts)
-    from wallet.store import ACCOUNTS, PROTECTION, usage_key
-    names += [protection_store.protection_key("ann"), usage_key("ann"), PROTECTION, ACCOUNTS]
+    from wallet.store import ACCOUNTS, PROTECTION, SESSIONS, usage_key
+    names += [protection_store.protection_key("ann"), usage_key("ann"), PROTECTION, ACCOUNTS,
+              SESSIONS]
     assert {slot(name) for name in names} == {slot(keys.wallet_key("ledger"))}
 
 
@@ -167,7 +170,18 @@ def test_every_script_of_the_project_is_covered() -> None:
     inline = {str(p.relative_to(ROOT)) for base in ("libs", "services")
               for p in (ROOT / base).rglob("*.py") if "redis.call(" in p.read_text("utf-8")}
     assert inline == {"libs/studkit/ownership.py", "services/wallet/protection_store.py",
-                      *PLAIN_REDIS_ONLY}
+                      "libs/studhistory/tournament_archive.py", *PLAIN_REDIS_ONLY}
+
+
+@pytest.mark.parametrize("tournament_id", ["sng-1", "mtt-2026-12", "t"])
+def test_the_archived_tournament_trim_keys_share_one_slot(tournament_id: str) -> None:
+    """The archiver's trim of a finished tournament (tournament_archive.TRIM_LUA) is called
+    with every key of one tournament: all in the tournament's hash tag, one slot."""
+    from studhistory import tournament_archive
+
+    names = [keys.tournament_key(tournament_id, n) for n in tournament_archive.KEYS]
+    assert len(names) == 6
+    assert {slot(name) for name in names} == {key_slot(tournament_id.encode())}
 
 
 # --- on the cluster ------------------------------------------------------------------------------
