@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import os
 import time
 from collections import OrderedDict
@@ -59,8 +58,8 @@ from tournament.state import Tournament, apply
 EVENT_TYPE = "TournamentEvent"
 STATES_KEPT: Final = 1024
 """Folded tournaments a process keeps (least recently read goes first)."""
-ARCHIVE_LISTING_S: Final = 30.0
-"""How old the lobby's list of archived tournaments may get (:meth:`TournamentApp.lobby`)."""
+ARCHIVED_OUTCOMES: Final = frozenset({"finished", "cancelled"})
+"""The phases an archived tournament may have (how it ended: ``tournaments.endings``)."""
 WOKEN: Final = f"{keys.TOURNAMENT_PREFIX}woken"
 """A sorted set: each tournament not over and the time of the latest event a caller's command
 appended to it (any replica's), which wakes the process manager's next round for it (issue
@@ -198,12 +197,6 @@ class TournamentApp:
         self._archive = archive
         self._cold: set[str] = set()
         """The tournaments of ``_states`` read whole from the archive (over: final)."""
-        self._hot: set[str] = set()
-        """The index's tournaments at the last :meth:`lobby` (one gone since: archived)."""
-        self._archived: dict[str, str] | None = None
-        """The archived tournaments and how each ended, as last read."""
-        self._archived_at = -math.inf
-        """When (monotonic) ``_archived`` was read."""
         self._clock = clock
         self._seed = seed
         self._retries = conflict_retries
@@ -257,28 +250,42 @@ class TournamentApp:
             self._cold.add(tournament_id)
         return t
 
-    async def lobby(self) -> tuple[list[str], dict[str, str]]:
-        """Every tournament the lobby lists, sorted: those in Redis and the archived ones;
-        and the archived ones no longer in Redis, each with how it ended (its phase). The
-        archive is asked at the first call, once a tournament left Redis since the last
-        (the index is read first: one that leaves in between is in the archive), and every
-        :data:`ARCHIVE_LISTING_S` (one this process never saw in Redis)."""
-        hot = set(await self._store.table_ids())
-        if self._archive is None:
-            return sorted(hot), {}
-        now = time.monotonic()
-        if (self._archived is None or not self._hot <= hot
-                or now - self._archived_at >= ARCHIVE_LISTING_S):
-            try:
-                self._archived = await self._archive.listing()
-                self._archived_at = now
-            except Unavailable:
-                if self._archived is None:
-                    raise
-                log.warning("tournament_archive_listing_failed", exc_info=True)
-        self._hot = hot
-        cold = {t: o for t, o in (self._archived or {}).items() if t not in hot}
-        return sorted(hot | set(cold)), cold
+    async def lobby(self, before: str | None, phase: str, batch: int
+                    ) -> AsyncIterator[tuple[str, str | None]]:
+        """The tournaments the lobby lists, ids in descending order, those before ``before``
+        only (None: from the last): each with how it ended if it is listed from the archive
+        (its stream left Redis), None if it is in Redis. Redis's index is read once, first
+        (so one that leaves it meanwhile is in the archive, committed before its trim); the
+        archive in keyset pages of ``batch`` as the walk needs them, of ``phase`` only when
+        one is asked (an archived tournament's phase is how it ended), so a page of the lobby
+        reads a page of the archive, whatever it holds. One in both stores (copied, not yet
+        trimmed) is listed once, from Redis. PostgreSQL down: the rest of the walk lists
+        Redis's tournaments alone (``tournament_archive_listing_failed``), so live
+        tournaments stay listed through an outage of the archive."""
+        hot = sorted((t for t in await self._store.table_ids()
+                      if before is None or t < before), reverse=True)
+        i = 0
+        archive = self._archive
+        if archive is not None and (not phase or phase in ARCHIVED_OUTCOMES):
+            cursor = before
+            while True:
+                try:
+                    rows = await archive.page(cursor, phase, batch)
+                except Unavailable:
+                    log.warning("tournament_archive_listing_failed", exc_info=True)
+                    break
+                for tid, outcome in rows:
+                    while i < len(hot) and hot[i] > tid:
+                        yield hot[i], None
+                        i += 1
+                    if i < len(hot) and hot[i] == tid:
+                        continue  # still in Redis too: listed from there
+                    yield tid, outcome
+                if len(rows) < batch:
+                    break
+                cursor = rows[-1][0]
+        for tid in hot[i:]:
+            yield tid, None
 
     def _keep(self, tournament_id: str, t: Tournament) -> None:
         kept = self._states.get(tournament_id)

@@ -91,12 +91,26 @@ class ArchivedTournaments:
             "tournament_id = %s AND command_id = %s LIMIT 1", (tournament_id, command_id))
         return bool(rows)
 
-    async def listing(self) -> dict[str, str]:
-        """Every tournament whose stream is archived, with how it ended (``finished`` or
-        ``cancelled``, the phase it has)."""
-        rows = await self._query("the tournaments", "SELECT tournament_id, outcome FROM "
-                                 "tournaments.archived", ())
-        return {str(t): str(o) for t, o in rows}
+    async def page(self, before: str | None, outcome: str, limit: int
+                   ) -> list[tuple[str, str]]:
+        """Up to ``limit`` archived tournaments (their streams archived) with how each ended
+        (``finished`` or ``cancelled``, the phase it has), ids in descending order, those
+        before ``before`` only (None: from the last), of that ``outcome`` only (``""``: any).
+        Keyset paging over an index (migration 0008): ids compared byte by byte
+        (``COLLATE "C"``), as Python compares the ids (ASCII), so a page costs one page
+        whatever the archive holds."""
+        where, params = [], []
+        if before is not None:
+            where.append('tournament_id COLLATE "C" < %s')
+            params.append(before)
+        if outcome:
+            where.append("outcome = %s")
+            params.append(outcome)
+        sql = ("SELECT tournament_id, outcome FROM tournaments.archived"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + ' ORDER BY tournament_id COLLATE "C" DESC LIMIT %s')
+        rows = await self._query("the tournaments", sql, (*params, limit))
+        return [(str(t), str(o)) for t, o in rows]
 
     async def aclose(self) -> None:
         if self._conn is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -34,10 +35,20 @@ from tournament.views import PHASES, summary, view
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TournamentService"].full_name
 PHASE_NAMES = {v: k for k, v in PHASES.items()}
-PAGE_TOKEN = re.compile(r"[0-9]{1,9}")
-"""A ``ListTournaments`` page token: where the next page starts, in ASCII digits only (a
+PAGE_TOKEN = re.compile(r"after:([A-Za-z0-9_.-]{1,64})")
+"""A ``ListTournaments`` page token: ``after:`` and the last tournament id the previous page
+walked (keyset paging: the next page lists the ids below it, in Redis and in the archive's
+index alike, so a page's cost does not grow with the archive)."""
+LEGACY_TOKEN = re.compile(r"[0-9]{1,9}")
+"""The page token before keyset paging: an offset into the whole list, ASCII digits only (a
 ``str.isdigit`` check took Arabic-Indic digits for a number, and 10,000 digits made ``int``
-raise past Python's digit limit: ``INTERNAL``)."""
+raise past Python's digit limit: ``INTERNAL``). Still taken, so a client paging across the
+deploy goes on, up to :data:`LEGACY_DEPTH`."""
+LEGACY_DEPTH = 10_000
+"""The deepest legacy offset honoured (reaching it walks that many tournaments); a deeper
+one is refused ``INVALID_ARGUMENT``: list again from the first page."""
+LISTED_KEPT = 10_000
+"""Lobby lines a servicer keeps (least recently listed goes first)."""
 
 
 def ident(value: str, field: str) -> str:
@@ -76,22 +87,26 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         self._retry_after_ms = max(1, math.ceil(retry_after_s * 1000))
         """When a refusal that waits on the process manager (``payment_pending``) may be
         retried: its round, ``TOURNAMENT_TICK_S``."""
-        self._listed: dict[str, tuple[int, str, pb.TournamentSummary]] = {}
-        """tournament -> (its version, phase and lobby line when last listed): a lobby walks
-        every tournament, and the app keeps the states of the latest read only, so one is
-        folded again only when its version moved (a few hundred bytes a tournament)."""
+        self._listed: OrderedDict[str, tuple[int, str, pb.TournamentSummary]] = \
+            OrderedDict()
+        """tournament -> (its version, phase and lobby line when last listed), the
+        :data:`LISTED_KEPT` latest: a lobby walks the live tournaments on every page, and the
+        app keeps the states of the latest read only, so one is folded again only when its
+        version moved (a few hundred bytes a tournament)."""
 
     async def _listing(self, tournament_id: str, archived: bool = False
                        ) -> tuple[str, pb.TournamentSummary]:
         """Its phase and lobby line; an ``archived`` one (its stream left Redis: it will
         never change) from the line kept, else read from the archive once."""
         listed = self._listed.get(tournament_id)
-        if archived and listed is not None:
-            return listed[1], listed[2]
-        version = -1 if archived else await self._app.store.version(tournament_id)
-        if listed is None or listed[0] != version:
-            t = await self._app.load(tournament_id)
-            listed = self._listed[tournament_id] = (t.version, t.phase, summary(t))
+        if not archived or listed is None:
+            version = -1 if archived else await self._app.store.version(tournament_id)
+            if listed is None or listed[0] != version:
+                t = await self._app.load(tournament_id)
+                listed = self._listed[tournament_id] = (t.version, t.phase, summary(t))
+        self._listed.move_to_end(tournament_id)
+        while len(self._listed) > LISTED_KEPT:
+            self._listed.popitem(last=False)
         return listed[1], listed[2]
 
     async def CreateTournament(self, request: pb.CreateTournamentRequest,
@@ -178,30 +193,49 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
 
     async def ListTournaments(self, request: pb.ListTournamentsRequest,
                               context: grpc.aio.ServicerContext) -> pb.ListTournamentsResponse:
+        """A page of the lobby, ids in descending order: the tournaments below the token's
+        id (:data:`PAGE_TOKEN`), of the phase asked, ``page_size`` of them; the next token
+        names the last id walked while any remains below it (one more walked to know)."""
         current_principal()
         size = request.page_size or 50
         if not 1 <= size <= 200:
             raise BadRequest("page_size", "1 to 200")
-        start = 0
-        if request.page_token:
-            if PAGE_TOKEN.fullmatch(request.page_token) is None:
-                raise BadRequest("page_token", "a token from a previous page")
-            start = int(request.page_token)
         phase = PHASE_NAMES.get(request.phase, "")
-        listed, archived = await self._app.lobby()
-        ids = listed[::-1]
+        before = await self._page_start(request.page_token)
         out = pb.ListTournamentsResponse()
-        i = start
-        while i < len(ids) and len(out.tournaments) < size:
-            tid = ids[i]
-            i += 1
-            if phase and archived.get(tid, phase) != phase:
-                continue  # archived: its phase is how it ended, not read for nothing
-            listed_phase, line = await self._listing(tid, tid in archived)
+        last: str | None = None
+        async for tid, outcome in self._app.lobby(before, phase, size + 1):
+            if len(out.tournaments) == size:
+                out.next_page_token = f"after:{last}"
+                break
+            last = tid
+            listed_phase, line = await self._listing(tid, outcome is not None)
             if not phase or listed_phase == phase:
                 out.tournaments.append(line)
-        out.next_page_token = str(i) if i < len(ids) else ""
         return out
+
+    async def _page_start(self, token: str) -> str | None:
+        """The id a page starts below (None: the first page), from its token; a legacy
+        offset (:data:`LEGACY_TOKEN`) found by walking that many tournaments."""
+        if not token:
+            return None
+        keyset = PAGE_TOKEN.fullmatch(token)
+        if keyset is not None:
+            return keyset.group(1)
+        if LEGACY_TOKEN.fullmatch(token) is None:
+            raise BadRequest("page_token", "a token from a previous page")
+        offset = int(token)
+        if offset > LEGACY_DEPTH:
+            raise BadRequest("page_token", "a page token from before this release, too deep: "
+                             "list again from the first page")
+        if offset == 0:
+            return None
+        walked = 0
+        async for tid, _ in self._app.lobby(None, "", min(offset, 1000)):
+            walked += 1
+            if walked == offset:
+                return tid
+        return ""  # past the end: an empty page ("" sorts below every id)
 
     async def GetTournament(self, request: pb.GetTournamentRequest,
                             context: grpc.aio.ServicerContext) -> pb.TournamentView:

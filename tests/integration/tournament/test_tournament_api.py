@@ -304,21 +304,25 @@ async def test_forged_tokens_and_undecodable_bodies(tournament: RunningTournamen
     "\u0661\u0662",  # Arabic-Indic "12": str.isdigit() took it for a number
     "1" * 10_000,  # past Python's 4,300-digit int() limit: ValueError, then INTERNAL
     "+1", " 1", "1\n", "0x1", "-1",
+    "after:", "after:p 1", "after:" + "p" * 65, "p1", "10001",  # a legacy offset too deep
 ])
 async def test_list_tournaments_refuses_a_page_token_that_is_not_ascii_digits(
         tournament: RunningTournament, token: str) -> None:
-    """Issue 17, F9's class of bug in the tournament's lobby: a page token is 1 to 9 ASCII
-    digits, anything else ``INVALID_ARGUMENT``, counted, never ``INTERNAL``."""
+    """Issue 17, F9's class of bug in the tournament's lobby: a page token is ``after:`` and
+    an id (keyset paging), or a legacy offset of 1 to 9 ASCII digits (up to 10,000), anything
+    else ``INVALID_ARGUMENT``, counted, never ``INTERNAL``."""
     client = tournament.client
     await client.create("p1", SNG)
     await client.create("p2", SNG)
     first = await client.stub.ListTournaments(pb.ListTournamentsRequest(page_size=1),
                                               metadata=client.md(player("ann")), timeout=10)
-    assert first.next_page_token == "1"  # the token a client is given is still taken
-    second = await client.stub.ListTournaments(
-        pb.ListTournamentsRequest(page_size=1, page_token=first.next_page_token),
-        metadata=client.md(player("ann")), timeout=10)
-    assert [t.tournament_id for t in second.tournaments] == ["p1"]
+    assert first.next_page_token == "after:p2"  # the token a client is given is taken
+    for given in (first.next_page_token, "1"):  # a legacy offset (across the deploy) too
+        second = await client.stub.ListTournaments(
+            pb.ListTournamentsRequest(page_size=1, page_token=given),
+            metadata=client.md(player("ann")), timeout=10)
+        assert [t.tournament_id for t in second.tournaments] == ["p1"]
+        assert second.next_page_token == ""
     counted = refusals(tournament, "ListTournaments", C.INVALID_ARGUMENT)
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await client.stub.ListTournaments(pb.ListTournamentsRequest(page_token=token),
