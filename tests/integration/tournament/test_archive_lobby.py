@@ -5,19 +5,25 @@ copied and still in Redis, some live: every page walked in order lists each once
 descending (mixed case and punctuation: byte order, as Python's); a phase filter reads the
 archive only for the phases an archived tournament can have; a legacy offset token still
 pages; PostgreSQL down, the live tournaments are still listed. Over a real tournament
-service, a real wallet, a real Redis and a real PostgreSQL."""
+service, a real wallet, a real Redis and a real PostgreSQL; and the archive's pages on a
+database whose collation is not byte order (ICU ``en``, as a managed database's often is):
+still Python's order."""
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from stud.v1 import tournament_pb2 as pb
+from studhistory.migrate import migrate
 from studhistory.tournament_archive import archive_tournaments
 from studkit.redis_client import Client, connect
+from studtest.postgres import TestPostgres
 from studtest.tournament_service import (
     OPERATOR,
     RunningTournament,
@@ -25,6 +31,7 @@ from studtest.tournament_service import (
 )
 from studtest.wallet import RunningWallet
 from studtools.devkeys import DevKeys
+from studtools.pg_server import ADMIN_USER
 from tournament.history import ArchivedTournaments
 
 from .test_archive_trim import MTT, archiver, later, tournament_keys
@@ -136,3 +143,48 @@ async def test_the_lobby_pages_the_archive_in_sql_complete_and_ordered(
                 COPIED + LIVE, reverse=True)
     finally:
         await admin.aclose()
+
+
+async def test_the_archives_pages_are_in_byte_order_whatever_the_collation(
+        postgres: TestPostgres) -> None:
+    """The tests' server is made ``--no-locale`` (byte order already); a managed database is
+    often made with a language's collation, under which ``ORDER BY tournament_id`` puts
+    ``_q`` before ``a`` before ``B``. The pages compare ids ``COLLATE "C"``: the same order
+    as the service's (Python's), so the keyset pages walk every archived tournament once."""
+    name = "t_icu_" + uuid.uuid4().hex[:12]
+    server = postgres.server
+    with psycopg.connect(server.dsn(ADMIN_USER, "postgres"), autocommit=True) as c:
+        c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0 LOCALE_PROVIDER icu "
+                          "ICU_LOCALE 'en' LOCALE 'C'").format(sql.Identifier(name)))
+    archive = ArchivedTournaments(server.dsn("support", name))
+    try:
+        admin = server.dsn(ADMIN_USER, name)
+        migrate(admin)
+        outcome = {tid: "cancelled" if i % 3 == 0 else "finished"
+                   for i, tid in enumerate(ARCHIVED)}
+        with psycopg.connect(admin, autocommit=True) as c:
+            for tid, how in outcome.items():
+                c.execute("INSERT INTO tournaments.endings (tournament_id, outcome, ended_at) "
+                          "VALUES (%s, %s, now())", (tid, how))
+                c.execute("INSERT INTO tournaments.events (tournament_id, sequence, "
+                          "occurred_at, event_type, command_id, envelope, digest) VALUES "
+                          "(%s, 1, now(), 'TournamentEvent', '', '\\x00', %s)",
+                          (tid, bytes(32)))
+            ordered = [r[0] for r in c.execute(
+                "SELECT tournament_id FROM tournaments.endings ORDER BY tournament_id DESC")]
+        assert ordered != sorted(ARCHIVED, reverse=True)  # this collation is not bytes
+
+        for wanted in ("", "cancelled", "finished"):
+            walked: list[tuple[str, str]] = []
+            before: str | None = None
+            while rows := await archive.page(before, wanted, 9):
+                assert len(rows) <= 9
+                walked += rows
+                before = rows[-1][0]
+            assert walked == sorted(((t, o) for t, o in outcome.items()
+                                     if not wanted or o == wanted), reverse=True), wanted
+    finally:
+        await archive.aclose()
+        with psycopg.connect(server.dsn(ADMIN_USER, "postgres"), autocommit=True) as c:
+            c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
