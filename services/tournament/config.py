@@ -57,9 +57,9 @@ class Settings:
     lease_ms: int = 3000
     replica_id: str = ""
     table_settings: tpb.TableSettings | None = None
+    """The room settings of the tables it opens (None: the table service's defaults)."""
     history_dsn: str = field(default="", repr=False)
     """``TOURNAMENT_HISTORY_DSN``: the archive of record as the support role (empty: none)."""
-    """The room settings of the tables it opens (None: the table service's defaults)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
