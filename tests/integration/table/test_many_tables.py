@@ -18,12 +18,14 @@ from typing import Any
 import grpc
 import pytest
 
+from rules import TableConfig
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from studkit import keys
+from studkit.mapping import config_to_proto
 from studkit.redis_client import POOL_SIZE, Client, connect
 from studtest.redis import TestRedis
-from studtest.table import TableClient, player, running_room
+from studtest.table import OPERATOR, TableClient, fast_settings, player, running_room
 from studtest.table import table_settings as make_settings
 from studtools.devkeys import DevKeys
 from table.bootstrap import TableDeps, build_deps
@@ -36,6 +38,7 @@ ROUNDS = 6
 """Ownership rounds watched after the first (a round every third of the lease)."""
 LEASE_MS = 3_000
 """The service's default (``TABLE_LEASE_MS``)."""
+OPEN_DEADLINE_S = 60.0
 PLAYERS = 20
 """Player calls in flight all along (``GetTable`` as a player, and lobby pages)."""
 
@@ -77,14 +80,17 @@ async def big_replica(settings: Any) -> AsyncIterator[tuple[TableDeps, int, Roun
 
 
 async def leases(admin: Client, table_ids: list[str], replica: str) -> dict[str, tuple[int, int]]:
-    """Each table ``replica`` holds now: (epoch, its lease's time left in ms, Redis's clock)."""
+    """Each table ``replica`` holds now: (epoch, its lease's time left in ms by Redis's clock
+    when the read began). The clock is read before the leases: read after them, a test slow
+    to ask (a loaded machine) took a lease renewed meanwhile for one that had lapsed; a
+    lease whose expiry, as read, was already past when the read began had lapsed."""
+    seconds, micros = await admin.time()
+    began = int(seconds) * 1000 + int(micros) // 1000
     pipe = admin.pipeline(transaction=False)
     for table_id in table_ids:
         pipe.hmget(keys.table_owner(table_id), ["replica", "epoch", "expires"])
     records = await pipe.execute()
-    seconds, micros = await admin.time()
-    now = int(seconds) * 1000 + int(micros) // 1000
-    return {t: (int(epoch), int(expires) - now)
+    return {t: (int(epoch), int(expires) - began)
             for t, (owner, epoch, expires) in zip(table_ids, records, strict=True)
             if owner is not None and owner.decode() == replica}
 
@@ -95,11 +101,18 @@ async def test_one_replica_keeps_a_thousand_tables_round_after_round(
                             replica_id="r-room") as room:
         started = time.monotonic()
         ids = [f"many-{i:04d}" for i in range(TABLES)]
-        gate = asyncio.Semaphore(32)
+        # The opening is the setup: few calls in flight, each with a deadline a loaded
+        # machine meets (32 at once, each call's 10 s passed while a loaded CI clone's room
+        # queued them: DEADLINE_EXCEEDED before the test began).
+        gate = asyncio.Semaphore(8)
 
         async def open_one(table_id: str) -> None:
+            request = pb.OpenTableRequest(table_id=table_id, command_id=f"open-{table_id}",
+                                          config=config_to_proto(TableConfig()),
+                                          settings=fast_settings())
             async with gate:
-                await room.client.open_table(table_id)
+                await room.client.stub.OpenTable(request, metadata=room.client.md(OPERATOR),
+                                                 timeout=OPEN_DEADLINE_S)
 
         await asyncio.gather(*(open_one(t) for t in ids))
         opened_s = time.monotonic() - started
