@@ -42,6 +42,7 @@ from typing import Any, Final, cast
 
 import psycopg
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
 from psycopg.types.json import Jsonb
 
 from stud.v1 import tournament_pb2 as pb
@@ -421,13 +422,27 @@ class TournamentOutcome:
 
 
 async def _last_at(redis: Client, tournament_id: str) -> float | None:
-    """When the stream's last event happened (Unix seconds), None for an empty stream."""
+    """When the stream's last event happened (Unix seconds), None for an empty stream.
+    :class:`TournamentArchiveError` when its last entry has no envelope, or one that does
+    not parse or has no time: never taken as an old event (the trim would fail open)."""
     rows = cast(list[tuple[Any, dict[Any, Any]]], await redis.xrevrange(
         keys.tournament_key(tournament_id, "events"), count=1) or [])
     if not rows:
         return None
-    raw = rows[0][1].get(b"envelope", b"")
-    return float(EventEnvelope.FromString(raw).occurred_at.ToMilliseconds()) / 1000
+    fields = rows[0][1]
+    raw = fields.get(b"envelope", fields.get("envelope"))
+    try:
+        if not raw:
+            raise ValueError("no envelope")
+        at = EventEnvelope.FromString(
+            raw if isinstance(raw, bytes) else str(raw).encode()).occurred_at
+    except (ValueError, DecodeError) as exc:
+        raise TournamentArchiveError(f"{tournament_id}: its last event is unreadable "
+                                     f"({exc}): nothing trimmed") from exc
+    if at.seconds <= 0 and at.nanos == 0:
+        raise TournamentArchiveError(f"{tournament_id}: its last event has no time: "
+                                     "nothing trimmed")
+    return float(at.ToMilliseconds()) / 1000
 
 
 async def archive_tournament(redis: Client, conn: psycopg.AsyncConnection[Any],
