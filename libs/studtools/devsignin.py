@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from studkit.auth import Principal, Unauthorized
+from studkit.auth.signing import ISSUER_SIGNER, may_sign
 from studkit.auth.tokens import TokenIssuer, TokenVerifier
 
 RENEW_PATH = "/auth/renew"
@@ -52,6 +53,9 @@ class RenewServer(ThreadingHTTPServer):
             principal = self.verifier.verify(token.strip())
         except Unauthorized as refused:
             return 401, {"reason": refused.reason or "invalid_token"}
+        if not may_sign(ISSUER_SIGNER, principal.role, principal.name):
+            # A service's token is its own key's to mint: the issuer key may not sign it.
+            return 403, {"reason": "not_renewable"}
         fresh = Principal(role=principal.role, name=principal.name)
         renewed = self.issuer.issue(fresh, ttl_seconds=self.ttl_s)
         claims = self.verifier.verify(renewed)

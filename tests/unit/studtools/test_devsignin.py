@@ -1,0 +1,76 @@
+"""The development room's token renewal (:mod:`studtools.devsignin`, make run's
+``/auth/renew`` behind the gateway), asked over real HTTP: it renews only a live player's
+token and answers every request, however malformed, with a status and a JSON reason (never a
+dropped connection). The page's side is tests/browser/test_token_renewal.py."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from studkit.auth import Principal, Role
+from studkit.auth.tokens import TokenIssuer
+from studtools import devsignin
+from studtools.devkeys import DevKeys
+
+KEYS = DevKeys.generate()
+
+
+@pytest.fixture
+def server() -> Iterator[devsignin.RenewServer]:
+    running = devsignin.start(KEYS.issuer(), KEYS.verifier())
+    try:
+        yield running
+    finally:
+        running.shutdown()
+        running.server_close()
+
+
+def post(server: devsignin.RenewServer, headers: dict[str, str], body: bytes = b"",
+         path: str = devsignin.RENEW_PATH) -> tuple[int, dict[str, object]]:
+    """``POST`` with exactly these headers (no content-length added): the status and JSON
+    answer; a dropped connection raises."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        connection.putrequest("POST", path, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders(body or None)
+        answer = connection.getresponse()
+        assert answer.getheader("content-type") == "application/json"
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}", "content-length": "0"}
+
+
+def token_of(role: Role, name: str, ttl_s: int = 60, issued_ago_s: float = 0.0) -> str:
+    """A token signed with the key that may sign for ``role`` (a service's own key, else
+    the issuer's), issued ``issued_ago_s`` ago."""
+    key = KEYS.service_key(name) if role is Role.SERVICE else KEYS.issuer_key
+    return TokenIssuer(key, clock=lambda: time.time() - issued_ago_s).issue(
+        Principal(role=role, name=name), ttl_seconds=ttl_s)
+
+
+def test_a_live_players_token_is_renewed(server: devsignin.RenewServer) -> None:
+    status, body = post(server, bearer(token_of(Role.PLAYER, "alice")))
+    assert status == 200, body
+    renewed = KEYS.verifier().verify(str(body["token"]))
+    assert renewed == Principal(Role.PLAYER, "alice")
+    assert body["expires_at"] == renewed.expires_at
+    assert int(str(body["expires_at"])) - time.time() > devsignin.RENEW_TTL_S - 60
+
+
+def test_a_service_token_is_refused_not_dropped(server: devsignin.RenewServer) -> None:
+    """A valid service token (signed by its service's key): the issuer may not sign for a
+    service, so nothing is issued; the caller is told why (it crashed the handler)."""
+    service = token_of(Role.SERVICE, "table")
+    assert KEYS.verifier().verify(service).role is Role.SERVICE  # live and valid
+    assert post(server, bearer(service)) == (403, {"reason": "not_renewable"})
