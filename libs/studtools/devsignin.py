@@ -16,6 +16,7 @@ provider signs players in (and renews them) with the issuer key; the gateway rou
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -69,7 +70,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != RENEW_PATH:
             self._answer(404, {"reason": "not_found"})
             return
-        length = int(self.headers.get("content-length") or 0)
+        declared = self.headers.get("content-length")
+        if declared is None:
+            length = 0
+        elif re.fullmatch(r"[0-9]+", digits := declared.strip()):
+            length = int(digits) if len(digits) <= 18 else MAX_BODY + 1
+        else:  # not a count of bytes (a negative one would read the socket to its end)
+            self._answer(400, {"reason": "bad_content_length"})
+            return
         if length > MAX_BODY:
             self._answer(413, {"reason": "too_large"})
             return

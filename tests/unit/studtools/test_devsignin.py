@@ -74,3 +74,18 @@ def test_a_service_token_is_refused_not_dropped(server: devsignin.RenewServer) -
     service = token_of(Role.SERVICE, "table")
     assert KEYS.verifier().verify(service).role is Role.SERVICE  # live and valid
     assert post(server, bearer(service)) == (403, {"reason": "not_renewable"})
+
+
+@pytest.mark.parametrize("length", ["abc", "-1", "1e3", ""])
+def test_a_malformed_content_length_is_answered_400(server: devsignin.RenewServer,
+                                                    length: str) -> None:
+    """Not a count of bytes: 400 with a reason (``abc`` crashed the handler; ``-1`` read the
+    socket to its end, blocking the request until the client gave up)."""
+    headers = {**bearer(token_of(Role.PLAYER, "alice")), "content-length": length}
+    assert post(server, headers) == (400, {"reason": "bad_content_length"})
+
+
+@pytest.mark.parametrize("length", [str(devsignin.MAX_BODY + 1), "9" * 5000])
+def test_a_body_too_large_is_answered_413(server: devsignin.RenewServer, length: str) -> None:
+    headers = {**bearer(token_of(Role.PLAYER, "alice")), "content-length": length}
+    assert post(server, headers) == (413, {"reason": "too_large"})
