@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
@@ -296,7 +297,7 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
                  archive: Path | None = None) -> tuple[list[HandVerdict], list[str]]:
     """Verify the hands of the tables (None: every table); returns the verdicts (by table,
     then hand) and notes about checks that could not be made. With ``workers`` > 1 and a big
-    enough history, tables are verified in that many processes."""
+    enough history, tables are verified in that many processes (:func:`_verify_shared`)."""
     notes: list[str] = []
     cards = bool(settings.dealer_target and settings.auditor_token)
     if not cards:
@@ -324,14 +325,8 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
             progress.update(task, rate=f"{len(verdicts):,} hands, {rate:,.0f} hands/s")
 
         if workers > 1 and len(tables) > 1 and sum(sizes.values()) >= PARALLEL_MIN_EVENTS:
-            loop = asyncio.get_running_loop()
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-                futures = [loop.run_in_executor(pool, _verify_chunk, settings, chunk,
-                                                hand_number, wallet, archive)
-                           for chunk in _chunks(tables, sizes, 4 * workers)]
-                for future in asyncio.as_completed(futures):
-                    for table_id, found in await future:
-                        done(table_id, found)
+            await _verify_shared(tables, sizes, workers, done, settings, hand_number, wallet,
+                                 archive)
         else:
             for table_id in tables:
                 done(table_id, await verify_table(settings, table_id, hand_number, wallet,
@@ -342,19 +337,49 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
     return verdicts, notes
 
 
-PARALLEL_MIN_EVENTS = 200_000
-"""Below this many events a second process costs more (its start-up) than it saves."""
+PARALLEL_MIN_EVENTS = 20_000
+"""Below this many events (about 400 hands) the worker processes' start-up (one import of
+the replay's modules, in the fork server) costs more than they save."""
 
 
-def _chunks(tables: Sequence[str], sizes: dict[str, int], count: int) -> list[list[str]]:
-    """Tables in ``count`` chunks of about equal events (biggest first, greedy)."""
-    chunks: list[list[str]] = [[] for _ in range(min(count, len(tables)))]
-    loads = [0] * len(chunks)
-    for table_id in sorted(tables, key=lambda t: -sizes.get(t, 0)):
-        i = loads.index(min(loads))
-        chunks[i].append(table_id)
-        loads[i] += sizes.get(table_id, 0)
-    return [c for c in chunks if c]
+async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: int,
+                         done: Callable[[str, list[HandVerdict]], None], settings: Settings,
+                         hand_number: int | None, wallet: bool, archive: Path | None) -> None:
+    """Verify ``tables`` in ``jobs`` processes: this one and ``jobs - 1`` workers, each
+    taking the next table when it is free (the workers the biggest first, this process the
+    smallest first, so neither waits for the other at the end). Tables are independent
+    (each from its first event), so the verdicts are those of one process, in another order.
+
+    The workers are forked from a fork server that imported the replay's modules once
+    (``multiprocessing``'s ``forkserver``: a process of its own with no threads, never this
+    one, which may hold gRPC's), so ``jobs`` workers cost one import, made while this
+    process already verifies."""
+    pending = deque(sorted(tables, key=lambda t: (sizes.get(t, 0), t)))
+    context = get_context("forkserver")
+    context.set_forkserver_preload(["studtools.replay_cli"])
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(jobs - 1, mp_context=context) as pool:
+
+        async def workers_side() -> None:
+            running: set[asyncio.Future[list[tuple[str, list[HandVerdict]]]]] = set()
+            while pending or running:
+                while pending and len(running) < 2 * (jobs - 1):  # one queued behind each
+                    running.add(loop.run_in_executor(pool, _verify_chunk, settings,
+                                                     [pending.pop()], hand_number, wallet,
+                                                     archive))
+                finished, running = await asyncio.wait(running,
+                                                       return_when=asyncio.FIRST_COMPLETED)
+                for future in finished:
+                    for table_id, found in future.result():
+                        done(table_id, found)
+
+        async def own_side() -> None:
+            while pending:
+                table_id = pending.popleft()
+                done(table_id, await verify_table(settings, table_id, hand_number, wallet,
+                                                  archive))
+
+        await asyncio.gather(own_side(), workers_side())
 
 
 def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,
@@ -671,8 +696,10 @@ def register(replay_commands: argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--all", action="store_true", help="every hand of every table "
                    "(the default without --table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
-                   help="processes for a big history (default: one per CPU)")
+    p.add_argument("--jobs", "--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                   dest="workers", help="processes sharing the tables of a history of "
+                   f"{PARALLEL_MIN_EVENTS:,} events or more (default: one per CPU; 1: this "
+                   "process alone)")
     p.add_argument("-v", "--verbose", action="store_true", help="also print notes")
     p.set_defaults(handler=_handler(_verify))
 

@@ -265,12 +265,15 @@ class RedisSource:
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     async def sizes(self, table_ids: Sequence[str]) -> dict[str, int]:
-        """Each table's number of events (XLEN), for progress and sharing work."""
+        """Each table's number of events, wherever they are (its version: the archived head
+        counts too; XLEN when a table has no version key), for progress and sharing work."""
         pipe = self.client.pipeline(transaction=False)
         for table_id in table_ids:
+            pipe.get(keys.table_version(table_id))
             pipe.xlen(keys.table_stream(table_id))
-        lengths = await pipe.execute()
-        return {t: int(n) for t, n in zip(table_ids, lengths, strict=True)}
+        found = await pipe.execute()
+        return {t: max(int(found[2 * i] or 0), int(found[2 * i + 1]))
+                for i, t in enumerate(table_ids)}
 
     async def ledger_readable(self) -> bool:
         """Whether this Redis user may read the wallet's ledger."""
