@@ -21,8 +21,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from studkit.auth import Principal, Unauthorized
-from studkit.auth.signing import ISSUER_SIGNER, may_sign
+from studkit.auth import Principal, Role, Unauthorized
 from studkit.auth.tokens import TokenIssuer, TokenVerifier
 
 RENEW_PATH = "/auth/renew"
@@ -54,8 +53,10 @@ class RenewServer(ThreadingHTTPServer):
             principal = self.verifier.verify(token.strip())
         except Unauthorized as refused:
             return 401, {"reason": refused.reason or "invalid_token"}
-        if not may_sign(ISSUER_SIGNER, principal.role, principal.name):
-            # A service's token is its own key's to mint: the issuer key may not sign it.
+        if principal.role is not Role.PLAYER:
+            # The page renews its player's sign-in and nothing else: an operator's or an
+            # auditor's short-lived token is not made an hour's again and again, and a
+            # service's is its own key's to mint (the issuer key may not sign it).
             return 403, {"reason": "not_renewable"}
         fresh = Principal(role=principal.role, name=principal.name)
         renewed = self.issuer.issue(fresh, ttl_seconds=self.ttl_s)

@@ -89,3 +89,11 @@ def test_a_malformed_content_length_is_answered_400(server: devsignin.RenewServe
 def test_a_body_too_large_is_answered_413(server: devsignin.RenewServer, length: str) -> None:
     headers = {**bearer(token_of(Role.PLAYER, "alice")), "content-length": length}
     assert post(server, headers) == (413, {"reason": "too_large"})
+
+
+@pytest.mark.parametrize("role", [Role.OPERATOR, Role.AUDITOR])
+def test_only_a_players_token_is_renewed(server: devsignin.RenewServer, role: Role) -> None:
+    """An operator's or auditor's short-lived token is not made an hour's, again and again:
+    the page renews its player's sign-in, nothing else."""
+    assert post(server, bearer(token_of(role, "ops", ttl_s=30))) == (
+        403, {"reason": "not_renewable"})
