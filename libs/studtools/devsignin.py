@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,11 +36,13 @@ class RenewServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], issuer: TokenIssuer,
-                 verifier: TokenVerifier, ttl_s: int = RENEW_TTL_S) -> None:
+                 verifier: TokenVerifier, ttl_s: int = RENEW_TTL_S,
+                 clock: Callable[[], float] = time.time) -> None:
         super().__init__(address, _Handler)
         self.issuer = issuer
         self.verifier = verifier
         self.ttl_s = ttl_s
+        self.clock = clock
 
     @property
     def port(self) -> int:
@@ -53,6 +57,10 @@ class RenewServer(ThreadingHTTPServer):
             principal = self.verifier.verify(token.strip())
         except Unauthorized as refused:
             return 401, {"reason": refused.reason or "invalid_token"}
+        if principal.expires_at is None or principal.expires_at <= self.clock():
+            # The verifier allows clocks a few seconds' drift past exp; a renewal does not
+            # (an ended sign-in is not extended).
+            return 401, {"reason": "token_expired"}
         if principal.role is not Role.PLAYER:
             # The page renews its player's sign-in and nothing else: an operator's or an
             # auditor's short-lived token is not made an hour's again and again, and a

@@ -97,3 +97,14 @@ def test_only_a_players_token_is_renewed(server: devsignin.RenewServer, role: Ro
     the page renews its player's sign-in, nothing else."""
     assert post(server, bearer(token_of(role, "ops", ttl_s=30))) == (
         403, {"reason": "not_renewable"})
+
+
+def test_a_token_past_its_exp_is_refused_within_the_leeway(
+        server: devsignin.RenewServer) -> None:
+    """The verifier takes a token up to 5 s past its ``exp`` (clocks drift); a renewal does
+    not: an expired token is refused however recently it ended."""
+    ended = token_of(Role.PLAYER, "alice", ttl_s=60, issued_ago_s=62)  # ended 2-3 s ago
+    assert (KEYS.verifier().verify(ended).expires_at or 0) <= time.time()  # yet verifies
+    assert post(server, bearer(ended)) == (401, {"reason": "token_expired"})
+    long_ended = token_of(Role.PLAYER, "alice", ttl_s=60, issued_ago_s=7200)
+    assert post(server, bearer(long_ended)) == (401, {"reason": "token_expired"})
