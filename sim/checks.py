@@ -208,6 +208,9 @@ class Audit:
         self.report = report
         self.commands: dict[str, set[bytes]] = defaultdict(set)
         self.appends = self.transactions = 0
+        self.parsed: dict[bytes, EventEnvelope] = {}
+        """The envelopes parsed here, by their stored bytes, until a :class:`Follower`
+        reads them (it parses each once, not twice)."""
 
     def _at(self) -> str:
         return f"at its append, t={self.world.loop.time():.3f}"
@@ -225,6 +228,7 @@ class Audit:
             out.append(f"commands: table {table_id}: the stream holds {held} entries, "
                        f"{length + len(payloads)} were due (a gap; {self._at()})")
         envelopes = [EventEnvelope.FromString(payload) for payload in payloads]
+        self.parsed.update(zip(payloads, envelopes, strict=True))
         first = version + 1
         name = command_id.decode()
         out += self._links(table_id, stream, length, version, payloads, envelopes)
@@ -317,7 +321,12 @@ class Follower:
 
     def step(self, actor: TableActor | None) -> list[str]:
         raw = stream_after(self.world, self.table_id, self.read)
-        stored = [EventEnvelope.FromString(entry) for entry in raw]
+        audit = self.world.data.audit
+        parsed: dict[bytes, EventEnvelope] = audit.parsed if audit is not None else {}
+        stored = []
+        for entry in raw:  # as the audit parsed it at its append (the same bytes), or now
+            envelope = parsed.pop(entry, None)
+            stored.append(EventEnvelope.FromString(entry) if envelope is None else envelope)
         out = self._secrecy(stored) + self._commands(stored)
         self.read += len(stored)
         self.log += stored
@@ -446,6 +455,11 @@ CLOCK_SLACK_MS = 2_000
 at a settlement may read up to this much before the hand's end as the table wrote it."""
 
 
+_EXCLUSION_TYPES = frozenset({"PlayerSeated", "PlayerLeft", "HandEnded", "HandSettled",
+                              "HandStarted"})
+"""The events :func:`exclusions` reads (by the envelope's ``event_type``)."""
+
+
 def exclusions(world: World, table_id: str, stored: list[EventEnvelope]) -> list[str]:
     """Exclusion at a cash table (issue 34): no hand is dealt to an excluded player after
     their current hand. Precisely: a player's exclusion takes effect at its event's time T
@@ -480,6 +494,8 @@ def exclusions(world: World, table_id: str, stored: list[EventEnvelope]) -> list
     barred: dict[str, int] = {}  # player -> the hand after whose settlement they may not play
     found: list[str] = []
     for envelope in stored:
+        if envelope.event_type not in _EXCLUSION_TYPES:
+            continue  # no other event is read below: skipped undecoded
         event: Any = decode(envelope)
         at_ms = envelope.occurred_at.ToMilliseconds()
         if isinstance(event, PlayerSeated):

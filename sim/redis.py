@@ -378,8 +378,8 @@ class SimRedis:
     async def evalsha(self, _sha: str, numkeys: int, *args: Any) -> Any:
         """Only the event store's append runs through EVALSHA."""
         await self.io()
-        keys_, argv = [_b(a) for a in args[:numkeys]], [_b(a) for a in args[numkeys:]]
-        reply = scripts.append_script(self.data, keys_, argv)
+        raw = [a if type(a) is bytes else _b(a) for a in args]  # bytes mostly: no call
+        reply = scripts.append_script(self.data, raw[:numkeys], raw[numkeys:])
         await self.after()
         return self.returned("append", reply)
 
