@@ -15,7 +15,9 @@ provider signs players in (and renews them) with the issuer key; the gateway rou
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
 import threading
 import time
@@ -25,6 +27,8 @@ from typing import Any
 
 from studkit.auth import Principal, Role, Unauthorized
 from studkit.auth.tokens import TokenIssuer, TokenVerifier
+
+log = logging.getLogger(__name__)
 
 RENEW_PATH = "/auth/renew"
 RENEW_TTL_S = 3600
@@ -74,8 +78,28 @@ class RenewServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server: RenewServer
+    _answered = False
 
     def do_POST(self) -> None:
+        self._serve(self._post)
+
+    def do_GET(self) -> None:
+        self._serve(self._get)
+
+    def _serve(self, handle: Callable[[], None]) -> None:
+        """``handle`` the request; whatever fails inside is answered 500 ``internal`` (when
+        nothing was answered yet) and logged: never a connection dropped unanswered."""
+        try:
+            handle()
+        except Exception:
+            log.exception("%s %s failed", self.command, RENEW_PATH
+                          if self.path == RENEW_PATH else "(another path)")
+            if not self._answered:
+                with contextlib.suppress(OSError):  # the client is gone
+                    self._answer(500, {"reason": "internal"})
+            self.close_connection = True
+
+    def _post(self) -> None:
         if self.path != RENEW_PATH:
             self._answer(404, {"reason": "not_found"})
             return
@@ -94,7 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
         status, body = self.server.renew(self.headers.get("authorization", ""))
         self._answer(status, body)
 
-    def do_GET(self) -> None:
+    def _get(self) -> None:
         """Whether this room renews tokens (the page asks once, at load)."""
         if self.path == RENEW_PATH:
             self._answer(200, {"renews": True, "ttl_s": self.server.ttl_s})
@@ -103,6 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
+        self._answered = True
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("cache-control", "no-store")

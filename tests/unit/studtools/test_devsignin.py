@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import time
 from collections.abc import Iterator
 
@@ -108,3 +109,21 @@ def test_a_token_past_its_exp_is_refused_within_the_leeway(
     assert post(server, bearer(ended)) == (401, {"reason": "token_expired"})
     long_ended = token_of(Role.PLAYER, "alice", ttl_s=60, issued_ago_s=7200)
     assert post(server, bearer(long_ended)) == (401, {"reason": "token_expired"})
+
+
+def test_a_failure_inside_is_a_json_500_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever fails inside (here a room misconfigured: its issuer key is not one its
+    verifier trusts, so the fresh token does not verify) is answered 500 with a reason and
+    logged, the token never written; not a dropped connection."""
+    stranger = DevKeys.generate()
+    server = devsignin.start(stranger.issuer(), KEYS.verifier())
+    live = token_of(Role.PLAYER, "alice")
+    try:
+        with caplog.at_level(logging.ERROR, logger=devsignin.__name__):
+            assert post(server, bearer(live)) == (500, {"reason": "internal"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    logged = [r for r in caplog.records if r.name == devsignin.__name__]
+    assert logged and "POST /auth/renew failed" in logged[0].getMessage(), caplog.text
+    assert live not in caplog.text
