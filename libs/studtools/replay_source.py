@@ -579,41 +579,73 @@ class DealerSource:
         """Close the channel."""
         await self._channel.close()
 
+    async def _archived_records(self, table_id: str, hands: Sequence[int]
+                                ) -> dict[int, dpb.HandAudit]:
+        """The dealer's records of ``hands`` from the archive's auditor schema, in one query
+        (hands without one are left out)."""
+        import psycopg
+        try:
+            async with await psycopg.AsyncConnection.connect(self._archive_dsn) as conn:
+                cur = await conn.execute("SELECT hand, record FROM auditor.dealer_hands WHERE "
+                                         "table_id = %s AND hand = ANY(%s)",
+                                         (table_id, list(hands)))
+                rows = await cur.fetchall()
+        except psycopg.Error as exc:
+            raise SourceError(f"the archived records of {table_id}: {exc}") from None
+        return {int(hand): dpb.HandAudit.FromString(bytes(record))
+                for hand, record in rows if record}
+
+    async def _get_audit(self, token: str, table_id: str, hand: int) -> dpb.HandAudit:
+        """``GetAudit`` of one hand; :class:`grpc.aio.AioRpcError` as the dealer answers."""
+        reply: dpb.HandAudit = await self._stub.GetAudit(
+            dpb.GetAuditRequest(table_id=table_id, hand_number=hand),
+            metadata=bearer_metadata(token), timeout=TIMEOUT_S)
+        return reply
+
     async def audit(self, token: str, table_id: str, hand: int) -> AuditRecord:
         """The dealer's record of a finished hand (an auditor's token)."""
         try:
-            reply = await self._stub.GetAudit(
-                dpb.GetAuditRequest(table_id=table_id, hand_number=hand),
-                metadata=bearer_metadata(token), timeout=TIMEOUT_S)
+            reply = await self._get_audit(token, table_id, hand)
         except grpc.aio.AioRpcError as exc:
             archived = (exc.code() is grpc.StatusCode.NOT_FOUND and self._archive_dsn
                         and await self._archived_record(table_id, hand))
             if not archived:
-                raise SourceError(f"GetAudit {table_id} h{hand}: {exc.code().name}: "
-                                  f"{exc.details()}") from None
+                raise _audit_error(table_id, hand, exc) from None
             reply = archived  # released by the dealer: its record is in the archive
-        down: dict[int, list[tuple[int, Card]]] = {}
-        for street in reply.streets:
-            for draw in street.cards:
-                if not draw.up and draw.seat:
-                    down.setdefault(draw.seat, []).append(
-                        (draw.index, card_from_proto(draw.card)))
-        return AuditRecord({seat: [c for _, c in sorted(cards, key=lambda x: x[0])]
-                            for seat, cards in down.items()}, reply)
+        return _audit_record(reply)
 
     async def audits(self, token: str, table_id: str, hands: Sequence[int],
                      concurrency: int = 16) -> dict[int, AuditRecord | SourceError]:
-        """Records of many hands, ``concurrency`` calls at a time."""
+        """Records of many hands, ``concurrency`` calls at a time; those the dealer released
+        (``NOT_FOUND``) from the archive, in one query for them all (:meth:`audit` reads
+        one; a connection a hand made a table's archived hands a connection each)."""
         gate = asyncio.Semaphore(concurrency)
 
-        async def one(hand: int) -> tuple[int, AuditRecord | SourceError]:
+        async def one(hand: int) -> tuple[int, dpb.HandAudit | grpc.aio.AioRpcError]:
             async with gate:
                 try:
-                    return hand, await self.audit(token, table_id, hand)
-                except SourceError as exc:
+                    return hand, await self._get_audit(token, table_id, hand)
+                except grpc.aio.AioRpcError as exc:
                     return hand, exc
 
-        return dict(await asyncio.gather(*(one(h) for h in hands)))
+        replies = dict(await asyncio.gather(*(one(h) for h in hands)))
+        released = [h for h, r in replies.items() if isinstance(r, grpc.aio.AioRpcError)
+                    and r.code() is grpc.StatusCode.NOT_FOUND]
+        archived: dict[int, dpb.HandAudit | SourceError] = {}
+        if released and self._archive_dsn:
+            try:
+                archived.update(await self._archived_records(table_id, released))
+            except SourceError as exc:  # each released hand's problem, as one at a time
+                archived.update((h, exc) for h in released)
+        out: dict[int, AuditRecord | SourceError] = {}
+        for hand in hands:
+            reply = archived.get(hand, replies[hand])
+            if isinstance(reply, SourceError):
+                out[hand] = reply
+                continue
+            out[hand] = (_audit_error(table_id, hand, reply)
+                         if isinstance(reply, grpc.aio.AioRpcError) else _audit_record(reply))
+        return out
 
     async def my_cards(self, token: str, table_id: str, hand: int) -> tuple[int, list[Card]]:
         """(seat, down cards) of the token's player in the hand."""
@@ -625,6 +657,20 @@ class DealerSource:
             raise SourceError(f"GetMyCards {table_id} h{hand}: {exc.code().name}: "
                               f"{exc.details()}") from None
         return reply.seat, [card_from_proto(c) for c in reply.down]
+
+
+def _audit_record(reply: dpb.HandAudit) -> AuditRecord:
+    down: dict[int, list[tuple[int, Card]]] = {}
+    for street in reply.streets:
+        for draw in street.cards:
+            if not draw.up and draw.seat:
+                down.setdefault(draw.seat, []).append((draw.index, card_from_proto(draw.card)))
+    return AuditRecord({seat: [c for _, c in sorted(cards, key=lambda x: x[0])]
+                        for seat, cards in down.items()}, reply)
+
+
+def _audit_error(table_id: str, hand: int, exc: grpc.aio.AioRpcError) -> SourceError:
+    return SourceError(f"GetAudit {table_id} h{hand}: {exc.code().name}: {exc.details()}")
 
 
 def audit_card(index: int) -> Card:
