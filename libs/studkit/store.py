@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Final, TypeAlias
 
@@ -175,8 +175,9 @@ class Tail:
     version: int
     trimmed: int
     events: list[StoredEvent]
-    hash: dict[bytes, bytes] | None = None
-    """The hash :meth:`EventStore.tail` was asked to read in the same ``MULTI``."""
+    hash: dict[bytes, bytes] | None = field(default=None, repr=False)
+    """The hash :meth:`EventStore.tail` was asked to read in the same ``MULTI`` (the
+    dealer's hand: its deck's secrets, so never in a repr)."""
 
 
 @dataclass(frozen=True, slots=True)
