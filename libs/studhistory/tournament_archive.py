@@ -19,8 +19,9 @@ steps, as the tables' step does (:mod:`studhistory.archiver`):
    (``command_window_s``: a caller's retry within it is still answered from its command
    record): one script (:data:`TRIM_LUA`) removes the tournament's keys (stream, version,
    command records, chain, owner, trimmed count) only while the stream is still the one
-   verified (its version, length and chain head), then the index and the wake set forget
-   it. From then on the tournament service answers it from PostgreSQL
+   verified (its version, length and chain head), leaving in their place a tombstone
+   (:data:`TOMBSTONE`: the archived version), then the index and the wake set forget it.
+   From then on the tournament service answers it from PostgreSQL
    (``TOURNAMENT_HISTORY_DSN``) and ``stud replay tournament`` reads it there.
 
 A step holds a PostgreSQL advisory lock per tournament (two archivers never work on one at
@@ -56,15 +57,20 @@ PAGE: Final = 1000
 KEYS: Final = ("events", "version", "commands", "owner", "trimmed", "chain")
 """Every key of one tournament beside the index (``studkit.store``'s and ``append.lua``'s
 names, all in the tournament's hash tag): what the trim removes."""
+TOMBSTONE: Final = "archived"
+"""The key the trim leaves in the tournament's slot (``stud:tournament:{id}:archived``,
+the archived version, a few dozen bytes): the tournament service reads PostgreSQL only for
+an id that has one, and refuses to create a tournament again under it."""
 WOKEN: Final = f"{keys.TOURNAMENT_PREFIX}woken"
 """The tournament service's wake set (``tournament.app.WOKEN``)."""
 
 TRIM_LUA: Final = """
--- KEYS: events, version, commands, owner, trimmed, chain of one tournament (one slot).
--- ARGV[1] the version verified in PostgreSQL, ARGV[2] the digest of its last event.
--- Removes every key only while the stream is the one verified: its version, its length
--- (nothing trimmed before) and its chain's head (when it has one). Replies {'trimmed', n},
--- {'gone', 0} (no stream left: trimmed before), or {'changed', version}.
+-- KEYS: events, version, commands, owner, trimmed, chain, then the tombstone of one
+-- tournament (one slot). ARGV[1] the version verified in PostgreSQL, ARGV[2] the digest of
+-- its last event. Removes the first six only while the stream is the one verified: its
+-- version, its length (nothing trimmed before) and its chain's head (when it has one), and
+-- in the same step sets the tombstone to that version. Replies {'trimmed', n}, {'gone', 0}
+-- (no stream left: trimmed before), or {'changed', version}.
 local events, version_key, chain = KEYS[1], KEYS[2], KEYS[6]
 local version = tonumber(redis.call('GET', version_key) or '0')
 local length = redis.call('XLEN', events)
@@ -84,7 +90,8 @@ local head = redis.call('HGET', chain, 'head')
 if head and head ~= ARGV[2] then
   return {'changed', version}
 end
-redis.call('DEL', unpack(KEYS))
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('SET', KEYS[7], wanted)
 return {'trimmed', wanted}
 """
 
@@ -392,7 +399,7 @@ async def trim(redis: Client, tournament_id: str, version: int, last_digest: byt
     one, then its entries in the index and the wake set; ``trimmed`` or ``gone`` (the keys
     had gone before: the index is finished now). :class:`TournamentArchiveError` when the
     stream changed (nothing removed)."""
-    names = [keys.tournament_key(tournament_id, name) for name in KEYS]
+    names = [keys.tournament_key(tournament_id, name) for name in (*KEYS, TOMBSTONE)]
     reply = await redis.eval(TRIM_LUA, len(names), *names, version, last_digest)
     status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
     if status == "changed":

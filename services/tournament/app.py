@@ -37,6 +37,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from stud.v1 import tournament_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
+from studhistory.tournament_archive import TOMBSTONE
 from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.commit import Append, Proposal, StreamWriter, commit
@@ -52,7 +53,7 @@ from tournament import commands as c
 from tournament import events as ev
 from tournament.codec import event_at, event_from_proto, event_to_proto, seconds, timestamp
 from tournament.decide import decide
-from tournament.history import NO_ARCHIVE, ArchivedTournaments, CommandExpired
+from tournament.history import NO_ARCHIVE, ArchivedTournaments, ArchiveUnavailable, CommandExpired
 from tournament.state import Tournament, apply
 
 EVENT_TYPE = "TournamentEvent"
@@ -102,9 +103,12 @@ class TournamentWriter(StreamWriter[Tournament, c.Command]):
     async def catch_up(self) -> None:
         try:
             self.held = await self._load(self.stream_id)
-        except NotFound:
+        except NotFound as exc:
             if not self._creating:  # only its creation writes a tournament's first event
                 raise
+            if exc.reason == "archived":  # its stream left Redis: the id is taken for good
+                raise AlreadyExists(f"tournament {self.stream_id} exists (archived)",
+                                    reason="tournament_exists") from None
 
     def decide(self, command: c.Command) -> Proposal[Tournament]:
         now = self._clock()
@@ -219,7 +223,8 @@ class TournamentApp:
     async def load(self, tournament_id: str) -> Tournament:
         """The tournament folded up to its stream's end, or from the archive once its
         stream left Redis (``NotFound`` if neither has it). One round trip to Redis (its
-        version and what is new); PostgreSQL only for a tournament not in Redis, once."""
+        version and what is new), a second for an id with no stream (its tombstone);
+        PostgreSQL only for a tournament the archiver trimmed (its tombstone says so), once."""
         t = self._states.get(tournament_id, Tournament())
         tail = await self._store.tail(tournament_id, t.version)
         if tail.events:
@@ -235,19 +240,26 @@ class TournamentApp:
 
     async def _load_archived(self, tournament_id: str, t: Tournament) -> Tournament:
         """``t`` (what was read of it before, if anything) carried on from the archive, for
-        a tournament with no stream in Redis."""
+        a tournament with no stream in Redis: only when the archiver's trim left its
+        tombstone (:data:`studhistory.tournament_archive.TOMBSTONE`, the archived version),
+        or this replica read it from Redis before; an id never created costs no query.
+        ``NotFound`` ``archived`` without an archive; ``ArchiveUnavailable`` when the
+        archive holds fewer events than the tombstone names."""
+        mark = await self._store.client.get(keys.tournament_key(tournament_id, TOMBSTONE))
+        if mark is None and t.config is None:
+            return t  # never created: nothing to read anywhere
         if self._archive is None:
-            if t.config is not None:  # it was in Redis, and left it for PostgreSQL
-                self._states.pop(tournament_id, None)
-                raise NotFound(f"tournament {tournament_id} is archived: {NO_ARCHIVE}",
-                               reason="archived")
-            return t
+            self._states.pop(tournament_id, None)
+            raise NotFound(f"tournament {tournament_id} is archived: {NO_ARCHIVE}",
+                           reason="archived")
         rows = await self._archive.events(tournament_id, t.version)
         if rows:
             t = apply(t, (_from_envelope(EventEnvelope.FromString(raw)).event
                           for _, raw in rows))
-        if rows or t.config is not None:  # read whole, or read from Redis before it left
-            self._cold.add(tournament_id)
+        if mark is not None and t.version < int(mark):
+            raise ArchiveUnavailable(f"the archive holds {t.version} of tournament "
+                                     f"{tournament_id}'s {int(mark)} events")
+        self._cold.add(tournament_id)  # read whole, or read from Redis before it left
         return t
 
     async def lobby(self, before: str | None, phase: str, batch: int

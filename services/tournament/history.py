@@ -20,13 +20,15 @@ the table refuses a retry whose record was archived, not decided again on the ar
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
 
 import psycopg
 
 from studhistory.tournament_archive import archived_raw
 from studkit.errors import FailedPrecondition, Unavailable
 
+_T = TypeVar("_T")
 NO_ARCHIVE: Final = ("this tournament service has no TOURNAMENT_HISTORY_DSN, so tournaments "
                      "whose history the archiver moved to PostgreSQL cannot be read")
 
@@ -44,43 +46,52 @@ class CommandExpired(FailedPrecondition):
     default_reason = "command_expired"
 
 
-class ArchivedTournaments:
-    """Archived tournaments, over one connection as the support role, made when first needed
-    and again after an error, one query at a time (a finished tournament is read once per
-    process: the app keeps its state)."""
+STATEMENT_TIMEOUT_S: Final = 5.0
+"""How long PostgreSQL may take over one of the reader's statements (``statement_timeout``
+on its connection, and as long again client-side for a server that does not answer at all):
+past it the read is ``UNAVAILABLE`` ``archive_unavailable``, never a stalled call."""
 
-    def __init__(self, dsn: str) -> None:
+
+class ArchivedTournaments:
+    """Archived tournaments, over one connection as the tournament reader role, made when
+    first needed and again after an error, one query at a time, each bounded by
+    :data:`STATEMENT_TIMEOUT_S` (a finished tournament is read once per process: the app
+    keeps its state; the app asks only for a tournament whose tombstone is in Redis)."""
+
+    def __init__(self, dsn: str, *, statement_timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self._dsn = dsn
+        self._timeout_s = statement_timeout_s
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
 
-    async def _query(self, what: str, sql: str, params: tuple[Any, ...]
-                     ) -> list[tuple[Any, ...]]:
+    async def _read(self, what: str, read: Callable[[psycopg.AsyncConnection[Any]],
+                                                   Awaitable[_T]]) -> _T:
         async with self._lock:
             try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = await psycopg.AsyncConnection.connect(
-                        self._dsn, autocommit=True, connect_timeout=5)
-                cur = await self._conn.execute(sql, params)
-                return list(await cur.fetchall())
-            except psycopg.Error as exc:
+                async with asyncio.timeout(2 * self._timeout_s + 5):
+                    if self._conn is None or self._conn.closed:
+                        ms = max(1, int(self._timeout_s * 1000))
+                        self._conn = await psycopg.AsyncConnection.connect(
+                            self._dsn, autocommit=True, connect_timeout=5,
+                            options=f"-c statement_timeout={ms}")
+                    return await read(self._conn)
+            except (psycopg.Error, TimeoutError) as exc:
                 await self.aclose()
                 raise ArchiveUnavailable(f"the archive of {what} could not be read: "
                                          f"{type(exc).__name__}") from exc
 
+    async def _query(self, what: str, sql: str, params: tuple[Any, ...]
+                     ) -> list[tuple[Any, ...]]:
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(sql, params)
+            return list(await cur.fetchall())
+        return await self._read(what, run)
+
     async def events(self, tournament_id: str, after: int = 0) -> list[tuple[int, bytes]]:
         """The tournament's archived events after ``after`` (sequence, stored bytes), in
         order; none when it is not archived."""
-        async with self._lock:
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = await psycopg.AsyncConnection.connect(
-                        self._dsn, autocommit=True, connect_timeout=5)
-                return await archived_raw(self._conn, tournament_id, after)
-            except psycopg.Error as exc:
-                await self.aclose()
-                raise ArchiveUnavailable(f"the archive of tournament {tournament_id} could "
-                                         f"not be read: {type(exc).__name__}") from exc
+        return await self._read(f"tournament {tournament_id}",
+                                lambda conn: archived_raw(conn, tournament_id, after))
 
     async def applied(self, tournament_id: str, command_id: str) -> bool:
         """Whether an archived event of the tournament was appended by ``command_id`` (the

@@ -176,11 +176,13 @@ def test_every_script_of_the_project_is_covered() -> None:
 @pytest.mark.parametrize("tournament_id", ["sng-1", "mtt-2026-12", "t"])
 def test_the_archived_tournament_trim_keys_share_one_slot(tournament_id: str) -> None:
     """The archiver's trim of a finished tournament (tournament_archive.TRIM_LUA) is called
-    with every key of one tournament: all in the tournament's hash tag, one slot."""
+    with every key of one tournament and the tombstone it leaves: all in the tournament's
+    hash tag, one slot."""
     from studhistory import tournament_archive
 
-    names = [keys.tournament_key(tournament_id, n) for n in tournament_archive.KEYS]
-    assert len(names) == 6
+    names = [keys.tournament_key(tournament_id, n)
+             for n in (*tournament_archive.KEYS, tournament_archive.TOMBSTONE)]
+    assert len(names) == 7
     assert {slot(name) for name in names} == {key_slot(tournament_id.encode())}
 
 
