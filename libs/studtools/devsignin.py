@@ -34,6 +34,9 @@ RENEW_PATH = "/auth/renew"
 RENEW_TTL_S = 3600
 """A renewed token lives as long as make run's sign-in links' tokens (one hour)."""
 MAX_BODY = 1024
+READ_TIMEOUT_S = 10.0
+"""How long a request may take to arrive (its line, headers and body): a client that
+declares a body it does not send is answered 408, its thread freed."""
 
 
 class RenewServer(ThreadingHTTPServer):
@@ -41,8 +44,10 @@ class RenewServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], issuer: TokenIssuer,
                  verifier: TokenVerifier, ttl_s: int = RENEW_TTL_S,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
         super().__init__(address, _Handler)
+        self.read_timeout_s = read_timeout_s
         self.issuer = issuer
         self.verifier = verifier
         self.ttl_s = ttl_s
@@ -80,6 +85,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: RenewServer
     _answered = False
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.read_timeout_s)
+
     def do_POST(self) -> None:
         self._serve(self._post)
 
@@ -114,7 +123,12 @@ class _Handler(BaseHTTPRequestHandler):
         if length > MAX_BODY:
             self._answer(413, {"reason": "too_large"})
             return
-        self.rfile.read(length)
+        try:
+            self.rfile.read(length)
+        except TimeoutError:
+            self._answer(408, {"reason": "timeout"})
+            self.close_connection = True
+            return
         status, body = self.server.renew(self.headers.get("authorization", ""))
         self._answer(status, body)
 
@@ -140,9 +154,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def start(issuer: TokenIssuer, verifier: TokenVerifier, host: str = "127.0.0.1",
-          port: int = 0, ttl_s: int = RENEW_TTL_S) -> RenewServer:
+          port: int = 0, ttl_s: int = RENEW_TTL_S,
+          read_timeout_s: float = READ_TIMEOUT_S) -> RenewServer:
     """The renewal endpoint on ``host:port`` (0: any free port), served by a daemon thread;
     ``server.shutdown()`` stops it."""
-    server = RenewServer((host, port), issuer, verifier, ttl_s)
+    server = RenewServer((host, port), issuer, verifier, ttl_s,
+                         read_timeout_s=read_timeout_s)
     threading.Thread(target=server.serve_forever, name="stud-renew", daemon=True).start()
     return server

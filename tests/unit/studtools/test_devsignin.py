@@ -127,3 +127,14 @@ def test_a_failure_inside_is_a_json_500_logged(caplog: pytest.LogCaptureFixture)
     logged = [r for r in caplog.records if r.name == devsignin.__name__]
     assert logged and "POST /auth/renew failed" in logged[0].getMessage(), caplog.text
     assert live not in caplog.text
+
+
+def test_a_body_never_sent_is_answered_408() -> None:
+    """A request declaring a body it does not send holds its thread only so long: 408."""
+    server = devsignin.start(KEYS.issuer(), KEYS.verifier(), read_timeout_s=0.5)
+    try:
+        headers = {**bearer(token_of(Role.PLAYER, "alice")), "content-length": "10"}
+        assert post(server, headers) == (408, {"reason": "timeout"})
+    finally:
+        server.shutdown()
+        server.server_close()
