@@ -6,9 +6,14 @@ renews (``{"renews": true}``; a production gateway answers 404). ``make run`` se
 loopback and its gateway routes ``/auth/renew`` here (``GatewaySettings.signin``), so the web
 page renews its sign-in before it ends instead of asking for the link again.
 
-Only a token that verifies now is renewed (an expired, forged or foreign one is refused
-``401`` with its reason): whoever holds a live token can keep it alive, as a refresh would,
-and no one gets a token without one. A production room has no such endpoint: its identity
+Only a player's token that verifies and has not reached its ``exp`` is renewed (an expired
+one, even within the verifier's few seconds' leeway, a forged or a foreign one is refused
+``401`` with its reason; an operator's, an auditor's or a service's ``403 not_renewable``):
+whoever holds a live sign-in can keep it alive, as a refresh would, and no one gets a token
+without one. Every request is answered with a JSON reason, never a dropped connection: a
+``content-length`` that is not a count of bytes ``400 bad_content_length``, a body over
+:data:`MAX_BODY` ``413 too_large``, one not sent within :data:`READ_TIMEOUT_S` ``408
+timeout``, anything failing inside ``500 internal`` (logged, the token never). A production room has no such endpoint: its identity
 provider signs players in (and renews them) with the issuer key; the gateway routes
 ``/auth/renew`` nowhere there (``404``) and the page says to sign in again.
 """
