@@ -144,5 +144,8 @@ async def test_only_a_live_token_is_renewed(room: Room, renewing_gateway: Gatewa
     assert status == 401 and body["reason"] != "", body
     status, body = await asyncio.to_thread(renew, url, "")
     assert status == 401, body
+    # Only a player's sign-in: the refusal's reason reaches the page through the gateway.
+    ops = room.keys.issuer().issue(Principal(role=Role.OPERATOR, name="ops"), ttl_seconds=60)
+    assert await asyncio.to_thread(renew, url, ops) == (403, {"reason": "not_renewable"})
     assert await asyncio.to_thread(renew, url, "", "GET") == (
         200, {"renews": True, "ttl_s": 3600})  # the page asks this at load
