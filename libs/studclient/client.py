@@ -22,7 +22,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -43,7 +43,7 @@ from studclient.errors import (
     from_rpc_error,
 )
 from studclient.tournament import TournamentClient
-from studclient.watch import TableWatch
+from studclient.watch import TableWatch, records_of
 from studkit.cardcheck import Verdict
 
 TokenProvider = Callable[[], str | Awaitable[str]]
@@ -638,10 +638,30 @@ class Client:
 
     def watch_table_call(self, table_id: str, after_sequence: int,
                          metadata: tuple[tuple[str, str], ...]) -> Any:
-        """The raw WatchTable stream (:class:`~studclient.watch.TableWatch` resumes it)."""
+        """The raw WatchTable stream (:class:`~studclient.watch.TableWatch` resumes it),
+        batched: a message's records after its first are in its ``more``
+        (:func:`~studclient.watch.records_of` hands them over one by one)."""
         return self.table_stub(table_id).WatchTable(
-            table_pb2.WatchTableRequest(table_id=table_id, after_sequence=after_sequence),
+            table_pb2.WatchTableRequest(table_id=table_id, after_sequence=after_sequence,
+                                        batched=True),
             metadata=(*metadata, *self.owner_metadata(table_id)))
+
+    async def watch_records(self, table_id: str, after_sequence: int = 0
+                            ) -> AsyncGenerator[table_pb2.TableEventRecord, None]:
+        """The table's event records after ``after_sequence``, then live ones, one at a time
+        and in order, each as the caller may see it; the stream's ending raises its
+        :class:`~studclient.errors.StudError`. Batched on the wire; stopping anywhere (inside
+        a message too) and calling again with the last record's sequence misses and repeats
+        nothing. :meth:`watch` resumes by itself and keeps a view."""
+        call = self.watch_table_call(table_id, after_sequence, await self.metadata())
+        try:
+            async for message in call:
+                for record in records_of(message):
+                    yield record
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from exc
+        finally:
+            call.cancel()
 
     # --- the wallet ------------------------------------------------------------------------
 

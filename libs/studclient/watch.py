@@ -1,7 +1,9 @@
 """A live view of one table that stays current: :class:`TableWatch`.
 
-How it works: GetTable, then WatchTable from the view's version. Each batch of event records
-marks the view dirty and a refresher fetches GetTable again (coalescing bursts), so the
+How it works: GetTable, then WatchTable from the view's version, batched
+(``WatchTableRequest.batched``: what the table has ready in one message, the records after the
+first in its ``more``), each record handed over alone (:func:`records_of`). Each batch of event
+records marks the view dirty and a refresher fetches GetTable again (coalescing bursts), so the
 client-side state is always exactly what the server shows this viewer, never a second fold
 of the rules. The stream is resumed (``after_sequence`` = the last sequence seen, so nothing
 is missed or repeated) after a disconnect, a server restart, RESOURCE_EXHAUSTED (a too-slow
@@ -42,6 +44,17 @@ MAX_FAILURES: Final = 30
 """Consecutive failed resumes (no record received in between) before the watch gives up."""
 
 EventHook = Callable[[table_pb2.TableEventRecord], None]
+
+
+def records_of(message: table_pb2.TableEventRecord) -> list[table_pb2.TableEventRecord]:
+    """The records one WatchTable message carries, in order: the message itself, then those
+    in its ``more`` (a batched watch, issue 35). Each comes without a ``more`` of its own, as
+    an unbatched watch sends it (``message`` loses its ``more``)."""
+    if not message.more:
+        return [message]
+    rest = list(message.more)
+    message.ClearField("more")
+    return [message, *rest]
 
 
 def merge_cards(view: table_pb2.TableView, cards: dealer_pb2.MyCards | None
@@ -271,15 +284,18 @@ class TableWatch:
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     async def _follow_table(self) -> None:
-        def handle(record: table_pb2.TableEventRecord) -> None:
-            if record.sequence <= self.last_sequence:
-                return
-            self.last_sequence = record.sequence
-            if self.verifier is not None:
-                self.verifier.on_record(record)
-            if self.on_event is not None:
-                self.on_event(record)
-            self._dirty.set()
+        def handle(message: table_pb2.TableEventRecord) -> None:
+            # One record at a time, the resume token following each: a hook that raises
+            # inside a batch leaves it at the last record handed over.
+            for record in records_of(message):
+                if record.sequence <= self.last_sequence:
+                    continue
+                self.last_sequence = record.sequence
+                if self.verifier is not None:
+                    self.verifier.on_record(record)
+                if self.on_event is not None:
+                    self.on_event(record)
+                self._dirty.set()
 
         def open_call(metadata: tuple[tuple[str, str], ...]) -> Any:
             if self._calls_opened:
