@@ -23,6 +23,7 @@ here is pure: no I/O, stdlib only.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -132,7 +133,83 @@ def _hand_from_table(raw: Mapping[str, object], name: str) -> PhhHand:
     )
 
 
+# The TOML the project writes (export_phh, toml_value): ``key = value`` lines, a value a basic
+# string with only the escapes toml_value writes, a decimal integer, a boolean, or a list of
+# those on one line, or a list one element a line (``key = [``, ``  value,``, ``]``). Read
+# without tomllib (about a fifth of a replay check's time went to it); any other text, and any
+# repeated key, goes to tomllib, which stays the reference (tests/property/test_phh_reader.py).
+_STRING = r'"[^"\\\x00-\x1f\x7f]*(?:\\(?:["\\]|u00[01][0-9a-f]|u007f)[^"\\\x00-\x1f\x7f]*)*"'
+_SCALAR = rf"{_STRING}|-?(?:0|[1-9][0-9]*)|true|false"
+_VALUE = re.compile(rf"(?:{_SCALAR}|\[(?:(?:{_SCALAR})(?:, (?:{_SCALAR}))*)?\])\Z")
+_ITEM = re.compile(rf"({_STRING})|(-?(?:0|[1-9][0-9]*))|(true)|(false)")
+_LINE = re.compile(r"([A-Za-z0-9_-]+) = (.*)\Z", re.DOTALL)
+_ELEMENT = re.compile(rf"  ({_SCALAR}),\Z")
+_ESCAPE = re.compile(r'\\(["\\]|u[0-9a-f]{4})')
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    return code if len(code) == 1 else chr(int(code[1:], 16))
+
+
+def _scalar(match: re.Match[str]) -> object:
+    string, number, true = match.group(1, 2, 3)
+    if string is not None:
+        body = string[1:-1]
+        return _ESCAPE.sub(_unescape, body) if "\\" in body else body
+    if number is not None:
+        return int(number)
+    return true is not None
+
+
+def _plain_toml(text: str) -> dict[str, object] | None:
+    """The table of a text made of the lines the project writes, or None for any other."""
+    if not text.endswith("\n") or "\r" in text:
+        return None
+    lines = text[:-1].split("\n")
+    table: dict[str, object] = {}
+    i = 0
+    while i < len(lines):
+        line = _LINE.match(lines[i])
+        if line is None:
+            return None
+        key, value = line.group(1, 2)
+        if key in table:
+            return None
+        i += 1
+        if value == "[":
+            items: list[object] = []
+            while i < len(lines) and lines[i] != "]":
+                line_i = lines[i]
+                body = line_i[3:-2]  # the common element: a string without escapes
+                if (len(line_i) > 4 and line_i[:3] == '  "' and line_i[-2:] == '",'
+                        and body.isprintable()
+                        and '"' not in body and "\\" not in body):
+                    items.append(body)
+                    i += 1
+                    continue
+                element = _ELEMENT.match(lines[i])
+                if element is None:
+                    return None
+                items.append(_scalar(_ITEM.fullmatch(element.group(1))))  # type: ignore[arg-type]
+                i += 1
+            if i == len(lines):
+                return None
+            i += 1
+            table[key] = items
+        elif _VALUE.match(value) is None:
+            return None
+        elif value[0] == "[":
+            table[key] = [_scalar(m) for m in _ITEM.finditer(value)]
+        else:
+            table[key] = _scalar(_ITEM.fullmatch(value))  # type: ignore[arg-type]
+    return table
+
+
 def _toml(text: str) -> dict[str, object]:
+    plain = _plain_toml(text)
+    if plain is not None:
+        return plain
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
