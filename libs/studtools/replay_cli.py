@@ -50,6 +50,7 @@ from studtools import replay_find
 from studtools.replay_hands import (
     HandLog,
     HandVerdict,
+    LedgerTx,
     Logged,
     Problem,
     check_money,
@@ -73,6 +74,8 @@ from studtools.replay_source import (
 )
 
 Handler = Callable[[argparse.Namespace, TextIO, Mapping[str, str]], int]
+Ledger = dict[tuple[str, str], list[LedgerTx]]
+"""The wallet's settlements by (table, hand id)."""
 EXIT_OK, EXIT_FAILED, EXIT_SOURCE = 0, 1, 2
 
 
@@ -308,8 +311,15 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
         tables = list(table_ids) if table_ids else await source.table_ids()
         sizes = await source.sizes(tables)
         wallet = await source.ledger_readable()
+        # The wallet's settlements of every table in one read (one pass over the ledger, one
+        # query of the archive), where each table read them all again; a table whose log
+        # holds a hand settled since is read again on its own (verify_table).
+        ledger = await source.settlements(tables) if wallet else None
     finally:
         await source.aclose()
+    by_table: dict[str, Ledger] = {}
+    for key, txs in (ledger or {}).items():
+        by_table.setdefault(key[0], {})[key] = txs
     if not wallet:
         notes.append("wallet settlements not checked: this Redis user may not read the ledger")
     verdicts: list[HandVerdict] = []
@@ -326,11 +336,12 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
 
         if workers > 1 and len(tables) > 1 and sum(sizes.values()) >= PARALLEL_MIN_EVENTS:
             await _verify_shared(tables, sizes, workers, done, settings, hand_number, wallet,
-                                 archive)
+                                 archive, by_table if ledger is not None else None)
         else:
             for table_id in tables:
-                done(table_id, await verify_table(settings, table_id, hand_number, wallet,
-                                                  archive))
+                done(table_id, await verify_table(
+                    settings, table_id, hand_number, wallet, archive,
+                    by_table.get(table_id, {}) if ledger is not None else None))
     if hand_number is not None and not verdicts:
         raise SourceError(f"no hand {hand_number}")
     verdicts.sort(key=lambda v: (v.table_id, v.hand))
@@ -344,7 +355,8 @@ the replay's modules, in the fork server) costs more than they save."""
 
 async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: int,
                          done: Callable[[str, list[HandVerdict]], None], settings: Settings,
-                         hand_number: int | None, wallet: bool, archive: Path | None) -> None:
+                         hand_number: int | None, wallet: bool, archive: Path | None,
+                         ledger: Mapping[str, Ledger] | None = None) -> None:
     """Verify ``tables`` in ``jobs`` processes: this one and ``jobs - 1`` workers, each
     taking the next table when it is free (the workers the biggest first, this process the
     smallest first, so neither waits for the other at the end). Tables are independent
@@ -364,9 +376,10 @@ async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: 
             running: set[asyncio.Future[list[tuple[str, list[HandVerdict]]]]] = set()
             while pending or running:
                 while pending and len(running) < 2 * (jobs - 1):  # one queued behind each
-                    running.add(loop.run_in_executor(pool, _verify_chunk, settings,
-                                                     [pending.pop()], hand_number, wallet,
-                                                     archive))
+                    table_id = pending.pop()
+                    running.add(loop.run_in_executor(
+                        pool, _verify_chunk, settings, [table_id], hand_number, wallet,
+                        archive, None if ledger is None else {table_id: ledger.get(table_id, {})}))
                 finished, running = await asyncio.wait(running,
                                                        return_when=asyncio.FIRST_COMPLETED)
                 for future in finished:
@@ -376,19 +389,22 @@ async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: 
         async def own_side() -> None:
             while pending:
                 table_id = pending.popleft()
-                done(table_id, await verify_table(settings, table_id, hand_number, wallet,
-                                                  archive))
+                done(table_id, await verify_table(
+                    settings, table_id, hand_number, wallet, archive,
+                    None if ledger is None else ledger.get(table_id, {})))
 
         await asyncio.gather(own_side(), workers_side())
 
 
 def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,
-                  wallet: bool, archive: Path | None) -> list[tuple[str, list[HandVerdict]]]:
+                  wallet: bool, archive: Path | None, ledger: Mapping[str, Ledger] | None = None
+                  ) -> list[tuple[str, list[HandVerdict]]]:
     """A worker process: verify some tables (states dropped from the verdicts)."""
     async def run() -> list[tuple[str, list[HandVerdict]]]:
         out = []
         for table_id in tables:
-            found = await verify_table(settings, table_id, hand_number, wallet, archive)
+            found = await verify_table(settings, table_id, hand_number, wallet, archive,
+                                       None if ledger is None else ledger.get(table_id, {}))
             for verdict in found:
                 verdict.after = None
             out.append((table_id, found))
@@ -397,25 +413,34 @@ def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | 
 
 
 async def verify_table(settings: Settings, table_id: str, hand_number: int | None,
-                       wallet: bool, archive: Path | None = None) -> list[HandVerdict]:
+                       wallet: bool, archive: Path | None = None,
+                       settled: Ledger | None = None) -> list[HandVerdict]:
     """Verify one table's hands (all, or ``hand_number``): commands re-decided, chips, the
     wallet's settlements (``wallet``: readable; never at a tournament table, whose chips the
-    wallet never holds) and, with the dealer and auditor credentials, the cards."""
+    wallet never holds) and, with the dealer and auditor credentials, the cards.
+    ``settled``: the table's settlements read before its log (:func:`verify`), used when
+    they cover every complete hand of the log; otherwise they are read after it."""
     source = RedisSource.from_settings(settings)
     try:
         log = await source.log(table_id, archive)
         wallet = wallet and not any(isinstance(e.event, rpb.TournamentModeSet)
                                     for e in log.room)
-        ledger = await source.settlements([table_id]) if wallet else None
+        with no_gc():  # the log is long-lived and acyclic: no collection passes over it
+            if hand_number is None:  # each hand's state before it from the verdict before
+                checked = verify_hands(table_id, log.events, log.start)
+            else:
+                checked = [(h, verify_hand_log(h)) for h in
+                           split_hands(table_id, log.events, log.start)[0]
+                           if h.number == hand_number]
+        ledger = None
+        if wallet:
+            ledger = settled
+            if ledger is None or any((table_id, f"h{hand.number}") not in ledger
+                                     for hand, _verdict in checked if hand.complete):
+                ledger = await source.settlements([table_id])
     finally:
         await source.aclose()
-    with no_gc():  # the log is long-lived and acyclic: no collection passes over it
-        if hand_number is None:  # each hand's state before it from the verdict before
-            checked = verify_hands(table_id, log.events, log.start)
-        else:
-            checked = [(h, verify_hand_log(h)) for h in
-                       split_hands(table_id, log.events, log.start)[0]
-                       if h.number == hand_number]
+    with no_gc():
         todo = [hand for hand, _verdict in checked]
         verdicts = []
         for hand, verdict in checked:

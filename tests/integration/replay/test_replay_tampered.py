@@ -15,6 +15,9 @@ from stud.v1 import events_pb2 as epb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 from studkit.redis_client import connect_sync
+from studtools import replay_cli
+from studtools.replay_hands import LedgerTx
+from studtools.replay_source import RedisSource, Settings
 
 from .conftest import Played, run_cli
 
@@ -108,6 +111,30 @@ async def test_a_wrong_ledger_posting_fails_naming_the_hand(replay_env: Played) 
         assert len(failed) == 1 and where in failed[0], out
         assert "ledger entry" in failed[0] and "the hand's result is" in failed[0]
         assert out.strip().splitlines()[-1].endswith("failed=1")
+
+
+async def test_settlements_read_before_the_log_are_read_again_when_they_miss_a_hand(
+        replay_env: Played) -> None:
+    """``verify`` reads every table's settlements once, before the tables' logs; a table whose
+    log holds a hand those lack (settled meanwhile) reads its own again after its log, so the
+    early read never fails a hand, and a wrong posting read either way is still found."""
+    table = replay_env.table_id
+    settings = Settings.from_env()
+    source = RedisSource.from_settings(settings)
+    try:
+        ledger = await source.settlements([table])
+    finally:
+        await source.aclose()
+    assert ledger
+    for early in ({}, {key: txs for key, txs in ledger.items() if key[1] != "h2"}, ledger):
+        found = await replay_cli.verify_table(settings, table, None, True, None, early)
+        assert [v.problems for v in found if not v.ok] == [], early.keys()
+        assert all("wallet" in v.checks for v in found if v.hand <= 4), found
+    wrong = {key: [LedgerTx(tx.entry_id, tuple((account, amount + 1) if account.startswith(
+        "seat:") else (account, amount) for account, amount in tx.postings)) for tx in txs]
+        for key, txs in ledger.items()}
+    found = await replay_cli.verify_table(settings, table, None, True, None, wrong)
+    assert {v.hand for v in found if not v.ok} == {int(key[1][1:]) for key in ledger}, found
 
 
 def _one_byte(envelope_bytes: bytes) -> bytes:
