@@ -39,8 +39,10 @@ KEYSPACE_WIDE: Final = ("-scan", "-randomkey", "-keys", "-dbsize", "-memory")
 every service user; ``-@dangerous`` already covers ``KEYS``, ``FLUSH*``, ``SWAPDB``, ``INFO``,
 ``MONITOR``, ``CLIENT LIST``, ``DEBUG``, ``CONFIG``, ``SLOWLOG`` and ``SORT``."""
 
-# Key patterns per service user. On Redis 7+ ``%R~`` grants read-only access to a pattern;
-# Redis 6.2 has no selectors, so there the read grants become plain key grants (documented).
+# Key patterns per service user. On Redis 7+ ``%R~`` grants read-only access to a pattern
+# and a rule in parentheses is a selector (its keys and commands go together); Redis 6.2 has
+# neither, so there the read grants become plain key grants and the selectors are dropped
+# (documented: the archiver then has the tournaments' keys whole).
 # ``resetchannels``: no Pub/Sub channel (so no keyspace notifications) for any service.
 SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
     "table": ("resetchannels", "~stud:table:*", "+@all", "-@dangerous", *KEYSPACE_WIDE),
@@ -56,14 +58,23 @@ SERVICE_ACL: Final[Mapping[str, tuple[str, ...]]] = {
     # version and the snapshot (a script needs write access to every key it names); never a
     # table's owner, settings or lobby summary. Of the wallet's keys, the ledger and the
     # statements only (it reads them and trims their heads: studhistory.ledger_archive),
-    # never the balances, the idempotency records or the seats; the tournaments' keys (it
-    # reads a tournament's stream and, once it is archived and verified, removes its keys,
-    # its index entry and its wake: studhistory.tournament_archive).
+    # never the balances, the idempotency records or the seats. The tournaments' keys it
+    # reads; it writes them only as studhistory.tournament_archive's trim does, through
+    # Redis 7 selectors: the trim script (EVAL over a tournament's six keys and its
+    # tombstone) and DEL of those six, SET of the tombstone, SREM of the index and ZREM of
+    # the wake set; never XADD to a tournament's stream (which drives payouts), nor SET of
+    # its version, nor anything else.
     "archiver": ("resetchannels", "%R~stud:table:*", "~stud:table:*:events",
                  "~stud:table:*:trimmed", "~stud:table:*:version", "~stud:table:*:snapshot",
                  "~stud:table:*:commands", "~stud:wallet:{wallet}:ledger",
-                 "~stud:wallet:{wallet}:postings:*", "~stud:tournament:*", "+@all",
-                 "-@dangerous", *KEYSPACE_WIDE),
+                 "~stud:wallet:{wallet}:postings:*", "%R~stud:tournament:*", "+@all",
+                 "-@dangerous", *KEYSPACE_WIDE,
+                 "(~stud:tournament:*:events ~stud:tournament:*:version "
+                 "~stud:tournament:*:commands ~stud:tournament:*:owner "
+                 "~stud:tournament:*:trimmed ~stud:tournament:*:chain "
+                 "~stud:tournament:*:archived +eval +evalsha +del)",
+                 "(~stud:tournament:*:archived +set)",
+                 "(~stud:tournament:index ~stud:tournament:woken +srem +zrem)"),
     # Auditors read the public streams, the tournaments' logs and the ledger; decks only
     # through the dealer's audit API after a hand (never a deck of a hand in play).
     "auditor": ("resetchannels", "%R~stud:table:*", "%R~stud:wallet:*",
@@ -154,7 +165,7 @@ def acl_rules(service: str, version: tuple[int, ...], cluster: bool = False) -> 
     may also read the slot map: :data:`CLUSTER_ACL`)."""
     rules = list(SERVICE_ACL[service])
     if version < (7,):
-        rules = [r.replace("%R~", "~") for r in rules]
+        rules = [r.replace("%R~", "~") for r in rules if not r.startswith("(")]
     return rules + list(CLUSTER_ACL) if cluster else rules
 
 

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, ResponseError
 
 from stud.v1.envelope_pb2 import EventEnvelope
+from studhistory import tournament_archive
 from studkit import keys
 from studkit.store import EventStore
 from studkit.tailer import StreamTailer
@@ -30,6 +31,7 @@ PASSWORDS = {
     "wallet": "wallet-acl-pw",
     "tournament": "tournament-acl-pw",
     "auditor": "auditor-acl-pw",
+    "archiver": "archiver-acl-pw",
 }
 Connect = Callable[[str], aioredis.Redis]
 DEALER_KEY = keys.dealer_key("t1", "deck")
@@ -236,6 +238,42 @@ class TestAuditorUser:
         await refused(client.set(WALLET_KEY, b"x"))
         await refused(client.delete(keys.table_stream("t1")))
         assert await EventStore(admin).version("t1") == 1
+
+
+class TestArchiverUser:
+    async def test_reads_tournaments_and_writes_only_through_the_trim_on_redis_7(
+        self, admin: aioredis.Redis, connect: Connect, redis7: bool
+    ) -> None:
+        """The archiver reads every tournament key but, on Redis >= 7, writes a tournament's
+        keys only as the trim does (its script's DEL of the six keys and SET of the
+        tombstone, SREM and ZREM of the index and the wake set): it cannot XADD to a
+        tournament's stream (which drives payouts), run a script that does, set a version
+        or add to the index. On 6.2 (no selectors) it has the tournaments' keys whole."""
+        stream, version = (keys.tournament_key("t9", "events"),
+                           keys.tournament_key("t9", "version"))
+        await admin.xadd(stream, {"envelope": event("Created").SerializeToString()}, id="0-1")
+        await admin.set(version, 1)
+        await admin.sadd(keys.tournament_index(), "t9")
+        await admin.zadd(tournament_archive.WOKEN, {"t9": 1.0})
+        client = connect("archiver")
+        assert len(await client.xrange(stream)) == 1
+        assert await client.get(version) == b"1"
+        assert await client.smembers(keys.tournament_index()) == {b"t9"}
+        if redis7:
+            await refused(client.xadd(stream, {"envelope": b"forged"}))
+            with pytest.raises(ResponseError, match=r"NOPERM|can't access"):  # in a script
+                await client.eval(
+                    "return redis.call('XADD', KEYS[1], '*', 'envelope', 'x')", 1, stream)
+            await refused(client.set(version, 2))
+            await refused(client.sadd(keys.tournament_index(), "t10"))
+            assert await admin.xlen(stream) == 1 and await admin.get(version) == b"1"
+        else:  # the documented gap
+            await client.xadd(keys.tournament_key("t8", "events"), {"envelope": b"forged"})
+        assert await tournament_archive.trim(client, "t9", 1, b"") == "trimmed"
+        assert await admin.exists(stream, version) == 0
+        assert await admin.get(keys.tournament_key("t9", tournament_archive.TOMBSTONE)) == b"1"
+        assert await admin.sismember(keys.tournament_index(), "t9") == 0
+        assert await admin.zscore(tournament_archive.WOKEN, "t9") is None
 
 
 # Commands that reach the whole keyspace whatever the user's key patterns. KEYS, FLUSH*,

@@ -19,8 +19,14 @@ def users() -> dict[str, list[str]]:
     parsed: dict[str, list[str]] = {}
     for line in ACL_FILE.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            keyword, name, *rules = line.split()
+            keyword, name, *words = line.split()
             assert keyword == "user" and name not in parsed, line
+            rules: list[str] = []
+            for word in words:  # a selector, "(~key ... +command)", is one rule
+                if rules and rules[-1].startswith("(") and not rules[-1].endswith(")"):
+                    rules[-1] += " " + word
+                else:
+                    rules.append(word)
             parsed[name] = rules
     return parsed
 
