@@ -15,9 +15,10 @@ account its balance. :meth:`LedgerArchiver.statements` reads accounts' statement
 wallet's own merge (``wallet.history.ArchivedStatementStore``) and compares them with every
 line as appended.
 
-Two sabotage knobs for the invariant tests: :attr:`LedgerArchiver.trim_first` (a broken
-archiver trims the ledger and the statements down to its hot window before it copies) and
-:attr:`SimLedgerDb.drop_row` (the archive loses one posting row of a copy)."""
+Three sabotage knobs for the invariant tests: :attr:`LedgerArchiver.trim_first` (a broken
+archiver trims the ledger and the statements down to its hot window before it copies),
+:attr:`SimLedgerDb.drop_row` (the archive loses one posting row of a copy) and
+:attr:`SimLedgerDb.twice` (the archive stores one copy twice)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,10 @@ class SimLedgerDb:
         self.crash_after_commit = False
         self.drop_row = 0
         """The sabotage: the n-th row a copy writes is lost (once; 0: never)."""
-        self._written = 0
+        self.twice = 0
+        """The sabotage: the n-th copy committed is stored twice, its rows under a second
+        key (once; 0: never)."""
+        self._written = self._commits = 0
 
     def watermark(self) -> str | None:
         if not self.segments:
@@ -100,6 +104,10 @@ class SimLedgerDb:
                 s["first_id"] in firsts or s["last_id"] in lasts for s in segments):
             raise psycopg.errors.UniqueViolation("simulated: duplicate key")
         self.segments += segments
+        self._commits += bool(rows)
+        if rows and self._commits == self.twice:
+            rows = rows + [dict(r, posting=r["posting"] + 1000) for r in rows]
+            keys_ = keys_ + [(r["transaction_id"], r["posting"]) for r in rows[len(keys_):]]
         for key, row in zip(keys_, rows, strict=True):
             self.rows[key] = row
             self.by_tx.setdefault(row["transaction_id"], []).append(row)

@@ -5,8 +5,8 @@ breaks no invariant (nothing trimmed before the archive holds it; the ledger acr
 archive and Redis is the ledger appended, sums to zero and moves each account its balance;
 every statement read through the wallet's merge is its lines as appended); and each way of
 breaking it is seen: a trim before the copy (at the trim, and in the ledger across both
-stores), a posting row the archive loses, a statement line trimmed behind the archive's
-back (in the statement read)."""
+stores), a posting row the archive loses, a copy the archive holds twice, a statement line
+trimmed behind the archive's back (in the statement read)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,20 @@ def test_a_posting_row_the_archive_loses_is_seen() -> None:
     assert any("the archive holds" in v and "postings" in v for v in violations), \
         violations[:5]
     assert any("sums to" in v and "not 0" in v for v in violations), violations[:5]
+
+
+def test_a_copy_the_archive_holds_twice_is_seen() -> None:
+    """The archive stores its third copy twice (the rows again under other keys): those
+    transactions are in it twice, and the ledger across both stores moves their postings
+    twice."""
+    def twice(run: Run) -> None:
+        assert run.archiver is not None
+        run.archiver.ledger.db.twice = 3
+
+    violations = _violations(twice)
+    assert any("the archive holds" in v and "postings" in v for v in violations), \
+        violations[:5]
+    assert any("moved" in v and "its balance is" in v for v in violations), violations[:5]
 
 
 def test_a_statement_line_lost_from_both_stores_is_seen_in_the_statement_read() -> None:
