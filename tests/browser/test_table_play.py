@@ -100,7 +100,7 @@ def assert_no_foreign_down_card(messages: list[Any], own_seat: int) -> int:
             mine += 1
         records: list[Any] = []
         if isinstance(msg, table_pb2.TableEventRecord):
-            records = [msg]
+            records = [msg, *msg.more]  # a batched watch's further records ride in `more`
         elif isinstance(msg, table_pb2.HandHistory | table_pb2.CommandReply):
             records = list(msg.events)
         for r in records:
