@@ -113,8 +113,11 @@ def assert_no_foreign_down_card(messages: list[Any], own_seat: int) -> int:
 
 
 async def test_two_players_play_to_showdown_by_clicking(room: Room, players: Players) -> None:
+    # The showdown stays on the table for 2.5 s, as a person would need it to (with 0.4 s a
+    # loaded CI machine's page read the view only after the next hand had started, and bob's
+    # page never showed alice's hand).
     table_id = await room.client.open_table("web-1", settings=fast_settings(
-        next_hand_delay_ms=400))
+        next_hand_delay_ms=2_500))
     for name in ("alice", "bob"):
         await room.fund(name, 100_000)
     alice = await players("alice", f"/?table={table_id}")
