@@ -32,6 +32,8 @@ class HistoryDsns:
     support: str
     auditor: str
     name: str
+    tournament: str
+    """As the tournament service's role (``stud_tournament_reader``)."""
 
 
 @dataclass
@@ -51,7 +53,7 @@ class TestPostgres:
         dsn = self.server.dsn
         return HistoryDsns(admin=dsn(ADMIN_USER, name), archiver=dsn("archiver", name),
                            support=dsn("support", name), auditor=dsn("auditor", name),
-                           name=name)
+                           name=name, tournament=dsn("tournament", name))
 
     def drop(self, dsns: HistoryDsns) -> None:
         with psycopg.connect(self.server.dsn(ADMIN_USER, "postgres"), autocommit=True) as c:

@@ -11,6 +11,8 @@ run`` writes them to ``.run/env``; in Kubernetes they come from Secrets):
   history, the ledger and the tournaments);
 - :data:`AUDITOR_DSN_ENV` (``STUD_AUDITOR_DSN``): the auditor's (``stud_auditor``: what
   support reads and the dealer's records);
+- :data:`TOURNAMENT_DSN_ENV` (``TOURNAMENT_HISTORY_DSN``): the tournament service's
+  (``stud_tournament_reader``: the archived tournaments' events and the lobby's view only);
 - :data:`MIGRATE_DSN_ENV` (``STUD_MIGRATE_DSN``): the database owner's, for
   ``python -m studhistory.migrate`` only.
 """
@@ -28,11 +30,14 @@ HISTORY_DSN_ENV: Final = "STUD_HISTORY_DSN"
 SUPPORT_DSN_ENV: Final = "STUD_SUPPORT_DSN"
 AUDITOR_DSN_ENV: Final = "STUD_AUDITOR_DSN"
 MIGRATE_DSN_ENV: Final = "STUD_MIGRATE_DSN"
+TOURNAMENT_DSN_ENV: Final = "TOURNAMENT_HISTORY_DSN"
+"""The tournament service's (``stud_tournament_reader``: archived tournaments only)."""
 
 ROLE_DSN_ENV: Final[Mapping[str, str]] = {
     "archiver": HISTORY_DSN_ENV,
     "support": SUPPORT_DSN_ENV,
     "auditor": AUDITOR_DSN_ENV,
+    "tournament": TOURNAMENT_DSN_ENV,
 }
 """Role (as ``studtools.pg_server.ROLE_USERS`` names its login user) -> its variable."""
 

@@ -229,7 +229,8 @@ def env_file_text(addrs: Mapping[str, str], issuer_key: Path,
 def history_env(pg: PostgresServer) -> dict[str, str]:
     """PostgreSQL's URL for each role, in the variables the tools read."""
     return {"STUD_HISTORY_DSN": pg.dsn("archiver"), "STUD_SUPPORT_DSN": pg.dsn("support"),
-            "STUD_AUDITOR_DSN": pg.dsn("auditor")}
+            "STUD_AUDITOR_DSN": pg.dsn("auditor"),
+            "TOURNAMENT_HISTORY_DSN": pg.dsn("tournament")}
 
 
 def log_file(logs_dir: Path, name: str) -> IO[bytes]:
@@ -275,8 +276,8 @@ def service_env(name: str, addrs: Mapping[str, str],
     if name == "tournament":
         targets = {"TOURNAMENT_TABLE_TARGET": addrs.get("table", ""),
                    "TOURNAMENT_WALLET_TARGET": addrs.get("wallet", "")}
-        if history.get("STUD_SUPPORT_DSN"):  # finished tournaments the archiver moved
-            targets["TOURNAMENT_HISTORY_DSN"] = history["STUD_SUPPORT_DSN"]
+        if history.get("TOURNAMENT_HISTORY_DSN"):  # finished tournaments the archiver moved
+            targets["TOURNAMENT_HISTORY_DSN"] = history["TOURNAMENT_HISTORY_DSN"]
         return targets
     if name == "archiver":
         return {"ARCHIVER_DEALER_TARGET": addrs.get("dealer", ""),

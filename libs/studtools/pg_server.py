@@ -14,7 +14,8 @@ for every user but the bootstrap superuser's local socket.
 
 Users: ``admin`` (the superuser the migrations run as), and a login user for each role of
 :data:`ROLE_USERS` (``archiver`` in ``stud_archiver``, ``support`` in ``stud_support``,
-``auditor`` in ``stud_auditor``; the roles and their grants come from the migrations,
+``auditor`` in ``stud_auditor``, ``tournament`` in ``stud_tournament_reader``; the roles
+and their grants come from the migrations,
 docs/history.md).
 """
 
@@ -49,6 +50,7 @@ ROLE_USERS: Final[Mapping[str, str]] = {
     "archiver": "stud_archiver",
     "support": "stud_support",
     "auditor": "stud_auditor",
+    "tournament": "stud_tournament_reader",
 }
 """Login user -> the database role it is a member of."""
 

@@ -34,8 +34,8 @@ class Settings:
     none), ``METRICS_ADDR``, ``TOURNAMENT_LEASE_MS`` (a tournament's lease: a replica that
     stops renewing loses its tournaments after this long and another takes them over,
     ``3000``), ``TOURNAMENT_REPLICA_ID`` (default ``<hostname>-<pid>``; in Kubernetes the
-    pod name), ``TOURNAMENT_HISTORY_DSN`` (PostgreSQL as the read-only support role,
-    ``stud_support``: a finished tournament the archiver moved out of Redis is read there;
+    pod name), ``TOURNAMENT_HISTORY_DSN`` (PostgreSQL as its read-only role,
+    ``stud_tournament_reader``: a finished tournament the archiver moved out of Redis is read there;
     empty: such a tournament is ``NOT_FOUND`` and the service says why, at start and in
     each refusal).
     """
@@ -59,7 +59,8 @@ class Settings:
     table_settings: tpb.TableSettings | None = None
     """The room settings of the tables it opens (None: the table service's defaults)."""
     history_dsn: str = field(default="", repr=False)
-    """``TOURNAMENT_HISTORY_DSN``: the archive of record as the support role (empty: none)."""
+    """``TOURNAMENT_HISTORY_DSN``: the archive of record as the tournament reader role
+    (empty: none)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

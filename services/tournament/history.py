@@ -3,7 +3,8 @@ tournaments"; the archiver's step: ``studhistory.tournament_archive``).
 
 Once a tournament is over, paid out and past the idempotency window, the archiver copies its
 stream to ``tournaments.events``, verifies it, and removes its keys from Redis. The service
-then reads it here, with ``TOURNAMENT_HISTORY_DSN`` (the read-only ``stud_support`` role):
+then reads it here, with ``TOURNAMENT_HISTORY_DSN`` (the read-only ``stud_tournament_reader``
+role, migration 0009: ``tournaments.events`` and ``tournaments.archived`` only):
 its events for ``GetTournament``, ``VerifyTournament`` and ``WatchTournament``, and the
 archived tournaments with how they ended for ``ListTournaments``, so no client sees a
 tournament disappear. PostgreSQL down when a read needs it: ``UNAVAILABLE``

@@ -44,7 +44,7 @@ async def test_a_retry_after_the_archive_is_command_expired(
         dev_keys: DevKeys) -> None:
     redis, conn = archiver
     admin = connect(redis_url)
-    settings = dataclasses.replace(tournament.settings, history_dsn=history_dsns.support)
+    settings = dataclasses.replace(tournament.settings, history_dsn=history_dsns.tournament)
     try:
         await funded(wallet, "ann", "bob", "cy")
         await cancelled(tournament, admin, "late-1", "ann", "bob")

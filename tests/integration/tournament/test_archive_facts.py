@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from stud.v1 import tournament_pb2 as pb
-from studhistory.tournament_archive import archive_tournaments
+from studhistory.tournament_archive import TOMBSTONE, archive_tournaments
 from studkit import keys
 from studkit.auth import Principal, Role
 from studkit.commandwindow import COMMAND_WINDOW_S
@@ -87,7 +87,7 @@ async def test_a_finished_sit_and_go_is_archived_once(
         assert outcome.archived == ["sng-arch"] and outcome.trimmed == []
         assert (await archive_tournaments(redis, conn, seen)).archived == []
         # Past the command window its keys leave Redis; the service answers from PostgreSQL.
-        reading = dataclasses.replace(room_settings, history_dsn=history_dsns.support)
+        reading = dataclasses.replace(room_settings, history_dsn=history_dsns.tournament)
         async with running_tournament(reading, dev_keys) as service:
             before = await service.client.get("sng-arch")
         admin = connect(redis_url)
@@ -97,7 +97,10 @@ async def test_a_finished_sit_and_go_is_archived_once(
             assert trimmed.trimmed == ["sng-arch"] and not trimmed.failed
             print(f"sng-arch redis bytes: before={held} after="
                   f"{await redis_bytes(admin, 'sng-arch')}")
-            assert await redis_bytes(admin, "sng-arch") == 0 < held
+            # Its tombstone alone stays (docs/history.md: tens of bytes, for good).
+            assert await admin.keys("stud:tournament:{sng-arch}:*") == [
+                keys.tournament_key("sng-arch", TOMBSTONE).encode()]
+            assert 0 < await redis_bytes(admin, "sng-arch") < 128 < held
             assert not await admin.sismember(keys.tournament_index(), "sng-arch")
         finally:
             await admin.aclose()

@@ -87,7 +87,7 @@ async def test_the_lobby_pages_the_archive_in_sql_complete_and_ordered(
         everything = sorted(ARCHIVED + COPIED + LIVE, reverse=True)
         assert everything != sorted(everything, key=str.lower, reverse=True)
 
-        settings = dataclasses.replace(tournament.settings, history_dsn=history_dsns.support)
+        settings = dataclasses.replace(tournament.settings, history_dsn=history_dsns.tournament)
         async with running_tournament(settings, dev_keys) as reader:
             archive = reader.deps.app.archive
             assert isinstance(archive, ArchivedTournaments)
@@ -156,7 +156,7 @@ async def test_the_archives_pages_are_in_byte_order_whatever_the_collation(
     with psycopg.connect(server.dsn(ADMIN_USER, "postgres"), autocommit=True) as c:
         c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0 LOCALE_PROVIDER icu "
                           "ICU_LOCALE 'en' LOCALE 'C'").format(sql.Identifier(name)))
-    archive = ArchivedTournaments(server.dsn("support", name))
+    archive = ArchivedTournaments(server.dsn("tournament", name))
     try:
         admin = server.dsn(ADMIN_USER, name)
         migrate(admin)

@@ -69,10 +69,10 @@ async def test_an_archived_tournament_leaves_a_tombstone_and_only_it_reaches_pos
             assert await admin.xlen(keys.tournament_key("gone-2", "events")) == 0
 
         # With one: ids never created cost no query; the archived one is read once.
-        counted = dataclasses.replace(tournament.settings, history_dsn=history_dsns.support)
+        counted = dataclasses.replace(tournament.settings, history_dsn=history_dsns.tournament)
 
         def count(deps: Any) -> None:
-            deps.app._archive = Counted(history_dsns.support)
+            deps.app._archive = Counted(history_dsns.tournament)
         async with running_tournament(counted, dev_keys, prepare=count) as reader:
             for i in range(5):
                 with pytest.raises(grpc.aio.AioRpcError) as exc:
@@ -90,7 +90,7 @@ async def test_an_archived_tournament_leaves_a_tombstone_and_only_it_reaches_pos
 
 
 async def test_a_postgresql_that_holds_a_read_answers_unavailable(history_dsns: Any) -> None:
-    reader = ArchivedTournaments(history_dsns.support, statement_timeout_s=0.2)
+    reader = ArchivedTournaments(history_dsns.tournament, statement_timeout_s=0.2)
     async with await psycopg.AsyncConnection.connect(history_dsns.admin) as lock:
         await lock.execute("LOCK TABLE tournaments.events IN ACCESS EXCLUSIVE MODE")
         try:

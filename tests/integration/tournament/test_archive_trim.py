@@ -182,7 +182,7 @@ async def test_a_tournament_over_leaves_redis_and_the_service_answers_it_the_sam
         assert (await archive_tournaments(redis, conn, clock=later)).trimmed == []
 
         # A replica with the support role's DSN answers it as before.
-        settings = dataclasses.replace(tournament.settings, history_dsn=history_dsns.support)
+        settings = dataclasses.replace(tournament.settings, history_dsn=history_dsns.tournament)
         async with running_tournament(settings, dev_keys) as reader:
             assert await reader.client.get("gone-1") == before
             assert await reader.client.stub.VerifyTournament(

@@ -230,19 +230,23 @@ class Trim:
     """Whether the reader must hold it (a pod without it must not start): True where a
     replica without it would answer wrongly, not just less (a tournament NOT_FOUND whose id
     a CreateTournament could then reuse; a statement missing its archived lines)."""
+    role: str
+    """The database role its login holds (the tournament service's own, the others
+    support's)."""
 
 
 TRIMS = [
     Trim("ARCHIVER_TRIM_TOURNAMENTS", lambda v: v == "1", "tournament",
-         "TOURNAMENT_HISTORY_DSN", "tournament.config", "tournament-history", True),
+         "TOURNAMENT_HISTORY_DSN", "tournament.config", "tournament-history", True,
+         "stud_tournament_reader"),
     Trim("WALLET_HOT_TRANSACTIONS",
          lambda v: int(v if v is not None else DEFAULT_HOT_TRANSACTIONS) > 0, "wallet",
-         "WALLET_HISTORY_DSN", "wallet.config", "wallet-history", True),
+         "WALLET_HISTORY_DSN", "wallet.config", "wallet-history", True, "stud_support"),
     # The tables' hands always leave Redis past STUD_HOT_HANDS; without table-history the
     # table still deals (its state is the snapshot and the hot window), only a hand that
     # left answers NOT_FOUND archived: configured, optional.
     Trim("STUD_HOT_HANDS", lambda v: True, "table", "TABLE_HISTORY_DSN", "table.config",
-         "table-history", False),
+         "table-history", False, "stud_support"),
 ]
 
 
@@ -282,7 +286,7 @@ class TestEveryTrimHasItsReader:
                              if port == PG}, f"{trim.reader} cannot reach PostgreSQL"
         if overlay == "dev":
             assert urlsplit(dev_literal(trim.secret, "dsn")).username == dict(
-                (role, user) for user, role in ROLE_USERS.items())["stud_support"]
+                (role, user) for user, role in ROLE_USERS.items())[trim.role]
             assert trim.secret in by_kind("Secret", docs)
         if overlay == "prod":
             text = (ROOT / "overlays" / "prod" / "kustomization.yaml").read_text()
@@ -501,7 +505,7 @@ class TestPostgres:
         expected = {"archiver-history": (user_of_role["stud_archiver"], None),
                     "table-history": (user_of_role["stud_support"], None),
                     "wallet-history": (user_of_role["stud_support"], None),
-                    "tournament-history": (user_of_role["stud_support"], None),
+                    "tournament-history": (user_of_role["stud_tournament_reader"], None),
                     "history-admin": (e["POSTGRES_USER"]["value"],
                                       dev_literal("history-admin", "password"))}
         assert secret_key(e["POSTGRES_PASSWORD"]) == ("history-admin", "password")

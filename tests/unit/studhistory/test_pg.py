@@ -14,7 +14,8 @@ from studtools.pg_server import ROLE_USERS
 def test_each_login_role_has_its_variable() -> None:
     assert set(pg.ROLE_DSN_ENV) == set(ROLE_USERS)
     assert pg.ROLE_DSN_ENV == {"archiver": "STUD_HISTORY_DSN", "support": "STUD_SUPPORT_DSN",
-                               "auditor": "STUD_AUDITOR_DSN"}
+                               "auditor": "STUD_AUDITOR_DSN",
+                               "tournament": "TOURNAMENT_HISTORY_DSN"}
     env = {"STUD_SUPPORT_DSN": "postgresql://support@h/stud"}
     assert pg.dsn_from_env("support", env) == "postgresql://support@h/stud"
     assert pg.dsn_from_env("auditor", env) == ""

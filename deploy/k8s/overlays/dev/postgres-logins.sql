@@ -5,11 +5,13 @@
 --   archiver -> stud_archiver (the archiver: inserts and selects)
 --   support  -> stud_support  (the table's GetHandHistory, support staff: the public history)
 --   auditor  -> stud_auditor  (the public history and the dealer's records)
+--   tournament -> stud_tournament_reader (the tournament service: archived tournaments'
+--                 events and the lobby's view only, migration 0009)
 --
 -- The dev StatefulSet runs this once, on an empty data directory (the postgres image's
 -- /docker-entrypoint-initdb.d), before the server takes connections, so the grants are there
--- before the archiver's init container migrates. It creates the three roles when missing,
--- exactly as migration 0001 does (IF NOT EXISTS on both sides), so neither order matters:
+-- before the archiver's init container migrates. It creates the four roles when missing,
+-- exactly as migrations 0001 and 0009 do (IF NOT EXISTS on both sides), so neither order matters:
 -- this before the migrations (dev) or after them (an operator's psql, prod). Rerunning it
 -- resets the passwords and changes nothing else.
 DO $$
@@ -19,7 +21,9 @@ BEGIN
     FOR login IN SELECT * FROM (VALUES
             ('stud_archiver', 'archiver', 'dev-archiver-pg-pw'),
             ('stud_support', 'support', 'dev-support-pg-pw'),
-            ('stud_auditor', 'auditor', 'dev-auditor-pg-pw')) AS l(role, name, password)
+            ('stud_auditor', 'auditor', 'dev-auditor-pg-pw'),
+            ('stud_tournament_reader', 'tournament', 'dev-tournament-pg-pw'))
+            AS l(role, name, password)
     LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = login.role) THEN
             EXECUTE format('CREATE ROLE %I NOLOGIN', login.role);
