@@ -88,7 +88,8 @@ test: $(PROTO_STAMP) compiled web
 # so that the two never drift (CI runs both).
 RULES_TESTS := tests/unit/rules libs/rules tests/property/test_hands_property.py \
 	tests/property/test_rules_machine.py tests/property/test_rules_properties.py \
-	tests/property/test_one_legality.py tests/property/test_twin_agrees.py
+	tests/property/test_one_legality.py tests/property/test_twin_agrees.py \
+	tests/property/test_phh_reader.py
 test-pure: $(PROTO_STAMP)
 	STUD_PURE=1 $(PYTEST) $(RULES_TESTS) -p no:cacheprovider
 
