@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from studclient import Client, Stale, legal_actions, my_turn
-from studkit.ownership import Replica, rendezvous
+from studtest.gateway import owned_by
 from studtest.redis import TestRedis
 from studtest.table import OPERATOR, fast_settings, player, running_room, running_table
 from studtest.table import table_settings as make_settings
@@ -19,17 +19,6 @@ from studtools.devkeys import DevKeys
 
 pytestmark = pytest.mark.integration
 LEASE_MS = 600
-
-
-def owned_by(replica_id: str, replica_ids: list[str]) -> str:
-    """A table id whose rendezvous owner is ``replica_id``."""
-    live = [Replica(r, "") for r in replica_ids]
-    for i in range(1, 1000):
-        table_id = f"routed-{i}"
-        owner = rendezvous(table_id, live)
-        if owner is not None and owner.id == replica_id:
-            return table_id
-    raise AssertionError("no such id")
 
 
 async def test_the_sdk_follows_redirects_to_the_owner(
@@ -49,7 +38,7 @@ async def test_the_sdk_follows_redirects_to_the_owner(
             for deps, _port in running:
                 await deps.app.rebalance()
             first_port = running[0][1]
-            table_id = owned_by("r1", ["r0", "r1"])
+            table_id = owned_by("r1", ["r0", "r1"], "routed")
             ops = connector(room, OPERATOR, table_port=first_port)
             await ops.open_table(table_id, settings=fast_settings())
             assert table_id in running[1][0].app.actors
