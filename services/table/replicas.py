@@ -9,6 +9,7 @@ import contextlib
 import contextvars
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -174,9 +175,11 @@ class Tables:
                 log.exception("table_take_failed", tables=len(batch))
                 continue
             taken = {t: lease.epoch for t, lease in leases.items() if lease.ok}
-            loaded = await asyncio.gather(*(self._load_taken(t, epoch)
-                                            for t, epoch in taken.items()),
-                                          return_exceptions=True)
+            loading = asyncio.ensure_future(asyncio.gather(
+                *(self._load_taken(t, epoch) for t, epoch in taken.items()),
+                return_exceptions=True))
+            renewed_at = await self._renew_while(loading, taken, renewed_at)
+            loaded = loading.result()
             for table_id, outcome in zip(taken, loaded, strict=True):
                 if isinstance(outcome, asyncio.CancelledError):
                     raise outcome
@@ -184,6 +187,35 @@ class Tables:
                     log.error("table_load_failed", table_id=table_id,
                               exc_info=outcome)
                     self.failed_loads += 1
+
+    async def _renew_while(self, loading: asyncio.Future[Any],
+                           taken: dict[str, int], renewed_at: float) -> float:
+        """Wait for a batch's loads, renewing every lease held (the tables driven and the
+        batch's own, taken but still loading) whenever a third of the lease passes: on a
+        starved machine one batch's loads outlasted the lease and the first tables lapsed
+        (test_many_tables failed in a CI clone with leases 155 ms past their end). Returns
+        when the leases were last renewed."""
+        assert self.ownership is not None
+        third = self.ownership.lease_ms / 3000
+        try:
+            while True:
+                left = third - (time.monotonic() - renewed_at)
+                if left > 0:
+                    done, _ = await asyncio.wait({loading}, timeout=left)
+                    if done:
+                        return renewed_at
+                renewed_at = time.monotonic()
+                try:
+                    await self._keep_held(hand_over=False)
+                    await self.ownership.renew_many(
+                        {t: e for t, e in taken.items() if t not in self.drivers})
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("ownership_renewal_failed", loading=len(taken))
+        except asyncio.CancelledError:
+            loading.cancel()
+            raise
 
     def _desired(self, table_id: str) -> Replica | None:
         """The live replica that should own ``table_id`` (rendezvous hashing)."""

@@ -191,3 +191,75 @@ async def test_one_replica_keeps_a_thousand_tables_round_after_round(
             assert errors == 0 and calls > 0
             assert lowest[0] > 0
         await admin.aclose()
+
+
+SLOW_TABLES = 30
+"""Two batches of the take (``TAKE_BATCH`` 25, then 5)."""
+SLOW_LEASE_MS = 1_500
+SLOW_LOAD_S = 2.5
+"""Each load held longer than the lease: a starved machine's batch (a CI clone's round took
+73 s for 1,000 tables, and leases lapsed by up to 2.2 s)."""
+
+
+async def test_leases_are_renewed_while_a_batch_outlasts_the_lease(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    """A replica whose batch of loads takes longer than the lease keeps renewing the leases
+    it holds and the batch's own while it waits: no lease lapses, no table is taken again."""
+    async with running_room(redis_server, redis_url, dev_keys, lease_ms=SLOW_LEASE_MS,
+                            replica_id="r-slow-room") as room:
+        ids = [f"slow-{i:02d}" for i in range(SLOW_TABLES)]
+        for table_id in ids:
+            await room.client.stub.OpenTable(
+                pb.OpenTableRequest(table_id=table_id, command_id=f"open-{table_id}",
+                                    config=config_to_proto(TableConfig()),
+                                    settings=fast_settings()),
+                metadata=room.client.md(OPERATOR), timeout=OPEN_DEADLINE_S)
+        await room.table_deps.app.stop()
+        admin = connect(redis_url)
+        settings = make_settings(redis_server, redis_url, dev_keys, room.dealer.port,
+                                 room.wallet.port, lease_ms=SLOW_LEASE_MS,
+                                 replica_id="r-slow")
+        lapsed: list[tuple[str, int]] = []
+        epochs: dict[str, int] = {}
+        changed: set[str] = set()
+        seen = [0]
+        stop = asyncio.Event()
+
+        async def watch_leases() -> None:
+            while not stop.is_set():
+                held = await leases(admin, ids, "r-slow")
+                seen[0] = max(seen[0], len(held))
+                for table_id, (epoch, left) in held.items():
+                    if left <= 0:
+                        lapsed.append((table_id, left))
+                    if epochs.setdefault(table_id, epoch) != epoch:
+                        changed.add(table_id)
+                await asyncio.sleep(0.05)
+
+        async with big_replica(settings) as (deps, _port, rounds):
+            tables = deps.app.tables
+            load = tables._load_taken
+            slowed = [0]
+
+            async def slow_load(table_id: str, epoch: int) -> Any:
+                slowed[0] += 1
+                await asyncio.sleep(SLOW_LOAD_S)
+                return await load(table_id, epoch)
+
+            tables._load_taken = slow_load  # type: ignore[method-assign]
+            watcher = asyncio.create_task(watch_leases())
+            try:
+                await deps.start()  # the first round: both batches, each slower than a lease
+                async with asyncio.timeout(30):
+                    while len(rounds.times_ms) < 3:
+                        await asyncio.sleep(0.1)
+            finally:
+                stop.set()
+                await asyncio.wait_for(watcher, 30)
+            assert slowed[0] == SLOW_TABLES
+            assert len(tables.drivers) == SLOW_TABLES
+            assert seen[0] == SLOW_TABLES
+            assert rounds.failures == []
+            assert lapsed == [], lapsed[:5]
+            assert changed == set()
+        await admin.aclose()
