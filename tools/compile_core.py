@@ -41,11 +41,11 @@ PURE_ONLY = frozenset({
     # compiled: native classes there, read natively by the compiled evolve and rounds, and
     # copied into frozen values when frozen.)
     "rules/state.py",
-    # Reads a hand through its attributes alone, frozen or a mutable twin, with no union in
-    # its types: compiled, it checks the declared types. So does decide, which hands its twin
-    # to those helpers and to its own. (What the fold reads, rules.rounds, is typed for both.)
-    "rules/betting.py",
-    "rules/decide.py",
+    # The legal actions' values, built without __init__ (rules._mutable.maker) as the state
+    # values are; rules.betting and rules.decide, which decide them, are compiled (they read
+    # frozen hands only, a twin through rules.rounds' union, and a command's fields untyped
+    # where they check them: compiled, a typed read would raise TypeError before the refusal).
+    "rules/legal.py",
     # Checks and converts what it is given (a tuple for the rake, an int that is a bool):
     # compiled, its native __init__ refuses a wrong type before the check can say why.
     "rules/config.py",

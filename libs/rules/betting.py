@@ -1,35 +1,24 @@
 """Fixed-limit betting: who acts, what they may do and what a wager does (RULES §6-§8).
 
-Who acts first and next, and when a round ends: :mod:`rules.rounds`."""
+Who acts first and next, and when a round ends: :mod:`rules.rounds`. The values (the action
+kinds, the legal actions) are :mod:`rules.legal`'s, re-exported here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum, unique
-
-from rules._mutable import maker
 from rules.config import TableConfig
 from rules.errors import Reason, RuleViolation
+from rules.legal import WAGERS, ActionKind, LegalAction, LegalActions
+from rules.legal import legal_action as _legal
+from rules.legal import legal_actions as _legal_actions
 from rules.rounds import street_bet
 from rules.state import HandState, Phase, Player
 from rules.streets import Street
 
-
-@unique
-class ActionKind(StrEnum):
-    """A player action."""
-
-    BRING_IN = "bring_in"
-    COMPLETE = "complete"
-    BET = "bet"
-    RAISE = "raise"
-    CALL = "call"
-    CHECK = "check"
-    FOLD = "fold"
-
-
-WAGERS = frozenset({ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE})
+__all__ = [
+    "ACTION_ORDER", "WAGERS", "ActionKind", "LegalAction", "LegalActions", "is_capped",
+    "judge_action", "legal_actions_for", "may_raise", "raise_refusal", "runout_pending",
+    "wager_kind",
+]
 
 # Enum members as module constants for the hot paths: ``ActionKind.CHECK`` is looked up
 # through the enum's metaclass, about ten times the cost of a global.
@@ -38,42 +27,6 @@ _BRING_IN, _CHECK, _FOLD, _CALL = (ActionKind.BRING_IN, ActionKind.CHECK, Action
 _COMPLETE, _BET, _RAISE = ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE
 _THIRD = Street.THIRD
 _BETTING_PHASE = Phase.BETTING
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LegalAction:
-    """One thing the player to act may do: ``amount`` chips in, reaching ``to`` this street."""
-
-    kind: ActionKind
-    amount: int = 0
-    to: int = 0
-    all_in: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LegalActions:
-    """What the player to act may do now."""
-
-    seat: int
-    actions: tuple[LegalAction, ...]
-
-    def get(self, kind: ActionKind) -> LegalAction | None:
-        """The action of that kind, if legal."""
-        for action in self.actions:
-            if action.kind == kind:
-                return action
-        return None
-
-    @property
-    def kinds(self) -> frozenset[ActionKind]:
-        """The kinds of the legal actions."""
-        return frozenset(a.kind for a in self.actions)
-
-
-_legal: Callable[[ActionKind, int, int, bool], LegalAction] = maker(LegalAction)
-"""``_legal(kind, amount, to, all_in)``: ``LegalAction(kind=..., ...)``, built faster."""
-_legal_actions: Callable[[int, tuple[LegalAction, ...]], LegalActions] = maker(LegalActions)
-"""``_legal_actions(seat, actions)``: ``LegalActions(seat=..., actions=...)``, built faster."""
 
 
 def is_capped(hand: HandState, config: TableConfig) -> bool:

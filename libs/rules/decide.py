@@ -4,7 +4,7 @@ wagers, a hand settling) or raises :class:`RuleViolation` and changes nothing.""
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import Any, assert_never
 
 from rules._mutable import MutableHand
 from rules.betting import ActionKind, LegalAction, judge_action, legal_actions_for
@@ -23,7 +23,6 @@ from rules.commands import (
     OpenTable,
     PostBringIn,
     Raise,
-    RevealedHand,
     RevealHands,
     Showdown,
     SitDown,
@@ -68,6 +67,7 @@ from rules.events import (
 )
 from rules.evolve import HAND_EVENTS, evolve, fold, with_hand
 from rules.queries import seats_to_deal, sit_refusal, start_refusal
+from rules.rounds import Hand
 from rules.showdown import award_events, evaluate, raked_pots, showdown_events
 from rules.stakes import change_stakes
 from rules.state import HandState, Phase, TableState
@@ -110,23 +110,29 @@ def _hand(state: TableState, phase: Phase) -> HandState:
     return hand
 
 
-def _seat_number(state: TableState, seat: int) -> int:
+# A command's fields are read untyped (``c: Any = command``) wherever they are checked here:
+# compiled (tools/compile_core.py), a read typed as the field's declared type checks it (a
+# TypeError, or a bool taken as an int) before the check below can refuse it; read untyped,
+# both builds give the same refusal (tests/unit/rules/test_compiled_build.py).
+
+def _seat_number(state: TableState, seat: object) -> int:
     config = _config(state)
-    if not isinstance(seat, int) or not 1 <= seat <= config.seats:
+    if (not isinstance(seat, int) or isinstance(seat, bool)
+            or not 1 <= seat <= config.seats):
         raise _fail(Reason.SEAT_OUT_OF_RANGE, f"seat must be 1..{config.seats}, got {seat!r}")
     return seat
 
 
-def _occupied(state: TableState, seat: int) -> None:
+def _occupied(state: TableState, seat: object) -> None:
     if state.seat(_seat_number(state, seat)) is None:
         raise _fail(Reason.SEAT_EMPTY, f"seat {seat} is empty")
 
 
-def _in_current_hand(state: TableState, seat: int) -> bool:
+def _in_current_hand(state: TableState, seat: Any) -> bool:
     return state.hand_in_progress and state.hand is not None and state.hand.has_player(seat)
 
 
-def _positive(amount: int, what: str) -> int:
+def _positive(amount: object, what: str) -> int:
     if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
         raise _fail(Reason.INVALID_COMMAND, f"{what} must be a positive integer, got {amount!r}")
     return amount
@@ -137,43 +143,48 @@ def _positive(amount: int, what: str) -> int:
 def _open(state: TableState, command: OpenTable) -> list[Event]:
     if state.opened:
         raise _fail(Reason.INVALID_COMMAND, "the table is already open")
-    if not command.table_id:
+    c: Any = command
+    if not c.table_id:
         raise _fail(Reason.INVALID_COMMAND, "table id must not be empty")
-    return [TableOpened(table_id=command.table_id, config=command.config)]
+    return [TableOpened(table_id=c.table_id, config=c.config)]
 
 
 def _sit_down(state: TableState, command: SitDown) -> list[Event]:
-    refusal = sit_refusal(state, command.seat, command.player_id, command.stack)
+    c: Any = command
+    refusal = sit_refusal(state, c.seat, c.player_id, c.stack)
     if refusal is not None:
         raise refusal
-    return [PlayerSeated(seat=command.seat, player_id=command.player_id, stack=command.stack)]
+    return [PlayerSeated(seat=c.seat, player_id=c.player_id, stack=c.stack)]
 
 
 def _leave(state: TableState, command: LeaveSeat) -> list[Event]:
-    _occupied(state, command.seat)
-    if _in_current_hand(state, command.seat):
-        raise _fail(Reason.HAND_IN_PROGRESS, f"seat {command.seat} is in the current hand")
-    seat = state.seat(command.seat)
+    c: Any = command
+    _occupied(state, c.seat)
+    if _in_current_hand(state, c.seat):
+        raise _fail(Reason.HAND_IN_PROGRESS, f"seat {c.seat} is in the current hand")
+    seat = state.seat(c.seat)
     assert seat is not None
-    return [PlayerLeft(seat=command.seat, player_id=seat.player_id, stack=seat.stack)]
+    return [PlayerLeft(seat=c.seat, player_id=seat.player_id, stack=seat.stack)]
 
 
 def _sit_out(state: TableState, command: SitOut | SitIn) -> list[Event]:
-    _occupied(state, command.seat)
-    seat = state.seat(command.seat)
+    c: Any = command
+    _occupied(state, c.seat)
+    seat = state.seat(c.seat)
     assert seat is not None
     wants_out = isinstance(command, SitOut)
     if seat.sitting_out == wants_out:
         raise _fail(Reason.INVALID_COMMAND,
-                    f"seat {command.seat} is already sitting {'out' if wants_out else 'in'}")
-    return [PlayerSatOut(seat=command.seat) if wants_out else PlayerSatIn(seat=command.seat)]
+                    f"seat {c.seat} is already sitting {'out' if wants_out else 'in'}")
+    return [PlayerSatOut(seat=c.seat) if wants_out else PlayerSatIn(seat=c.seat)]
 
 
 def _add_chips(state: TableState, command: AddChips) -> list[Event]:
-    _occupied(state, command.seat)
-    if _in_current_hand(state, command.seat):
+    c: Any = command
+    _occupied(state, c.seat)
+    if _in_current_hand(state, c.seat):
         raise _fail(Reason.HAND_IN_PROGRESS, "chips cannot be added during a hand (table stakes)")
-    return [ChipsAdded(seat=command.seat, amount=_positive(command.amount, "amount"))]
+    return [ChipsAdded(seat=c.seat, amount=_positive(c.amount, "amount"))]
 
 
 def _start(state: TableState, command: StartHand) -> list[Event]:
@@ -181,13 +192,15 @@ def _start(state: TableState, command: StartHand) -> list[Event]:
     if refusal is not None:
         raise refusal
     config = _config(state)
-    if not isinstance(command.hand_number, int) or command.hand_number != state.hands_started + 1:
+    c: Any = command
+    if (not isinstance(c.hand_number, int) or isinstance(c.hand_number, bool)
+            or c.hand_number != state.hands_started + 1):
         raise _fail(Reason.INVALID_COMMAND,
                     f"the next hand number is {state.hands_started + 1}")
     seats = seats_to_deal(state)
-    events: list[Event] = [HandStarted(hand_number=command.hand_number, seats=seats,
-                                       deck_commitment=command.deck_commitment,
-                                       card_commitment=command.card_commitment)]
+    events: list[Event] = [HandStarted(hand_number=c.hand_number, seats=seats,
+                                       deck_commitment=c.deck_commitment,
+                                       card_commitment=c.card_commitment)]
     if config.ante > 0:
         for n in seats:
             stack = state.seats[n - 1].stack  # type: ignore[union-attr]
@@ -219,11 +232,12 @@ def _deal(state: TableState, command: DealStreet) -> list[Event]:
     hand = _hand(state, _DEALING)
     plan = deal_plan(hand, config)
     assert plan is not None
-    if len(command.cards) != len(plan.slots):
+    c: Any = command
+    if len(c.cards) != len(plan.slots):
         raise _fail(Reason.WRONG_DEAL,
-                    f"{plan.street.label} needs {len(plan.slots)} cards, got {len(command.cards)}")
+                    f"{plan.street.label} needs {len(plan.slots)} cards, got {len(c.cards)}")
     burned = 1 if plan.burn else 0
-    if command.burned != burned or command.reshuffled_burns != plan.reshuffle_burns:
+    if c.burned != burned or c.reshuffled_burns != plan.reshuffle_burns:
         raise _fail(Reason.WRONG_DEAL, f"{plan.street.label}: burn={plan.burn}, "
                     f"reshuffle={plan.reshuffle_burns} expected")
     events: list[Event] = []
@@ -232,7 +246,8 @@ def _deal(state: TableState, command: DealStreet) -> list[Event]:
     if plan.burn:
         events.append(CardBurned())
     new_cards: list[Card] = []
-    for slot, dealt in zip(plan.slots, command.cards, strict=True):
+    dealt: Any
+    for slot, dealt in zip(plan.slots, c.cards, strict=True):
         if dealt.seat != slot.seat or dealt.up != slot.up:
             raise _fail(Reason.WRONG_DEAL, f"expected a {'up' if slot.up else 'down'} card for "
                         f"{'the community' if slot.seat == 0 else f'seat {slot.seat}'}")
@@ -252,7 +267,7 @@ def _deal(state: TableState, command: DealStreet) -> list[Event]:
     return events
 
 
-def _reveal_map(hand: HandState, hands: tuple[RevealedHand, ...]) -> dict[int, tuple[Card, ...]]:
+def _reveal_map(hand: HandState, hands: Any) -> dict[int, tuple[Card, ...]]:
     """Check revealed down cards: exactly the seats still in, the right count, consistent
     with anything already known, no card twice."""
     in_hand = [p for p in hand.players if not p.folded]
@@ -278,15 +293,17 @@ def _reveal_map(hand: HandState, hands: tuple[RevealedHand, ...]) -> dict[int, t
 
 def _reveal(state: TableState, command: RevealHands) -> list[Event]:
     hand = _hand(state, _REVEAL)
-    given = _reveal_map(hand, command.hands)
+    c: Any = command
+    given = _reveal_map(hand, c.hands)
     return [HandExposed(seat=seat, down=given[seat]) for seat in sorted(given)]
 
 
 def _showdown(state: TableState, command: Showdown) -> list[Event]:
     config = _config(state)
     hand = _hand(state, _SHOWDOWN)
-    given = _reveal_map(hand, command.hands)
-    return showdown_events(hand, config, given, command.muck_requests,
+    c: Any = command
+    given = _reveal_map(hand, c.hands)
+    return showdown_events(hand, config, given, c.muck_requests,
                            all_show=_all_show(hand))
 
 
@@ -319,7 +336,7 @@ def _action_event(hand: HandState, action: LegalAction) -> Event:
     assert_never(kind)  # type: ignore[arg-type]
 
 
-def _act(state: TableState, seat: int, kind: ActionKind, to: int | None) -> list[Event]:
+def _act(state: TableState, seat: object, kind: ActionKind, to: object) -> list[Event]:
     config = _config(state)
     hand = _hand(state, _BETTING)
     if seat != hand.to_act:
@@ -338,12 +355,13 @@ def _act(state: TableState, seat: int, kind: ActionKind, to: int | None) -> list
 def _time_out(state: TableState, command: TimeOut) -> list[Event]:
     config = _config(state)
     hand = _hand(state, _BETTING)
-    if command.seat != hand.to_act:
-        raise _fail(Reason.NOT_YOUR_TURN, f"seat {hand.to_act} is to act, not {command.seat}")
+    c: Any = command
+    if c.seat != hand.to_act:
+        raise _fail(Reason.NOT_YOUR_TURN, f"seat {hand.to_act} is to act, not {c.seat}")
     for kind in (_BRING_IN, _CHECK, _FOLD):
         action = judge_action(hand, config, kind)
         if isinstance(action, LegalAction):
-            return [ActionTimedOut(seat=command.seat), _action_event(hand, action)]
+            return [ActionTimedOut(seat=c.seat), _action_event(hand, action)]
     raise AssertionError("a player to act can always post, check or fold")
 
 
@@ -351,14 +369,17 @@ def _void(state: TableState, command: VoidHand) -> list[Event]:
     hand = state.hand
     if hand is None or hand.is_over:
         raise _fail(Reason.NO_HAND_IN_PROGRESS, "no hand is in progress")
-    if not isinstance(command.reason, str) or not command.reason.strip():
+    c: Any = command
+    if not isinstance(c.reason, str) or not c.reason.strip():
         raise _fail(Reason.INVALID_COMMAND, "a void needs a reason")
-    return [HandVoided(hand_number=hand.hand_number, reason=command.reason)]
+    return [HandVoided(hand_number=hand.hand_number, reason=c.reason)]
 
 
 # --- what follows automatically -----------------------------------------------------------
 
-def _uncalled(hand: HandState) -> list[Event]:
+def _uncalled(hand: Hand) -> list[Event]:
+    """The bet nobody called, returned (frozen hand or the fold's twin: compiled, a twin
+    typed as the frozen hand would be refused, its players a list)."""
     totals = sorted(((p.street_total, p.seat) for p in hand.players), reverse=True)
     if len(totals) >= 2 and totals[0][0] > totals[1][0]:
         return [UncalledBetReturned(seat=totals[0][1], amount=totals[0][0] - totals[1][0])]
@@ -404,7 +425,7 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
             out.append(event)
             if before != _BETTING or twin.phase == _BETTING or twin.voided:
                 continue
-            for returned in _uncalled(twin.view()):
+            for returned in _uncalled(twin):
                 HAND_EVENTS[UncalledBetReturned](twin, config, returned)
                 out.append(returned)
             continue
@@ -465,9 +486,8 @@ def decide_and_fold(state: TableState, command: Command) -> tuple[tuple[Event, .
     """
     kind = _KIND.get(type(command))
     if kind is not None:  # a betting action, the commonest command: the match's case below
-        action = command
-        return _follow(state, _act(state, action.seat,  # type: ignore[union-attr]
-                                   kind, getattr(action, "to", None)))
+        action: Any = command
+        return _follow(state, _act(state, action.seat, kind, getattr(action, "to", None)))
     match command:
         case OpenTable():
             events = _open(state, command)
@@ -484,8 +504,8 @@ def decide_and_fold(state: TableState, command: Command) -> tuple[tuple[Event, .
         case DealStreet():
             events = _deal(state, command)
         case PostBringIn() | Complete() | Bet() | Raise() | Call() | Check() | Fold():
-            to = getattr(command, "to", None)
-            events = _act(state, command.seat, _KIND[type(command)], to)
+            c: Any = command
+            events = _act(state, c.seat, _KIND[type(command)], getattr(c, "to", None))
         case TimeOut():
             events = _time_out(state, command)
         case RevealHands():

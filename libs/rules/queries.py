@@ -42,8 +42,8 @@ def start_refusal(state: TableState) -> RuleViolation | None:
     return None
 
 
-def sit_refusal(state: TableState, seat: int, player_id: str,
-                stack: int) -> RuleViolation | None:
+def sit_refusal(state: TableState, seat: object, player_id: object,
+                stack: object) -> RuleViolation | None:
     """Why ``SitDown(seat=seat, player_id=player_id, stack=stack)`` would be refused now, or
     None if it would be accepted (what ``decide`` refuses it with; a room asks this before it
     takes a buy-in's money).
@@ -59,13 +59,19 @@ def sit_refusal(state: TableState, seat: int, player_id: str,
     config = state.config
     if config is None:
         return RuleViolation(Reason.INVALID_COMMAND, "the table is not open")
-    if not isinstance(seat, int) or not 1 <= seat <= config.seats:
+    # The arguments are typed loosely (object): compiled, a parameter typed int would refuse
+    # a wrong type with a TypeError (or take a bool as an int) before these checks say why.
+    if (not isinstance(seat, int) or isinstance(seat, bool)
+            or not 1 <= seat <= config.seats):
         return RuleViolation(Reason.SEAT_OUT_OF_RANGE,
                              f"seat must be 1..{config.seats}, got {seat!r}")
     if state.seat(seat) is not None:
         return RuleViolation(Reason.SEAT_TAKEN, f"seat {seat} is taken")
     if not player_id:
         return RuleViolation(Reason.INVALID_COMMAND, "player id must not be empty")
+    if not isinstance(player_id, str):
+        return RuleViolation(Reason.INVALID_COMMAND,
+                             f"player id must be a string, got {player_id!r}")
     if any(s is not None and s.player_id == player_id for s in state.seats):
         return RuleViolation(Reason.PLAYER_ALREADY_SEATED, f"{player_id} is already seated")
     if not isinstance(stack, int) or isinstance(stack, bool) or stack <= 0:

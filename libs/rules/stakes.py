@@ -5,6 +5,7 @@ RULES 2.3, so a fold of the log gives every hand the stakes it was dealt with.""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from rules.commands import ChangeStakes
 from rules.errors import Reason, RuleViolation
@@ -32,10 +33,13 @@ def change_stakes(state: TableState, command: ChangeStakes) -> list[Event]:
         raise RuleViolation(Reason.INVALID_COMMAND, "the table is not open")
     if state.hand_in_progress:
         raise RuleViolation(Reason.HAND_IN_PROGRESS, "the stakes change only between hands")
-    amounts = (command.small_bet, command.big_bet, command.ante, command.bring_in)
+    # Read untyped: compiled, a read typed int would refuse a wrong type with a TypeError (or
+    # take a bool as an int) before the check below says why.
+    c: Any = command
+    amounts = (c.small_bet, c.big_bet, c.ante, c.bring_in)
     if not all(isinstance(a, int) and not isinstance(a, bool) for a in amounts):
         raise RuleViolation(Reason.INVALID_CONFIG, "stakes must be integers")
-    replace(config, small_bet=command.small_bet, big_bet=command.big_bet, ante=command.ante,
-            bring_in=command.bring_in)  # raises invalid_config (RULES 2.3)
-    return [StakesChanged(small_bet=command.small_bet, big_bet=command.big_bet,
-                          ante=command.ante, bring_in=command.bring_in)]
+    replace(config, small_bet=c.small_bet, big_bet=c.big_bet, ante=c.ante,
+            bring_in=c.bring_in)  # raises invalid_config (RULES 2.3)
+    return [StakesChanged(small_bet=c.small_bet, big_bet=c.big_bet,
+                          ante=c.ante, bring_in=c.bring_in)]

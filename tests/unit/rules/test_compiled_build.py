@@ -180,3 +180,95 @@ def test_whole_hands_agree_with_the_pure_build() -> None:
     figures = json.loads(pure)
     assert figures["hands"] >= 200, figures
     assert json.loads(compiled) == figures
+
+
+_WRONG_TYPES = """
+import json
+from rules import TableConfig, decide, sit_refusal
+from rules.commands import (AddChips, Bet, Call, ChangeStakes, Complete, DealStreet, Fold,
+                            LeaveSeat, PostBringIn, Raise, RevealHands, Showdown, SitDown,
+                            SitIn, SitOut, StartHand, TimeOut, VoidHand)
+from rules.errors import RuleViolation
+from rules.testing import TableDriver
+
+def outcome(call):
+    try:
+        result = call()
+    except RuleViolation as refusal:
+        return ["refused", refusal.reason.value, refusal.detail]
+    except Exception as error:
+        return ["raised", type(error).__name__]
+    if isinstance(result, RuleViolation):
+        return ["refused", result.reason.value, result.detail]
+    return ["accepted", repr(result)]
+
+between = TableDriver(TableConfig(), stacks={1: 1000, 4: 1000})
+betting = TableDriver(TableConfig(), stacks={1: 1000, 4: 1000})
+betting.start()
+betting.deal_from("Ah Kd 7c 7d 2c 9s")
+out = {}
+for w in ("x", "1", 1.0, 2.5, None, True, False, b"1", [1], -1, 0, 2**70):
+    for name, state, command in (
+        ("SitDown.seat", between, lambda: SitDown(seat=w, player_id="bob", stack=500)),
+        ("SitDown.player_id", between, lambda: SitDown(seat=2, player_id=w, stack=500)),
+        ("SitDown.stack", between, lambda: SitDown(seat=2, player_id="bob", stack=w)),
+        ("LeaveSeat.seat", between, lambda: LeaveSeat(seat=w)),
+        ("SitOut.seat", between, lambda: SitOut(seat=w)),
+        ("SitIn.seat", between, lambda: SitIn(seat=w)),
+        ("AddChips.seat", between, lambda: AddChips(seat=w, amount=10)),
+        ("AddChips.amount", between, lambda: AddChips(seat=1, amount=w)),
+        ("StartHand.hand_number", between, lambda: StartHand(hand_number=w)),
+        ("ChangeStakes.small_bet", between,
+         lambda: ChangeStakes(small_bet=w, big_bet=40, ante=5, bring_in=10)),
+        ("ChangeStakes.ante", between,
+         lambda: ChangeStakes(small_bet=20, big_bet=40, ante=w, bring_in=10)),
+        ("PostBringIn.seat", betting, lambda: PostBringIn(seat=w)),
+        ("Complete.seat", betting, lambda: Complete(seat=w)),
+        ("Complete.to", betting, lambda: Complete(seat=1, to=w)),
+        ("Bet.to", betting, lambda: Bet(seat=1, to=w)),
+        ("Raise.to", betting, lambda: Raise(seat=1, to=w)),
+        ("Call.seat", betting, lambda: Call(seat=w)),
+        ("Fold.seat", betting, lambda: Fold(seat=w)),
+        ("TimeOut.seat", betting, lambda: TimeOut(seat=w)),
+        ("VoidHand.reason", betting, lambda: VoidHand(reason=w)),
+        ("DealStreet.cards", betting, lambda: DealStreet(cards=w)),
+        ("RevealHands.hands", betting, lambda: RevealHands(hands=w)),
+        ("Showdown.mucks", betting, lambda: Showdown(mucks=w)),
+    ):
+        out[f"{name}={w!r}"] = outcome(lambda: decide(state.state, command()))
+    out[f"sit_refusal.seat={w!r}"] = outcome(lambda: sit_refusal(between.state, w, "bob", 500))
+    out[f"sit_refusal.player_id={w!r}"] = outcome(
+        lambda: sit_refusal(between.state, 2, w, 500))
+    out[f"sit_refusal.stack={w!r}"] = outcome(lambda: sit_refusal(between.state, 2, "bob", w))
+print(json.dumps(out))
+"""
+
+
+def _wrong_types(pure: bool) -> dict[str, list[str]]:
+    env = {**os.environ, "STUD_PURE": "1" if pure else "0"}
+    done = subprocess.run([sys.executable, "-c", _WRONG_TYPES], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, list[str]] = json.loads(done.stdout)
+    return result
+
+
+def test_a_wrongly_typed_command_field_is_the_same_refusal_in_both_builds() -> None:
+    """``decide`` and ``sit_refusal`` check a command's fields by hand and refuse a wrong type
+    with a reason; compiled, a field read as its declared type would raise TypeError first (or
+    take True for seat 1). Every outcome, for every field and wrong value, is the pure
+    build's, and the seat, player id, stack, amount and stakes are refused, not raised."""
+    compiled, pure = _wrong_types(False), _wrong_types(True)
+    assert compiled == pure
+    checked = ("SitDown.", "sit_refusal.", "AddChips.", "ChangeStakes.", "LeaveSeat.",
+               "SitOut.", "SitIn.")
+    not_int = ("'x'", "'1'", "1.0", "2.5", "None", "True", "False", "b'1'", "[1]")
+    not_str = ("1.0", "2.5", "None", "True", "False", "b'1'", "[1]", "-1", "0")
+    refused = 0
+    for case, outcome in pure.items():
+        field, value = case.split("=", 1)
+        if field.startswith(checked) and value in (
+                not_str if field.endswith("player_id") else not_int):
+            assert outcome[0] == "refused", (case, outcome)
+            refused += 1
+    assert refused == 11 * len(not_int) + 2 * len(not_str)
