@@ -34,7 +34,10 @@ def checkout(revision: str, into: Path) -> None:
     data = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True,
                           capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(into, filter="data")
+        else:  # Debian 12's 3.11.2: a tree of our own git archive
+            tar.extractall(into)
 
 
 async def one(label: str, python_path: str | None, args: argparse.Namespace
