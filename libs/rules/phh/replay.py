@@ -14,15 +14,27 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from rules.cards import DECK, Card
-from rules.commands import Command, DealStreet, DealtCard, RevealedHand, RevealHands, Showdown
-from rules.dealing import DealPlan
+from rules.commands import (
+    Command,
+    DealStreet,
+    DealtCard,
+    OpenTable,
+    RevealedHand,
+    RevealHands,
+    Showdown,
+    SitDown,
+    StartHand,
+)
+from rules.config import TableConfig
+from rules.dealing import DealPlan, deal_plan
+from rules.decide import decide_and_fold
 from rules.errors import Reason, RuleViolation
+from rules.events import Event
 from rules.phh.format import VARIANT, PhhAction, PhhError, PhhHand, parse_action
 from rules.phh.table import command_for, replay_config
 from rules.phh.verdict import END_OF_ACTIONS, Rejection, ReplayResult, Verdict
-from rules.state import HandState, Phase
+from rules.state import HandState, Phase, TableState, initial_state
 from rules.streets import Street
-from rules.testing import TableDriver
 
 _BETTING_VERBS = frozenset({"pb", "cbr", "cc", "f"})
 
@@ -47,6 +59,42 @@ def _still_to_act(hand: HandState) -> str:
     return f"seat {hand.to_act} is still to act on {hand.street.label}"
 
 
+class _Table:
+    """The table a hand is replayed on: what :class:`rules.testing.TableDriver` does for the
+    replay (the same commands, so the same events), compiled with it where the test driver
+    is pure (it was about a tenth of a replay check)."""
+
+    def __init__(self, config: TableConfig, stacks: dict[int, int]) -> None:
+        self.state: TableState = initial_state()
+        self.events: list[Event] = []
+        self.apply(OpenTable(table_id="t1", config=config))
+        for seat, stack in sorted(stacks.items()):
+            self.apply(SitDown(seat=seat, player_id=f"p{seat}", stack=stack))
+        self.apply(StartHand(hand_number=self.state.hands_started + 1, deck_commitment=""))
+
+    @property
+    def config(self) -> TableConfig:
+        config = self.state.config
+        assert config is not None
+        return config
+
+    @property
+    def hand(self) -> HandState:
+        hand = self.state.hand
+        assert hand is not None
+        return hand
+
+    def apply(self, command: Command) -> None:
+        events, self.state = decide_and_fold(self.state, command)
+        self.events.extend(events)
+
+    def plan(self) -> DealPlan:
+        plan = deal_plan(self.hand, self.config)
+        if plan is None:
+            raise ValueError(f"not dealing (phase {self.hand.phase.value})")
+        return plan
+
+
 class _Replay:
     """One hand's replay: the driver, the file's actions and what the file lets us know."""
 
@@ -55,7 +103,7 @@ class _Replay:
         self.count = len(hand.starting_stacks)
         self.notes: list[str] = []
         self.seats: tuple[int, ...] = ()
-        self.driver: TableDriver | None = None
+        self.driver: _Table | None = None
         self.actions: list[PhhAction] = []
         self.known: dict[int, list[Card | None]] = defaultdict(list)
         self.used: set[Card] = set()
@@ -111,11 +159,10 @@ class _Replay:
                 "ante: PokerKit then lets them win every full ante; our pots count only what "
                 "they put in (RULES 9.3)")
         stacks = dict(zip(self.seats, hand.starting_stacks, strict=True))
-        self.driver = TableDriver(config, stacks=stacks)
-        self.driver.start()
+        self.driver = _Table(config, stacks)
 
     @property
-    def t(self) -> TableDriver:
+    def t(self) -> _Table:
         assert self.driver is not None
         return self.driver
 
