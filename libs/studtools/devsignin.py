@@ -13,7 +13,8 @@ whoever holds a live sign-in can keep it alive, as a refresh would, and no one g
 without one. Every request is answered with a JSON reason, never a dropped connection: a
 ``content-length`` that is not a count of bytes ``400 bad_content_length``, a body over
 :data:`MAX_BODY` ``413 too_large``, one not sent within :data:`READ_TIMEOUT_S` ``408
-timeout``, anything failing inside ``500 internal`` (logged, the token never). A production room has no such endpoint: its identity
+timeout``, anything failing inside ``500 internal`` (logged, the token never). A production
+room has no such endpoint: its identity
 provider signs players in (and renews them) with the issuer key; the gateway routes
 ``/auth/renew`` nowhere there (``404``) and the page says to sign in again.
 """
