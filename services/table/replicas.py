@@ -14,21 +14,18 @@ from typing import Any
 import structlog
 
 from stud.v1 import table_pb2 as pb
-from studkit import keys
 from studkit.errors import NotFound, Unavailable
 from studkit.ownership import Lease, Ownership, Replica, Spread, rendezvous
 from studkit.store import EventStore, NotOwner
 from table import metrics
 from table.actor import ActorDeps, TableActor
 from table.driver import Driver, cancel_until_done
+from table.lobby_lines import LobbyLines
 from table.migrate import migrate_side_keys
 from table.port import Driving
-from table.views import summary
 
 log = structlog.get_logger("table")
 
-SUMMARY_REFRESH_S = 60.0
-"""An idle table's lobby line is made again this often (its hands per hour move on)."""
 TAKE_BATCH = 25
 """Tables taken at a time in a round (one lease script, then their loads side by side):
 small enough that a batch is loaded well within a third of the lease, so the round can
@@ -51,9 +48,7 @@ class Tables:
         self.failed_loads = 0
         self._keeper: asyncio.Task[None] | None = None
         self._stopping = False
-        self._published: dict[str, bytes] = {}
-        self._summarized: dict[str, tuple[object, ...]] = {}
-        """What each table's last lobby line was made of (its version, status, minute)."""
+        self.lines = LobbyLines(store, driving)
 
     @property
     def live(self) -> dict[str, Replica]:
@@ -258,8 +253,7 @@ class Tables:
         return driver
 
     async def drop(self, table_id: str, *, release: bool) -> None:
-        self._published.pop(table_id, None)
-        self._summarized.pop(table_id, None)
+        self.lines.forget(table_id)
         driver = self.drivers.pop(table_id, None)
         actor = self._actors.pop(table_id, None)
         if driver is None or actor is None:
@@ -309,48 +303,11 @@ class Tables:
     # --- the lobby -----------------------------------------------------------------------
 
     async def publish_summaries(self) -> None:
-        """Write each owned table's lobby line (only the lines that changed). A line is made
-        again only when its table has moved (a new event, another status) or a minute has
-        passed (its hands per hour): an idle table costs a tuple comparison a round."""
-        pipe = self.store.client.pipeline(transaction=False)
-        changed, made = {}, {}
-        minute = int(time.time() // SUMMARY_REFRESH_S)
-        for table_id, driver in self.drivers.items():
-            room = driver.actor.room
-            if not room.table.opened:
-                continue
-            made_of = (room.version, driver.status.of(room), minute)
-            if self._summarized.get(table_id) == made_of:
-                continue
-            made[table_id] = made_of
-            line = summary(table_id, room, made_of[1],
-                           self.driving.system.clock()).SerializeToString(deterministic=True)
-            if self._published.get(table_id) != line:
-                pipe.set(keys.table_key(table_id, "summary"), line)
-                changed[table_id] = line
-        if changed:
-            await pipe.execute()
-            self._published.update(changed)
-        self._summarized.update(made)
+        """Write each owned table's lobby line (:meth:`LobbyLines.publish`)."""
+        await self.lines.publish(self.drivers)
 
     async def summaries(self, after: str = "", size: int = 500
                         ) -> tuple[list[pb.TableSummary], str]:
-        """A page of open tables after table id ``after``: this replica's own live, the
-        others' from their lines; and the next page's token ("" after the last)."""
+        """A page of open tables after table id ``after`` (:meth:`LobbyLines.page`)."""
         self.require_ready()
-        every = [t for t in await self.store.table_ids() if t > after]
-        table_ids = every[:size]
-        next_token = table_ids[-1] if len(every) > size else ""
-        pipe = self.store.client.pipeline(transaction=False)
-        for table_id in table_ids:
-            pipe.get(keys.table_key(table_id, "summary"))
-        out = []
-        for table_id, raw in zip(table_ids, await pipe.execute(), strict=True):
-            driver = self.drivers.get(table_id)
-            if driver is not None and driver.actor.room.table.opened:
-                room = driver.actor.room
-                out.append(summary(table_id, room, driver.status.of(room),
-                                   self.driving.system.clock()))
-            elif raw:
-                out.append(pb.TableSummary.FromString(raw))
-        return out, next_token
+        return await self.lines.page(self.drivers, after, size)
