@@ -41,7 +41,7 @@ from studhistory.tournament_archive import TOMBSTONE
 from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.commit import Append, Proposal, StreamWriter, commit
-from studkit.errors import AlreadyExists, Conflict, NotFound, Unavailable
+from studkit.errors import AlreadyExists, Conflict, NotFound
 from studkit.fingerprint import of_command
 from studkit.store import (
     AppendResult,
@@ -53,14 +53,18 @@ from tournament import commands as c
 from tournament import events as ev
 from tournament.codec import event_at, event_from_proto, event_to_proto, seconds, timestamp
 from tournament.decide import decide
-from tournament.history import NO_ARCHIVE, ArchivedTournaments, ArchiveUnavailable, CommandExpired
+from tournament.history import (
+    NO_ARCHIVE,
+    ArchivedTournaments,
+    ArchiveUnavailable,
+    CommandExpired,
+    merged_lobby,
+)
 from tournament.state import Tournament, apply
 
 EVENT_TYPE = "TournamentEvent"
 STATES_KEPT: Final = 1024
 """Folded tournaments a process keeps (least recently read goes first)."""
-ARCHIVED_OUTCOMES: Final = frozenset({"finished", "cancelled"})
-"""The phases an archived tournament may have (how it ended: ``tournaments.endings``)."""
 WOKEN: Final = f"{keys.TOURNAMENT_PREFIX}woken"
 """A sorted set: each tournament not over and the time of the latest event a caller's command
 appended to it (any replica's), which wakes the process manager's next round for it (issue
@@ -276,28 +280,8 @@ class TournamentApp:
         tournaments stay listed through an outage of the archive."""
         hot = sorted((t for t in await self._store.table_ids()
                       if before is None or t < before), reverse=True)
-        i = 0
-        archive = self._archive
-        if archive is not None and (not phase or phase in ARCHIVED_OUTCOMES):
-            cursor = before
-            while True:
-                try:
-                    rows = await archive.page(cursor, phase, batch)
-                except Unavailable:
-                    log.warning("tournament_archive_listing_failed", exc_info=True)
-                    break
-                for tid, outcome in rows:
-                    while i < len(hot) and hot[i] > tid:
-                        yield hot[i], None
-                        i += 1
-                    if i < len(hot) and hot[i] == tid:
-                        continue  # still in Redis too: listed from there
-                    yield tid, outcome
-                if len(rows) < batch:
-                    break
-                cursor = rows[-1][0]
-        for tid in hot[i:]:
-            yield tid, None
+        async for line in merged_lobby(hot, self._archive, before, phase, batch):
+            yield line
 
     def _keep(self, tournament_id: str, t: Tournament) -> None:
         kept = self._states.get(tournament_id)

@@ -21,13 +21,16 @@ the table refuses a retry whose record was archived, not decided again on the ar
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 import psycopg
+import structlog
 
 from studhistory.tournament_archive import archived_raw
 from studkit.errors import FailedPrecondition, Unavailable
+
+log = structlog.get_logger("tournament.history")
 
 _T = TypeVar("_T")
 NO_ARCHIVE: Final = ("this tournament service has no TOURNAMENT_HISTORY_DSN, so tournaments "
@@ -128,3 +131,36 @@ class ArchivedTournaments:
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.close()
+
+
+ARCHIVED_OUTCOMES: Final = frozenset({"finished", "cancelled"})
+"""The phases an archived tournament may have (how it ended: ``tournaments.endings``)."""
+
+
+async def merged_lobby(hot: list[str], archive: ArchivedTournaments | None, before: str | None,
+                       phase: str, batch: int) -> AsyncIterator[tuple[str, str | None]]:
+    """Redis's tournament ids ``hot`` (descending, read once, first) merged with the
+    archive's, walked in keyset pages of ``batch`` (``TournamentApp.lobby``): each id with how
+    it ended if listed from the archive, None if from Redis; one in both stores is listed
+    once, from Redis; PostgreSQL down, the rest lists Redis's alone."""
+    i = 0
+    if archive is not None and (not phase or phase in ARCHIVED_OUTCOMES):
+        cursor = before
+        while True:
+            try:
+                rows = await archive.page(cursor, phase, batch)
+            except Unavailable:
+                log.warning("tournament_archive_listing_failed", exc_info=True)
+                break
+            for tid, outcome in rows:
+                while i < len(hot) and hot[i] > tid:
+                    yield hot[i], None
+                    i += 1
+                if i < len(hot) and hot[i] == tid:
+                    continue  # still in Redis too: listed from there
+                yield tid, outcome
+            if len(rows) < batch:
+                break
+            cursor = rows[-1][0]
+    for tid in hot[i:]:
+        yield tid, None
