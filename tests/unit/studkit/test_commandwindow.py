@@ -1,0 +1,55 @@
+"""Which command ids say when they were made (docs/history.md, "Expired commands"): the
+``t<ms>-...`` form and RFC 9562 UUIDv7s; anything else carries no time."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from studkit.commandwindow import id_time_ms, timed_id
+from studkit.mapping.common import check_ident
+
+
+def uuid7(ms: int) -> uuid.UUID:
+    """An RFC 9562 UUIDv7 made at ``ms`` (Python 3.11 has no ``uuid.uuid7``)."""
+    raw = bytearray(ms.to_bytes(6, "big") + os.urandom(10))
+    raw[6] = 0x70 | (raw[6] & 0x0F)  # version 7
+    raw[8] = 0x80 | (raw[8] & 0x3F)  # variant 10xx
+    return uuid.UUID(bytes=bytes(raw))
+
+
+def test_a_uuid7_carries_its_first_48_bits_as_unix_ms_in_either_case() -> None:
+    for ms in (0, 1, 1_764_979_200_123, 2**48 - 1):
+        made = uuid7(ms)
+        assert made.version == 7
+        assert id_time_ms(str(made)) == ms
+        assert id_time_ms(str(made).upper()) == ms
+        assert check_ident(str(made), "command_id") == str(made)
+    assert id_time_ms("019AF0F5-5000-7ABC-9DEF-0123456789AB") == 1_764_979_200_000
+
+
+def test_other_uuids_and_malformed_ones_carry_no_time() -> None:
+    assert id_time_ms(str(uuid.uuid4())) is None
+    assert id_time_ms(str(uuid.uuid1())) is None
+    v7 = "019af0f5-5000-7abc-9def-0123456789ab"
+    for other in (
+            v7.replace("-7abc", "-4abc"),   # version 4
+            v7.replace("-7abc", "-8abc"),   # version 8
+            v7.replace("-9def", "-cdef"),   # variant 110x (Microsoft's)
+            v7.replace("-9def", "-1def"),   # variant 0xxx (NCS)
+            v7.replace("-", ""),            # not the text form
+            v7[:-1],                        # one digit short
+            v7 + "0",                       # one digit long
+            v7 + "-x",                      # something after it
+            "x" + v7,                       # something before it
+            v7.replace("0123", "g123"),     # not hex
+            "{" + v7 + "}"):
+        assert id_time_ms(other) is None, other
+
+
+def test_ids_not_in_either_timed_form_carry_no_time() -> None:
+    for other in ("", "0f3a9c", "t12-x", "t0000000000000", "t-1234567890123-x",
+                  "x1234567890123-y", "t12345678901234-x", "T1234567890123-x"):
+        assert id_time_ms(other) is None, other
+    assert id_time_ms("t0000000000000-x") == 0
+    assert id_time_ms(timed_id(1_764_979_200_000, "sit")) == 1_764_979_200_000
