@@ -213,10 +213,10 @@ class TableApp:
         """A new money request is checked in full before anything is recorded: who may ask,
         the room's policy, then the player's funds (so a refused request writes nothing;
         the commit checks the room again, at the version it appends at)."""
-        if await self._store.recorded(driver.actor.table_id, cid, fp) is not None:
+        if await expiry.check(self._store, driver.actor.table_id, cid, fp, expected,
+                              driver.system.clock(), driver.actor.room.visible) is not None \
+                or await self._store.recorded(driver.actor.table_id, cid, fp) is not None:
             return  # a retry: it carries on with its saga
-        await expiry.check(self._store, driver.actor.table_id, cid, fp, expected,
-                           driver.system.clock(), driver.actor.room.visible)
         room = driver.actor.room
         command = make(room)
         if expected is None or room.visible <= expected <= room.version:
