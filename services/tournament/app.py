@@ -16,9 +16,10 @@ messages in the store's envelopes. Two write paths (docs/tournament.md, "Replica
 version and reads only what is new, so a replica that did not write an event still sees it.
 
 A tournament over, paid out and past the idempotency window leaves Redis for PostgreSQL
-(the archiver: ``studhistory.tournament_archive``); the app reads it there (``archive``,
-:class:`tournament.history.ArchivedTournaments`) when its stream is gone, so its reads
-answer as before (docs/tournament.md, "Finished tournaments").
+(the archiver: ``studhistory.tournament_archive``); the app reads it there through
+:class:`tournament.archived.ArchivedReads` (the port :class:`tournament.archived.Archive`,
+over PostgreSQL :class:`tournament.history.ArchivedTournaments`) when its stream is gone, so
+its reads answer as before (docs/tournament.md, "Finished tournaments").
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ from typing import Final, Protocol, cast
 import structlog
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from stud.v1 import tournament_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
-from studhistory.tournament_archive import TOMBSTONE
 from studkit import keys
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.commit import Append, Proposal, StreamWriter, commit
@@ -51,18 +50,18 @@ from studkit.store import (
 )
 from tournament import commands as c
 from tournament import events as ev
-from tournament.codec import event_at, event_from_proto, event_to_proto, seconds, timestamp
-from tournament.decide import decide
-from tournament.history import (
-    NO_ARCHIVE,
-    ArchivedTournaments,
-    ArchiveUnavailable,
-    CommandExpired,
-    merged_lobby,
+from tournament.archived import NO_ARCHIVE, Archive, ArchivedReads
+from tournament.codec import (
+    EVENT_TYPE,
+    event_at,
+    event_to_proto,
+    record_from_envelope,
+    timestamp,
 )
+from tournament.codec import Record as Record  # re-exported: the records an Outcome holds
+from tournament.decide import decide
 from tournament.state import Tournament, apply
 
-EVENT_TYPE = "TournamentEvent"
 STATES_KEPT: Final = 1024
 """Folded tournaments a process keeps (least recently read goes first)."""
 WOKEN: Final = f"{keys.TOURNAMENT_PREFIX}woken"
@@ -123,17 +122,6 @@ class TournamentWriter(StreamWriter[Tournament, c.Command]):
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
-    sequence: int
-    at: float
-    event: ev.Event
-
-    def to_proto(self) -> pb.TournamentEventRecord:
-        return pb.TournamentEventRecord(sequence=self.sequence, occurred_at=timestamp(self.at),
-                                        event=event_to_proto(self.event))
-
-
-@dataclass(frozen=True, slots=True)
 class Outcome:
     version: int
     records: tuple[Record, ...]
@@ -141,15 +129,7 @@ class Outcome:
 
 
 def _record(stored: StoredEvent) -> Record:
-    return _from_envelope(stored.envelope)
-
-
-def _from_envelope(envelope: EventEnvelope) -> Record:
-    if envelope.event_type != EVENT_TYPE:
-        raise ValueError(f"not a tournament event: {envelope.event_type}")
-    at = seconds(envelope.occurred_at)
-    return Record(envelope.sequence, at,
-                  event_from_proto(pb.TournamentEvent.FromString(envelope.payload), at))
+    return record_from_envelope(stored.envelope)
 
 
 def _fingerprint(cmd: c.Command) -> str:
@@ -200,11 +180,10 @@ class TournamentApp:
     def __init__(self, store: EventStore, *, clock: Clock = time.time,
                  seed: Callable[[], int] = lambda: int.from_bytes(os.urandom(8), "big"),
                  conflict_retries: int = 5,
-                 archive: ArchivedTournaments | None = None) -> None:
+                 archive: Archive | None = None) -> None:
         self._store = store
-        self._archive = archive
-        self._cold: set[str] = set()
-        """The tournaments of ``_states`` read whole from the archive (over: final)."""
+        self.archived = ArchivedReads(store.client, archive)
+        """The read path of tournaments whose stream left Redis."""
         self._clock = clock
         self._seed = seed
         self._retries = conflict_retries
@@ -221,8 +200,8 @@ class TournamentApp:
         return self._clock()
 
     @property
-    def archive(self) -> ArchivedTournaments | None:
-        return self._archive
+    def archive(self) -> Archive | None:
+        return self.archived.archive
 
     async def load(self, tournament_id: str) -> Tournament:
         """The tournament folded up to its stream's end, or from the archive once its
@@ -233,37 +212,17 @@ class TournamentApp:
         tail = await self._store.tail(tournament_id, t.version)
         if tail.events:
             t = apply(t, (_record(s).event for s in tail.events))
-        elif tail.version == 0 and tournament_id not in self._cold:
-            t = await self._load_archived(tournament_id, t)
+        elif tail.version == 0 and not self.archived.final(tournament_id):
+            try:
+                t = await self.archived.carry_on(tournament_id, t)
+            except NotFound:
+                self._states.pop(tournament_id, None)
+                raise
         if t.config is None:
             raise NotFound(f"no tournament {tournament_id}" + (
-                "" if self._archive is not None else f" in Redis ({NO_ARCHIVE})"),
+                "" if self.archive is not None else f" in Redis ({NO_ARCHIVE})"),
                 reason="no_tournament")
         self._keep(tournament_id, t)
-        return t
-
-    async def _load_archived(self, tournament_id: str, t: Tournament) -> Tournament:
-        """``t`` (what was read of it before, if anything) carried on from the archive, for
-        a tournament with no stream in Redis: only when the archiver's trim left its
-        tombstone (:data:`studhistory.tournament_archive.TOMBSTONE`, the archived version),
-        or this replica read it from Redis before; an id never created costs no query.
-        ``NotFound`` ``archived`` without an archive; ``ArchiveUnavailable`` when the
-        archive holds fewer events than the tombstone names."""
-        mark = await self._store.client.get(keys.tournament_key(tournament_id, TOMBSTONE))
-        if mark is None and t.config is None:
-            return t  # never created: nothing to read anywhere
-        if self._archive is None:
-            self._states.pop(tournament_id, None)
-            raise NotFound(f"tournament {tournament_id} is archived: {NO_ARCHIVE}",
-                           reason="archived")
-        rows = await self._archive.events(tournament_id, t.version)
-        if rows:
-            t = apply(t, (_from_envelope(EventEnvelope.FromString(raw)).event
-                          for _, raw in rows))
-        if mark is not None and t.version < int(mark):
-            raise ArchiveUnavailable(f"the archive holds {t.version} of tournament "
-                                     f"{tournament_id}'s {int(mark)} events")
-        self._cold.add(tournament_id)  # read whole, or read from Redis before it left
         return t
 
     async def lobby(self, before: str | None, phase: str, batch: int
@@ -280,7 +239,7 @@ class TournamentApp:
         tournaments stay listed through an outage of the archive."""
         hot = sorted((t for t in await self._store.table_ids()
                       if before is None or t < before), reverse=True)
-        async for line in merged_lobby(hot, self._archive, before, phase, batch):
+        async for line in self.archived.lobby(hot, before, phase, batch):
             yield line
 
     def _keep(self, tournament_id: str, t: Tournament) -> None:
@@ -290,7 +249,7 @@ class TournamentApp:
         self._states.move_to_end(tournament_id)
         while len(self._states) > STATES_KEPT:
             gone, _ = self._states.popitem(last=False)
-            self._cold.discard(gone)
+            self.archived.forget(gone)
 
     async def ids(self) -> list[str]:
         return await self._store.table_ids()
@@ -321,7 +280,7 @@ class TournamentApp:
                                   creating=isinstance(cmd, c.Create))
         await writer.catch_up()
         if by is not None:
-            await self._expired(tournament_id, command_id, chosen)
+            await self.archived.refuse_expired(tournament_id, command_id, chosen)
         try:
             done = await commit(writer, Append(cmd, command_id, fingerprint, epoch=epoch,
                                                fence_with_owner=epoch is None,
@@ -351,20 +310,6 @@ class TournamentApp:
         records = tuple(Record(first + i, event_at(e) or now, e)
                         for i, e in enumerate(events, start=1))
         return Outcome(done.result.version, records, False)
-
-    async def _expired(self, tournament_id: str, command_id: str, chosen: str) -> None:
-        """Refuse ``command_expired`` a caller's command with no record in Redis whose
-        tournament left Redis for the archive (``_cold``: just loaded from it) when an
-        archived event was appended by it: a retry after the command window, whose record
-        left with the stream. It is not decided again on the archived state, whose refusal
-        would tell the caller it was not applied. A tournament in Redis costs nothing here."""
-        if self._archive is None or tournament_id not in self._cold:
-            return
-        if await self._archive.applied(tournament_id, command_id):
-            raise CommandExpired(
-                f"command {chosen} was applied to tournament {tournament_id}, which is over "
-                "and archived with its command records: its outcome can no longer be "
-                "replayed (read the tournament); send a new command")
 
     async def _recorded(self, tournament_id: str, command_id: str, cmd: c.Command,
                         reused: CommandIdReused | None = None) -> AppendResult | None:
@@ -472,17 +417,16 @@ class TournamentApp:
     async def records(self, tournament_id: str, after: int) -> list[Record]:
         """The records after ``after``: Redis's, or the archive's for an archived one."""
         stored = await self._store.read(tournament_id, after)
-        if stored or self._archive is None or tournament_id not in self._cold:
+        if stored or not self.archived.final(tournament_id):
             return [_record(s) for s in stored]
-        return [_from_envelope(EventEnvelope.FromString(raw))
-                for _, raw in await self._archive.events(tournament_id, after)]
+        return await self.archived.records(tournament_id, after)
 
     async def follow(self, tournament_id: str, after: int,
                      poll_s: float = 0.2) -> AsyncIterator[Record]:
         """The records after ``after``, then each new one as it is appended (an archived
         tournament's, then nothing more: it is over)."""
         await self.load(tournament_id)
-        if tournament_id in self._cold:
+        if self.archived.final(tournament_id):
             for record in await self.records(tournament_id, after):
                 yield record
             await asyncio.Event().wait()  # open until the caller goes, as a live one's

@@ -5,11 +5,13 @@ is secret). ``occurred_at`` (seconds) is the record's, not the message's."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from stud.v1 import tournament_pb2 as pb
+from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import BadRequest
 from tournament import events as ev
 from tournament.structure import PRESETS, Level, Structure
@@ -210,3 +212,29 @@ def event_from_proto(m: pb.TournamentEvent, at: float) -> ev.Event:
 def event_at(e: ev.Event) -> float | None:
     """The instant an event carries (stored as its record's ``occurred_at``), if any."""
     return getattr(e, "at", None)
+
+
+EVENT_TYPE: Final = "TournamentEvent"
+"""The envelope's ``event_type`` of every event a tournament's stream holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One event of a tournament's stream, with its sequence and time."""
+
+    sequence: int
+    at: float
+    event: ev.Event
+
+    def to_proto(self) -> pb.TournamentEventRecord:
+        return pb.TournamentEventRecord(sequence=self.sequence, occurred_at=timestamp(self.at),
+                                        event=event_to_proto(self.event))
+
+
+def record_from_envelope(envelope: EventEnvelope) -> Record:
+    """The record a stored envelope holds (Redis's stream or the archive's copy of it)."""
+    if envelope.event_type != EVENT_TYPE:
+        raise ValueError(f"not a tournament event: {envelope.event_type}")
+    at = seconds(envelope.occurred_at)
+    return Record(envelope.sequence, at,
+                  event_from_proto(pb.TournamentEvent.FromString(envelope.payload), at))

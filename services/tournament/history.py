@@ -1,5 +1,7 @@
 """Tournaments whose stream left Redis for PostgreSQL (docs/tournament.md, "Finished
-tournaments"; the archiver's step: ``studhistory.tournament_archive``).
+tournaments"; the archiver's step: ``studhistory.tournament_archive``): the PostgreSQL side
+of the :class:`tournament.archived.Archive` port, which the app reads through
+(:class:`tournament.archived.ArchivedReads`).
 
 Once a tournament is over, paid out and past the idempotency window, the archiver copies its
 stream to ``tournaments.events``, verifies it, and removes its keys from Redis. The service
@@ -21,33 +23,17 @@ the table refuses a retry whose record was archived, not decided again on the ar
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 import psycopg
-import structlog
 
 from studhistory.tournament_archive import archived_raw
-from studkit.errors import FailedPrecondition, Unavailable
+from tournament.archived import NO_ARCHIVE, ArchiveUnavailable, CommandExpired
 
-log = structlog.get_logger("tournament.history")
-
+__all__ = ["NO_ARCHIVE", "STATEMENT_TIMEOUT_S", "ArchiveUnavailable", "ArchivedTournaments",
+           "CommandExpired"]
 _T = TypeVar("_T")
-NO_ARCHIVE: Final = ("this tournament service has no TOURNAMENT_HISTORY_DSN, so tournaments "
-                     "whose history the archiver moved to PostgreSQL cannot be read")
-
-
-class ArchiveUnavailable(Unavailable):
-    """PostgreSQL could not answer for an archived tournament (retry)."""
-
-    default_reason = "archive_unavailable"
-
-
-class CommandExpired(FailedPrecondition):
-    """A caller's command retried after its tournament, and with it the command's record,
-    left Redis: it was applied, and its outcome can no longer be replayed."""
-
-    default_reason = "command_expired"
 
 
 STATEMENT_TIMEOUT_S: Final = 5.0
@@ -132,35 +118,3 @@ class ArchivedTournaments:
             conn, self._conn = self._conn, None
             await conn.close()
 
-
-ARCHIVED_OUTCOMES: Final = frozenset({"finished", "cancelled"})
-"""The phases an archived tournament may have (how it ended: ``tournaments.endings``)."""
-
-
-async def merged_lobby(hot: list[str], archive: ArchivedTournaments | None, before: str | None,
-                       phase: str, batch: int) -> AsyncIterator[tuple[str, str | None]]:
-    """Redis's tournament ids ``hot`` (descending, read once, first) merged with the
-    archive's, walked in keyset pages of ``batch`` (``TournamentApp.lobby``): each id with how
-    it ended if listed from the archive, None if from Redis; one in both stores is listed
-    once, from Redis; PostgreSQL down, the rest lists Redis's alone."""
-    i = 0
-    if archive is not None and (not phase or phase in ARCHIVED_OUTCOMES):
-        cursor = before
-        while True:
-            try:
-                rows = await archive.page(cursor, phase, batch)
-            except Unavailable:
-                log.warning("tournament_archive_listing_failed", exc_info=True)
-                break
-            for tid, outcome in rows:
-                while i < len(hot) and hot[i] > tid:
-                    yield hot[i], None
-                    i += 1
-                if i < len(hot) and hot[i] == tid:
-                    continue  # still in Redis too: listed from there
-                yield tid, outcome
-            if len(rows) < batch:
-                break
-            cursor = rows[-1][0]
-    for tid in hot[i:]:
-        yield tid, None

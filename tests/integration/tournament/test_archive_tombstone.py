@@ -72,7 +72,7 @@ async def test_an_archived_tournament_leaves_a_tombstone_and_only_it_reaches_pos
         counted = dataclasses.replace(tournament.settings, history_dsn=history_dsns.tournament)
 
         def count(deps: Any) -> None:
-            deps.app._archive = Counted(history_dsns.tournament)
+            deps.app.archived.archive = Counted(history_dsns.tournament)
         async with running_tournament(counted, dev_keys, prepare=count) as reader:
             for i in range(5):
                 with pytest.raises(grpc.aio.AioRpcError) as exc:
