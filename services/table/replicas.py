@@ -30,6 +30,9 @@ TAKE_BATCH = 25
 """Tables taken at a time in a round (one lease script, then their loads side by side):
 small enough that a batch is loaded well within a third of the lease, so the round can
 renew the leases it already holds between two batches."""
+TAKING_WAIT_S = 2.0
+"""How long a call for a table this replica is taking over (its lease held, its load under
+way) waits for the load before it is refused ``UNAVAILABLE`` (``taking_over``: ask again)."""
 
 
 class Tables:
@@ -49,6 +52,9 @@ class Tables:
         self._keeper: asyncio.Task[None] | None = None
         self._stopping = False
         self.lines = LobbyLines(store, driving)
+        self._taking: dict[str, asyncio.Event] = {}
+        """Tables whose lease this replica holds and whose load is under way: set when the
+        load ends (a call for one waits for it rather than being sent elsewhere)."""
 
     @property
     def live(self) -> dict[str, Replica]:
@@ -170,8 +176,10 @@ class Tables:
                 log.exception("table_take_failed", tables=len(batch))
                 continue
             taken = {t: lease.epoch for t, lease in leases.items() if lease.ok}
+            for table_id in taken:  # marked at once: a call may come before its load starts
+                self._taking[table_id] = asyncio.Event()
             loading = asyncio.ensure_future(asyncio.gather(
-                *(self._load_taken(t, epoch) for t, epoch in taken.items()),
+                *(self._load_marked(t, epoch) for t, epoch in taken.items()),
                 return_exceptions=True))
             renewed_at = await self._renew_while(loading, taken, renewed_at)
             loaded = loading.result()
@@ -222,7 +230,18 @@ class Tables:
         lease = await self.ownership.acquire(table_id)
         if not lease.ok:
             return None
-        return await self._load_taken(table_id, lease.epoch)
+        self._taking[table_id] = asyncio.Event()
+        return await self._load_marked(table_id, lease.epoch)
+
+    async def _load_marked(self, table_id: str, epoch: int) -> Driver:
+        """:meth:`_load_taken`, the table marked as being taken (:attr:`_taking`) until its
+        load ends, loaded or not."""
+        try:
+            return await self._load_taken(table_id, epoch)
+        finally:
+            taking = self._taking.pop(table_id, None)
+            if taking is not None:
+                taking.set()
 
     async def _load_taken(self, table_id: str, epoch: int) -> Driver:
         """Load a table whose lease was just acquired at ``epoch``; the lease is released
@@ -285,11 +304,29 @@ class Tables:
         (clients go there), or NOT_FOUND for a table that does not exist."""
         self.require_ready()
         driver = self.drivers.get(table_id)
+        if driver is None and table_id in self._taking:
+            driver = await self._once_taken(table_id)
         if driver is not None and driver.actor.room.table.opened and not driver.actor.fenced:
             return driver
         if self.ownership is not None and table_id in set(await self.store.table_ids()):
             raise await self.redirect(table_id)
         raise NotFound(f"no table {table_id}", reason="unknown_table")
+
+    async def _once_taken(self, table_id: str) -> Driver:
+        """The driver of a table this replica is taking over, once its load ends (within
+        :data:`TAKING_WAIT_S`). Not ``not_owner``: the owner's record names this replica,
+        and a redirect named it too, sending the client back here to spin until the load
+        ended."""
+        taking = self._taking.get(table_id)
+        if taking is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(TAKING_WAIT_S):
+                    await taking.wait()
+        driver = self.drivers.get(table_id)
+        if driver is None:
+            raise Unavailable(f"table {table_id} is being taken over here: ask again",
+                              reason="taking_over")
+        return driver
 
     def actor(self, table_id: str) -> TableActor:
         """The actor of a table this replica holds (KeyError otherwise)."""

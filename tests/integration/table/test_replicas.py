@@ -327,3 +327,49 @@ def owned_by(replica_id: str, replica_ids: list[str]) -> str:
     live = [Replica(r, "") for r in replica_ids]
     return next(t for t in ids_spread(replica_ids, 1)
                 if (owner := rendezvous(t, live)) is not None and owner.id == replica_id)
+
+
+async def test_a_replica_taking_a_table_over_serves_it_once_loaded_never_naming_itself(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    """A call reaching the replica that holds a table's lease while it loads the table (a
+    takeover) is served once the table is loaded, not refused ``not_owner`` naming that
+    same replica as the owner: before, a client followed the redirect back to where it
+    was and spun there until the load ended (the browser's owner-redirect test saw r0
+    refuse with its own address while it took the table)."""
+    async with running_room(redis_server, redis_url, dev_keys, lease_ms=LEASE_MS,
+                            replica_id="r-room") as room:
+        table_id = "taken-over"
+        await _open(Routed(room, [f"127.0.0.1:{room.table_port}"]), table_id)
+        async with replicas(redis_server, redis_url, dev_keys, room, 1) as running:
+            (deps, port), = running
+            tables = deps.app.tables
+            load, held, release = tables._load_taken, asyncio.Event(), asyncio.Event()
+
+            async def held_load(table_id: str, epoch: int) -> Any:
+                held.set()
+                await release.wait()
+                return await load(table_id, epoch)
+
+            tables._load_taken = held_load  # type: ignore[method-assign]
+            await room.table_deps.app.stop()  # its lease released: r0 takes the table over
+            try:
+                async with asyncio.timeout(10):
+                    await held.wait()  # the lease is r0's now, the table not loaded yet
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
+                    call = asyncio.ensure_future(stub.GetTable(
+                        pb.GetTableRequest(table_id=table_id),
+                        metadata=room.client.md(OPERATOR), timeout=10))
+                    await asyncio.sleep(0.3)
+                    if call.done() and call.exception() is not None:
+                        error = call.exception()
+                        assert isinstance(error, grpc.aio.AioRpcError)
+                        info = rpc_error_info(error)
+                        assert info is None or info.metadata.get("owner") != \
+                            f"127.0.0.1:{port}", "refused not_owner naming itself"
+                    release.set()
+                    view = await call
+                    assert view.table_id == table_id
+                assert table_id in deps.app.actors
+            finally:
+                release.set()
