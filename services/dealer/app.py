@@ -1,6 +1,9 @@
 """The dealer's use cases: who may ask for what, checked against the table's public stream,
 then the deck store. Knows a :class:`~dealer.store.DealerStore` and
-:class:`~dealer.tables.PublicTables`, never redis or grpc.
+:class:`~dealer.tables.PublicTables`, never redis or grpc. Shuffling a hand's deck and
+revealing at the showdown are here; a street's deal is :mod:`dealer.streets`, seeds and
+proofs :mod:`dealer.fair`, a player's own cards :mod:`dealer.players`, and a finished hand's
+audit and release :mod:`dealer.records`.
 
 Access: the table service (role ``service``, a name in ``table_services``) starts hands, deals
 and asks for reveals; a player reads only the cards of the seat the public stream says they
@@ -18,49 +21,27 @@ from dataclasses import dataclass
 import structlog
 
 from dealer.dealing import HONEST, Dealing
-from dealer.deck import deal_street, seat_draws
+from dealer.deck import seat_draws
 from dealer.fair import FairDealer, stored_hand
 from dealer.fair import bind_hand as _bind
 from dealer.players import OwnCards, PlayerCards
+from dealer.records import HandRecords
 from dealer.shuffle import CSPRNG, Entropy
-from dealer.store import (
-    IDENTITY,
-    DealerStore,
-    FairHand,
-    Recorded,
-    StoredHand,
-    hand_from_hash,
-    hand_key,
-)
+from dealer.store import IDENTITY, DealerStore, FairHand, StoredHand
+from dealer.streets import StreetDealer, hand_and_view, hand_of
 from dealer.tables import PublicTables, TableView
-from rules import DealPlan, HandState, Street, pending_deal, streets_dealt
+from rules import DealPlan
 from rules.views import revealable_seats
 from studkit.auth import Forbidden, Principal, Role, require_role
 from studkit.cardcheck import HandProof
 from studkit.cardproof import FairDeck
-from studkit.commit import Writer, write
-from studkit.deckproof import FairAudit, HandAudit, HandDeck, StreetDeal, commit
+from studkit.deckproof import HandAudit, HandDeck, StreetDeal, commit
 from studkit.errors import FailedPrecondition, NotFound
 from studkit.metrics import ClosedCounter, Metrics
-from studkit.store import EventStore
 
 ARCHIVER_SERVICE = "archiver"
 """The service whose token may read a finished hand's record, as an auditor does."""
 log = structlog.get_logger("dealer")
-
-
-
-class _StreetRecorded(Exception):
-    """Another call recorded a street since this one's draw was computed: draw again."""
-
-    def __init__(self, table_id: str, hand_number: int) -> None:
-        super().__init__(f"table {table_id} hand {hand_number}: a street was recorded meanwhile")
-
-
-class WrongDeal(FailedPrecondition):
-    """Raised when a deal request is not what the rules say must be dealt now."""
-
-    default_reason = "wrong_deal"
 
 
 class NotAtShowdown(FailedPrecondition):
@@ -74,12 +55,6 @@ class SeatNotInHand(FailedPrecondition):
     never revealed."""
 
     default_reason = "seat_not_in_hand"
-
-
-class HandNotOver(FailedPrecondition):
-    """Raised when an audit is asked for before the hand has ended."""
-
-    default_reason = "hand_not_over"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,42 +88,6 @@ class DealerCounters:
         )
 
 
-def _hand_of(view: TableView, hand_number: int) -> HandState:
-    hand = view.state.hand
-    if not view.state.opened:
-        raise NotFound(f"table {view.table_id} has no public record", reason="unknown_table")
-    if hand is None or hand.hand_number != hand_number:
-        current = 0 if hand is None else hand.hand_number
-        raise FailedPrecondition(
-            f"hand {hand_number} is not the table's current hand ({current})",
-            reason="not_current_hand",
-        )
-    return hand
-
-
-class StreetWriter(Writer[DealPlan, StreetDeal]):
-    """One street's deal as it is written (studkit.commit): the hand's record and the
-    table's state it is decided on, read again when another call recorded a street first."""
-
-    conflicts = (_StreetRecorded,)
-
-    def __init__(self, app: DealerApp, table_id: str, hand_number: int, street: Street,
-                 first_index: int | None) -> None:
-        self.app, self.table_id, self.hand_number = app, table_id, hand_number
-        self.street, self.first_index = street, first_index
-        self.held: tuple[StoredHand, TableView | None] | None = None
-
-    async def catch_up(self, preloaded: StoredHand | None = None) -> None:
-        self.held = await self.app._loaded(self.table_id, self.hand_number, self.street,
-                                           preloaded)
-
-    async def propose(self, plan: DealPlan) -> StreetDeal:
-        assert self.held is not None
-        deal = self.app._decide_deal(self.hand_number, plan, self.first_index, *self.held)
-        return await self.app._save_deal(self.table_id, self.hand_number, plan,
-                                         self.first_index, self.held[0], deal)
-
-
 class DealerApp:
     """Use cases of the dealer, one method per RPC."""
 
@@ -172,7 +111,6 @@ class DealerApp:
         self._store = store
         self._tables = tables
         self._table_services = frozenset(table_services)
-        self._retries = conflict_retries
         self._clock_ms = clock_ms
         self._counters = DealerCounters.register(metrics if metrics is not None else Metrics())
         self._fair = FairDealer(store, tables, clock_ms=clock_ms, seed_wait_ms=seed_wait_ms,
@@ -180,6 +118,12 @@ class DealerApp:
         """Seeds, proofs and openings of per-card hands."""
         self._players = PlayerCards(store, tables, self._fair)
         """The players' own cards."""
+        self._streets = StreetDealer(store, tables, self._fair,
+                                     cards_dealt=self._counters.cards_dealt,
+                                     conflict_retries=conflict_retries)
+        """Each street's deal."""
+        self._records = HandRecords(store, tables)
+        """Finished hands' audits and releases."""
 
     # --- who may ask ------------------------------------------------------------------------
 
@@ -193,10 +137,7 @@ class DealerApp:
 
     async def _hand_and_view(self, table_id: str, hand_number: int
                              ) -> tuple[StoredHand | None, TableView]:
-        """The dealer's record of the hand (None: no deck made for it) and the table's
-        public state, read in one round trip (issue 35: two before)."""
-        view, raw = await self._tables.view_and_hash(table_id, hand_key(table_id, hand_number))
-        return hand_from_hash(table_id, hand_number, raw), view
+        return await hand_and_view(self._tables, table_id, hand_number)
 
     # --- the table's calls ------------------------------------------------------------------
 
@@ -254,80 +195,7 @@ class DealerApp:
         self._require_table(principal)
         _bind(table_id, hand_number)
         structlog.contextvars.bind_contextvars(street=int(plan.street))
-        # The hand's record and the table's state, read together, serve the first attempt
-        # unless the hand's seeds are to be frozen first (a per-card hand's first deal,
-        # which reads both again after); a retry after a lost race reads afresh.
-        stored, view = await self._hand_and_view(table_id, hand_number)
-        writer = StreetWriter(self, table_id, hand_number, plan.street, first_index)
-        if stored is not None and (stored.fair is None or stored.fair.frozen):
-            writer.held = (stored, None if stored.deal_for(plan.street) is not None else view)
-        else:
-            await self._fair.freeze_seeds(table_id, hand_number, stored, view)
-            await writer.catch_up()
-        # The one retry every writer shares (studkit.commit): a street recorded by a
-        # concurrent call meanwhile loads again and decides again.
-        return await write(writer, plan, attempts=self._retries)
-
-    async def _loaded(self, table_id: str, hand_number: int, street: Street,
-                      stored: StoredHand | None) -> tuple[StoredHand, TableView | None]:
-        """The hand's record (``stored`` if already read) and, unless the street was dealt
-        before (a repeat), the table's public state."""
-        if stored is not None:
-            if stored.deal_for(street) is not None:
-                return stored, None  # a repeat: the table's state is not needed
-            return stored, await self._tables.view(table_id)
-        found, view = await self._hand_and_view(table_id, hand_number)
-        if found is None:
-            found = await self._stored(table_id, hand_number)  # NotFound, saying why
-        return found, None if found.deal_for(street) is not None else view
-
-    async def _save_deal(self, table_id: str, hand_number: int, plan: DealPlan,
-                         first_index: int | None, stored: StoredHand, deal: StreetDeal
-                         ) -> StreetDeal:
-        """Record a street's deal (``_StreetRecorded`` if another call recorded one first)."""
-        if stored.deal_for(plan.street) is not None:
-            return deal  # a repeat: recorded before
-        outcome, existing = await self._store.record_deal(
-            table_id, hand_number, deal, len(stored.deals))
-        if outcome is Recorded.CONFLICT:
-            raise _StreetRecorded(table_id, hand_number)
-        if outcome is Recorded.MISSING:
-            raise NotFound(f"no deck for hand {hand_number}", reason="unknown_hand")
-        if outcome is Recorded.EXISTS and existing is not None:
-            return self._repeat(existing, plan, first_index)
-        up = sum(1 for card in deal.cards if card.up)
-        self._counters.cards_dealt.inc(up, face="up")
-        self._counters.cards_dealt.inc(len(deal.cards) - up, face="down")
-        log.info("street_dealt", cards=len(deal.cards), burned=deal.burn is not None,
-                 reshuffled=deal.reshuffled)
-        return deal
-
-    def _decide_deal(self, hand_number: int, plan: DealPlan, first_index: int | None,
-                     stored: StoredHand, view: TableView | None) -> StreetDeal:
-        """The street's cards from the stored deck (or the recorded street, for a repeat),
-        checked against the table's public state."""
-        recorded = stored.deal_for(plan.street)
-        if recorded is not None or view is None:
-            assert recorded is not None
-            return self._repeat(recorded, plan, first_index)
-        hand = _hand_of(view, hand_number)
-        if hand.deck_commitment != stored.commitment or (
-                hand.card_commitment and (stored.fair is None
-                                          or hand.card_commitment != stored.fair.commitment)):
-            raise FailedPrecondition("the hand's published commitment is not this deck's",
-                                     reason="commitment_mismatch")
-        expected = pending_deal(view.state)
-        if expected != plan:
-            raise WrongDeal(self._wrong_deal(expected))
-        streets_public = streets_dealt(hand)
-        if len(stored.deals) != streets_public:
-            raise FailedPrecondition(
-                f"the dealer recorded {len(stored.deals)} streets, the table {streets_public}",
-                reason="deal_out_of_step",
-            )
-        deal = deal_street(self._fair.dealing_deck(stored), stored.deals, plan)
-        _check_first_index(deal, first_index)
-        return deal
+        return await self._streets.deal(table_id, hand_number, plan, first_index)
 
     # --- seeds and proofs (dealer.fair) -----------------------------------------------------
 
@@ -346,22 +214,6 @@ class DealerApp:
         """See :meth:`dealer.fair.FairDealer.hand_proof`."""
         return await self._fair.hand_proof(principal, table_id, hand_number)
 
-    @staticmethod
-    def _wrong_deal(expected: DealPlan | None) -> str:
-        if expected is None:
-            return "the hand is not waiting for cards"
-        return (f"the rules ask for {expected.street.label}: {len(expected.slots)} cards, "
-                f"burn={expected.burn}, reshuffle={expected.reshuffle_burns}, to seats "
-                + ", ".join(f"{s.seat}:{'up' if s.up else 'down'}" for s in expected.slots))
-
-    @staticmethod
-    def _repeat(recorded: StreetDeal, plan: DealPlan, first_index: int | None) -> StreetDeal:
-        if not recorded.matches(plan):
-            raise WrongDeal(f"{plan.street.label} was already dealt to other slots")
-        _check_first_index(recorded, first_index)
-        log.info("street_repeated", cards=len(recorded.cards))
-        return recorded
-
     async def reveal(self, principal: Principal, table_id: str, hand_number: int,
                      seats: Sequence[int]) -> dict[int, tuple[int, ...]]:
         """The down cards of ``seats`` (all hands still in when empty), only at the
@@ -369,7 +221,7 @@ class DealerApp:
         self._require_table(principal)
         _bind(table_id, hand_number)
         found, view = await self._hand_and_view(table_id, hand_number)
-        hand = _hand_of(view, hand_number)
+        hand = hand_of(view, hand_number)
         wanted = list(seats) or [p.seat for p in hand.players if not p.folded]
         if len(set(wanted)) != len(wanted):
             raise SeatNotInHand("a seat is named twice")
@@ -414,14 +266,7 @@ class DealerApp:
         if principal.name != ARCHIVER_SERVICE:
             raise Forbidden(f"service {principal.name} is not the archiver")
         _bind(table_id, through_hand)
-        kept = await first_hand_kept(self._tables.events, table_id)
-        if kept is None or through_hand >= kept:
-            raise FailedPrecondition(
-                f"hand {through_hand} is still in the table's stream (its first kept hand is "
-                f"{kept if kept is not None else 'unknown'})", reason="hand_in_redis")
-        released, deleted = await self._store.release(table_id, through_hand)
-        log.info("hands_released", released_through=released, deleted=deleted)
-        return released, deleted
+        return await self._records.release(table_id, through_hand)
 
     # --- auditors ---------------------------------------------------------------------------
 
@@ -432,37 +277,4 @@ class DealerApp:
         if not (principal.role is Role.SERVICE and principal.name == ARCHIVER_SERVICE):
             require_role(principal, Role.AUDITOR)
         _bind(table_id, hand_number)
-        view = await self._tables.view(table_id)
-        hand = view.state.hand
-        if hand is None or hand_number > hand.hand_number:
-            raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
-        if hand.hand_number == hand_number and not hand.is_over:
-            raise HandNotOver(f"hand {hand_number} is still being played")
-        stored = await self._stored(table_id, hand_number)
-        log.info("hand_audited", streets=len(stored.deals))
-        fair = None if stored.fair is None else FairAudit(
-            deck=stored.fair.deck, seeds=stored.fair.seeds,
-            opened=stored.fair.seed_openings(), commitment=stored.fair.commitment)
-        return HandAudit(deck=stored.deck, commitment=stored.commitment, deals=stored.deals,
-                         fair=fair)
-
-
-async def first_hand_kept(events: EventStore, table_id: str) -> int | None:
-    """The first hand the table's stream still holds events of (None: none is named in the
-    events after its trimmed head, e.g. a table with nothing trimmed yet between hands)."""
-    trimmed = await events.trimmed(table_id)
-    if trimmed == 0:
-        return 1
-    async for entries in events.pages(table_id, trimmed, page=64):
-        for entry in entries:
-            if entry.envelope.hand_number:
-                return int(entry.envelope.hand_number)
-    return None
-
-
-def _check_first_index(deal: StreetDeal, first_index: int | None) -> None:
-    if first_index is None:
-        return
-    first = deal.burn_index if deal.burn_index is not None else deal.cards[0].index
-    if first != first_index:
-        raise WrongDeal(f"{deal.street.label} starts at card {first}, not {first_index}")
+        return await self._records.audit(table_id, hand_number)
