@@ -1,7 +1,9 @@
 """One source of legality (STYLE §10): over random legal play, every action kind is offered by
 ``legal_actions`` exactly when ``decide`` accepts it (with the offered amounts), and a refused
 one is refused with the reason ``judge_action`` gives; ``can_start_hand`` and
-``seats_to_deal`` agree with ``decide(StartHand)``."""
+``seats_to_deal`` agree with ``decide(StartHand)``; the PHH replay's command for a ``cc`` or
+``cbr`` (:func:`rules.phh.table.command_for`, which reads the hand without judging) is the one
+``judge_action`` picks."""
 
 from __future__ import annotations
 
@@ -15,9 +17,21 @@ from hypothesis import strategies as st
 
 import rules
 from rules import ActionKind, LegalAction, RuleViolation, decide
-from rules.betting import ACTION_ORDER, judge_action
-from rules.commands import RevealHands, Showdown, StartHand
+from rules.betting import ACTION_ORDER, WAGERS, judge_action, wager_kind
+from rules.commands import (
+    Bet,
+    Call,
+    Check,
+    Command,
+    Complete,
+    Raise,
+    RevealHands,
+    Showdown,
+    StartHand,
+)
 from rules.events import AntePosted, HandStarted
+from rules.phh import parse_action
+from rules.phh.table import command_for
 from rules.state import Phase, TableState
 from rules.testing import ACTION_COMMANDS, StackedDeck, TableDriver, revealed_hands
 
@@ -51,6 +65,38 @@ def _check_actions(state: TableState) -> None:
             assert getattr(first, "to", None) == offered.to
 
 
+def _judged_command(verb: str, seat: int, state: TableState, to: int) -> Command:
+    """The command a PHH ``cc`` or ``cbr`` of ``seat`` stands for, by ``judge_action``: a
+    check if it allows one, else a call; the wager kind it allows, else the one that fits."""
+    hand, config = state.hand, state.config
+    assert hand is not None and config is not None
+    betting = hand.phase == Phase.BETTING and hand.to_act is not None
+    if verb == "cc":
+        can_check = (betting and hand.to_act == seat
+                     and isinstance(judge_action(hand, config, ActionKind.CHECK), LegalAction))
+        return Check(seat=seat) if can_check else Call(seat=seat)
+    kind = ActionKind.BET
+    if betting:
+        wager = next((k for k in ACTION_ORDER if k in WAGERS
+                      and isinstance(judge_action(hand, config, k), LegalAction)), None)
+        kind = wager if wager is not None else wager_kind(hand)
+        if hand.bring_in_pending:
+            kind = ActionKind.COMPLETE
+    if kind == ActionKind.COMPLETE:
+        return Complete(seat=seat, to=to)
+    return Bet(seat=seat, to=to) if kind == ActionKind.BET else Raise(seat=seat, to=to)
+
+
+def _check_phh_commands(state: TableState) -> None:
+    hand, config = state.hand, state.config
+    assert hand is not None and config is not None
+    for p in hand.players:
+        for verb in ("cc", "cbr"):
+            text = f"p{p.seat} {verb}" + (" 1234" if verb == "cbr" else "")
+            got = command_for(parse_action(text, config.seats), p.seat, hand, config)
+            assert got == _judged_command(verb, p.seat, state, 1234), (verb, p.seat, got)
+
+
 def _check_start(state: TableState) -> None:
     try:
         events = decide(state, StartHand(hand_number=state.hands_started + 1))
@@ -78,6 +124,7 @@ def test_offered_exactly_when_accepted(setup: TableSetup, data: st.DataObject) -
         assert not rules.can_start_hand(t.state)
         while not t.hand.is_over:
             phase = t.hand.phase
+            _check_phh_commands(t.state)
             if phase == Phase.DEALING:
                 t.apply(deck.deal_command(t.plan()))
             elif phase == Phase.BETTING:

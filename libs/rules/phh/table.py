@@ -3,12 +3,15 @@ each of its betting actions stands for."""
 
 from __future__ import annotations
 
-from rules.betting import ACTION_ORDER, WAGERS, ActionKind, LegalAction, judge_action, wager_kind
+from rules.betting import ActionKind, wager_kind
 from rules.commands import Bet, Call, Check, Command, Complete, Fold, PostBringIn, Raise
 from rules.config import TableConfig
 from rules.errors import RuleViolation
 from rules.phh.format import PhhAction, PhhError, PhhHand
 from rules.state import HandState, Phase
+
+_BETTING = Phase.BETTING
+_COMPLETE, _BET = ActionKind.COMPLETE, ActionKind.BET
 
 
 def replay_config(hand: PhhHand) -> TableConfig:
@@ -59,22 +62,22 @@ def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConf
         return PostBringIn(seat=seat)
     if action.verb == "f":
         return Fold(seat=seat)
-    # What legal_actions_for(hand, config) would list, judged only for the kinds asked about
-    # (it is None unless a player is to act in a betting round).
-    betting = hand.phase == Phase.BETTING and hand.to_act is not None
+    # What judge_action(hand, config, kind) would say, read straight from the hand (it was
+    # judged kind by kind here, then again by decide; tests/property/test_one_legality.py
+    # checks these against judge_action over random play): a check is legal for the player
+    # to act with nothing to call and no bring-in due; a wager is the completion while the
+    # bring-in is due, else the one wager kind that fits (wager_kind), whether or not it is
+    # legal (decide refuses it if not).
+    if hand.phase != _BETTING or hand.to_act is None:
+        return Call(seat=seat) if action.verb == "cc" else Bet(seat=seat, to=action.amount)
     if action.verb == "cc":
-        can_check = (betting and hand.to_act == seat
-                     and isinstance(judge_action(hand, config, ActionKind.CHECK), LegalAction))
-        return Check(seat=seat) if can_check else Call(seat=seat)
-    kind = ActionKind.BET
-    if betting:
-        wager = next((k for k in ACTION_ORDER if k in WAGERS
-                      and isinstance(judge_action(hand, config, k), LegalAction)), None)
-        kind = wager if wager is not None else wager_kind(hand)
-        if hand.bring_in_pending:
-            kind = ActionKind.COMPLETE
-    if kind == ActionKind.COMPLETE:
+        if hand.to_act != seat or hand.bring_in_pending:
+            return Call(seat=seat)
+        p = hand.player(seat)
+        return Check(seat=seat) if hand.target - p.street_total <= 0 else Call(seat=seat)
+    kind = _COMPLETE if hand.bring_in_pending else wager_kind(hand)
+    if kind == _COMPLETE:
         return Complete(seat=seat, to=action.amount)
-    if kind == ActionKind.BET:
+    if kind == _BET:
         return Bet(seat=seat, to=action.amount)
     return Raise(seat=seat, to=action.amount)
