@@ -77,6 +77,7 @@ from stud.v1 import table_pb2 as pb
 from studkit import keys as studkeys
 from studkit.auth import Principal, Role, TokenBook
 from studkit.chain import GENESIS, verify_chain
+from studkit.commandwindow import new_id
 from studkit.store import trimmed_key
 from studtest.processes import RoomProcesses, ServiceProcess, restartable_port
 from studtools.devkeys import DevKeys
@@ -583,7 +584,7 @@ async def finish(room: CampaignRoom, table_ids: Sequence[str], limit_s: float = 
         for seat in view.seats:
             try:
                 await room.router.call(table_id, "SitOut", pb.SitOutRequest(
-                    table_id=table_id, seat=seat.seat, command_id=f"end-{seat.player_id}"),
+                    table_id=table_id, seat=seat.seat, command_id=new_id(f"end-{seat.player_id}")),
                     Principal(Role.PLAYER, seat.player_id))
             except grpc.aio.AioRpcError as exc:
                 if exc.code() is not grpc.StatusCode.FAILED_PRECONDITION:

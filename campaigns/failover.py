@@ -36,7 +36,6 @@ import random
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +49,7 @@ from rules import fold
 from stud.v1 import table_pb2 as pb
 from studkit import keys as studkeys
 from studkit.auth import Principal, Role
+from studkit.commandwindow import new_id
 from studkit.grpc_errors import rpc_error_reason
 from studkit.mapping import event_from_envelope, game_envelopes
 from studkit.store import EventStore
@@ -157,7 +157,7 @@ async def freeze_with_commands_in_flight(room: CampaignRoom, table_ids: list[str
             seat = state.seat(1)
             if seat is None:
                 continue
-            command_id = uuid.uuid4().hex
+            command_id = new_id()
             method, request_type = ("SitIn", pb.SitInRequest) if seat.sitting_out else (
                 "SitOut", pb.SitOutRequest)
             request = request_type(table_id=table_id, seat=1, command_id=command_id)

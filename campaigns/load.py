@@ -54,6 +54,7 @@ from campaigns.ceilings import cpu_seconds
 from campaigns.loadbots import BotProcesses, BotsResult, MintedTokens, split
 from rules import TableConfig
 from stud.v1 import table_pb2 as pb
+from studkit.commandwindow import new_id
 from studkit.grpc_errors import rpc_error_reason
 from studkit.mapping import config_to_proto
 from studtest.processes import Clients, room_processes
@@ -131,7 +132,7 @@ async def open_human_table(clients: Clients, t: int) -> str:
     for seat in (1, 2, 3):
         name = f"h{t}-{seat}"
         sit = pb.SitDownRequest(table_id=table_id, seat=seat, buy_in=1_000_000,
-                                command_id=f"sit-{t}-{seat}")
+                                command_id=new_id(f"sit-{t}-{seat}"))
         await retrying(partial(clients.wallet.create_account, name))
         await retrying(partial(clients.wallet.deposit, name, 100_000_000, f"dep-{name}"))
         await retrying(partial(clients.table.call, "SitDown", sit, player(name)))

@@ -31,6 +31,7 @@ from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
 from studkit import keys as studkeys
 from studkit.auth import Principal, Role, TokenBook
+from studkit.commandwindow import new_id
 from studkit.mapping import config_to_proto
 from studtest.processes import RoomProcesses, ServiceProcess, restartable_port
 from studtest.table import fast_settings
@@ -96,7 +97,7 @@ class CampaignRoom:
                 self.players.append(name)
                 self.deposits += deposit
                 await self.router.call(table_id, "SitDown", pb.SitDownRequest(
-                    table_id=table_id, seat=seat, buy_in=buy_in, command_id=f"sit-{name}"),
+                    table_id=table_id, seat=seat, buy_in=buy_in, command_id=new_id(f"sit-{name}")),
                     Principal(Role.PLAYER, name))
 
     async def hands_started(self, table_ids: Sequence[str]) -> int:
@@ -114,7 +115,7 @@ class CampaignRoom:
                 try:
                     await self.router.call(table_id, "SitOut", pb.SitOutRequest(
                         table_id=table_id, seat=seat.seat,
-                        command_id=f"end-{seat.player_id}"),
+                        command_id=new_id(f"end-{seat.player_id}")),
                         Principal(Role.PLAYER, seat.player_id))
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() is not grpc.StatusCode.FAILED_PRECONDITION:

@@ -67,6 +67,7 @@ from studclient.errors import StudError
 from studclient.tui.tourney import entered, rail_table
 from studclient.watch import TableWatch
 from studkit.auth import Principal, Role
+from studkit.commandwindow import new_id
 from studkit.mapping import card_from_proto, event_from_envelope, game_envelopes
 from studkit.store import EventStore
 from studtest.processes import ServiceProcess, restartable_port
@@ -338,7 +339,7 @@ async def newcomer_views(room: CampaignRoom, table_id: str, capture: Capture,
     room.players.append(newcomer)
     room.deposits += 10**9
     await room.router.call(table_id, "LeaveSeat", pb.LeaveSeatRequest(
-        table_id=table_id, seat=gone.seat, command_id=f"leave-{newcomer}"),
+        table_id=table_id, seat=gone.seat, command_id=new_id(f"leave-{newcomer}")),
         Principal(Role.PLAYER, gone.player_id))
     deadline = time.monotonic() + 30
     while True:
@@ -353,7 +354,7 @@ async def newcomer_views(room: CampaignRoom, table_id: str, capture: Capture,
         await asyncio.sleep(0.02)
     sit = pb.SitDownRequest(table_id=table_id, seat=gone.seat, buy_in=1_000_000)
     for attempt in range(200):  # the seat is free once its cash-out is paid
-        sit.command_id = f"sit-{newcomer}-{attempt}"
+        sit.command_id = new_id(f"sit-{newcomer}-{attempt}")
         try:
             await room.router.call(table_id, "SitDown", sit, Principal(Role.PLAYER, newcomer),
                                    limit_s=5)

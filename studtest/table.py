@@ -20,6 +20,7 @@ from dealer.config import Settings as DealerSettings
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from studkit.auth import Principal, Role, TokenBook
+from studkit.commandwindow import new_id
 from studtest.dealer import RunningDealer, running_dealer
 from studtest.redis import TestRedis
 from studtest.rigged_dealer import RiggedDealing
@@ -63,10 +64,10 @@ class TableClient:
         return tuple(self.tokens.metadata(who))
 
     async def call(self, method: str, request: Any, who: Principal) -> Any:
-        """Call ``method`` as ``who`` (a command id is filled in when the request has one
-        and it is empty)."""
+        """Call ``method`` as ``who`` (a timed command id, :func:`studkit.commandwindow.new_id`,
+        is filled in when the request has one and it is empty)."""
         if hasattr(request, "command_id") and not request.command_id:
-            request.command_id = uuid.uuid4().hex
+            request.command_id = new_id()
         return await getattr(self.stub, method)(request, metadata=self.md(who),
                                                 timeout=TIMEOUT_S)
 

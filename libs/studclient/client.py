@@ -45,6 +45,7 @@ from studclient.errors import (
 from studclient.tournament import TournamentClient
 from studclient.watch import TableWatch, records_of
 from studkit.cardcheck import Verdict
+from studkit.commandwindow import new_id
 
 TokenProvider = Callable[[], str | Awaitable[str]]
 """Returns a valid bearer token (called before calls and again after ``token_expired``)."""
@@ -126,8 +127,10 @@ def new_command_id() -> str:
     """A fresh table command id, timed: ``t<Unix ms, 13 digits>-<20 hex>``. The table refuses
     a retry of it ``command_expired`` once it is older than the idempotency window (10
     minutes, less a minute of clock skew) and has no record (docs/history.md, "Expired
-    commands"): make a new command then. Ids in another form are never refused so."""
-    return f"t{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:20]}"
+    commands"): make a new command then. A player's command must carry a timed id (this
+    form or a UUIDv7) unless it carries ``expected_sequence``: another id is refused
+    ``command_id_untimed``, so a caller passing its own ``command_id`` must make it so."""
+    return new_id()
 
 
 def token_subject(token: str) -> tuple[str, str]:

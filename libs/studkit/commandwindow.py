@@ -15,7 +15,10 @@ archived: the table refuses it ``command_expired`` instead of applying it again.
 
 from __future__ import annotations
 
+import os
 import re
+import time
+import uuid
 
 #: The least time a command record stays in Redis after its events (seconds).
 COMMAND_WINDOW_S = 600
@@ -46,3 +49,19 @@ def id_time_ms(command_id: str) -> int | None:
 def timed_id(now_ms: int, rest: str) -> str:
     """A timed command id made at ``now_ms``."""
     return f"t{now_ms:013d}-{rest}"
+
+
+def new_id(label: str = "") -> str:
+    """A timed command id made now: ``t<Unix ms>-<label>``, or ``t<Unix ms>-<20 hex>`` with no
+    label (the SDK's, :func:`studclient.client.new_command_id`). A label keeps the id
+    readable in a test's log; it must keep it unique among its caller's ids at the table."""
+    return timed_id(int(time.time() * 1000), label or uuid.uuid4().hex[:20])
+
+
+def uuid7(ms: int) -> str:
+    """An RFC 9562 UUIDv7 made at Unix ``ms`` (48 bits), in its text form; the rest random.
+    (Python 3.11 has no ``uuid.uuid7``.)"""
+    raw = bytearray(ms.to_bytes(6, "big") + os.urandom(10))
+    raw[6] = 0x70 | (raw[6] & 0x0F)  # the version, 7
+    raw[8] = 0x80 | (raw[8] & 0x3F)  # the variant, 10xx
+    return str(uuid.UUID(bytes=bytes(raw)))

@@ -12,6 +12,7 @@ from playwright.async_api import expect
 
 from stud.v1 import table_pb2
 from studkit.auth import Principal, Role
+from studkit.commandwindow import new_id
 from studtest.table import Room, fast_settings, player
 from studtest.tournament_service import RunningTournament
 
@@ -49,7 +50,7 @@ async def test_what_opens_after_the_page_loaded_appears_without_a_reload(
 
     # Someone sits down elsewhere: the seats and the player show up.
     await room.client.call("SitDown", table_pb2.SitDownRequest(
-        table_id=table_id, command_id="bob-lobby", seat=3, buy_in=2_000), player("bob"))
+        table_id=table_id, command_id=new_id("bob-lobby"), seat=3, buy_in=2_000), player("bob"))
     await expect(row).to_contain_text("1 of 8 taken, 7 free")
     await expect(row).to_contain_text("bob")
     assert alice.page.url == loaded_url

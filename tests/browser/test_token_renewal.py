@@ -20,6 +20,7 @@ from playwright.async_api import Browser, expect
 
 from stud.v1 import table_pb2
 from studkit.auth import Principal, Role
+from studkit.commandwindow import new_id
 from studtest.gateway import running_gateway
 from studtest.table import Room, act_once, fast_settings, player
 from studtest.tournament_service import RunningTournament
@@ -73,7 +74,7 @@ async def test_the_page_renews_its_token_and_plays_on(room: Room, browser: Brows
     for name, seat in (("alice", 1), ("bob", 2)):
         await room.fund(name, 100_000)
         await room.client.call("SitDown", table_pb2.SitDownRequest(
-            table_id=table_id, command_id=f"{name}-renew", seat=seat, buy_in=4_000),
+            table_id=table_id, command_id=new_id(f"{name}-renew"), seat=seat, buy_in=4_000),
             player(name))
     issued = time.time()
     token = room.keys.issuer().issue(Principal(role=Role.PLAYER, name="alice"),

@@ -15,6 +15,7 @@ from playwright.async_api import Browser, expect
 
 from stud.v1 import table_pb2
 from studkit.auth import Principal, Role
+from studkit.commandwindow import new_id
 from studtest.gateway import running_gateway, web_call
 from studtest.rigged_dealer import Corruption
 from studtest.table import Room, act_once, fast_settings, player
@@ -100,7 +101,7 @@ async def test_four_tables_in_one_page_over_http2(room: Room, tournaments: Runni
             for i, t in enumerate(tables):
                 await sit(alice, t, 1)
                 await room.client.call("SitDown", table_pb2.SitDownRequest(
-                    table_id=t, command_id=f"bob-{i}", seat=2, buy_in=4_000), player("bob"))
+                    table_id=t, command_id=new_id(f"bob-{i}"), seat=2, buy_in=4_000), player("bob"))
             protocol = await page.evaluate(
                 "performance.getEntriesByType('navigation')[0].nextHopProtocol")
             assert protocol == "h2", protocol
@@ -206,7 +207,7 @@ async def test_a_second_tab_shows_the_same_table(room: Room, players: Players) -
     alice = await players("alice", f"/?table={table_id}")
     await sit(alice, table_id, 3)
     await room.client.call("SitDown", table_pb2.SitDownRequest(
-        table_id=table_id, command_id="bob-tabs", seat=5, buy_in=4_000), player("bob"))
+        table_id=table_id, command_id=new_id("bob-tabs"), seat=5, buy_in=4_000), player("bob"))
     first = alice.pane(table_id).get_by_role("region", name="Your cards")
     await expect(first.locator("[data-card]")).to_have_count(2, timeout=20_000)
     second = await alice.context.new_page()  # same browser, no link: the saved sign-in
@@ -226,7 +227,7 @@ async def test_a_360_px_screen(room: Room, players: Players) -> None:
     alice = await players("alice", f"/?table={table_id}", width=360)
     await sit(alice, table_id, 1)
     await room.client.call("SitDown", table_pb2.SitDownRequest(
-        table_id=table_id, command_id="bob-narrow", seat=2, buy_in=4_000), player("bob"))
+        table_id=table_id, command_id=new_id("bob-narrow"), seat=2, buy_in=4_000), player("bob"))
     await expect(alice.pane(table_id).get_by_role("region", name="Your cards").locator(
         "[data-card]")).to_have_count(2, timeout=20_000)
     width = await alice.page.evaluate("document.documentElement.scrollWidth")

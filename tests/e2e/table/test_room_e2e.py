@@ -34,6 +34,7 @@ from rules import Rake, TableConfig
 from rules.events import HandEnded, HandStarted
 from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
+from studkit.commandwindow import new_id
 from studkit.mapping import event_from_envelope, is_room_event
 from studkit.redis_client import connect
 from studkit.store import EventStore
@@ -437,10 +438,10 @@ async def test_sit_down_retried_after_a_crash_between_the_wallet_and_the_table(
             "crash-sit", settings=fast_settings(buy_in_min=BUY_IN_MIN, buy_in_max=BUY_IN_MAX))
         await clients.wallet.create_account("ann")
         await clients.wallet.deposit("ann", DEPOSIT, "dep-ann")
-        request = pb.SitDownRequest(table_id=table_id, seat=4, buy_in=5_000,
-                                    command_id="sit-once")
+        sit = new_id("sit-once")
+        request = pb.SitDownRequest(table_id=table_id, seat=4, buy_in=5_000, command_id=sit)
         await clients.wallet.buy_in("ann", table_id, 4, 5_000,
-                                    key(table_id, command_key(player("ann"), "sit-once")))
+                                    key(table_id, command_key(player("ann"), sit)))
         await room.crash_table()
         await asyncio.sleep(1.0)  # the restarted table repairs what it finds
         try:

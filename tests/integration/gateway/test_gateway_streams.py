@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from stud.v1 import table_pb2, wallet_pb2
+from studkit.commandwindow import new_id
 from studtest.gateway import Stack, StreamCut, WebStream, running_gateway, web_call
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -21,7 +22,7 @@ def sit(stack: Stack, table_id: str, player: str, seat: int, base_url: str | Non
         ) -> table_pb2.CommandReply:
     stack.fund(player)
     reply = web_call(base_url or stack.gateway.url, "/stud.v1.TableService/SitDown",
-                     table_pb2.SitDownRequest(table_id=table_id, command_id=f"sit-{player}",
+                     table_pb2.SitDownRequest(table_id=table_id, command_id=new_id(f"sit-{player}"),
                                               seat=seat, buy_in=5_000),
                      token=stack.token(player))
     return reply.one(table_pb2.CommandReply)
@@ -64,7 +65,7 @@ async def test_a_stream_outlives_the_unary_timeout_and_resumes_after_the_idle_on
         assert loop.time() - started >= 3, "reset before the idle timeout"
         stream.close()
         sat_out = web_call(stack.gateway.url, "/stud.v1.TableService/SitOut",
-                           table_pb2.SitOutRequest(table_id=table, command_id="out-quinn",
+                           table_pb2.SitOutRequest(table_id=table, command_id=new_id("out-quinn"),
                                                    seat=3), token=stack.token("quinn"))
         assert sat_out.status == 0, (sat_out.message, sat_out.reason)
         with watch(gateway.url, stack, table, after=seen[-1]) as resumed:

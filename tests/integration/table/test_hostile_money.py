@@ -15,6 +15,7 @@ from stud.v1 import room_pb2 as rpb
 from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
 from studkit import keys
+from studkit.commandwindow import new_id
 from studkit.mapping import is_room_event, room_event_from_envelope
 from studkit.redis_client import connect
 from studtest.table import OPERATOR, Room, act_once, fast_settings, player
@@ -72,9 +73,9 @@ async def test_f1_leaves_and_top_ups_at_once_never_strand_chips(room: Room) -> N
         calls = []
         for i in range(20):
             calls.append(room.client.call("LeaveSeat", pb.LeaveSeatRequest(
-                table_id=table_id, seat=1, command_id=f"l{round_}-{i}"), player(name)))
+                table_id=table_id, seat=1, command_id=new_id(f"l{round_}-{i}")), player(name)))
             calls.append(room.client.call("AddChips", pb.AddChipsRequest(
-                table_id=table_id, seat=1, amount=1_000, command_id=f"a{round_}-{i}"),
+                table_id=table_id, seat=1, amount=1_000, command_id=new_id(f"a{round_}-{i}")),
                 player(name)))
         results = await asyncio.gather(*calls, return_exceptions=True)
         for result in results:
@@ -128,16 +129,18 @@ async def test_f8_every_command_has_one_idempotency_rule(room: Room) -> None:
     table_id = await room.client.open_table(settings=fast_settings(next_hand_delay_ms=600_000))
     await sit(room, table_id, 1, "ann")
     ann = player("ann")
+    same = new_id("same")
     first = await room.client.call("AddChips", pb.AddChipsRequest(
-        table_id=table_id, seat=1, amount=1_000, command_id="same"), ann)
+        table_id=table_id, seat=1, amount=1_000, command_id=same), ann)
     assert not first.duplicate
     code, reason = await refusal(room.client.call("AddChips", pb.AddChipsRequest(
-        table_id=table_id, seat=1, amount=2_000, command_id="same"), ann))
+        table_id=table_id, seat=1, amount=2_000, command_id=same), ann))
     assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "command_id_reused")
     code, reason = await refusal(room.client.call("LeaveSeat", pb.LeaveSeatRequest(
-        table_id=table_id, seat=1, command_id="same"), ann))
+        table_id=table_id, seat=1, command_id=same), ann))
     assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "command_id_reused")
-    muck = pb.SetMuckPreferenceRequest(table_id=table_id, seat=1, muck=True, command_id="m1")
+    muck = pb.SetMuckPreferenceRequest(table_id=table_id, seat=1, muck=True,
+                                       command_id=new_id("m1"))
     assert not (await room.client.call("SetMuckPreference", muck, ann)).duplicate
     assert (await room.client.call("SetMuckPreference", muck, ann)).duplicate
     muck.muck = False
@@ -255,7 +258,7 @@ async def test_a_resumed_former_owner_changes_nothing(room: Room) -> None:
     await sit(room, table_id, 2, "bob")
     await room.client.wait_for(table_id, lambda v: v.HasField("hand") and v.hand.to_act != 0)
     await room.client.call("AddChips", pb.AddChipsRequest(
-        table_id=table_id, seat=1, amount=1_000, command_id="top"), player("ann"))
+        table_id=table_id, seat=1, amount=1_000, command_id=new_id("top")), player("ann"))
     tables = room.table_deps.app.tables
     old = tables.drivers[table_id].actor
     saga = old.room.saga(1)
@@ -266,7 +269,7 @@ async def test_a_resumed_former_owner_changes_nothing(room: Room) -> None:
     assert new is not None and new.actor.epoch != old.epoch
     assert new.actor.room.saga(1) == saga  # the new owner found the intent in the log
     await room.client.call("LeaveSeat", pb.LeaveSeatRequest(
-        table_id=table_id, seat=1, command_id="bye"), player("ann"))
+        table_id=table_id, seat=1, command_id=new_id("bye")), player("ann"))
     # The old owner resumes and acts on what it believed: every write is refused.
     from studkit.store import NotOwner
     from table.room import DropTopUp, SetMuck

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -21,6 +20,7 @@ from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from stud.v1 import wallet_pb2 as wpb
 from studkit.auth import Principal
+from studkit.commandwindow import new_id
 from studkit.grpc_server import rpc_error_reason
 from studtest.redis import TestRedis
 from studtest.table import (
@@ -319,7 +319,7 @@ async def test_leaving_while_the_wallet_is_down_pays_out_when_it_is_back(room: R
     assert wallet.server is not None
     await wallet.server.stop(None)
     await room.client.stub.LeaveSeat(
-        pb.LeaveSeatRequest(table_id=table_id, seat=1, command_id=uuid.uuid4().hex),
+        pb.LeaveSeatRequest(table_id=table_id, seat=1, command_id=new_id()),
         metadata=room.client.md(player("ann")), timeout=8)
     assert not (await room.client.view(table_id)).seats
     server, _port = create_wallet_server(
@@ -351,7 +351,7 @@ async def test_a_buy_in_that_landed_after_the_table_gave_up_is_seated(room: Room
     wallet = room.wallet
     assert wallet.server is not None
     await wallet.server.stop(None)
-    command_id = uuid.uuid4().hex
+    command_id = new_id()
     code, _reason = await refusal(room.client.call("SitDown", pb.SitDownRequest(
         table_id=table_id, seat=3, buy_in=7_000, command_id=command_id), player("cat")))
     assert code is grpc.StatusCode.UNAVAILABLE
@@ -387,7 +387,7 @@ async def test_a_top_up_retried_with_its_command_id_applies_once(room: Room) -> 
     assert wallet.server is not None
     await wallet.server.stop(None)
     request = pb.AddChipsRequest(table_id=table_id, seat=1, amount=5_000,
-                                 command_id=uuid.uuid4().hex)
+                                 command_id=new_id())
     for _ in range(2):
         code, _reason = await refusal(room.client.call("AddChips", request, player("ann")))
         assert code is grpc.StatusCode.UNAVAILABLE
@@ -426,7 +426,7 @@ async def test_money_moved_but_not_recorded_is_repaired_on_restart(
         await room.fund("cat", DEPOSIT)
         await room.client.wait_for(table_id,
                                    lambda v: v.HasField("hand") and v.hand.to_act != 0)
-        topup_id = uuid.uuid4().hex
+        topup_id = new_id()
         await room.client.call("AddChips", pb.AddChipsRequest(
             table_id=table_id, seat=1, amount=5_000, command_id=topup_id), player("ann"))
         await room.table_deps.app.stop()  # the table "crashes" ...

@@ -26,6 +26,7 @@ from stud.v1 import room_pb2 as rpb
 from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
 from studkit import keys
+from studkit.commandwindow import new_id
 from studkit.mapping import is_room_event, room_event_from_envelope
 from studkit.redis_client import connect
 from studtest.table import Room, act_once, fast_settings, player
@@ -102,7 +103,8 @@ async def test_a_pending_sit_down_whose_money_moved_is_seated_once(room: Room,
     her. She is seated with it, once; her retry pays nothing."""
     table_id = await room.client.open_table(settings=fast_settings(next_hand_delay_ms=600_000))
     await room.fund("cat", DEPOSIT)
-    cid = command_key(player("cat"), "sit-1")
+    sit = new_id("sit-1")
+    cid = command_key(player("cat"), sit)
     await room.wallet.client.buy_in("cat", table_id, 3, 7_000, key(table_id, cid))
     await write_old_keys(redis_url, table_id, {"sit:3": f"cat 7000 {cid} fp0"})
     await reload(room, table_id)
@@ -117,7 +119,7 @@ async def test_a_pending_sit_down_whose_money_moved_is_seated_once(room: Room,
     # records it under its own, so the retry is refused as seat_taken.)
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await room.client.call("SitDown", pb.SitDownRequest(
-            table_id=table_id, seat=3, buy_in=7_000, command_id="sit-1"), player("cat"))
+            table_id=table_id, seat=3, buy_in=7_000, command_id=sit), player("cat"))
     assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert await room.wallet.client.escrows(table_id) == {3: 7_000}
     assert await room.wallet.client.player_balance("cat") == DEPOSIT - 7_000

@@ -18,6 +18,7 @@ import pytest
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from studkit.auth import Principal
+from studkit.commandwindow import new_id
 from studkit.grpc_server import rpc_error_info, rpc_error_reason
 from studkit.ownership import Replica, rendezvous
 from studkit.store import EventStore, NotOwner
@@ -130,7 +131,7 @@ async def test_tables_spread_redirect_take_over_and_fence(
             for seat, name in {1: "ann", 2: "bob"}.items():
                 await room.fund(name)
                 await client.call("SitDown", pb.SitDownRequest(
-                    table_id=victim, seat=seat, buy_in=10_000, command_id=f"sit-{name}"),
+                    table_id=victim, seat=seat, buy_in=10_000, command_id=new_id(f"sit-{name}")),
                     player(name))
             rng = random.Random(2)
             await _play(client, victim, rng, lambda v: v.hands_started >= 2
@@ -226,7 +227,7 @@ async def test_a_table_taken_through_a_lapsed_lease_comes_back_when_its_taker_st
             for seat, name in {1: "cy", 2: "di"}.items():
                 await room.fund(name)
                 await client.call("SitDown", pb.SitDownRequest(
-                    table_id=table_id, seat=seat, buy_in=10_000, command_id=f"sit-{name}"),
+                    table_id=table_id, seat=seat, buy_in=10_000, command_id=new_id(f"sit-{name}")),
                     player(name))
             rng = random.Random(5)
             await _play(client, table_id, rng, lambda v: v.hands_started >= 1

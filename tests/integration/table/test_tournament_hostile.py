@@ -15,6 +15,7 @@ import pytest
 from rules import TableConfig
 from stud.v1 import table_pb2 as pb
 from studkit.auth import Principal, Role
+from studkit.commandwindow import new_id
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import config_to_proto
 from studtest.table import (
@@ -135,15 +136,16 @@ async def test_players_cannot_buy_in_add_leave_or_sit_out(room: Room, table: str
     balances = {n: await room.wallet.client.player_balance(n) for n in ("eve", "ann")}
     before = stored_version(room, table)
     cases: list[tuple[str, Any, Principal]] = [
-        ("SitDown", pb.SitDownRequest(table_id=table, command_id="c1", seat=5, buy_in=5_000),
-         player("eve")),
+        ("SitDown", pb.SitDownRequest(table_id=table, command_id=new_id("c1"), seat=5,
+                                      buy_in=5_000), player("eve")),
         ("SitDown", pb.SitDownRequest(table_id=table, command_id="c2", seat=5, buy_in=5_000,
                                       expected_sequence=1), player("eve")),  # stale, too
-        ("AddChips", pb.AddChipsRequest(table_id=table, command_id="c3", seat=1,
+        ("AddChips", pb.AddChipsRequest(table_id=table, command_id=new_id("c3"), seat=1,
                                         amount=5_000), player("ann")),
-        ("LeaveSeat", pb.LeaveSeatRequest(table_id=table, command_id="c4", seat=1),
+        ("LeaveSeat", pb.LeaveSeatRequest(table_id=table, command_id=new_id("c4"), seat=1),
          player("ann")),
-        ("SitOut", pb.SitOutRequest(table_id=table, command_id="c5", seat=1), player("ann")),
+        ("SitOut", pb.SitOutRequest(table_id=table, command_id=new_id("c5"), seat=1),
+         player("ann")),
     ]
     for method, request, who in cases:
         assert await refused(room, method, request, who) == (REFUSED, "tournament_table"), (

@@ -3,28 +3,20 @@
 
 from __future__ import annotations
 
-import os
+import time
 import uuid
 
-from studkit.commandwindow import id_time_ms, timed_id
+from studkit.commandwindow import id_time_ms, new_id, timed_id, uuid7
 from studkit.mapping.common import check_ident
-
-
-def uuid7(ms: int) -> uuid.UUID:
-    """An RFC 9562 UUIDv7 made at ``ms`` (Python 3.11 has no ``uuid.uuid7``)."""
-    raw = bytearray(ms.to_bytes(6, "big") + os.urandom(10))
-    raw[6] = 0x70 | (raw[6] & 0x0F)  # version 7
-    raw[8] = 0x80 | (raw[8] & 0x3F)  # variant 10xx
-    return uuid.UUID(bytes=bytes(raw))
 
 
 def test_a_uuid7_carries_its_first_48_bits_as_unix_ms_in_either_case() -> None:
     for ms in (0, 1, 1_764_979_200_123, 2**48 - 1):
         made = uuid7(ms)
-        assert made.version == 7
-        assert id_time_ms(str(made)) == ms
-        assert id_time_ms(str(made).upper()) == ms
-        assert check_ident(str(made), "command_id") == str(made)
+        assert uuid.UUID(made).version == 7 and uuid.UUID(made).variant == uuid.RFC_4122
+        assert id_time_ms(made) == ms
+        assert id_time_ms(made.upper()) == ms
+        assert check_ident(made, "command_id") == made
     assert id_time_ms("019AF0F5-5000-7ABC-9DEF-0123456789AB") == 1_764_979_200_000
 
 
@@ -53,3 +45,14 @@ def test_ids_not_in_either_timed_form_carry_no_time() -> None:
         assert id_time_ms(other) is None, other
     assert id_time_ms("t0000000000000-x") == 0
     assert id_time_ms(timed_id(1_764_979_200_000, "sit")) == 1_764_979_200_000
+
+
+def test_a_new_id_is_timed_now_and_a_valid_id() -> None:
+    before = int(time.time() * 1000)
+    made, labelled = new_id(), new_id("sit-ann")
+    after = int(time.time() * 1000)
+    for command_id in (made, labelled):
+        at = id_time_ms(command_id)
+        assert at is not None and before <= at <= after
+        assert check_ident(command_id, "command_id") == command_id
+    assert labelled.endswith("-sit-ann") and new_id() != made
