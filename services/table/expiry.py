@@ -3,20 +3,30 @@ issue 31; docs/history.md, "Expired commands").
 
 The archiver trims a table's command records some time after their events (at least the
 idempotency window, :mod:`studkit.commandwindow`), so a retry of such a command finds no
-record and would be applied again. A caller's command without a record is refused
-``FAILED_PRECONDITION`` ``command_expired`` (it changes nothing) when the table has trimmed
-events and:
+record and would be applied again. So a player's command must say how old it is:
+
+- it carries ``expected_sequence``, or a *timed* id (``t<13 digits: Unix ms>-<rest>``, the
+  SDK's, or an RFC 9562 UUIDv7); one with neither is refused ``INVALID_ARGUMENT``
+  ``command_id_untimed`` at every table, before its record is read (the rule is the same
+  before and after a trim);
+- a timed id more than ``MAX_SKEW_S`` ahead of the table's clock is refused
+  ``INVALID_ARGUMENT`` ``command_id_future`` (any caller's).
+
+A caller's command without a record is refused ``FAILED_PRECONDITION`` ``command_expired``
+(it changes nothing) when the table has trimmed events and:
 
 - it carries ``expected_sequence`` at or below the trimmed count (a record that left was
   written at a version at most the trimmed count, and at or after the command's
   ``expected_sequence``); or
-- its id is a timed id (``t<13 digits: Unix ms>-<rest>``, the SDK's) made more than
-  ``COMMAND_WINDOW_S - MAX_SKEW_S`` before the table's clock: a record that left was written
-  more than ``COMMAND_WINDOW_S`` ago, and no timed id is accepted more than ``MAX_SKEW_S``
-  ahead of the table's clock (``INVALID_ARGUMENT`` ``command_id_future``).
+- its id is timed and made more than ``COMMAND_WINDOW_S - MAX_SKEW_S`` before the table's
+  clock: a record that left was written more than ``COMMAND_WINDOW_S`` ago, and no timed
+  id is accepted more than ``MAX_SKEW_S`` ahead of the table's clock.
 
-Ids in any other form keep the old rule: no record means a new command. Nothing is kept per
-command: the check reads the record and, for a command that has none, the trimmed count.
+Only players' commands must be timed: an operator's OpenTable and CloseTable cannot apply
+twice (a retry is refused ``table_exists``, or closes a closed table: no event), and the
+tournament service's ids are its process manager's, derived from its own log. The money
+saga's and the table's own commands do not come through here. Nothing is kept per command:
+the check reads the record and, for a command that has none, the trimmed count.
 """
 
 from __future__ import annotations
@@ -30,6 +40,22 @@ class CommandExpired(FailedPrecondition):
     """A command retried too late: it may have been applied, its record archived."""
 
     default_reason = "command_expired"
+
+
+class CommandIdUntimed(BadRequest):
+    """A player's command that cannot say how old it is: neither a timed id nor an
+    ``expected_sequence``."""
+
+    def __init__(self, command_id: str) -> None:
+        super().__init__("command_id", f"{command_id!r} carries no time and the command no "
+                         "expected_sequence: send a timed id, t<Unix ms, 13 digits>-<random> "
+                         "(the SDK's) or a UUIDv7 (RFC 9562), so that a retry after the "
+                         f"idempotency window ({COMMAND_WINDOW_S} s) is refused rather than "
+                         "applied twice", reason="command_id_untimed")
+
+
+#: The stored ids of the commands that must be timed (:func:`table.app.command_key`).
+PLAYERS = "c:player:"
 
 
 def check_future(command_id: str, now: float) -> int | None:
@@ -53,8 +79,12 @@ async def check(store: EventStore, table_id: str, stored_id: str, fp: str,
     A command that cannot be expired costs no read: a timed id inside the window, or one
     decided at the room's visible version or later (the trimmed events all lie before the
     hands kept hot, so before ``visible``), or an untimed id without ``expected_sequence``
-    (the old rule). The append's script answers a retry of those from its record."""
+    (another caller's). The append's script answers a retry of those from its record.
+    Raises :class:`CommandIdUntimed` first, reading nothing, for a player's command with
+    neither a timed id nor ``expected_sequence``."""
     at = check_future(stored_id.rsplit(":", 1)[-1], now)
+    if at is None and expected is None and stored_id.startswith(PLAYERS):
+        raise CommandIdUntimed(stored_id.rsplit(":", 1)[-1])
     old = at is not None and at < int((now - COMMAND_WINDOW_S + MAX_SKEW_S) * 1000)
     if not old and (expected is None or expected >= visible):
         return None

@@ -13,6 +13,7 @@ import pytest
 from stud.v1 import table_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
 from studkit.auth import Principal, Role
+from studkit.commandwindow import new_id
 from studkit.grpc_server import rpc_error_reason
 from studtest.table import AUDITOR, OPERATOR, Room, player
 
@@ -50,7 +51,8 @@ async def test_refusals_change_nothing(room: Room, table: tuple[str, pb.TableVie
     other = 1 if to_act == 2 else 2
     actor, bystander = player(holder(view, to_act)), player(holder(view, other))
     escrows = await room.wallet.client.escrows(table_id)
-    cid = uuid.uuid4().hex
+    cid = new_id()
+    untimed = str(uuid.uuid4())
 
     def fold(seat: int, **kw: Any) -> pb.FoldRequest:
         return pb.FoldRequest(table_id=table_id, seat=seat, command_id=kw.pop("cid", cid),
@@ -101,6 +103,27 @@ async def test_refusals_change_nothing(room: Room, table: tuple[str, pb.TableVie
         ("SitDown", pb.SitDownRequest(table_id=table_id, seat=1, command_id=cid,
                                       buy_in=10_000),
          player("zed"), grpc.StatusCode.FAILED_PRECONDITION, "seat_taken"),
+        # A player's command must say how old it is: a timed id or expected_sequence
+        # (docs/history.md, "Expired commands"); a UUIDv4, a hex string or a malformed
+        # timed id with neither is refused before anything is read.
+        ("Fold", fold(to_act, cid=untimed), actor, grpc.StatusCode.INVALID_ARGUMENT,
+         "command_id_untimed"),
+        ("PostBringIn", pb.PostBringInRequest(table_id=table_id, seat=to_act,
+                                              command_id=untimed.upper()),
+         actor, grpc.StatusCode.INVALID_ARGUMENT, "command_id_untimed"),
+        ("SitOut", pb.SitOutRequest(table_id=table_id, seat=to_act, command_id="t12-x"),
+         actor, grpc.StatusCode.INVALID_ARGUMENT, "command_id_untimed"),
+        ("SetMuckPreference", pb.SetMuckPreferenceRequest(
+            table_id=table_id, seat=to_act, muck=True, command_id=uuid.uuid4().hex),
+         actor, grpc.StatusCode.INVALID_ARGUMENT, "command_id_untimed"),
+        ("AddChips", pb.AddChipsRequest(table_id=table_id, seat=to_act, amount=1_000,
+                                        command_id=untimed),
+         actor, grpc.StatusCode.INVALID_ARGUMENT, "command_id_untimed"),
+        ("SitDown", pb.SitDownRequest(table_id=table_id, seat=3, command_id=untimed,
+                                      buy_in=10_000),
+         player("ann"), grpc.StatusCode.INVALID_ARGUMENT, "command_id_untimed"),
+        ("LeaveSeat", pb.LeaveSeatRequest(table_id=table_id, seat=to_act, command_id=untimed),
+         actor, grpc.StatusCode.INVALID_ARGUMENT, "command_id_untimed"),
     ]
     for method, request, who, code, reason in cases:
         got = await refused(room, method, request, who)
@@ -118,13 +141,13 @@ async def test_a_command_id_reused_for_another_command_is_refused(
     table_id, view = table
     seat = view.hand.to_act
     who = player(holder(view, seat))
-    request = pb.PostBringInRequest(table_id=table_id, seat=seat, command_id="c-1")
+    request = pb.PostBringInRequest(table_id=table_id, seat=seat, command_id=new_id("c-1"))
     first = await room.client.call("PostBringIn", request, who)
     again = await room.client.call("PostBringIn", request, who)
     assert again.duplicate and again.version == first.version
     assert [e.sequence for e in again.events] == [e.sequence for e in first.events]
     code, reason = await refused(room, "Fold", pb.FoldRequest(
-        table_id=table_id, seat=seat, command_id="c-1"), who)
+        table_id=table_id, seat=seat, command_id=request.command_id), who)
     assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "command_id_reused")
     assert (await room.client.view(table_id)).version == first.version
 
@@ -175,7 +198,7 @@ async def test_no_one_sits_down_at_a_closed_table(room: Room) -> None:
     await room.client.call("CloseTable", pb.CloseTableRequest(table_id=table_id), OPERATOR)
     await room.fund("zoe")
     code, reason = await refused(room, "SitDown", pb.SitDownRequest(
-        table_id=table_id, seat=1, buy_in=10_000, command_id="s1"), player("zoe"))
+        table_id=table_id, seat=1, buy_in=10_000, command_id=new_id("s1")), player("zoe"))
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "table_closed")
     statement = await room.wallet.client.stub.GetStatement(
         wpb.GetStatementRequest(account=wpb.AccountRef(player_id="zoe")),
