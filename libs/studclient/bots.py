@@ -3,7 +3,8 @@ room.
 
 ``stud bots --tables N --hands M [--seed S] [--strategy random|tight|station|mixed]`` opens N
 tables (operator; a table whose id exists already is reused), creates and funds one wallet
-account per bot (operator deposits), seats ``--players`` bots at each, plays until at least M
+account per bot (operator deposits, again for a bot that busts with its deposit spent, so a
+table keeps dealing), seats ``--players`` bots at each, plays until at least M
 hands are complete at every table, sits the bots out, checks that every escrow equals its
 stack (the wallet's Reconcile against GetTable), has the bots leave (cashed out), closes the
 tables it opened and checks that no chip was created or lost: the bots' balances plus the
@@ -30,7 +31,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -201,13 +202,19 @@ class Bot:
     buy_in: int = 0
     last_seen: str = "no view yet"
     """The last view this bot acted on, in words (printed when a run times out)."""
+    fund: Callable[[Bot, int], Awaitable[None]] | None = None
+    """Funds this bot's account again (the run's operator deposit) when it busts with its
+    account too short to buy in again; None: it stays busted."""
 
     async def play(self, hands: int, ours: set[str], tally: Tally) -> None:
         """Act at each turn until ``hands`` hands have started, then sit out; return once
         no hand is in progress and every bot of the table sits out."""
         acted_at = -1
         sat_out = False
-        topped_up_for = sat_in_for = -1
+        sat_in_for = -1
+        topped_up_for = (-1, False)
+        """The hand a top-up was last asked in, and whether the bot had busted: once more
+        after a bust, between hands (a bust ends a heads-up table's hands)."""
         async with self.client.watch(self.table_id) as watch:
             async for view in watch.views():
                 self.last_seen = _seen(view)
@@ -220,12 +227,13 @@ class Bot:
                     continue
                 me = next((s for s in view.seats if s.seat == view.viewer_seat), None)
                 big_bet = view.config.big_bet
+                busted = me is not None and me.stack == 0 and hand_over(view)
                 if (me is not None and not sat_out and me.stack < 5 * big_bet
-                        and topped_up_for < view.hands_started and me.stack < self.buy_in):
+                        and topped_up_for < (view.hands_started, busted)
+                        and me.stack < self.buy_in):
                     # Short: top up (during a hand the table adds it when the hand ends).
-                    topped_up_for = view.hands_started
-                    await self._command(tally, "top_up", self.client.top_up(
-                        self.table_id, self.buy_in - me.stack))
+                    topped_up_for = (view.hands_started, busted)
+                    await self._top_up(tally, self.buy_in - me.stack, busted)
                 if (me is not None and not sat_out and me.sitting_out and me.stack > 0
                         and sat_in_for < view.hands_started):
                     # Sat out by the table (time-outs, a bust): come back.
@@ -238,20 +246,37 @@ class Bot:
                             self.table_id, action, expected_sequence=view.version)):
                         tally.actions += 1
 
+    async def _top_up(self, tally: Tally, amount: int, busted: bool) -> None:
+        """Top up by ``amount``; busted with too little in its account, the bot is funded
+        again (:attr:`fund`) and buys in again, so its table keeps dealing."""
+        try:
+            await self.client.top_up(self.table_id, amount)
+        except InsufficientFunds as exc:
+            if not busted or self.fund is None:
+                self._refused(tally, "top_up", exc)
+                return
+            await self.fund(self, self.buy_in)
+            await self._command(tally, "top_up", self.client.top_up(self.table_id, amount))
+        except StudError as exc:
+            self._refused(tally, "top_up", exc)
+
     async def _command(self, tally: Tally, what: str, call: Any) -> bool:
         try:
             await call
             return True
-        except (Stale, NotYourTurn, InsufficientFunds):
-            tally.refused += 1
-        except FailedPrecondition as exc:
-            if exc.reason in ("topup_pending", "hand_in_progress", "above_buy_in_max"):
-                tally.refused += 1
-            else:
-                tally.error(f"{self.name} {what}", exc)
         except StudError as exc:
-            tally.error(f"{self.name} {what}", exc)
+            self._refused(tally, what, exc)
         return False
+
+    def _refused(self, tally: Tally, what: str, exc: StudError) -> None:
+        """Count a refusal the table may give (a lost race, a pending or late top-up, an
+        account too short), else record an error of the run."""
+        if isinstance(exc, (Stale, NotYourTurn, InsufficientFunds)) or (
+                isinstance(exc, FailedPrecondition) and exc.reason in (
+                    "topup_pending", "hand_in_progress", "above_buy_in_max")):
+            tally.refused += 1
+        else:
+            tally.error(f"{self.name} {what}", exc)
 
 
 def _seen(view: table_pb2.TableView) -> str:
@@ -405,6 +430,13 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
     deposits = 0
     conserved = True
     hands = 0
+
+    async def fund_again(bot: Bot, amount: int) -> None:
+        nonlocal deposits
+        await ops.deposit(bot.name, amount)
+        deposits += amount
+        print(f"{bot.name} busted with its deposit spent: funded again with {amount}",
+              file=out, flush=True)
     try:
         async with asyncio.timeout(args.timeout):
             house_before = {line.posting_id for line in await _house_lines(ops)}
@@ -429,7 +461,8 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
                     index += 1
                     strategy_name, strategy = strategy_for(args.strategy, i)
                     bot = Bot(name, connect(token), table_id, strategy_name, strategy,
-                              random.Random(f"{seed}-{t}-{seat}"), seat, buy_in)
+                              random.Random(f"{seed}-{t}-{seat}"), seat, buy_in,
+                              fund=fund_again)
                     table.bots.append(bot)
                     await ops.create_account(name)
                     balances_before[name] = await ops.balance(name)

@@ -82,3 +82,26 @@ def test_stud_bots_without_credentials_exits_2(monkeypatch: pytest.MonkeyPatch,
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["bots", "--hands", "1"], io.StringIO()) == 2
+
+
+async def test_a_bot_that_spends_its_deposit_buys_in_again_and_the_run_ends(
+        room: Room, dev_keys: DevKeys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stacks of one big bet, heads-up, random play: a bot busts once its three buy-ins are
+    spent. It is funded again (an operator deposit, in the ledger check) and buys in again,
+    so its table keeps dealing and the run plays the hands asked for and ends, where the
+    table waited for a second stack until the timeout."""
+    for name, value in env_for(room, dev_keys).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("STUD_OPERATOR_TOKEN", raising=False)
+    out = io.StringIO()
+    status = await asyncio.to_thread(cli.main, [
+        "bots", "--hands", "40", "--players", "2", "--strategy", "random", "--seed", "3",
+        "--buy-in", "400", "--timeout", "120"], out)
+    print(out.getvalue())
+    lines = out.getvalue().strip().splitlines()
+    assert [line for line in lines if "funded again" in line], "no bot spent its deposit"
+    assert status == 0, out.getvalue()
+    fields = dict(part.split("=") for part in lines[-1].split())
+    assert list(fields) == ["hands", "actions", "errors", "chips_conserved"]
+    assert int(fields["hands"]) >= 40
+    assert fields["errors"] == "0" and fields["chips_conserved"] == "yes"
