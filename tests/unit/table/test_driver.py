@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from rules import Phase, TableConfig
 from rules.commands import StartHand
+from stud.v1 import wallet_pb2 as wpb
 from table.driver import Driver
 from table.model import TableSettings
 from table.room import (
@@ -113,17 +116,65 @@ async def test_a_leaving_seat_acts_passively_at_its_turn_without_a_clock() -> No
 
 async def test_a_dealer_that_stays_away_voids_the_hand() -> None:
     """Mid-deal, a dealer still unreachable past the outage limit voids the hand (RULES
-    9.8), and the next step settles it at the wallet."""
+    9.8), settled at the wallet first and recorded with its settlement in one append (issue
+    35: a separate Settle before)."""
     dealer = FakeDealer()
     driver, port, wallet, _, _ = driver_for(two_players(), dealer)
     await driver.step()
     await driver.step()
     dealer.down = True
+    appended = len(port.commands)
     assert await driver.step() is None
     hand = port.room.table.hand
     assert hand is not None and hand.voided and not port.room.table.hand_in_progress
-    assert await driver.step() is None
     assert wallet.settled == [1] and port.room.settled == 1
+    assert port.kinds()[appended:] == ["EndHand"]
+
+
+async def test_a_crash_between_the_wallet_and_the_hands_end_settles_it_once() -> None:
+    """The table dies after the wallet settled the void and before its append: the next
+    owner decides the same end, the wallet answers the same key with the same settlement
+    (a replay, nothing moved twice), and the hand ends settled."""
+    dealer = FakeDealer()
+    driver, port, wallet, _, clock = driver_for(two_players(), dealer)
+    await driver.step()
+    await driver.step()
+    dealer.down = True
+    room, escrow = port.room, dict(wallet.escrow)
+
+    async def crash(command: RoomCommand, command_id: str) -> bool:
+        raise ConnectionError("the table died")
+
+    port.own = crash  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        await driver.step()
+    assert wallet.settled == [1] and port.room is room  # paid, not recorded
+    paid = dict(wallet.escrow)
+    again = FakePort(room, clock)
+    assert await Driver(again, driving(wallet, dealer, clock)).step() is None
+    assert again.kinds() == ["EndHand"] and again.room.settled == 1
+    assert wallet.requests[0] == wallet.requests[1] and wallet.settled == [1]
+    assert wallet.escrow == paid and sum(b for _p, b in paid.values()) == \
+        sum(b for _p, b in escrow.values())
+
+
+async def test_a_hand_the_wallet_settled_otherwise_is_not_voided() -> None:
+    """A void whose settlement the wallet refuses because another settlement of the hand is
+    applied (ALREADY_EXISTS: its showdown's, paid before a crash) is not recorded: the
+    table waits for the dealer to end the hand as the wallet settled it."""
+    dealer = FakeDealer()
+    driver, port, wallet, _, _ = driver_for(two_players(), dealer)
+    await driver.step()
+    await driver.step()
+    dealer.down = True
+    shown = wpb.SettleHandRequest(table_id="t1", hand_number=1, rake=0, seats=[
+        wpb.SettlementSeat(seat=1, player_id="ann", amount_in=25, amount_won=50),
+        wpb.SettlementSeat(seat=2, player_id="bob", amount_in=25, amount_won=0)])
+    await wallet.settle(shown)
+    appended, escrow = len(port.commands), dict(wallet.escrow)
+    assert await driver.step() == 2.0
+    assert port.room.table.hand_in_progress and port.room.settled == 0
+    assert len(port.commands) == appended and wallet.escrow == escrow
 
 
 async def test_a_closed_table_waits_for_a_change_only() -> None:
