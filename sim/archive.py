@@ -25,6 +25,8 @@ from redis.exceptions import RedisError
 
 from sim.ledger_archive import LedgerArchiver
 from sim.redis import Faults, SimRedis, as_client
+from sim.tournament_archive import TournamentArchiver
+from sim.tournaments import TournamentRoom
 from studhistory import archiver
 from studhistory.archiver import ArchiveError, Segment
 from studkit import keys
@@ -102,9 +104,11 @@ class Archiver:
     """The archiver process: each simulated second, each table's step with probability
     ``world.probabilities.archive``, then the wallet's ledger's (``sim.ledger_archive``)
     with the same probability (drawn from a source of its own, so the tables' steps are
-    the ones they were before the ledger was archived)."""
+    the ones they were before the ledger was archived); and the tournaments'
+    (``sim.tournament_archive``), of the tournaments ``sim.tournaments`` plays."""
 
-    def __init__(self, world: World, table_ids: list[str]) -> None:
+    def __init__(self, world: World, table_ids: list[str],
+                 report: Callable[[list[str]], None] = lambda _found: None) -> None:
         self.world = world
         self.table_ids = table_ids
         self.rng = random.Random(f"{world.seed}:archive")
@@ -121,8 +125,22 @@ class Archiver:
         self.failed = 0
         self.log: list[str] = []
         self.ledger = LedgerArchiver(world, random.Random(f"{world.seed}:ledger-archive"))
+        self.room = TournamentRoom(world, random.Random(f"{world.seed}:tournaments"), report)
+        self.tournaments = TournamentArchiver(
+            world, self.room, random.Random(f"{world.seed}:tournament-archive"))
 
     async def run(self, stop: Callable[[], bool]) -> None:
+        """The tables' and the ledger's steps; the tournaments (``sim.tournaments``) and
+        their step (``sim.tournament_archive``) in tasks of their own, from sources of
+        their own."""
+        tasks = [asyncio.ensure_future(self.room.run(stop)),
+                 asyncio.ensure_future(self.tournaments.run(stop))]
+        try:
+            await self._tables(stop)
+        finally:
+            await asyncio.gather(*tasks)
+
+    async def _tables(self, stop: Callable[[], bool]) -> None:
         while not stop():
             await asyncio.sleep(1.0)
             for table_id in self.table_ids:

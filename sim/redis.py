@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -53,6 +54,8 @@ class Data:
     streams: dict[bytes, list[tuple[bytes, dict[bytes, bytes]]]] = field(default_factory=dict)
     stream_ids: dict[bytes, list[tuple[int, int]]] = field(default_factory=dict)
     """Each stream's entry ids, parsed (ascending, as XADD keeps them): XRANGE bisects."""
+    zsets: dict[bytes, dict[bytes, float]] = field(default_factory=dict)
+    """Sorted sets, member -> score (the tournament service's wake set)."""
     lists: dict[bytes, list[bytes]] = field(default_factory=dict)
     """Lists, head first (the wallet's usage lists of player protection)."""
     protection_log: list[tuple[str, str, str, tuple[str, ...], bool]] = field(
@@ -86,6 +89,14 @@ class Data:
     on_trim: Callable[[bytes, list[tuple[bytes, dict[bytes, bytes]]]], None] | None = None
     """Told of every XTRIM's removed entries as it removes them (the ledger archive's check
     that nothing leaves before the archive holds it)."""
+    tournament_log: dict[bytes, list[bytes]] = field(default_factory=dict)
+    """Every tournament event as ``append.lua``'s port appended it, by its stream's key
+    (``sim.tournament_archive`` holds the simulated archive and Redis to these)."""
+    on_tournament_trim: Callable[[bytes, int], None] | None = None
+    """Told by the tournament trim's port (its stream's key, the version) just before it
+    removes a tournament's keys."""
+    on_set: Callable[[bytes], None] | None = None
+    """Told of every plain SET's key as it is applied."""
     _xadds: int = 0
     _mints: int = 0
     now_ms: Callable[[], int] = lambda: 0
@@ -295,6 +306,44 @@ class SimRedis:
             self.data.stream_ids.pop(_b(n), None)
         return self.returned("delete", gone)
 
+    async def set(self, key: str, value: object) -> bool:
+        """A plain SET (no script of the stores sends one; a broken archiver's tombstone
+        in the invariant tests): ``data.on_set`` is told as it is applied."""
+        await self.io()
+        self.data.strings[_b(key)] = _b(value)
+        if self.data.on_set is not None:
+            self.data.on_set(_b(key))
+        await self.after()
+        return self.returned("set", True)
+
+    async def srem(self, key: str, *members: str) -> int:
+        await self.io()
+        s = self.data.sets.get(_b(key), set())
+        gone = {_b(m) for m in members} & s
+        s -= gone
+        await self.after()
+        return self.returned("srem", len(gone))
+
+    async def zadd(self, key: str, mapping: dict[str, float]) -> int:
+        """A sorted set as a hash of member -> score (the tournament service's wake set)."""
+        await self.io()
+        z = self.data.zsets.setdefault(_b(key), {})
+        new = sum(1 for m in mapping if _b(m) not in z)
+        z.update({_b(m): float(v) for m, v in mapping.items()})
+        await self.after()
+        return self.returned("zadd", new)
+
+    async def zrem(self, key: str, *members: str) -> int:
+        await self.io()
+        z = self.data.zsets.get(_b(key), {})
+        gone = sum(1 for m in members if z.pop(_b(m), None) is not None)
+        await self.after()
+        return self.returned("zrem", gone)
+
+    async def xlen(self, key: str) -> int:
+        await self.io()
+        return self.returned("xlen", len(self.data.streams.get(_b(key), ())))
+
     async def sadd(self, key: str, *members: str) -> int:
         await self.io()
         s = self.data.sets.setdefault(_b(key), set())
@@ -309,7 +358,7 @@ class SimRedis:
                                {_b(k): _b(v) for k, v in fields.items()})
         return self.returned("xadd", self._out(entry))
 
-    async def smembers(self, key: str) -> set[Any]:
+    async def smembers(self, key: str) -> builtins.set[Any]:
         await self.io()
         return self.returned("smembers", {self._out(m) for m in self.data.sets.get(_b(key), set())})
 
@@ -383,10 +432,15 @@ class SimRedis:
         await self.after()
         return self.returned("append", reply)
 
-    async def eval(self, _script: str, numkeys: int, *args: Any) -> Any:
-        """Only the archiver's trim (``studkit/trim.lua``) runs through EVAL."""
+    async def eval(self, script: str, numkeys: int, *args: Any) -> Any:
+        """Only the archiver's trims run through EVAL: a table's (``studkit/trim.lua``) and
+        a finished tournament's (``studhistory.tournament_archive.TRIM_LUA``)."""
         await self.io()
         keys_, argv = [_b(a) for a in args[:numkeys]], [_b(a) for a in args[numkeys:]]
+        if "'gone'" in script:
+            reply = scripts.tournament_trim_script(self.data, keys_, argv)
+            await self.after()
+            return self.returned("tournament_trim", reply)
         reply = scripts.trim_script(self.data, keys_, argv)
         await self.after()
         return self.returned("trim", reply)

@@ -79,7 +79,7 @@ class Run:
         self.settled: Counter[tuple[str, str]] = Counter()
         self.result = Result(seed)
         self.world.data.audit = checks.Audit(self.world, self._violate)
-        self.archiver = (archive.Archiver(self.world, self.table_ids)
+        self.archiver = (archive.Archiver(self.world, self.table_ids, self._violate)
                          if self.world.probabilities.archive else None)
         self.progress: dict[str, tuple[int, float]] = {}
         self.done = False
@@ -123,6 +123,7 @@ class Run:
         await asyncio.gather(*players, faults, return_exceptions=True)
         if self.archiver is not None:  # what its last step saw after the run's last check
             self._violate(self.archiver.ledger.take())
+            self._violate(self.archiver.tournaments.check())
         if not self.result.violations:
             await self._settle()
         self.result.hands = self._hands()
@@ -131,6 +132,8 @@ class Run:
         self.result.aimed = dict(self.aimed)
         self.result.watched = sum(len(w.received) for w in self.watchers.values())
         self.result.digest = self.digest()
+        if self.archiver is not None and not self.result.violations:
+            await self._tournaments_end(self.archiver)
         return self.result
 
     def _hands(self) -> int:
@@ -274,6 +277,7 @@ class Run:
                 self._violate(archive.check(world, table_id, self.followers[table_id].raw))
         if self.archiver is not None:
             self._violate(self.archiver.ledger.check())
+            self._violate(self.archiver.tournaments.check())
 
     def _deposited(self) -> int:
         return BANKROLL * sum(len(t.players) for t in self.tables.values())
@@ -358,6 +362,16 @@ class Run:
             self.result.archive = {"steps": a.steps, "trims": a.trims, "crashes": a.crashes,
                                    "failed": a.failed, "trimmed": trimmed,
                                    **a.ledger.summary()}
+
+    async def _tournaments_end(self, a: archive.Archiver) -> None:
+        """After the tables' end (and the digest of their logs): the tournaments play to
+        their end and the archiver moves them all, past their command window; then their
+        invariants at the end."""
+        await a.tournaments.drain()
+        self._violate(await a.tournaments.end_check())
+        self.result.log += a.tournaments.log
+        self.result.archive.update(a.tournaments.summary())
+        self.result.archive["tournament_commands"] = a.room.commands
 
     def _archive_end(self, table_id: str, actor: TableActor) -> None:
         """The archive's invariants at the end, and the replay of the table from the

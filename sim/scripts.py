@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import ResponseError
 
+from studkit import keys
+
 if TYPE_CHECKING:
     from sim.redis import Data, SimRedis
 
@@ -36,6 +38,8 @@ def script_name(source: str) -> str:
             return name
     raise ValueError("the simulated store has no port of this script")
 
+
+_TOURNAMENT = keys.TOURNAMENT_PREFIX.encode()
 
 GENESIS = bytes(32)
 """``append.lua``'s GENESIS: the link of a stream's first event (``studkit.chain``)."""
@@ -85,6 +89,8 @@ def append_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any
     if fingerprint != b"":
         hashes[commands][command_id + b"#fp"] = fingerprint
     data.appends.append((stream.decode(), epoch.decode(), len(ids)))
+    if ids and stream.startswith(_TOURNAMENT):
+        data.tournament_log.setdefault(stream, []).extend(payloads)
     if data.audit is not None:
         data.audit.appended(table.decode(), stream, epoch, command_id, payloads, length,
                             current)
@@ -435,6 +441,36 @@ def trim_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
                 records.pop(name, None)
                 records.pop(name + b"#fp", None)
     return [b"trimmed", upto]
+
+
+def tournament_trim_script(data: Data, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
+    """``studhistory.tournament_archive.TRIM_LUA``, in Python: a finished tournament's keys
+    removed, and its tombstone set, only while its stream is the one verified. Before the
+    keys go, ``data.on_tournament_trim`` is told (the invariant that nothing leaves Redis
+    before PostgreSQL holds it)."""
+    events, version_key, chain = keys_[0], keys_[1], keys_[5]
+    version = int(data.strings.get(version_key, b"0"))
+    length = len(data.streams.get(events, ()))
+    if version == 0 and length == 0:
+        return [b"gone", 0]
+    wanted = int(argv[0])
+    if version != wanted or length != wanted or int(data.strings.get(keys_[4], b"0")) != 0:
+        return [b"changed", version]
+    last = data.streams[events][-1][0]
+    if last != b"0-%d" % wanted:
+        return [b"changed", version]
+    head = data.hashes.get(chain, {}).get(b"head")
+    if head is not None and head != argv[1]:
+        return [b"changed", version]
+    if data.on_tournament_trim is not None:
+        data.on_tournament_trim(events, wanted)
+    for key in keys_[:6]:
+        data.strings.pop(key, None)
+        data.hashes.pop(key, None)
+        data.streams.pop(key, None)
+        data.stream_ids.pop(key, None)
+    data.strings[keys_[6]] = b"%d" % wanted
+    return [b"trimmed", wanted]
 
 
 SCRIPTS: dict[str, Callable[[SimRedis, list[bytes], list[bytes]], Any]] = {
