@@ -24,7 +24,10 @@ append-only, so both leave Redis the same way, in three steps:
 
 The balances, the idempotency records, seats, pools and protection stay in Redis (they are
 projections the wallet decides on). ``GetStatement`` reads an account's archived lines from
-PostgreSQL and the rest from Redis (``services/wallet/history.py``).
+PostgreSQL and the rest from Redis (``services/wallet/history.py``). Posting 0 of each
+transaction also keeps the entry's time and the players whose sessions it saw (migration
+0011), so the sessions hash can be rebuilt from the archive and then Redis
+(:func:`archived_sessions_seen`, ``WalletStore.rebuild_sessions``).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ LOCK: Final = "stud-archiver:wallet-ledger"
 
 _COLUMNS: Final = ("transaction_id", "posting", "occurred_at", "kind", "scope", "account",
                    "amount", "table_id", "hand_id", "tournament_id", "line_id", "line_ms",
-                   "line_seq", "balance_after")
+                   "line_seq", "balance_after", "at_ms", "seen")
 
 
 class LedgerArchiveError(RuntimeError):
@@ -109,6 +112,11 @@ class PostingRow:
     tournament_id: str
     line_id: str
     balance_after: int
+    at_ms: int = 0
+    """Posting 0's: the wallet's time the transaction was applied at (0 on the others, and
+    on rows copied before migration 0011)."""
+    seen: str = ""
+    """Posting 0's: the players whose sessions it saw, a JSON array ('' for nobody)."""
 
     @property
     def occurred_at(self) -> datetime:
@@ -118,7 +126,7 @@ class PostingRow:
         ms, seq = parse_id(self.line_id)
         return (self.transaction_id, self.posting, self.occurred_at, self.kind, self.scope,
                 self.account, self.amount, self.table_id, self.hand_id, self.tournament_id,
-                self.line_id, ms, seq, self.balance_after)
+                self.line_id, ms, seq, self.balance_after, self.at_ms, self.seen)
 
 
 def _postings(entry_id: str, fields: Mapping[str, str]
@@ -126,6 +134,15 @@ def _postings(entry_id: str, fields: Mapping[str, str]
     record = json.loads(fields["tx"])
     return [(i, str(account), int(amount), record)
             for i, (account, amount) in enumerate(record["postings"])]
+
+
+def _sessions(entry_id: str, record: Mapping[str, Any]) -> tuple[int, str]:
+    """Posting 0's ``at_ms`` and ``seen``: the entry's time (the stream id's for an entry
+    from before the wallet recorded its clock, as ``wallet.codec.entry`` reads it) and the
+    players it saw."""
+    seen = list(record.get("seen", ()))
+    return (int(record.get("at_ms", parse_id(entry_id)[0])),
+            json.dumps(seen, separators=(",", ":")) if seen else "")
 
 
 def _line_matches(row: PostingRow, line: Mapping[str, str]) -> bool:
@@ -199,14 +216,45 @@ async def archived_rows(conn: psycopg.AsyncConnection[Any], transaction_ids: Seq
     lo, hi = ledger_time(transaction_ids[0]), ledger_time(transaction_ids[-1])
     cur = await conn.execute(
         "SELECT transaction_id, posting, kind, scope, account, amount, table_id, hand_id, "
-        "tournament_id, line_id, balance_after FROM ledger.postings WHERE occurred_at "
-        "BETWEEN %s AND %s AND transaction_id = ANY(%s)", (lo, hi, list(transaction_ids)))
+        "tournament_id, line_id, balance_after, at_ms, seen FROM ledger.postings WHERE "
+        "occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)",
+        (lo, hi, list(transaction_ids)))
     out = {}
-    for t, p, kind, scope, account, amount, table, hand, tour, line, after in \
+    for t, p, kind, scope, account, amount, table, hand, tour, line, after, at, seen in \
             await cur.fetchall():
         out[(str(t), int(p))] = PostingRow(str(t), int(p), kind, scope, account, int(amount),
-                                           table, hand, tour, line, int(after))
+                                           table, hand, tour, line, int(after), int(at),
+                                           str(seen))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsSeen:
+    """An archived transaction as the players' sessions read it (``wallet.protection.
+    Seen``): its id, the wallet's time and the players it saw."""
+
+    transaction_id: str
+    at_ms: int
+    players_seen: tuple[str, ...]
+
+
+async def archived_sessions_seen(conn: psycopg.AsyncConnection[Any], before: str | None
+                                 ) -> list[SessionsSeen]:
+    """Every archived transaction that saw players, older than the ledger entry ``before``
+    (None: all), oldest first: what the sessions hash folds before the ledger still in
+    Redis. Rows copied before migration 0011 saw nobody here."""
+    sql = "SELECT transaction_id, at_ms, seen FROM ledger.postings WHERE posting = 0 " \
+          "AND seen <> ''"
+    params: tuple[Any, ...] = ()
+    if before is not None:
+        sql += " AND occurred_at <= %s"
+        params = (ledger_time(before),)
+    cur = await conn.execute(sql, params)
+    rows = [SessionsSeen(str(t), int(at), tuple(json.loads(seen)))
+            for t, at, seen in await cur.fetchall()
+            if before is None or parse_id(str(t)) < parse_id(before)]
+    rows.sort(key=lambda r: parse_id(r.transaction_id))
+    return rows
 
 
 async def archived_lines(conn: psycopg.AsyncConnection[Any], account: str, first: str,
@@ -287,10 +335,11 @@ async def copy_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
     for entry_id, fields, postings in plan:
         for i, account, amount, record in postings:
             line_id, line = lines[account].pop()
+            at_ms, seen = _sessions(entry_id, record) if i == 0 else (0, "")
             row = PostingRow(entry_id, i, str(record["kind"]), fields.get("scope", ""),
                              account, amount, str(record.get("table_id", "")),
                              str(record.get("hand_id", "")), _tournament(record), line_id,
-                             int(line.get("balance_after", "0")))
+                             int(line.get("balance_after", "0")), at_ms, seen)
             if not _line_matches(row, line):
                 raise LedgerArchiveError(f"{account}'s statement line {line_id} is not "
                                          f"posting {i} of {entry_id}: nothing copied")
@@ -326,7 +375,9 @@ async def trim_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
                     or row.kind != record["kind"] or row.scope != fields.get("scope", "")
                     or row.table_id != str(record.get("table_id", ""))
                     or row.hand_id != str(record.get("hand_id", ""))
-                    or row.tournament_id != _tournament(record)):
+                    or row.tournament_id != _tournament(record)
+                    or (i == 0 and row.at_ms and (row.at_ms, row.seen)
+                        != _sessions(entry_id, record))):
                 raise LedgerArchiveError(f"posting {i} of {entry_id} in PostgreSQL differs "
                                          "from the ledger: nothing trimmed")
             if account not in last_line or parse_id(row.line_id) > parse_id(last_line[account]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any, Final, cast
 
@@ -68,12 +69,13 @@ from wallet.protection import (
     replay_sessions,
     session_to_text,
 )
+from wallet.protection.sessions import Seen
 
 __all__ = [  # the key names too: the simulator, campaigns and tests read them here
     "ACCOUNTS", "BALANCES", "IDEMPOTENCY", "LAST_HAND", "LEDGER", "PROTECTION", "SESSIONS",
-    "BalanceChanged", "BalanceLimit", "IdempotencyKeyReused", "SettlementExpired",
-    "StreamRows", "UnknownAccount", "WalletStore", "pool_key", "postings_key", "seats_key",
-    "usage_key"]
+    "ArchivedSeen", "BalanceChanged", "BalanceLimit", "IdempotencyKeyReused", "LedgerTrimmed",
+    "SettlementExpired", "StreamRows", "UnknownAccount", "WalletStore", "pool_key",
+    "postings_key", "seats_key", "usage_key"]
 
 StreamRows = list[tuple[str, dict[str, str]]]
 
@@ -118,6 +120,19 @@ class IdempotencyKeyReused(AlreadyExists):
     different request."""
 
     default_reason = "idempotency_key_reused"
+
+
+class LedgerTrimmed(FailedPrecondition):
+    """Raised when the sessions are rebuilt from Redis alone but the archiver trimmed the
+    ledger's head: the archive's part is needed (``stud wallet rebuild-sessions`` with
+    PostgreSQL)."""
+
+    default_reason = "ledger_trimmed"
+
+
+ArchivedSeen = Callable[[str | None], Awaitable[Sequence[Seen]]]
+"""The archive's transactions that saw players, older than a ledger entry id (None: all),
+oldest first (``studhistory.ledger_archive.archived_sessions_seen`` over PostgreSQL)."""
 
 
 class BalanceChanged(Conflict):
@@ -215,14 +230,27 @@ class WalletStore:
                                "layout; see docs/redis.md")
         return moved
 
-    async def rebuild_sessions(self, attempts: int = 5) -> dict[str, Session]:
-        """Rebuild the sessions hash from the ledger alone (``protection.replay_sessions``)
-        and replace it in one script, unless a transaction landed meanwhile (then read
-        again, up to ``attempts`` times; :class:`BalanceChanged` after). Returns the
+    async def rebuild_sessions(self, archived: ArchivedSeen | None = None,
+                               attempts: int = 5) -> dict[str, Session]:
+        """Rebuild the sessions hash from the ledger alone (``protection.replay_sessions``):
+        the archive's transactions older than Redis's first entry (``archived``), then
+        Redis's entries, and replace it in one script, unless a transaction landed
+        meanwhile (then read again, up to ``attempts`` times; :class:`BalanceChanged`
+        after). Redis is read first, so an entry trimmed after that read is in it and one
+        trimmed before is in the archive (the archiver trims only what it copied).
+        :class:`LedgerTrimmed` without ``archived`` when the ledger's head was trimmed
+        (known on Redis 7, which counts a stream's entries ever added). Returns the
         sessions written."""
+        if archived is None and await self._ledger_trimmed():
+            raise LedgerTrimmed("the archiver trimmed the wallet's ledger: rebuild the "
+                                "sessions with its archive (stud wallet rebuild-sessions "
+                                "with PostgreSQL)")
         for _ in range(attempts):
             entries = await self.ledger()
-            sessions = replay_sessions(entries)
+            older: Sequence[Seen] = ()
+            if archived is not None:
+                older = await archived(entries[0].transaction_id if entries else None)
+            sessions = replay_sessions([*older, *entries])
             last = entries[-1].transaction_id if entries else ""
             pairs = [x for player, session in sessions.items()
                      for x in (player, session_to_text(session))]
@@ -230,6 +258,15 @@ class WalletStore:
                                           *pairs)) >= 0:
                 return sessions
         raise BalanceChanged("the ledger kept moving while the sessions were rebuilt")
+
+    async def _ledger_trimmed(self) -> bool:
+        """Whether entries left the ledger stream (False where Redis cannot say: 6.2)."""
+        if not await self._redis.exists(LEDGER):
+            return False
+        info: dict[Any, Any] = await self._redis.xinfo_stream(LEDGER)
+        added = info.get("entries-added", info.get(b"entries-added"))
+        length = info.get("length", info.get(b"length", 0))
+        return added is not None and int(added) > int(length)
 
     async def close(self) -> None:
         """Close the connection pool."""
