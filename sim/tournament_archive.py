@@ -342,13 +342,16 @@ class TournamentArchiver:
 
     # --- the step ----------------------------------------------------------------------
 
-    async def run(self, stop: Callable[[], bool]) -> None:
+    async def run(self, stop: Callable[[], bool], *, scan: bool = False) -> None:
         """Each simulated second, the step with the run's archive probability (the
-        archiver's tournaments part, beside its tables' and its ledger's)."""
+        archiver's tournaments part, beside its tables' and its ledger's); with ``scan``
+        (after the run's own steps), the checks after each second too."""
         while not stop():
             await asyncio.sleep(1.0)
             if self.rng.random() < self.world.probabilities.archive:
                 await self.step()
+            if scan:
+                self._scan()
 
     async def step(self, *, faults: bool = True) -> None:
         self.steps += 1
@@ -401,9 +404,10 @@ class TournamentArchiver:
         await self.room.finished()
         loop = self.world.loop
         until = loop.time() + DRAIN_S
-        await self.run(lambda: loop.time() >= until)
+        await self.run(lambda: loop.time() >= until, scan=True)
         for _ in range(5):
             await self.step(faults=False)
+            self._scan()
 
     # --- the checks --------------------------------------------------------------------
 
@@ -455,7 +459,12 @@ class TournamentArchiver:
 
     def check(self) -> list[str]:
         """Each tournament across the archive and Redis, against its stream as appended
-        (only those whose rows, stream or tombstone changed since the last check)."""
+        (only those whose rows, stream or tombstone changed since the last check): what was
+        found since the last call."""
+        self._scan()
+        return self.take()
+
+    def _scan(self) -> None:
         data = self.world.data
         for tid in sorted(self.room.played):
             events_key = _b(keys.tournament_key(tid, "events"))
@@ -469,7 +478,6 @@ class TournamentArchiver:
             self._checked[tid] = seen
             for line in self._one(tid, appended, rows, hot, mark):
                 self._report(line)
-        return self.take()
 
     def _one(self, tid: str, appended: list[bytes], rows: list[Row],
              hot: list[tuple[bytes, dict[bytes, bytes]]], mark: bytes | None) -> list[str]:
@@ -535,7 +543,7 @@ class TournamentArchiver:
         its version, no key of it left, the index and the wake set free of it), and the
         tournament service reads it from the archive as the model played it."""
         self._checked.clear()
-        self.check()
+        self._scan()
         data = self.world.data
         reader = ArchivedTournaments("simulated")
         reader._conn = cast(psycopg.AsyncConnection[Any], SimConn(self.db))
@@ -551,7 +559,12 @@ class TournamentArchiver:
                 self._report(f"{name}: not trimmed at the end (keys {left} left, "
                              f"{'in' if _b(tid) in index else 'not in'} the index)")
                 continue
-            loaded = await app.load(tid)
+            try:
+                loaded = await app.load(tid)
+            except Exception as exc:  # the service's refusal: it cannot read it back
+                self._report(f"{name}: the tournament service cannot read it back: "
+                             f"{type(exc).__name__}: {exc}")
+                continue
             self.read_back += 1
             appended = data.tournament_log.get(_b(keys.tournament_key(tid, "events")), [])
             folded = apply(Tournament(), (record_from_envelope(

@@ -26,7 +26,7 @@ def _violations(knob: Callable[[TournamentArchiver], None]) -> list[str]:
         assert run.archiver is not None
         knob(run.archiver.tournaments)
 
-    result = run_seed(31, tables=2, hands=30,
+    result = run_seed(31, tables=2, hands=10,
                       probabilities=replace(Probabilities(), archive=RATE),
                       sabotage=sabotage)
     assert result.first_step is not None
