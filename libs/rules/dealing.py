@@ -63,7 +63,34 @@ def deal_plan(hand: HandState, config: TableConfig) -> DealPlan | None:
                        burn_cards=config.burn_cards)
 
 
+_PLANS: dict[tuple[object, ...], DealPlan] = {}
+"""Plans already made, by what they depend on (a plan is a frozen value: made once, shared).
+A hand's plans repeat from hand to hand (the same seats, the same streets), and making one
+(its slots and itself frozen dataclasses, compiled or not) cost several times the look-up."""
+
+_PLANS_KEPT = 4096
+"""At most this many plans are kept (then forgotten all at once): seat sets, streets and, on
+7th street, the stub's size and the burned cards make a few thousand at most."""
+
+
 def street_plan(street: Street, dealt_in: tuple[int, ...], still_in: tuple[int, ...], *,
+                exposed: bool, stub: int, burned: int, burn_cards: bool) -> DealPlan:
+    """:func:`plan_street`, kept for the next hand with the same arguments (the stub's size
+    and the burned cards count only on 7th street: elsewhere they are not in the key)."""
+    if street == Street.SEVENTH:
+        key: tuple[object, ...] = (street, dealt_in, still_in, exposed, burn_cards, stub, burned)
+    else:
+        key = (street, dealt_in, still_in, exposed, burn_cards)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _PLANS_KEPT:
+            _PLANS.clear()
+        plan = _PLANS[key] = plan_street(street, dealt_in, still_in, exposed=exposed,
+                                         stub=stub, burned=burned, burn_cards=burn_cards)
+    return plan
+
+
+def plan_street(street: Street, dealt_in: tuple[int, ...], still_in: tuple[int, ...], *,
                 exposed: bool, stub: int, burned: int, burn_cards: bool) -> DealPlan:
     """The public deal rule for one street (RULES 4.2-4.4, 10): on 3rd street three passes
     over the seats dealt in, in seat order (down, down, up); on each later street one card to
