@@ -18,6 +18,7 @@ from sim.players import CONFIG, SETTINGS, Table
 from sim.run import cancel_all
 from sim.world import Probabilities, World
 from studkit.auth import Principal, Role
+from studkit.commandwindow import timed_id
 from studkit.store import NotOwner
 from table.actor import TableActor
 from wallet.model import AccountId, AccountKind
@@ -25,6 +26,12 @@ from wallet.model import AccountId, AccountKind
 _COMMANDS: dict[ActionKind, Callable[[int], PostBringIn | Call | Check]] = {
     ActionKind.BRING_IN: lambda s: PostBringIn(seat=s), ActionKind.CALL: lambda s: Call(seat=s),
     ActionKind.CHECK: lambda s: Check(seat=s)}
+
+
+def cid(world: World, label: str) -> str:
+    """A player's command id, timed by the simulated clock (docs/history.md, "Expired
+    commands": the table refuses a player's untimed id without expected_sequence)."""
+    return timed_id(world.loop.wall_ms(), label)
 
 
 def run(body: Callable[[World], Awaitable[None]], seed: int = 7) -> None:
@@ -50,8 +57,8 @@ def test_a_resumed_former_owner_pays_out_no_escrow_its_stale_room_calls_an_orpha
         new = world.new_process()
         await world.take("t", new)
         amount = SETTINGS.for_config(CONFIG).buy_in_min
-        await new.app.sit_down(Principal(Role.PLAYER, "t-p0"), "t", "c1", 1, amount, "fp",
-                               None)
+        await new.app.sit_down(Principal(Role.PLAYER, "t-p0"), "t", cid(world, "c1"), 1,
+                               amount, "fp", None)
         seat = AccountId(kind=AccountKind.SEAT, table_id="t", seat=1)
         assert await world.wallet_store.balance(seat) == amount
         driver.money.repaired = False
@@ -76,10 +83,10 @@ def test_the_live_room_keeps_times_as_the_log_does() -> None:
         assert actor is not None
         amount = SETTINGS.for_config(CONFIG).buy_in_min
         for n, player in enumerate(table.players, start=1):
-            await proc.app.sit_down(Principal(Role.PLAYER, player), "t", f"c{n}", n, amount,
-                                    f"fp{n}", None)
-        await proc.app.sit_out(Principal(Role.PLAYER, table.players[0]), "t", "out", 1,
-                               "fpo", None)
+            await proc.app.sit_down(Principal(Role.PLAYER, player), "t", cid(world, f"c{n}"),
+                                    n, amount, f"fp{n}", None)
+        await proc.app.sit_out(Principal(Role.PLAYER, table.players[0]), "t",
+                               cid(world, "out"), 1, "fpo", None)
         fresh = TableActor("t", actor.deps)
         await fresh.load()
         assert actor.room.sat_out_since or actor.room.turn is not None
@@ -103,15 +110,16 @@ def test_a_retry_of_an_append_whose_reply_was_lost_catches_the_table_up() -> Non
         assert actor is not None
         amount = SETTINGS.for_config(CONFIG).buy_in_min
         player = Principal(Role.PLAYER, table.players[0])
-        await proc.app.sit_down(player, "t", "c1", 1, amount, "fp1", None)
+        await proc.app.sit_down(player, "t", cid(world, "c1"), 1, amount, "fp1", None)
         before = actor.version
         proc.redis.faults.rng = random.Random(1)
         proc.redis.faults.fail_after = 1.0  # the next write is applied, its reply lost
+        out = cid(world, "out")
         with pytest.raises(RedisTimeoutError):
-            await proc.app.sit_out(player, "t", "out", 1, "fpo", None)
+            await proc.app.sit_out(player, "t", out, 1, "fpo", None)
         proc.redis.faults.fail_after = 0.0
         assert actor.version == before  # the live table has not seen its own append
-        again = await proc.app.sit_out(player, "t", "out", 1, "fpo", None)
+        again = await proc.app.sit_out(player, "t", out, 1, "fpo", None)
         assert again.duplicate
         assert actor.version == before + 1 == await actor.deps.store.version("t")
         holder = actor.room.table.seat(1)
@@ -134,8 +142,8 @@ def test_a_long_betting_round_does_not_use_up_the_wait_for_the_dealer() -> None:
         assert actor is not None
         amount = SETTINGS.for_config(CONFIG).buy_in_min
         for n, name in enumerate(table.players, start=1):
-            await proc.app.sit_down(Principal(Role.PLAYER, name), "t", f"c{n}", n, amount,
-                                    f"fp{n}", None)
+            await proc.app.sit_down(Principal(Role.PLAYER, name), "t", cid(world, f"c{n}"),
+                                    n, amount, f"fp{n}", None)
         while not (actor.room.table.hand_in_progress and actor.room.table.hand is not None
                    and actor.room.table.hand.phase == Phase.BETTING):
             await asyncio.sleep(0.1)
@@ -153,8 +161,8 @@ def test_a_long_betting_round_does_not_use_up_the_wait_for_the_dealer() -> None:
                 world.loop.call_later(1.0, setattr, proc.dealer_channel, "faults",
                                       NetFaults())
             await proc.app.act(Principal(Role.PLAYER, table.players[legal.seat - 1]), "t",
-                               f"a{acted}", legal.seat, _COMMANDS[pick.kind](legal.seat),
-                               f"fpa{acted}", None)
+                               cid(world, f"a{acted}"), legal.seat,
+                               _COMMANDS[pick.kind](legal.seat), f"fpa{acted}", None)
             acted += 1
         assert acted == 2  # a 36 s round, past the 30 s limit
         while actor.room.table.hand.phase == Phase.DEALING:
