@@ -27,12 +27,13 @@ import asyncio
 import json
 import os
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context, get_start_method
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -306,6 +307,22 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
     if not cards:
         notes.append("dealt cards not checked against the decks: needs the dealer "
                      f"({DEALER_ENV}) and auditor credentials ({AUDITOR_TOKEN_ENV})")
+    # The workers first, before this process opens a connection or starts a thread: forked,
+    # they start while it reads the tables' sizes and the ledger (:func:`_workers`).
+    pool = _workers(workers, cards) if workers > 1 and (
+        not table_ids or len(table_ids) > 1) else None
+    try:
+        return await _verify_with(pool, table_ids, hand_number, settings, show_progress,
+                                  workers, archive, notes)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+async def _verify_with(pool: ProcessPoolExecutor | None, table_ids: Sequence[str] | None,
+                       hand_number: int | None, settings: Settings, show_progress: bool,
+                       workers: int, archive: Path | None, notes: list[str]
+                       ) -> tuple[list[HandVerdict], list[str]]:
     source = RedisSource.from_settings(settings)
     try:
         tables = list(table_ids) if table_ids else await source.table_ids()
@@ -334,9 +351,9 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
             rate = len(verdicts) / max(time.perf_counter() - started, 1e-9)
             progress.update(task, rate=f"{len(verdicts):,} hands, {rate:,.0f} hands/s")
 
-        if workers > 1 and len(tables) > 1 and sum(sizes.values()) >= PARALLEL_MIN_EVENTS:
+        if pool is not None and len(tables) > 1 and sum(sizes.values()) >= PARALLEL_MIN_EVENTS:
             await _verify_shared(tables, sizes, workers, done, settings, hand_number, wallet,
-                                 archive, by_table if ledger is not None else None)
+                                 archive, by_table if ledger is not None else None, pool)
         else:
             for table_id in tables:
                 done(table_id, await verify_table(
@@ -368,47 +385,65 @@ PARALLEL_MIN_EVENTS = 20_000
 the replay's modules, in the fork server) costs more than they save."""
 
 
+def _workers(jobs: int, cards: bool) -> ProcessPoolExecutor:
+    """``jobs - 1`` worker processes, started now (a no-op task makes the pool start them).
+
+    Forked from this process when that is safe: it runs one thread and the workers will make
+    no gRPC call (no dealer to ask for the cards), so a fork copies nothing that a lock of
+    another thread, or gRPC's core, holds. A fork costs milliseconds: the worker has every
+    module imported already. Otherwise they are forked from a fork server that imports the
+    replay's modules once (``multiprocessing``'s ``forkserver``: a process of its own with no
+    threads), about a second before the first worker can start."""
+    if cards or threading.active_count() > 1 or "fork" not in get_all_start_methods():
+        server = get_context("forkserver")
+        server.set_forkserver_preload(["studtools.replay_cli"])
+        pool = ProcessPoolExecutor(jobs - 1, mp_context=server)
+    else:
+        pool = ProcessPoolExecutor(jobs - 1, mp_context=get_context("fork"))
+    pool.submit(_started)
+    return pool
+
+
+def _started() -> str:
+    """A worker's first task (the pool starts its processes on the first): its start method."""
+    return get_start_method(allow_none=True) or ""
+
+
 async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: int,
                          done: Callable[[str, list[HandVerdict]], None], settings: Settings,
                          hand_number: int | None, wallet: bool, archive: Path | None,
-                         ledger: Mapping[str, Ledger] | None = None) -> None:
-    """Verify ``tables`` in ``jobs`` processes: this one and ``jobs - 1`` workers, each
-    taking the next table when it is free (the workers the biggest first, this process the
-    smallest first, so neither waits for the other at the end). Tables are independent
-    (each from its first event), so the verdicts are those of one process, in another order.
-
-    The workers are forked from a fork server that imported the replay's modules once
-    (``multiprocessing``'s ``forkserver``: a process of its own with no threads, never this
-    one, which may hold gRPC's), so ``jobs`` workers cost one import, made while this
-    process already verifies."""
+                         ledger: Mapping[str, Ledger] | None,
+                         pool: ProcessPoolExecutor) -> None:
+    """Verify ``tables`` in ``jobs`` processes: this one and the ``jobs - 1`` workers of
+    ``pool`` (:func:`_workers`), each taking the next table when it is free (the workers the
+    biggest first, this process the smallest first, so neither waits for the other at the
+    end). Tables are independent (each from its first event), so the verdicts are those of
+    one process, in another order."""
     pending = deque(sorted(tables, key=lambda t: (sizes.get(t, 0), t)))
-    context = get_context("forkserver")
-    context.set_forkserver_preload(["studtools.replay_cli"])
     loop = asyncio.get_running_loop()
-    with ProcessPoolExecutor(jobs - 1, mp_context=context) as pool:
 
-        async def workers_side() -> None:
-            running: set[asyncio.Future[list[tuple[str, list[HandVerdict]]]]] = set()
-            while pending or running:
-                while pending and len(running) < 2 * (jobs - 1):  # one queued behind each
-                    table_id = pending.pop()
-                    running.add(loop.run_in_executor(
-                        pool, _verify_chunk, settings, [table_id], hand_number, wallet,
-                        archive, None if ledger is None else {table_id: ledger.get(table_id, {})}))
-                finished, running = await asyncio.wait(running,
-                                                       return_when=asyncio.FIRST_COMPLETED)
-                for future in finished:
-                    for table_id, found in future.result():
-                        done(table_id, found)
+    async def workers_side() -> None:
+        running: set[asyncio.Future[list[tuple[str, list[HandVerdict]]]]] = set()
+        while pending or running:
+            while pending and len(running) < 2 * (jobs - 1):  # one queued behind each
+                table_id = pending.pop()
+                running.add(loop.run_in_executor(
+                    pool, _verify_chunk, settings, [table_id], hand_number, wallet,
+                    archive, None if ledger is None else {table_id: ledger.get(table_id, {})}))
+            finished, running = await asyncio.wait(running,
+                                                   return_when=asyncio.FIRST_COMPLETED)
+            for future in finished:
+                for table_id, found in future.result():
+                    done(table_id, found)
 
-        async def own_side() -> None:
-            while pending:
-                table_id = pending.popleft()
-                done(table_id, await verify_table(
-                    settings, table_id, hand_number, wallet, archive,
-                    None if ledger is None else ledger.get(table_id, {})))
+    async def own_side() -> None:
+        while pending:
+            table_id = pending.popleft()
+            done(table_id, await verify_table(
+                settings, table_id, hand_number, wallet, archive,
+                None if ledger is None else ledger.get(table_id, {})))
 
-        await asyncio.gather(own_side(), workers_side())
+    await asyncio.gather(own_side(), workers_side())
 
 
 def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,

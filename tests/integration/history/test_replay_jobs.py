@@ -1,12 +1,17 @@
 """``stud replay verify --all --jobs N`` over Redis and PostgreSQL: the tables shared between
 the command's process and its workers give the verdicts, the output and the exit status of
-one process, on an intact room and on one with a byte changed in an archived row."""
+one process, on an intact room and on one with a byte changed in an archived row; in this
+process (threads: its workers from the fork server) and as a user runs the command (a process
+of one thread: its workers forked from it)."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import os
 import random
+import subprocess
+import sys
 from typing import Any
 
 import psycopg
@@ -78,6 +83,7 @@ async def test_jobs_give_the_verdicts_of_one_process(
 
     alone, together = await verify(1), await verify(2)
     assert shared == [2], "--jobs 2 did not share the tables"
+    assert await stud_process(2) == (*alone, "fork"), "forked workers' report differs"
     assert alone[0] == 0, alone[1]
     assert alone[1].strip().splitlines()[-1] == "hands=18 verified=18 failed=0", alone[1]
     assert together == alone
@@ -100,3 +106,32 @@ async def test_jobs_give_the_verdicts_of_one_process(
     assert digest(bytes(raw[0])).hex() in broken[0] and digest(bytes(changed)).hex() in broken[0]
     assert alone[1].strip().splitlines()[-1] == "hands=18 verified=17 failed=1", alone[1]
     assert together == alone
+    assert await stud_process(2) == (*alone, "fork")
+
+
+STUD = """
+import sys
+from studtools import replay_cli
+replay_cli.PARALLEL_MIN_EVENTS = 0
+made = replay_cli._workers
+def workers(jobs, cards):
+    pool = made(jobs, cards)
+    print("workers:", pool._mp_context.get_start_method(), file=sys.stderr)
+    return pool
+replay_cli._workers = workers
+from studtools.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+async def stud_process(jobs: int) -> tuple[int, str, str]:
+    """``stud replay verify --all --jobs N`` in a process of its own, as a user runs it (one
+    thread: the workers are forked from it); its status, output and the workers' start
+    method ("" when it started none)."""
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", STUD, "replay", "verify", "--all",
+                         "--no-progress", "--jobs", str(jobs)],
+        capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    method = next((line.split()[-1] for line in done.stderr.splitlines()
+                   if line.startswith("workers:")), "")
+    return done.returncode, done.stdout, method
