@@ -27,7 +27,7 @@ projections the wallet decides on). ``GetStatement`` reads an account's archived
 PostgreSQL and the rest from Redis (``services/wallet/history.py``). Posting 0 of each
 transaction also keeps the entry's time and the players whose sessions it saw (migration
 0011), so the sessions hash can be rebuilt from the archive and then Redis
-(:func:`archived_sessions_seen`, ``WalletStore.rebuild_sessions``).
+(``wallet.history.archived_sessions_seen``, ``WalletStore.rebuild_sessions``).
 """
 
 from __future__ import annotations
@@ -227,34 +227,6 @@ async def archived_rows(conn: psycopg.AsyncConnection[Any], transaction_ids: Seq
                                            str(seen))
     return out
 
-
-@dataclass(frozen=True, slots=True)
-class SessionsSeen:
-    """An archived transaction as the players' sessions read it (``wallet.protection.
-    Seen``): its id, the wallet's time and the players it saw."""
-
-    transaction_id: str
-    at_ms: int
-    players_seen: tuple[str, ...]
-
-
-async def archived_sessions_seen(conn: psycopg.AsyncConnection[Any], before: str | None
-                                 ) -> list[SessionsSeen]:
-    """Every archived transaction that saw players, older than the ledger entry ``before``
-    (None: all), oldest first: what the sessions hash folds before the ledger still in
-    Redis. Rows copied before migration 0011 saw nobody here."""
-    sql = "SELECT transaction_id, at_ms, seen FROM ledger.postings WHERE posting = 0 " \
-          "AND seen <> ''"
-    params: tuple[Any, ...] = ()
-    if before is not None:
-        sql += " AND occurred_at <= %s"
-        params = (ledger_time(before),)
-    cur = await conn.execute(sql, params)
-    rows = [SessionsSeen(str(t), int(at), tuple(json.loads(seen)))
-            for t, at, seen in await cur.fetchall()
-            if before is None or parse_id(str(t)) < parse_id(before)]
-    rows.sort(key=lambda r: parse_id(r.transaction_id))
-    return rows
 
 
 async def archived_lines(conn: psycopg.AsyncConnection[Any], account: str, first: str,

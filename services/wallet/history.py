@@ -10,11 +10,19 @@ that happened before that read committed its rows before it), and answers the sa
 tokens and lines as before anything moved. A page whose lines are all in Redis never asks
 PostgreSQL. PostgreSQL (``WALLET_HISTORY_DSN``: the read-only ``stud_support`` role) down
 when a page needs it: ``UNAVAILABLE`` ``archive_unavailable`` (retry).
+
+The players' sessions are rebuilt from the archive too (:func:`archived_sessions_seen`:
+posting 0 of each archived transaction keeps its time and the players it saw, migration
+0011), then from Redis (``WalletStore.rebuild_sessions``, ``python -m
+wallet.rebuild_sessions``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import psycopg
@@ -82,6 +90,35 @@ class ArchivedLines:
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsSeen:
+    """An archived transaction as the players' sessions read it (``wallet.protection.
+    Seen``): its id, the wallet's time and the players it saw."""
+
+    transaction_id: str
+    at_ms: int
+    players_seen: tuple[str, ...]
+
+
+async def archived_sessions_seen(conn: psycopg.AsyncConnection[Any], before: str | None
+                                 ) -> list[SessionsSeen]:
+    """Every archived transaction that saw players, older than the ledger entry ``before``
+    (None: all), oldest first: what the sessions hash folds before the ledger still in
+    Redis. Rows copied before migration 0011 saw nobody here."""
+    sql = ("SELECT transaction_id, at_ms, seen FROM ledger.postings WHERE posting = 0 "
+           "AND seen <> ''")
+    params: tuple[Any, ...] = ()
+    if before is not None:  # occurred_at is the id's time: only the months up to it
+        sql += " AND occurred_at <= %s"
+        params = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=_id(before)[0]),)
+    cur = await conn.execute(sql, params)
+    rows = [SessionsSeen(str(t), int(at), tuple(json.loads(seen)))
+            for t, at, seen in await cur.fetchall()
+            if before is None or _id(str(t)) < _id(before)]
+    rows.sort(key=lambda r: _id(r.transaction_id))
+    return rows
 
 
 def _line(posting_id: str, f: dict[str, str]) -> StatementLine:

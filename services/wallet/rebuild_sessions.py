@@ -23,9 +23,9 @@ from typing import Any, TextIO
 
 import psycopg
 
-from studhistory.ledger_archive import archived_sessions_seen
 from studkit.errors import ServiceError
 from wallet.config import DEFAULT_REDIS_URL
+from wallet.history import archived_sessions_seen
 from wallet.protection.sessions import Seen
 from wallet.store import WalletStore
 

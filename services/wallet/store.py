@@ -132,7 +132,7 @@ class LedgerTrimmed(FailedPrecondition):
 
 ArchivedSeen = Callable[[str | None], Awaitable[Sequence[Seen]]]
 """The archive's transactions that saw players, older than a ledger entry id (None: all),
-oldest first (``studhistory.ledger_archive.archived_sessions_seen`` over PostgreSQL)."""
+oldest first (``wallet.history.archived_sessions_seen`` over PostgreSQL)."""
 
 
 class BalanceChanged(Conflict):

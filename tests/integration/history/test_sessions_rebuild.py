@@ -1,6 +1,6 @@
 """The players' sessions hash rebuilt once the wallet's ledger left Redis (``python -m
 wallet.rebuild_sessions``, ``WalletStore.rebuild_sessions`` with
-``studhistory.ledger_archive.archived_sessions_seen``): the archived transactions' time and
+``wallet.history.archived_sessions_seen``): the archived transactions' time and
 players (posting 0's ``at_ms`` and ``seen``, migration 0011), then the ledger Redis still
 holds, fold to the hash ``apply.lua`` wrote as the money moved. Redis's part alone does not,
 and is refused once the archiver trimmed the ledger. Real wallet, Redis and PostgreSQL."""
@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from studhistory.ledger_archive import LEDGER, archive_ledger, archived_sessions_seen
+from studhistory.ledger_archive import LEDGER, archive_ledger
 from studkit.redis_client import Client, connect
 from studtest.wallet import RunningWallet
 from studtools.redis_server import find_redis_server, server_version
 from wallet import rebuild_sessions
+from wallet.history import archived_sessions_seen
 from wallet.keys import SESSIONS
 from wallet.protection import replay_sessions, session_to_text
 
