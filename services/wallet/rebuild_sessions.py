@@ -69,8 +69,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = parser.parse_args(argv)
     try:
         line = asyncio.run(rebuild(args.redis_url, args.history_dsn))
-    except (ServiceError, psycopg.Error) as exc:
-        print(f"sessions NOT rebuilt: {exc}", file=out)
+    except ServiceError as exc:
+        print(f"sessions NOT rebuilt ({exc.reason}): {exc}", file=out)
+        return 1
+    except psycopg.Error as exc:
+        print(f"sessions NOT rebuilt (PostgreSQL): {exc}", file=out)
         return 1
     print(line, file=out)
     return 0
