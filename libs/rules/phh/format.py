@@ -305,7 +305,29 @@ def _player(token: str, players: int) -> int:
     return int(token[1:])
 
 
+_ACTIONS: dict[tuple[str, int], PhhAction] = {}
+"""Actions already parsed, by text and players (an action is a frozen value: parsed once,
+shared). Hands repeat most of their actions' texts (``p1 cc``, ``p2 f``, ...), and making a
+:class:`PhhAction` (a frozen dataclass, compiled or not) cost several times the look-up."""
+
+_ACTIONS_KEPT = 4096
+"""At most this many actions are kept (then forgotten all at once)."""
+
+
 def parse_action(text: str, players: int) -> PhhAction:
+    """:func:`read_action`, kept for the next action of the same text and players (a text
+    that is not an action raises each time)."""
+    key = (text, players)
+    action = _ACTIONS.get(key)
+    if action is None:
+        action = read_action(text, players)
+        if len(_ACTIONS) >= _ACTIONS_KEPT:
+            _ACTIONS.clear()
+        _ACTIONS[key] = action
+    return action
+
+
+def read_action(text: str, players: int) -> PhhAction:
     """Parse one PHH action for a hand of ``players`` players.
 
     >>> parse_action("p2 cbr 250000 # completes", 5)
