@@ -93,15 +93,23 @@ async def test_a_bot_that_spends_its_deposit_buys_in_again_and_the_run_ends(
     for name, value in env_for(room, dev_keys).items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("STUD_OPERATOR_TOKEN", raising=False)
-    out = io.StringIO()
-    status = await asyncio.to_thread(cli.main, [
-        "bots", "--hands", "40", "--players", "2", "--strategy", "random", "--seed", "3",
-        "--buy-in", "400", "--timeout", "120"], out)
-    print(out.getvalue())
-    lines = out.getvalue().strip().splitlines()
-    assert [line for line in lines if "funded again" in line], "no bot spent its deposit"
-    assert status == 0, out.getvalue()
-    fields = dict(part.split("=") for part in lines[-1].split())
-    assert list(fields) == ["hands", "actions", "errors", "chips_conserved"]
-    assert int(fields["hands"]) >= 40
-    assert fields["errors"] == "0" and fields["chips_conserved"] == "yes"
+    # Which bot loses its three stacks, and when, follows the dealer's shuffle, which is not
+    # seeded: a run of 40 hands mostly busts one, not always. Up to three runs (each
+    # must end cleanly), until one has a bot funded again.
+    funded: list[str] = []
+    for _ in range(3):
+        out = io.StringIO()
+        status = await asyncio.to_thread(cli.main, [
+            "bots", "--hands", "40", "--players", "2", "--strategy", "random", "--seed", "3",
+            "--buy-in", "400", "--timeout", "120"], out)
+        print(out.getvalue())
+        lines = out.getvalue().strip().splitlines()
+        assert status == 0, out.getvalue()
+        fields = dict(part.split("=") for part in lines[-1].split())
+        assert list(fields) == ["hands", "actions", "errors", "chips_conserved"]
+        assert int(fields["hands"]) >= 40
+        assert fields["errors"] == "0" and fields["chips_conserved"] == "yes"
+        funded = [line for line in lines if "funded again" in line]
+        if funded:
+            break
+    assert funded, "no bot spent its deposit in three runs"
