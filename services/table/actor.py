@@ -17,6 +17,7 @@ from functools import reduce
 
 import structlog
 
+from rules import Phase
 from rules.errors import RuleViolation
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.commit import Append, Committed, Proposal, StreamWriter, commit
@@ -38,6 +39,14 @@ __all__ = ["ActorDeps", "Asked", "Stale", "TableActor", "decode"]
 """(``decode``, the codec's, is read from here by the simulator's checks.)"""
 
 log = structlog.get_logger("table")
+
+FOLLOWED_PHASES = frozenset({Phase.DEALING, Phase.REVEAL, Phase.SHOWDOWN})
+"""The phases after which the driver appends again at once, with no player to wait for (the
+dealer's cards, a runout's or the showdown's hands, the hand's end)."""
+HOLD_S = 2.0
+"""The longest an append's game events wait for the driver's next append; the driver gives
+them to the watchers as soon as it waits on the dealer or ends a step without appending
+(:meth:`TableActor.release_held`), so this is a backstop only."""
 
 
 class Stale(FailedPrecondition):
@@ -92,6 +101,10 @@ class TableActor(StreamWriter[Room, Asked]):
         self.watchers: set[Watcher] = set()
         self.fenced = False
         self.snapshot_hand = 0
+        self._held: list[EventEnvelope] = []
+        """Game envelopes appended but not yet fanned out: the driver's next append follows
+        at once (:data:`FOLLOWED_PHASES`), and the watchers get both in one go (issue 35)."""
+        self._release: asyncio.TimerHandle | None = None
 
     @property
     def version(self) -> int:
@@ -100,6 +113,7 @@ class TableActor(StreamWriter[Room, Asked]):
     def fence(self) -> None:
         """Note that another owner holds the table now (an append was fenced)."""
         self.fenced = True
+        self.release_held()
 
     def hold_turn(self, turn: Turn) -> None:
         """Give the turn in progress a clock the log does not carry (a log older than
@@ -239,12 +253,53 @@ class TableActor(StreamWriter[Room, Asked]):
         self.watchers.discard(watcher)
 
     def close_watchers(self) -> None:
-        """End every live watch of this table here (the replica let it go)."""
+        """End every live watch of this table here (the replica let it go), after what was
+        held for them."""
+        self.release_held()
         for watcher in list(self.watchers):
             watcher.close()
 
     def _fan_out(self, envelopes: Sequence[EventEnvelope]) -> None:
+        """Offer the game envelopes of an append to every watcher. When the driver appends
+        again at once (the table waits on the dealer: a street's cards, a runout, the
+        showdown), they are held for that append (while the driver's call goes on:
+        :meth:`release_held`), and the watchers get both in one message of a batched watch
+        (issue 35: one message a watcher fewer for each street and showdown; never a hand's
+        start, :meth:`_started_now`). A watch that subscribes meanwhile reads them from the
+        store; its sequence check drops them when they come again."""
         visible = [e for e in envelopes if not is_room_event(e)]
-        if visible:
+        if self._held:
+            visible = self._held + visible
+            self._held = []
+            if self._release is not None:
+                self._release.cancel()
+                self._release = None
+        if not visible:
+            return
+        table = self.room.table
+        hand = table.hand
+        if table.hand_in_progress and hand is not None and hand.phase in FOLLOWED_PHASES \
+                and not self.fenced and hand.hand_number not in self._started_now(visible):
+            self._held = visible
+            self._release = asyncio.get_running_loop().call_later(HOLD_S, self.release_held)
+            return
+        for watcher in list(self.watchers):
+            watcher.offer(visible)
+
+    @staticmethod
+    def _started_now(visible: Sequence[EventEnvelope]) -> set[int]:
+        """The hands whose ``HandStarted`` is among ``visible``: never held, since the
+        players open their seeds for the deal when they see it (docs/fairness.md; held until
+        the cards, every seed came too late)."""
+        return {e.hand_number for e in visible if e.event_type == "HandStarted"}
+
+    def release_held(self) -> None:
+        """Offer what is held to the watchers now (the driver waits on the dealer, or its
+        step ended without appending; the replica lets the table go)."""
+        if self._release is not None:
+            self._release.cancel()
+            self._release = None
+        held, self._held = self._held, []
+        if held:
             for watcher in list(self.watchers):
-                watcher.offer(visible)
+                watcher.offer(held)

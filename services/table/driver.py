@@ -113,6 +113,8 @@ class Driver:
         except Exception:
             log.exception("table_step_failed")
             delay = 1.0
+        if delay is not None:  # it waits now: what an append held for it goes out
+            actor.release_held()
         self.status.of(actor.room)
         if delay is None or self.stopping:
             return
@@ -233,13 +235,19 @@ class Driver:
             return None if due is None else due - now
         return 1.0
 
+    def _waiting(self, why: str) -> None:
+        """The dealer is not answering yet: the watchers get what was held for its cards
+        (:meth:`TablePort.release_held`), and the table's status says it waits."""
+        self.actor.release_held()
+        self.status.waiting(why)
+
     async def _deal_or_reveal(self) -> float | None:
         """Deal the cards due, or turn the hands up (a reveal, a showdown)."""
         actor, room = self.actor, self.actor.room
         hand = room.table.hand
         assert hand is not None
         n, version = hand.hand_number, room.version
-        dealer, waiting = self.system.dealer, self.status.waiting
+        dealer, waiting = self.system.dealer, self._waiting
         if hand.phase == Phase.DEALING:
             plan = rules.pending_deal(room.table)
             if plan is None:

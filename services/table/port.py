@@ -83,3 +83,7 @@ class TablePort(Protocol):
     def hold_turn(self, turn: Turn) -> None:
         """Give the turn in progress a clock the log does not carry (a log older than
         clocks: a full turn from now), held in memory only."""
+
+    def release_held(self) -> None:
+        """Give the watchers now what an append held for the driver's next one (the driver
+        waits, or its step ended without appending)."""

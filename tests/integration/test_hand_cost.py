@@ -109,9 +109,12 @@ PINNED = {
     "watch records": 184, "watch records rail": 46, "watch records seat 1": 46,
     "watch records seat 3": 46, "watch records seat 6": 46,
     # ... in one message per append that has game events in it, on watches that ask for
-    # batches (WatchTableRequest.batched): 46 messages each before it (issue 35).
-    "watch messages": 88, "watch messages rail": 22, "watch messages seat 1": 22,
-    "watch messages seat 3": 22, "watch messages seat 6": 22,
+    # batches (WatchTableRequest.batched): 46 messages each before it (issue 35). An append
+    # the driver follows at once (the dealer's cards, the showdown) rides with that next one:
+    # the 4 street-closing actions, the river's last with the showdown; never a hand's start
+    # (the players open their seeds when they see it) (22 each before that, issue 35).
+    "watch messages": 68, "watch messages rail": 17, "watch messages seat 1": 17,
+    "watch messages seat 3": 17, "watch messages seat 6": 17,
 }
 """What the counted cycle cost on 2026-12-05 (issue 35's starting point). A cut lowers a
 figure here in the same commit; a rise is a regression unless its commit says why (here:

@@ -94,3 +94,41 @@ async def test_a_hand_the_dealer_cannot_finish_is_voided(
             table_id, lambda v: v.status == pb.TABLE_STATUS_WAITING, timeout=30)
         assert "dealer" in view.status_reason
         assert await room.wallet.client.escrows(table_id) == {1: 10_000, 2: 10_000}
+
+
+async def test_a_watch_gets_a_streets_last_action_while_the_dealer_is_away(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append the driver follows at once (here a street's last call, then the next
+    street's cards) is held for the watchers until that next append (issue 35: one message
+    for both), but not while the dealer does not answer: the driver gives it to them as
+    soon as it waits (the backstop timer is made an hour long here, so only that can)."""
+    from table import actor as table_actor
+    monkeypatch.setattr(table_actor, "HOLD_S", 3600.0)
+    async with running_room(redis_server, redis_url, dev_keys) as room:
+        table_id = await room.client.open_table(settings=fast_settings(outage_limit_s=600))
+        await seat(room, table_id, {1: "ann", 2: "bob"})
+        await room.client.wait_for(table_id, lambda v: v.HasField("hand")
+                                   and v.hand.to_act != 0)
+        call = room.client.stub.WatchTable(pb.WatchTableRequest(
+            table_id=table_id, batched=True), metadata=room.client.md(OPERATOR))
+        assert room.dealer.server is not None
+        await room.dealer.server.stop(None)
+        rng = random.Random(0)
+        async with asyncio.timeout(30):
+            while True:
+                view = await room.client.view(table_id)
+                if view.hand.phase != pb.HAND_PHASE_BETTING:
+                    break
+                await act_once(room.client, table_id, view,
+                               lambda acts: next((a for a in acts if a.kind in (1, 5, 6)),
+                                                 rng.choice(acts)))
+        assert view.hand.phase == pb.HAND_PHASE_DEALING
+        seen = 0
+        async with asyncio.timeout(30):
+            while seen < view.version:
+                message = await call.read()
+                seen = max(r.sequence for r in (message, *message.more))
+        call.cancel()
+        view = await room.client.view(table_id)
+        assert view.hand.phase == pb.HAND_PHASE_DEALING  # still no cards: the dealer is away

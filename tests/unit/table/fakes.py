@@ -83,6 +83,9 @@ class FakePort:
         from table.room_state import updated
         self.room = updated(self.room, {"turn": turn})
 
+    def release_held(self) -> None:
+        """(The actor's watchers; this port has none.)"""
+
     def kinds(self) -> list[str]:
         """The names of the commands appended (a ``Play``'s: its rules command's)."""
         return [type(getattr(c, "command", c)).__name__ for c in self.commands]
