@@ -50,7 +50,7 @@ from studkit.mapping import (
     is_room_event,
     room_event_from_envelope,
 )
-from studkit.redis_client import Client, connect
+from studkit.redis_client import Client, connect, is_cluster
 from studkit.repository import snapshot_key, state_from_json
 from studtools.archive import archived_events
 from studtools.replay_hands import LedgerTx, Logged
@@ -65,7 +65,8 @@ SUPPORT_DSN_ENV: Final = "STUD_SUPPORT_DSN"
 AUDITOR_DSN_ENV: Final = "STUD_AUDITOR_DSN"
 LEDGER_KEY: Final = keys.wallet_key("ledger")
 PAGE: Final = 10_000
-StreamRows: TypeAlias = list[tuple[bytes, dict[bytes, bytes]]]
+RawRows: TypeAlias = list[list[Any]]
+"""A stream's entries as Redis sends them: ``[id, [field, value, ...]]``."""
 TIMEOUT_S: Final = 10.0
 
 
@@ -287,16 +288,31 @@ class RedisSource:
             raise
         return True
 
+    async def stream_page(self, key: str, start: str) -> RawRows:
+        """Up to :data:`PAGE` entries of a stream from ``start`` (an id, ``(`` before it for
+        after it, or ``-``), as Redis sends them: ``[id, [field, value, ...]]``. The command's
+        name is given as bytes, which redis-py's table of reply parsers does not match, so
+        the reply is not made into a dict per entry: that parse was three quarters of the
+        read's CPU time (3.4 against 0.6 us an entry over a table's 10,734). A cluster's
+        client routes a command by its name, so it is asked by name, and its dicts undone."""
+        if is_cluster(self.client):
+            parsed = cast(list[tuple[bytes, dict[bytes, bytes]]], await self.client.xrange(
+                key, min=start, max="+", count=PAGE) or [])
+            return [[entry_id, [item for pair in fields.items() for item in pair]]
+                    for entry_id, fields in parsed]
+        return cast(RawRows, await self.client.execute_command(
+            b"XRANGE", key, start, "+", "COUNT", PAGE) or [])
+
     async def raw_log(self, table_id: str, after: int = 0) -> list[tuple[bytes, bytes]]:
         """The table's stream entries after sequence ``after``: (id, envelope bytes)."""
         key = keys.table_stream(table_id)
         start = f"(0-{after}"
         out: list[tuple[bytes, bytes]] = []
         while True:
-            entries = cast(StreamRows,
-                           await self.client.xrange(key, min=start, max="+", count=PAGE) or [])
+            entries = await self.stream_page(key, start)
             for entry_id, fields in entries:
-                out.append((entry_id, fields[b"envelope"]))
+                out.append((entry_id, fields[1] if fields[0] == b"envelope"
+                            else field_of(fields, b"envelope")))
             if len(entries) < PAGE:
                 return out
             last = entries[-1][0]
@@ -437,10 +453,9 @@ class RedisSource:
         start = "-"
         try:
             while True:
-                rows = cast(StreamRows, await self.client.xrange(
-                    LEDGER_KEY, min=start, max="+", count=PAGE) or [])
+                rows = await self.stream_page(LEDGER_KEY, start)
                 for entry_id, fields in rows:
-                    raw = fields.get(b"tx", b"")
+                    raw = fields[1] if fields[0] == b"tx" else field_of(fields, b"tx", b"")
                     if b'"settlement"' not in raw:
                         continue
                     record: dict[str, Any] = json.loads(raw)
@@ -531,6 +546,17 @@ def _chained(table_id: str, archived_raw: Sequence[bytes],
     elif since is None and verifier.count and not verifier.chained:
         notes.append(f"table {table_id}: no event carries a link (stored before the chain)")
     return {"chain": broken, "chain_note": "; ".join(notes)}
+
+
+def field_of(fields: Sequence[bytes], name: bytes, default: bytes | None = None) -> bytes:
+    """The value of field ``name`` of a stream entry's ``[field, value, ...]``; ``default``
+    when it has none (None: KeyError)."""
+    for index in range(0, len(fields) - 1, 2):
+        if fields[index] == name:
+            return fields[index + 1]
+    if default is None:
+        raise KeyError(name)
+    return default
 
 
 def _sequence(entry_id: bytes | str) -> int:
