@@ -13,15 +13,21 @@ from rules.state import HandState, Phase
 from rules.streets import Street, card_is_up
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class DealSlot:
     """One card to deal: to ``seat`` (0 = the community card), face up or down."""
 
     seat: int
     up: bool
 
+    def __init__(self, *, seat: int, up: bool) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "up", up)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class DealPlan:
     """The cards of the next street, in dealing order."""
 
@@ -30,6 +36,15 @@ class DealPlan:
     burn: bool = False
     reshuffle_burns: bool = False
     """Shuffle the burned cards into the stub before burning and dealing (RULES 10.4)."""
+
+    def __init__(self, *, street: Street, slots: tuple[DealSlot, ...], burn: bool = False,
+                 reshuffle_burns: bool = False) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "street", street)
+        object.__setattr__(self, "slots", slots)
+        object.__setattr__(self, "burn", burn)
+        object.__setattr__(self, "reshuffle_burns", reshuffle_burns)
 
     @property
     def community(self) -> bool:

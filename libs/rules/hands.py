@@ -151,7 +151,7 @@ def _pick(source: Sequence[Card], ranks: Sequence[int]) -> tuple[Card, ...]:
     return tuple(picked)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, init=False)
 class _Value:
     """A hand value: compared, equal and hashed by ``key`` alone, and only with its own kind.
 
@@ -161,6 +161,12 @@ class _Value:
 
     key: int
     source: tuple[Card, ...]
+
+    def __init__(self, key: int, source: tuple[Card, ...]) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "source", source)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, _Value) and type(other) is type(self):
@@ -191,7 +197,7 @@ class _Value:
         return NotImplemented
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False, init=False)
 class HighValue(_Value):
     """The value of a high hand; a better hand compares greater, suits never count.
 
@@ -246,7 +252,7 @@ class HighValue(_Value):
         return f"<HighValue {self.description}: {format_cards(self.cards)}>"
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False, init=False)
 class LowValue(_Value):
     """The value of a qualifying eight-or-better low; a better low compares greater.
 

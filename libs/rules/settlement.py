@@ -9,7 +9,7 @@ from rules.state import TableState
 from rules.streets import Street
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class SettlementSeat:
     """One seat dealt into the hand: what it put in (antes and wagers, net of uncalled
     wagers returned) and what it won (its awards; for a voided hand, everything it put in)."""
@@ -19,13 +19,21 @@ class SettlementSeat:
     amount_in: int
     amount_won: int
 
+    def __init__(self, *, seat: int, player_id: str, amount_in: int, amount_won: int) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "player_id", player_id)
+        object.__setattr__(self, "amount_in", amount_in)
+        object.__setattr__(self, "amount_won", amount_won)
+
     @property
     def net(self) -> int:
         """The change of the seat's stack over the hand."""
         return self.amount_won - self.amount_in
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Settlement:
     """A complete hand's money: balanced, ``sum(amount_won) + rake == sum(amount_in)``.
 
@@ -37,6 +45,16 @@ class Settlement:
     rake: int
     ended_on: Street | None
     voided: bool
+
+    def __init__(self, *, hand_number: int, seats: tuple[SettlementSeat, ...], rake: int,
+                 ended_on: Street | None, voided: bool) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "hand_number", hand_number)
+        object.__setattr__(self, "seats", seats)
+        object.__setattr__(self, "rake", rake)
+        object.__setattr__(self, "ended_on", ended_on)
+        object.__setattr__(self, "voided", voided)
 
     @property
     def amount_in(self) -> int:

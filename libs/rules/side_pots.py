@@ -10,7 +10,7 @@ from rules.events import Share
 from rules.hands import HighValue, LowValue
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Pot:
     """A pot: ``amount`` chips that the ``eligible`` seats may win."""
 
@@ -18,8 +18,15 @@ class Pot:
     level: int
     eligible: tuple[int, ...]
 
+    def __init__(self, *, amount: int, level: int, eligible: tuple[int, ...]) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "amount", amount)
+        object.__setattr__(self, "level", level)
+        object.__setattr__(self, "eligible", eligible)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Contribution:
     """A player's whole-hand contribution and standing, for pot building."""
 
@@ -27,6 +34,14 @@ class Contribution:
     total: int
     in_hand: bool
     all_in: bool
+
+    def __init__(self, *, seat: int, total: int, in_hand: bool, all_in: bool) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "total", total)
+        object.__setattr__(self, "in_hand", in_hand)
+        object.__setattr__(self, "all_in", all_in)
 
 
 def build_pots(contributions: Sequence[Contribution]) -> tuple[Pot, ...]:
@@ -55,7 +70,7 @@ def build_pots(contributions: Sequence[Contribution]) -> tuple[Pot, ...]:
     return tuple(pots)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class ShowdownHand:
     """What pot settlement needs of one player's hand."""
 
@@ -65,13 +80,22 @@ class ShowdownHand:
     own_cards: tuple[Card, ...]
     """The player's own cards (never the community card), for the odd-chip order."""
 
+    def __init__(self, *, seat: int, high: HighValue, low: LowValue | None,
+                 own_cards: tuple[Card, ...]) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "high", high)
+        object.__setattr__(self, "low", low)
+        object.__setattr__(self, "own_cards", own_cards)
+
     @property
     def odd_chip_key(self) -> tuple[int, int]:
         """Highest own card, rank then suit: greater gets an odd chip first (RULES 14.5)."""
         return max(c.key for c in self.own_cards)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Award:
     """Chips of one pot to one seat."""
 
@@ -79,6 +103,14 @@ class Award:
     amount: int
     share: Share
     hand: str
+
+    def __init__(self, *, seat: int, amount: int, share: Share, hand: str) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "amount", amount)
+        object.__setattr__(self, "share", share)
+        object.__setattr__(self, "hand", hand)
 
 
 def _divide(amount: int, winners: Sequence[ShowdownHand]) -> list[tuple[int, int]]:

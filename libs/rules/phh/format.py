@@ -251,7 +251,7 @@ def parse_phhs(text: str, name: str = "") -> list[PhhHand]:
 
 # --- actions -------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class PhhAction:
     """One parsed PHH action. ``player`` is 0 for the dealer (``d``)."""
 
@@ -264,6 +264,19 @@ class PhhAction:
     cards: tuple[Card | None, ...] = ()
     amount: int | None = None
     muck: bool = False
+
+    def __init__(self, *, text: str, player: int, verb: str, target: int = 0,
+                 cards: tuple[Card | None, ...] = (), amount: int | None = None,
+                 muck: bool = False) -> None:
+        # Written out (init=False): compiled, the dataclass's own runs interpreted, five
+        # times the cost (tests/unit/rules/test_value_inits.py: the same signature).
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "player", player)
+        object.__setattr__(self, "verb", verb)
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "cards", cards)
+        object.__setattr__(self, "amount", amount)
+        object.__setattr__(self, "muck", muck)
 
 
 def parse_phh_cards(text: str) -> tuple[Card | None, ...]:
