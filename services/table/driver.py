@@ -204,13 +204,11 @@ class Driver:
         except Unreachable as exc:
             with linked(actor.table_id, "table.void", hand_number=n):
                 log.error("hand_voided", hand_number=n, reason=f"{exc.service} unreachable")
-                # Voided and settled in one append, the wallet first (as a showdown).
-                wait = await self.money.end_hand(
-                    VoidHand(reason=f"{exc.service} unreachable"), f"h{n}:void")
-            if wait is None:
-                metrics.HANDS_VOIDED.inc()
-                self.status.resumed()
-            return wait
+                await actor.own(Play(VoidHand(reason=f"{exc.service} unreachable")),
+                                f"h{n}:void")
+            metrics.HANDS_VOIDED.inc()
+            self.status.resumed()
+            return None
         except Refused as exc:
             log.error("dealer_refused", hand_number=n, code=exc.code.name, reason=exc.reason)
             waiting(f"dealer refused: {exc.reason or exc.code.name}")
@@ -267,9 +265,9 @@ class Driver:
             return None
         if hand.phase == Phase.REVEAL:
             await actor.own(Play(RevealHands(hands=hands)), f"h{n}:reveal")
-            return None
-        # The showdown and the hand's settlement in one append, the wallet told first.
-        in_hand = {p.seat for p in hand.in_hand}
-        with linked(actor.table_id, "table.settle", hand_number=n):
-            return await self.money.end_hand(Showdown(
-                hands=hands, muck_requests=frozenset(room.muck & in_hand)), f"h{n}:showdown")
+        else:
+            in_hand = {p.seat for p in hand.in_hand}
+            await actor.own(Play(Showdown(
+                hands=hands, muck_requests=frozenset(room.muck & in_hand))),
+                f"h{n}:showdown")
+        return None

@@ -13,19 +13,15 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 
-import grpc
 import structlog
 
-from rules.commands import Showdown, VoidHand
 from rules.config import Rake
-from rules.decide import decide_and_fold
 from rules.errors import RuleViolation
 from rules.settlement import Settlement
 from rules.settlement import settlement as settle_query
 from stud.v1 import wallet_pb2 as wpb
 from studkit.commit import Committed
 from studkit.errors import FailedPrecondition
-from table import metrics
 from table import room_events as rev
 from table.clients import Refused, Unreachable, WalletClient, key
 from table.port import System, TablePort
@@ -38,7 +34,6 @@ from table.room import (
     ConfirmBuyIn,
     DropTopUp,
     EndBuyIn,
-    EndHand,
     Leave,
     PayCashOut,
     Reconciled,
@@ -266,74 +261,30 @@ class Money:
     # --- settlement and reconciliation ---------------------------------------------------
 
     async def settle(self) -> None:
-        """Settle the hand that ended (by the players' actions, or recorded ended by an older
-        table), record it, then reconcile (repairing first after a restart)."""
+        """Settle the hand that ended, record it, then reconcile (repairing first after a
+        restart)."""
         state = self.actor.room.table
         settlement = settle_query(state)
         assert settlement is not None and state.config is not None
-        settled, rake = await self._settle_at_wallet(settlement, state.config.rake)
-        await self.actor.own(Settle(settlement.hand_number, rake),
-                             f"h{settlement.hand_number}:settled")
-        await self._after_settlement(settlement, settled)
-
-    async def end_hand(self, ending: Showdown | VoidHand, command_id: str) -> float | None:
-        """End the hand in progress (its showdown, or its void) and record its settlement in
-        one append (issue 35: one append a hand fewer): the hand's end is decided here first
-        (pure), the wallet settles that result, then both are appended together
-        (:class:`~table.room.EndHand`, refused unless deciding the end again gives the same
-        settlement). A crash between the wallet and the append leaves the hand in progress;
-        the retry decides the same end (the dealer reveals the same cards), and the wallet
-        answers the same key with the same settlement. Should the hand end otherwise then
-        (voided while the dealer is away), the wallet refuses that other settlement
-        (``ALREADY_EXISTS``, one settlement a hand) and the table waits for the dealer
-        instead. Returns the driver's delay."""
-        room = self.actor.room
-        try:
-            _events, after = decide_and_fold(room.table, ending)
-        except RuleViolation as exc:
-            log.info("hand_end_refused", reason=exc.reason.value)
-            return 1.0
-        settlement = settle_query(after)
-        assert settlement is not None and after.config is not None
-        try:
-            settled, rake = await self._settle_at_wallet(settlement, after.config.rake)
-        except Refused as exc:
-            if exc.code is not grpc.StatusCode.ALREADY_EXISTS:
-                raise
-            log.error("hand_end_settled_otherwise", hand_number=settlement.hand_number,
-                      ending=type(ending).__name__, reason=exc.reason)
-            self.status.waiting("the wallet holds another settlement of this hand")
-            return 2.0
-        if not await self.actor.own(EndHand(ending, settlement, rake), command_id):
-            return 1.0
-        metrics.HANDS_ENDED.inc()
-        await self._after_settlement(settlement, settled)
-        return None
-
-    async def _settle_at_wallet(self, settlement: Settlement, rake: Rake | None
-                                ) -> tuple[wpb.SettleHandResponse | None, int]:
-        """The wallet's settlement of the hand (none at a tournament table, whose chips are
-        no money, nor for a hand that moved nothing) and the rake it took."""
         if self.actor.room.tournament:  # tournament chips: no wallet, no rake (DESIGN 5c)
-            return None, 0
-        request = settle_request(self.actor.table_id, settlement, rake)
-        if request is None:  # nobody's money moved: nothing to tell the wallet
-            return None, 0
-        settled = await self._wallet.settle(request, on_wait=self.status.waiting)
-        self.status.resumed()
-        log.info("hand_settled", hand_number=settlement.hand_number, rake=settlement.rake)
-        return settled, settlement.rake
-
-    async def _after_settlement(self, settlement: Settlement,
-                                settled: wpb.SettleHandResponse | None) -> None:
-        """Once a hand's settlement is recorded: the seats the wallet named excluded stood
-        up, the table checked against the escrows the reply carries, a snapshot maybe."""
-        if settled is None:
+            await self.actor.own(Settle(settlement.hand_number, 0),
+                                    f"h{settlement.hand_number}:settled")
             await self.actor.maybe_snapshot()
             return
+        request = settle_request(self.actor.table_id, settlement, state.config.rake)
+        if request is None:  # nobody's money moved: nothing to tell the wallet
+            await self.actor.own(Settle(settlement.hand_number, 0),
+                                 f"h{settlement.hand_number}:settled")
+            await self.actor.maybe_snapshot()
+            return
+        table_id = self.actor.table_id
+        settled = await self._wallet.settle(request, on_wait=self.status.waiting)
+        self.status.resumed()
+        await self.actor.own(Settle(settlement.hand_number, settlement.rake),
+                                f"h{settlement.hand_number}:settled")
+        log.info("hand_settled", hand_number=settlement.hand_number, rake=settlement.rake)
         # Issue 34: a player the wallet says is excluded is stood up after this hand, their
         # escrow cashed out (the driver carries the cash-out on like any leave).
-        table_id = self.actor.table_id
         players = {s.seat: s.player_id for s in settlement.seats}
         for seat in settled.excluded_seats:
             if seat in players:

@@ -25,13 +25,11 @@ from typing import Final, TypeAlias
 
 import rules
 from rules import Command, TableState
-from rules.commands import AddChips, LeaveSeat, OpenTable, Showdown, SitDown, SitOut, VoidHand
+from rules.commands import AddChips, LeaveSeat, OpenTable, SitDown, SitOut
 from rules.config import TableConfig
 from rules.decide import decide_and_fold
 from rules.errors import Reason, RuleViolation
 from rules.events import PlayerLeft
-from rules.settlement import Settlement
-from rules.settlement import settlement as hand_settlement
 from studkit.errors import BadRequest, FailedPrecondition
 from table import room_events as rev
 from table.model import TableSettings, settings_from_stored, settings_to_proto
@@ -173,18 +171,6 @@ class Settle:
 
 
 @dataclass(frozen=True, slots=True)
-class EndHand:
-    """The driver ends the hand (its showdown, or its void) and records its settlement in the
-    same append (issue 35): the wallet was told ``settlement`` before, so deciding ``ending``
-    now must give that same settlement, or nothing is recorded. ``rake`` is what the wallet
-    took (0 where no wallet was told: a tournament table, a hand that moved nothing)."""
-
-    ending: Showdown | VoidHand
-    settlement: Settlement
-    rake: int
-
-
-@dataclass(frozen=True, slots=True)
 class Reconciled:
     """A reconciliation's finding: ``problem`` ("" when every escrow equals its stack)."""
 
@@ -200,7 +186,7 @@ class Record:
 
 RoomCommand: TypeAlias = (Open | Play | RequestBuyIn | ConfirmBuyIn | EndBuyIn | QueueTopUp
                           | ApplyTopUp | DropTopUp | Leave | PayCashOut | SetMuck | Close
-                          | Settle | EndHand | Reconciled | Record | SeatEntrant | UnseatEntrant
+                          | Settle | Reconciled | Record | SeatEntrant | UnseatEntrant
                           | SetStakes | PauseDealing)
 
 
@@ -337,17 +323,6 @@ def _open(room: Room, c: Open) -> Decision:
                     after)
 
 
-def _end_hand(room: Room, c: EndHand) -> Decision:
-    n = c.settlement.hand_number
-    if n <= room.settled:
-        raise _refuse("settled", f"hand {n} is settled")
-    events, after = decide_and_fold(room.table, c.ending)
-    if hand_settlement(after) != c.settlement:
-        raise _refuse("settlement_changed",
-                      f"hand {n} would not end with the settlement the wallet was told")
-    return Decision((*events, rev.HandSettled(hand_number=n, rake=c.rake)), after)
-
-
 def decide(room: Room, command: RoomCommand, now: float) -> Decision:
     """The events ``command`` causes in ``room`` at ``now``; raises :class:`RoomRefusal` or
     the rules' :class:`~rules.errors.RuleViolation` (nothing changes)."""
@@ -392,8 +367,6 @@ def decide(room: Room, command: RoomCommand, now: float) -> Decision:
             if n <= room.settled:
                 raise _refuse("settled", f"hand {n} is settled")
             return Decision((rev.HandSettled(hand_number=n, rake=rake),))
-        case EndHand():
-            return _end_hand(room, command)
         case Reconciled(problem=problem):
             if problem and problem != room.stopped:
                 return Decision((rev.DealingStopped(reason=problem),))

@@ -14,7 +14,7 @@ from sim.run import run_seed
 from sim.world import Probabilities, World
 
 RATE = 0.02
-SEED, TABLES, HANDS = 31, 2, 30
+SEED, TABLES, HANDS = 34, 2, 30
 
 
 def _excluded_players(world: World) -> int:

@@ -150,20 +150,10 @@ class FakeWallet:
                      on_wait: Callable[[str], None] | None = None) -> wpb.SettleHandResponse:
         self._call("SettleHand")
         self.requests.append(request)
-        first = next((r for r in self.requests[:-1] if r.hand_number == request.hand_number),
-                     None)
-        if first is not None:  # one settlement a hand, by its key (as the wallet's script)
-            if first != request:
-                raise Refused("wallet", grpc.StatusCode.ALREADY_EXISTS,
-                              "idempotency_key_reused", "another settlement of this hand")
-            return self._settled_reply()
         for s in request.seats:
             player, held = self.escrow.get(s.seat, (s.player_id, 0))
             self.escrow[s.seat] = (player, held - s.amount_in + s.amount_won)
         self.settled.append(request.hand_number)
-        return self._settled_reply()
-
-    def _settled_reply(self) -> wpb.SettleHandResponse:
         return wpb.SettleHandResponse(table_seats=[
             wpb.EscrowSeat(seat=seat, player_id=player, balance=balance + self.report_skew)
             for seat, (player, balance) in sorted(self.escrow.items())
