@@ -25,7 +25,7 @@ COMMAND_WINDOW_S = 600
 #: How far ahead of the table's clock a timed id may be (clients' clocks drift; seconds).
 MAX_SKEW_S = 60
 
-_TIMED = re.compile(r"t(\d{13})-.")
+_TIMED = re.compile(r"t([0-9]{13})-.")  # ASCII digits only: \d matches any Unicode digit
 # RFC 9562: 48 bits of Unix ms, the version nibble 7, 12 bits, the variant 10xx, 62 bits.
 _UUID7 = re.compile(r"([0-9a-f]{8})-([0-9a-f]{4})-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
                     re.IGNORECASE)

@@ -56,3 +56,11 @@ def test_a_new_id_is_timed_now_and_a_valid_id() -> None:
         assert at is not None and before <= at <= after
         assert check_ident(command_id, "command_id") == command_id
     assert labelled.endswith("-sit-ann") and new_id() != made
+
+
+def test_a_timed_id_has_ascii_digits_only() -> None:
+    # \d matches any Unicode digit: an Arabic-Indic one (U+0661) read int() as 1.
+    arabic = "t" + "\u0661" * 13 + "-x"
+    assert id_time_ms(arabic) is None
+    assert id_time_ms("t176497920000\u0660-x") is None  # one digit of thirteen is enough
+    assert id_time_ms("t1764979200000-x") == 1_764_979_200_000
