@@ -18,9 +18,12 @@ A caller's command without a record is refused ``FAILED_PRECONDITION`` ``command
 - it carries ``expected_sequence`` at or below the trimmed count (a record that left was
   written at a version at most the trimmed count, and at or after the command's
   ``expected_sequence``); or
-- its id is timed and made more than ``COMMAND_WINDOW_S - MAX_SKEW_S`` before the table's
-  clock: a record that left was written more than ``COMMAND_WINDOW_S`` ago, and no timed
-  id is accepted more than ``MAX_SKEW_S`` ahead of the table's clock.
+- it carries no ``expected_sequence`` and its id is timed and made more than
+  ``COMMAND_WINDOW_S - MAX_SKEW_S`` before the table's clock: a record that left was
+  written more than ``COMMAND_WINDOW_S`` ago, and no timed id is accepted more than
+  ``MAX_SKEW_S`` ahead of the table's clock. An ``expected_sequence`` above the trimmed
+  count dates the command better than its id: it is new, however old its id looks (a
+  client whose clock is slow).
 
 Only players' commands must be timed: an operator's OpenTable and CloseTable cannot apply
 twice (a retry is refused ``table_exists``, or closes a closed table: no event), and the
@@ -98,6 +101,8 @@ async def check(store: EventStore, table_id: str, stored_id: str, fp: str,
         raise CommandExpired(f"table {table_id}: events 1..{trimmed} are archived with their "
                              f"command records, and this command was decided at {expected}: "
                              "it may have been applied; send a new command")
+    if expected is not None:
+        return None  # decided above the trimmed events: after any record that left
     if old:
         raise CommandExpired(f"table {table_id}: command id made at {at} ms, more than "
                              f"{COMMAND_WINDOW_S - MAX_SKEW_S} s ago, and no record of it: "

@@ -160,6 +160,17 @@ async def test_a_command_retried_after_its_record_left_redis_is_refused_command_
                 table_id=table_id, seat=seat, muck=True, command_id=fresh), player(name))
             assert await admin.hexists(keys.table_commands(table_id),
                                        f"c:player:{name}:{fresh}")
+        # A client whose clock is 10 minutes slow: its timed id looks old, but the command
+        # was decided at a version above the trimmed events, after any record that left
+        # (one is written at a version at or after the command's expected_sequence): new.
+        slow = pb.AddChipsRequest(table_id=table_id, seat=2, amount=300,
+                                  command_id=timed_id(now_ms() - COMMAND_WINDOW_S * 1000,
+                                                      "slow-clock"),
+                                  expected_sequence=await store.version(table_id))
+        reply = await client.call("AddChips", slow, player("bob"))
+        assert not reply.duplicate and reply.version > slow.expected_sequence
+        assert await admin.hexists(keys.table_commands(table_id),
+                                   f"c:player:bob:{slow.command_id}")
         # A timed id from the epoch: the rule holds, it is too old.
         assert await refused(client.call("SetMuckPreference", pb.SetMuckPreferenceRequest(
             table_id=table_id, seat=2, muck=True, command_id="t0000000000000-x"),
