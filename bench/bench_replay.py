@@ -10,7 +10,10 @@ default stakes so that PHH is faithful, short stacks topped up between hands), t
 3. ``stud replay verify --all`` from Redis: the tables written to a real ``redis-server`` as
    the table service writes them (public envelopes, one command id per command) with the
    wallet's settlement of every hand in its ledger, then :func:`studtools.replay_cli.verify`
-   over every table (every command re-decided, chips, ledger; no dealer). Also its parts:
+   over every table (every command re-decided, chips, ledger; no dealer) as ``stud replay
+   verify --all`` calls it: ``--jobs``'s default (:func:`studtools.replay_cli.idle_cpus`, the
+   idle CPUs when the section starts, this process's own load not counted), the count
+   printed; beside it one process (``--jobs 1``) and two, alternated. Also its parts:
    reading and decoding alone, and the pure verification alone.
 4. A table with ``--big`` played hands (default 10,000): reading and resuming it through
    :class:`studkit.repository.TableRepository` with a snapshot at its last hand boundary
@@ -21,11 +24,14 @@ default stakes so that PHH is faithful, short stacks topped up between hands), t
    archive_table`, ``STUD_HOT_HANDS`` = 20) into a local PostgreSQL
    (:mod:`studtools.pg_server`); then :func:`studtools.replay_cli.verify` with the support
    role's URL: the archived head of each table read from PostgreSQL, its last 20 hands from
-   Redis, the chain checked across both. Skipped (with a note) without PostgreSQL binaries.
+   Redis, the chain checked across both; with the jobs of 3, in one process and in two.
+   Skipped (with a note) without PostgreSQL binaries.
 
 Prints figures, the last line ``fold_hands_s=... check_vs_pokerkit=... verify_hands_s=...
-verify_pg_hands_s=...`` (1, the ratio of 2, 3 and 5; issue 18's targets 20,000, 10 and
-2,000, issue 31's 2,000); asserts nothing about speed. Run: ``make bench-replay`` or
+verify_pg_hands_s=... verify_jobs=... verify_1job_hands_s=... verify_pg_1job_hands_s=...``
+(1, the ratio of 2, 3 and 5 with ``verify_jobs`` processes, then 3 and 5 in one process;
+issue 18's targets 20,000, 10 and 2,000, issue 31's 2,000); asserts nothing about speed.
+Run: ``make bench-replay`` or
 ``.venv/bin/python bench/bench_replay.py [--hands 2000] [--tables 8] [--big 10000] [--no-pg]``.
 """
 
@@ -295,7 +301,8 @@ async def write_table(client: aioredis.Redis, table: PlayedTable, chained: bool 
     return sequence
 
 
-async def bench_verify(url: str, tables: list[PlayedTable]) -> tuple[str, float]:
+async def bench_verify(url: str, tables: list[PlayedTable], jobs: int
+                       ) -> tuple[str, float, float]:
     client = aioredis.Redis.from_url(url)
     try:
         events = 0
@@ -305,18 +312,7 @@ async def bench_verify(url: str, tables: list[PlayedTable]) -> tuple[str, float]
         await client.aclose()
     hands = sum(len(t.hands) for t in tables)
     settings = Settings(redis_url=url)
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        verdicts, _notes = await verify(None, None, settings)
-        best = min(best, time.perf_counter() - started)
-        assert len(verdicts) == hands and all(v.ok for v in verdicts), [
-            v.problems for v in verdicts if not v.ok][:3]
-    replay_cli.PARALLEL_MIN_EVENTS = 0  # two processes even for a small history
-    started = time.perf_counter()
-    verdicts, _notes = await verify(None, None, settings, workers=2)
-    two_s = time.perf_counter() - started
-    assert len(verdicts) == hands and all(v.ok for v in verdicts)
+    best, one, two_s = await _verify_rates(settings, hands, jobs)
     source = RedisSource.from_url(url)
     try:
         started = time.perf_counter()
@@ -341,9 +337,11 @@ async def bench_verify(url: str, tables: list[PlayedTable]) -> tuple[str, float]
         lazy_s = min(lazy_s, time.process_time() - started)
     return "\n".join([
         f"  verify --all (Redis, no dealer)  {hands / best:>10,.0f} hands/s  "
-        f"({hands} hands, {events} events, {len(tables)} tables; target >= 2,000)",
-        f"    the same, --jobs 2             {hands / two_s:>10,.0f} hands/s  "
-        "(process start-up included)",
+        f"({hands} hands, {events} events, {len(tables)} tables; --jobs {jobs}, the CLI's "
+        "default here; target >= 2,000)",
+        f"    one process (--jobs 1)         {hands / one:>10,.0f} hands/s",
+        f"    --jobs 2                       {hands / two_s:>10,.0f} hands/s  "
+        "(a forked worker; its start-up included)",
         f"    XRANGE alone                   {events / read_s:>10,.0f} events/s",
         f"    XRANGE + decode                {events / read_decode_s:>10,.0f} events/s  "
         f"= {hands / read_decode_s:,.0f} hands/s",
@@ -351,7 +349,23 @@ async def bench_verify(url: str, tables: list[PlayedTable]) -> tuple[str, float]
         f"(CPU time; verify_hands: each state from the verdict before)",
         f"      each hand folded first       {hands / pure_s:>10,.0f} hands/s  "
         f"(split_hands + verify_hand_log; ratio {pure_s / lazy_s:.2f})",
-    ]), hands / best
+    ]), hands / best, hands / one
+
+
+async def _verify_rates(settings: Settings, hands: int, jobs: int
+                        ) -> tuple[float, float, float]:
+    """Seconds of :func:`studtools.replay_cli.verify` over every table, best of 3 each, the
+    three alternated: with ``jobs`` processes (as ``stud replay verify --all`` calls it), in
+    one process, and in two."""
+    best = {jobs: float("inf"), 1: float("inf"), 2: float("inf")}
+    for _ in range(3):
+        for workers in best:
+            started = time.perf_counter()
+            verdicts, _notes = await verify(None, None, settings, workers=workers)
+            best[workers] = min(best[workers], time.perf_counter() - started)
+            assert len(verdicts) == hands and all(v.ok for v in verdicts), [
+                v.problems for v in verdicts if not v.ok][:3]
+    return best[jobs], best[1], best[2]
 
 
 async def bench_big_table(url: str, table: PlayedTable) -> str:
@@ -419,32 +433,24 @@ async def archive_tables(url: str, dsn: str, tables: list[PlayedTable]) -> tuple
 
 
 async def bench_verify_pg(url: str, dsn: str, tables: list[PlayedTable],
-                          events: int, kept: int) -> tuple[str, float]:
+                          events: int, kept: int, jobs: int) -> tuple[str, float, float]:
     hands = sum(len(t.hands) for t in tables)
     settings = Settings(redis_url=url, history_dsn=dsn)
-    best = float("inf")
+    best, one, two = await _verify_rates(settings, hands, jobs)
     cpu = float("inf")
     for _ in range(3):
-        started, cpu_started = time.perf_counter(), time.process_time()
-        verdicts, _notes = await verify(None, None, settings, workers=1)
-        best = min(best, time.perf_counter() - started)
+        cpu_started = time.process_time()
+        await verify(None, None, settings, workers=1)
         cpu = min(cpu, time.process_time() - cpu_started)
-        assert len(verdicts) == hands and all(v.ok for v in verdicts), [
-            v.problems for v in verdicts if not v.ok][:3]
-    replay_cli.PARALLEL_MIN_EVENTS = 0  # shared even when small
-    two = float("inf")
-    for _ in range(2):
-        started = time.perf_counter()
-        verdicts, _notes = await verify(None, None, settings, workers=2)
-        two = min(two, time.perf_counter() - started)
-        assert len(verdicts) == hands and all(v.ok for v in verdicts)
     return "\n".join([
         f"  verify --all (PostgreSQL + Redis) {hands / best:>9,.0f} hands/s  ({hands} hands, "
-        f"{events} events, {events - kept} of them from PostgreSQL; target >= 2,000)",
-        f"    in CPU time                    {hands / cpu:>10,.0f} hands/s  (one process)",
-        f"    the same, --jobs 2             {hands / two:>10,.0f} hands/s  (this process and a "
-        "worker; its start-up included)",
-    ]), hands / best
+        f"{events} events, {events - kept} of them from PostgreSQL; --jobs {jobs}, the CLI's "
+        "default here; target >= 2,000)",
+        f"    one process (--jobs 1)         {hands / one:>10,.0f} hands/s",
+        f"      in CPU time                  {hands / cpu:>10,.0f} hands/s",
+        f"    --jobs 2                       {hands / two:>10,.0f} hands/s  (this process and a "
+        "forked worker; its start-up included)",
+    ]), hands / best, hands / one
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -473,8 +479,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text, flush=True)
     text, check_ratio = bench_check(tables, args.check_hands)
     print(text, flush=True)
+    # As `stud replay verify --all` runs: --jobs's default (the idle CPUs, this process's own
+    # load not counted), and the events' threshold for sharing them as it is.
+    jobs = replay_cli.idle_cpus()
     with RedisServer(appendonly=False) as server:
-        text, verify_rate = asyncio.run(bench_verify(server.url, tables))
+        text, verify_rate, verify_one = asyncio.run(bench_verify(server.url, tables, jobs))
         print(text, flush=True)
         if args.big:
             started = time.perf_counter()
@@ -482,20 +491,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  (the big table played in {time.perf_counter() - started:.0f} s)",
                   flush=True)
             print(asyncio.run(bench_big_table(server.url, big)), flush=True)
-        pg_rate = float("nan")
+        pg_rate = pg_one = float("nan")
         if not args.no_pg:
             try:
                 with PostgresServer(fsync=False) as pg:
                     pg.prepare()
                     events, kept = asyncio.run(archive_tables(server.url, pg.dsn("archiver"),
                                                               tables))
-                    text, pg_rate = asyncio.run(bench_verify_pg(
-                        server.url, pg.dsn("support"), tables, events, kept))
+                    text, pg_rate, pg_one = asyncio.run(bench_verify_pg(
+                        server.url, pg.dsn("support"), tables, events, kept, jobs))
                     print(text, flush=True)
             except PostgresNotFound as exc:
                 print(f"  verify from PostgreSQL: skipped ({exc})", flush=True)
     print(f"fold_hands_s={fold_rate:.0f} check_vs_pokerkit={check_ratio:.1f} "
-          f"verify_hands_s={verify_rate:.0f} verify_pg_hands_s={pg_rate:.0f}")
+          f"verify_hands_s={verify_rate:.0f} verify_pg_hands_s={pg_rate:.0f} verify_jobs={jobs} "
+          f"verify_1job_hands_s={verify_one:.0f} verify_pg_1job_hands_s={pg_one:.0f}")
     return 0
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import sys
 import threading
@@ -368,16 +369,33 @@ async def _verify_with(pool: ProcessPoolExecutor | None, table_ids: Sequence[str
 def idle_cpus() -> int:
     """The CPUs this process may use less the load average (at least 1): ``--jobs``'s default.
     On a busy machine another process only adds its start-up (2,000 hands at a load average
-    of 16 on 2 cores: 5.8-12.1 s alone against 7.0-15.0 s with --jobs 2)."""
+    of 16 on 2 cores: 5.8-12.1 s alone against 7.0-15.0 s with --jobs 2). The load average
+    counts this process too: its own share (:func:`own_load`) is not another's."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
     try:
-        load = os.getloadavg()[0]
+        load = max(0.0, os.getloadavg()[0] - own_load())
     except OSError:
         load = 0.0
     return max(1, min(cpus, round(cpus - load)))
+
+
+def own_load() -> float:
+    """This process's share of the 1-minute load average: its CPU time over its age, damped
+    as the kernel damps the average (by 1 - e^(-age/60)). About 0 for a command just
+    started, up to 1 for a long busy one (a benchmark calling :func:`verify`); 0 where the
+    process's age is unknown (not Linux)."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            started = int(stat.read().rsplit(b")", 1)[1].split()[19])  # field 22, in ticks
+        with open("/proc/uptime", "rb") as uptime:
+            now = float(uptime.read().split()[0])
+        age = max(now - started / os.sysconf("SC_CLK_TCK"), 1e-3)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return min(1.0, time.process_time() / age) * (1.0 - math.exp(-age / 60.0))
 
 
 PARALLEL_MIN_EVENTS = 20_000
