@@ -78,6 +78,8 @@ class SimLedgerDb:
         self.segments: list[Row] = []
         self.rows: dict[tuple[str, int], Row] = {}
         self.by_tx: dict[str, list[Row]] = {}
+        self.txs: dict[str, Row] = {}
+        """``ledger.transactions``: one row a transaction, by its id."""
         self.by_account: dict[str, list[Row]] = {}
         """Each account's rows in its statement's order (line_ms, line_seq)."""
         self.lines: set[tuple[str, str]] = set()
@@ -95,15 +97,19 @@ class SimLedgerDb:
             return None
         return str(max(self.segments, key=lambda s: (s["last_ms"], s["last_seq"]))["last_id"])
 
-    def commit(self, segments: list[Row], rows: list[Row]) -> None:
+    def commit(self, segments: list[Row], rows: list[Row], txs: Sequence[Row] = ()) -> None:
         """A transaction's writes, all or none (a key taken: UniqueViolation, nothing)."""
         firsts = {s["first_id"] for s in self.segments}
         lasts = {s["last_id"] for s in self.segments}
         keys_ = [(r["transaction_id"], r["posting"]) for r in rows]
+        ids = [t["transaction_id"] for t in txs]
         if len(set(keys_)) != len(keys_) or any(k in self.rows for k in keys_) or any(
-                s["first_id"] in firsts or s["last_id"] in lasts for s in segments):
+                s["first_id"] in firsts or s["last_id"] in lasts for s in segments) or len(
+                set(ids)) != len(ids) or any(i in self.txs for i in ids):
             raise psycopg.errors.UniqueViolation("simulated: duplicate key")
         self.segments += segments
+        for t in txs:
+            self.txs[t["transaction_id"]] = dict(t, seen=list(t["seen"]))
         self._commits += bool(rows)
         if rows and self._commits == self.twice:
             rows = rows + [dict(r, posting=r["posting"] + 1000) for r in rows]
@@ -126,7 +132,12 @@ def _norm(sql: str) -> str:
 _SELECT = re.compile(r"SELECT (?P<cols>[a-z_, ]+) FROM ledger\.postings WHERE (?P<where>.+)")
 _INSERT = re.compile(r"INSERT INTO ledger\.segments \((?P<cols>[a-z_, ]+)\) VALUES "
                      r"\((?:%s, )*%s\) ON CONFLICT DO NOTHING RETURNING 1")
-_COPY = re.compile(r"COPY ledger\.postings \((?P<cols>[a-z_, ]+)\) FROM STDIN")
+_COPY = re.compile(r"COPY ledger\.(?P<table>postings|transactions) \((?P<cols>[a-z_, ]+)\) "
+                   r"FROM STDIN")
+_TX_SELECT = ("SELECT transaction_id, kind, postings, at_ms, seen FROM ledger.transactions "
+              "WHERE occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)")
+_LEGACY = ("SELECT first_id, last_id FROM ledger.segments WHERE NOT sessions "
+           "AND (last_ms, last_seq) >= (%s, %s)")
 
 
 def _line(row: Row) -> tuple[int, int]:
@@ -162,12 +173,16 @@ class _Cursor:
 
 
 class _Copy:
-    def __init__(self, conn: SimConn, cols: list[str]) -> None:
+    def __init__(self, conn: SimConn, cols: list[str], table: str = "postings") -> None:
         self.conn = conn
         self.cols = cols
+        self.table = table
 
     async def write_row(self, values: Sequence[Any]) -> None:
         db = self.conn.db
+        if self.table == "transactions":
+            self.conn._stage([], [], [dict(zip(self.cols, values, strict=True))])
+            return
         db._written += 1
         if db._written == db.drop_row:
             return  # the sabotage: the row never reaches the table
@@ -184,7 +199,7 @@ class _CopyCursor:
         if match is None:
             raise NotImplementedError(f"the simulated archive has no answer for {sql!r}")
         self.conn._fault()
-        yield _Copy(self.conn, [c.strip() for c in match["cols"].split(",")])
+        yield _Copy(self.conn, [c.strip() for c in match["cols"].split(",")], match["table"])
 
 
 class SimConn:
@@ -198,31 +213,32 @@ class SimConn:
         self.rng = rng
         self.fail = fail
         self.closed = False
-        self._pending: tuple[list[Row], list[Row]] | None = None
+        self._pending: tuple[list[Row], list[Row], list[Row]] | None = None
 
     def _fault(self) -> None:
         if self.rng is not None and self.fail and self.rng.random() < self.fail:
             raise psycopg.OperationalError("simulated: PostgreSQL failed the statement")
 
-    def _stage(self, segments: list[Row], rows: list[Row]) -> None:
+    def _stage(self, segments: list[Row], rows: list[Row], txs: Sequence[Row] = ()) -> None:
         if self._pending is None:
-            self.db.commit(segments, rows)
+            self.db.commit(segments, rows, txs)
         else:
             self._pending[0].extend(segments)
             self._pending[1].extend(rows)
+            self._pending[2].extend(txs)
 
     async def close(self) -> None:
         self.closed = True
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        self._pending = ([], [])
+        self._pending = ([], [], [])
         try:
             yield
-            segments, rows = self._pending
+            segments, rows, txs = self._pending
         finally:
             self._pending = None
-        self.db.commit(segments, rows)
+        self.db.commit(segments, rows, txs)
         if self.db.crash_after_commit and segments:  # committed; the archiver dies
             raise Crash("after the ledger's copy")
 
@@ -253,6 +269,15 @@ class SimConn:
                 return _Cursor([])
             self._stage([row], [])
             return _Cursor([(1,)])
+        if text == _TX_SELECT:
+            return _Cursor([(t["transaction_id"], t["kind"], t["postings"], t["at_ms"],
+                             list(t["seen"])) for i in params[2]
+                            if (t := db.txs.get(i)) is not None
+                            and params[0] <= t["occurred_at"] <= params[1]])
+        if text == _LEGACY:
+            return _Cursor([(s["first_id"], s["last_id"]) for s in db.segments
+                            if not s.get("sessions", False)
+                            and (s["last_ms"], s["last_seq"]) >= tuple(params)])
         if (select := _SELECT.fullmatch(text)) is not None:
             cols = [c.strip() for c in select["cols"].split(",")]
             return _Cursor([tuple(r[c] for c in cols)

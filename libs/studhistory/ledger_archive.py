@@ -24,10 +24,12 @@ append-only, so both leave Redis the same way, in three steps:
 
 The balances, the idempotency records, seats, pools and protection stay in Redis (they are
 projections the wallet decides on). ``GetStatement`` reads an account's archived lines from
-PostgreSQL and the rest from Redis (``services/wallet/history.py``). Posting 0 of each
-transaction also keeps the entry's time and the players whose sessions it saw (migration
-0011), so the sessions hash can be rebuilt from the archive and then Redis
-(``wallet.history.archived_sessions_seen``, ``WalletStore.rebuild_sessions``).
+PostgreSQL and the rest from Redis (``services/wallet/history.py``). Each transaction also
+gets one row of ``ledger.transactions`` (migration 0011), postings or none (a voided hand's
+settlement has none): the entry's time and the players whose sessions it saw, written with
+its postings and compared by the verify step, so the sessions hash can be rebuilt from the
+archive and then Redis (``wallet.history.archived_sessions_seen``,
+``WalletStore.rebuild_sessions``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ LOCK: Final = "stud-archiver:wallet-ledger"
 
 _COLUMNS: Final = ("transaction_id", "posting", "occurred_at", "kind", "scope", "account",
                    "amount", "table_id", "hand_id", "tournament_id", "line_id", "line_ms",
-                   "line_seq", "balance_after", "at_ms", "seen")
+                   "line_seq", "balance_after")
+_TX_COLUMNS: Final = ("transaction_id", "occurred_at", "kind", "postings", "at_ms", "seen")
 
 
 class LedgerArchiveError(RuntimeError):
@@ -112,11 +115,6 @@ class PostingRow:
     tournament_id: str
     line_id: str
     balance_after: int
-    at_ms: int = 0
-    """Posting 0's: the wallet's time the transaction was applied at (0 on the others, and
-    on rows copied before migration 0011)."""
-    seen: str = ""
-    """Posting 0's: the players whose sessions it saw, a JSON array ('' for nobody)."""
 
     @property
     def occurred_at(self) -> datetime:
@@ -126,7 +124,28 @@ class PostingRow:
         ms, seq = parse_id(self.line_id)
         return (self.transaction_id, self.posting, self.occurred_at, self.kind, self.scope,
                 self.account, self.amount, self.table_id, self.hand_id, self.tournament_id,
-                self.line_id, ms, seq, self.balance_after, self.at_ms, self.seen)
+                self.line_id, ms, seq, self.balance_after)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionRow:
+    """One row of ``ledger.transactions`` (migration 0011): a ledger transaction, postings
+    or none, with the wallet's time it was applied at and the players whose sessions it
+    saw."""
+
+    transaction_id: str
+    kind: str
+    postings: int
+    at_ms: int
+    seen: tuple[str, ...]
+
+    @property
+    def occurred_at(self) -> datetime:
+        return ledger_time(self.transaction_id)
+
+    def values(self) -> tuple[Any, ...]:
+        return (self.transaction_id, self.occurred_at, self.kind, self.postings, self.at_ms,
+                list(self.seen))
 
 
 def _postings(entry_id: str, fields: Mapping[str, str]
@@ -136,13 +155,21 @@ def _postings(entry_id: str, fields: Mapping[str, str]
             for i, (account, amount) in enumerate(record["postings"])]
 
 
-def _sessions(entry_id: str, record: Mapping[str, Any]) -> tuple[int, str]:
-    """Posting 0's ``at_ms`` and ``seen``: the entry's time (the stream id's for an entry
-    from before the wallet recorded its clock, as ``wallet.codec.entry`` reads it) and the
-    players it saw."""
-    seen = list(record.get("seen", ()))
-    return (int(record.get("at_ms", parse_id(entry_id)[0])),
-            json.dumps(seen, separators=(",", ":")) if seen else "")
+def _transaction(entry_id: str, record: Mapping[str, Any]) -> TransactionRow:
+    """The entry's ``ledger.transactions`` row: its time (the stream id's for an entry from
+    before the wallet recorded its clock, as ``wallet.codec.entry`` reads it) and the players
+    it saw. :class:`LedgerArchiveError` for a ``seen`` that is not a list of player ids or an
+    ``at_ms`` that is not a positive integer (nothing is copied)."""
+    seen = record.get("seen", [])
+    at_ms = record.get("at_ms", parse_id(entry_id)[0])
+    if not (isinstance(seen, list) and all(isinstance(p, str) and p for p in seen)):
+        raise LedgerArchiveError(f"the ledger entry {entry_id} has seen={seen!r}, not a list "
+                                 "of player ids: nothing copied")
+    if isinstance(at_ms, bool) or not isinstance(at_ms, int) or at_ms <= 0:
+        raise LedgerArchiveError(f"the ledger entry {entry_id} has at_ms={at_ms!r}, not a "
+                                 "time in ms: nothing copied")
+    return TransactionRow(entry_id, str(record["kind"]), len(record["postings"]), at_ms,
+                          tuple(seen))
 
 
 def _line_matches(row: PostingRow, line: Mapping[str, str]) -> bool:
@@ -177,10 +204,10 @@ async def _last_line(conn: psycopg.AsyncConnection[Any], account: str) -> str | 
 
 
 async def _write(conn: psycopg.AsyncConnection[Any], entries: Rows,
-                 rows: Sequence[PostingRow]) -> bool:
+                 rows: Sequence[PostingRow], txs: Sequence[TransactionRow]) -> bool:
     """The rows and their segment in one transaction; False when the segment (or one of its
-    postings) was there already (the transaction rolled back)."""
-    months = sorted({(r.occurred_at.year, r.occurred_at.month) for r in rows})
+    postings or transactions) was there already (the transaction rolled back)."""
+    months = sorted({(t.occurred_at.year, t.occurred_at.month) for t in txs})
     for year, month in months:  # each in its own short transaction (autocommit)
         await conn.execute("SELECT history.ensure_month(%s)",
                            (datetime(year, month, 1, tzinfo=UTC),))
@@ -190,15 +217,19 @@ async def _write(conn: psycopg.AsyncConnection[Any], entries: Rows,
         async with conn.transaction():
             cur = await conn.execute(
                 "INSERT INTO ledger.segments (first_id, last_id, last_ms, last_seq, "
-                "transactions, postings) VALUES (%s, %s, %s, %s, %s, %s) "
+                "transactions, postings, sessions) VALUES (%s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT DO NOTHING RETURNING 1",
-                (first, last, ms, seq, len(entries), len(rows)))
+                (first, last, ms, seq, len(entries), len(rows), True))
             if await cur.fetchone() is None:
                 raise _AlreadyThere
             async with conn.cursor() as c, c.copy(
                     f"COPY ledger.postings ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
                 for r in rows:
                     await copy.write_row(r.values())
+            async with conn.cursor() as c, c.copy(
+                    f"COPY ledger.transactions ({', '.join(_TX_COLUMNS)}) FROM STDIN") as copy:
+                for t in txs:
+                    await copy.write_row(t.values())
     except (_AlreadyThere, psycopg.errors.UniqueViolation):
         return False
     return True
@@ -216,16 +247,45 @@ async def archived_rows(conn: psycopg.AsyncConnection[Any], transaction_ids: Seq
     lo, hi = ledger_time(transaction_ids[0]), ledger_time(transaction_ids[-1])
     cur = await conn.execute(
         "SELECT transaction_id, posting, kind, scope, account, amount, table_id, hand_id, "
-        "tournament_id, line_id, balance_after, at_ms, seen FROM ledger.postings WHERE "
+        "tournament_id, line_id, balance_after FROM ledger.postings WHERE "
         "occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)",
         (lo, hi, list(transaction_ids)))
     out = {}
-    for t, p, kind, scope, account, amount, table, hand, tour, line, after, at, seen in \
+    for t, p, kind, scope, account, amount, table, hand, tour, line, after in \
             await cur.fetchall():
         out[(str(t), int(p))] = PostingRow(str(t), int(p), kind, scope, account, int(amount),
-                                           table, hand, tour, line, int(after), int(at),
-                                           str(seen))
+                                           table, hand, tour, line, int(after))
     return out
+
+
+async def archived_transactions(conn: psycopg.AsyncConnection[Any],
+                                transaction_ids: Sequence[str]) -> dict[str, TransactionRow]:
+    """Transaction -> its ``ledger.transactions`` row, for ``transaction_ids`` (oldest
+    first)."""
+    if not transaction_ids:
+        return {}
+    lo, hi = ledger_time(transaction_ids[0]), ledger_time(transaction_ids[-1])
+    cur = await conn.execute(
+        "SELECT transaction_id, kind, postings, at_ms, seen FROM ledger.transactions WHERE "
+        "occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)",
+        (lo, hi, list(transaction_ids)))
+    out: dict[str, TransactionRow] = {}
+    for t, kind, postings, at, seen in await cur.fetchall():
+        if str(t) in out:
+            raise LedgerArchiveError(f"ledger.transactions holds {t} twice: nothing trimmed")
+        out[str(t)] = TransactionRow(str(t), str(kind), int(postings), int(at),
+                                     tuple(str(p) for p in seen))
+    return out
+
+
+async def _legacy_segments(conn: psycopg.AsyncConnection[Any], first: str
+                           ) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (first, last) ids of the segments ending at or after ``first`` copied before
+    migration 0011 (no ``ledger.transactions`` rows)."""
+    cur = await conn.execute(
+        "SELECT first_id, last_id FROM ledger.segments WHERE NOT sessions "
+        "AND (last_ms, last_seq) >= (%s, %s)", parse_id(first))
+    return [(parse_id(str(f)), parse_id(str(la))) for f, la in await cur.fetchall()]
 
 
 
@@ -307,16 +367,16 @@ async def copy_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
     for entry_id, fields, postings in plan:
         for i, account, amount, record in postings:
             line_id, line = lines[account].pop()
-            at_ms, seen = _sessions(entry_id, record) if i == 0 else (0, "")
             row = PostingRow(entry_id, i, str(record["kind"]), fields.get("scope", ""),
                              account, amount, str(record.get("table_id", "")),
                              str(record.get("hand_id", "")), _tournament(record), line_id,
-                             int(line.get("balance_after", "0")), at_ms, seen)
+                             int(line.get("balance_after", "0")))
             if not _line_matches(row, line):
                 raise LedgerArchiveError(f"{account}'s statement line {line_id} is not "
                                          f"posting {i} of {entry_id}: nothing copied")
             rows.append(row)
-    if not await _write(conn, entries, rows):
+    txs = [_transaction(entry_id, json.loads(fields["tx"])) for entry_id, fields in entries]
+    if not await _write(conn, entries, rows, txs):
         return 0, 0
     return len(entries), len(rows)
 
@@ -338,18 +398,25 @@ async def trim_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
     if not head:
         return outcome
     archived = await archived_rows(conn, [i for i, _ in head])
+    transactions = await archived_transactions(conn, [i for i, _ in head])
+    legacy = await _legacy_segments(conn, head[0][0])
     last_line: dict[str, str] = {}
     for entry_id, fields in head:
         postings = _postings(entry_id, fields)
+        # Every transaction has its row, equal to Redis's, unless its segment was copied
+        # before migration 0011 (the rebuild of the sessions refuses such a range).
+        tx = transactions.get(entry_id)
+        if not any(lo <= parse_id(entry_id) <= hi for lo, hi in legacy) and (
+                tx is None or tx != _transaction(entry_id, json.loads(fields["tx"]))):
+            raise LedgerArchiveError(f"transaction {entry_id} in PostgreSQL differs from "
+                                     "the ledger (ledger.transactions): nothing trimmed")
         for i, account, amount, record in postings:
             row = archived.get((entry_id, i))
             if (row is None or row.account != account or row.amount != amount
                     or row.kind != record["kind"] or row.scope != fields.get("scope", "")
                     or row.table_id != str(record.get("table_id", ""))
                     or row.hand_id != str(record.get("hand_id", ""))
-                    or row.tournament_id != _tournament(record)
-                    or (i == 0 and row.at_ms and (row.at_ms, row.seen)
-                        != _sessions(entry_id, record))):
+                    or row.tournament_id != _tournament(record)):
                 raise LedgerArchiveError(f"posting {i} of {entry_id} in PostgreSQL differs "
                                          "from the ledger: nothing trimmed")
             if account not in last_line or parse_id(row.line_id) > parse_id(last_line[account]):

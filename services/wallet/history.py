@@ -12,22 +12,22 @@ PostgreSQL. PostgreSQL (``WALLET_HISTORY_DSN``: the read-only ``stud_support`` r
 when a page needs it: ``UNAVAILABLE`` ``archive_unavailable`` (retry).
 
 The players' sessions are rebuilt from the archive too (:func:`archived_sessions_seen`:
-posting 0 of each archived transaction keeps its time and the players it saw, migration
-0011), then from Redis (``WalletStore.rebuild_sessions``, ``python -m
-wallet.rebuild_sessions``).
+``ledger.transactions`` keeps each archived transaction's time and the players it saw,
+migration 0011), then from Redis (``WalletStore.rebuild_sessions``, ``python -m
+wallet.rebuild_sessions --history-dsn ...``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import bisect
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import psycopg
 
-from studkit.errors import Unavailable
+from studkit.errors import FailedPrecondition, Unavailable
 from studkit.redis_client import Client, connect
 from wallet.keys import postings_key
 from wallet.model import AccountId, AccountKind, StatementLine, StatementPage, TxKind
@@ -92,6 +92,21 @@ class ArchivedLines:
             await conn.close()
 
 
+class ArchivePredatesSessions(FailedPrecondition):
+    """The range a sessions rebuild folds holds a segment the archiver copied before
+    migration 0011: its transactions' time and players were not kept, so the archive cannot
+    say when those sessions started."""
+
+    default_reason = "archive_predates_sessions"
+
+
+class ArchiveIncomplete(FailedPrecondition):
+    """``ledger.transactions`` does not hold exactly one row for each transaction of a
+    segment the rebuild folds."""
+
+    default_reason = "archive_incomplete"
+
+
 @dataclass(frozen=True, slots=True)
 class SessionsSeen:
     """An archived transaction as the players' sessions read it (``wallet.protection.
@@ -106,19 +121,40 @@ async def archived_sessions_seen(conn: psycopg.AsyncConnection[Any], before: str
                                  ) -> list[SessionsSeen]:
     """Every archived transaction that saw players, older than the ledger entry ``before``
     (None: all), oldest first: what the sessions hash folds before the ledger still in
-    Redis. Rows copied before migration 0011 saw nobody here."""
-    sql = ("SELECT transaction_id, at_ms, seen FROM ledger.postings WHERE posting = 0 "
-           "AND seen <> ''")
-    params: tuple[Any, ...] = ()
-    if before is not None:  # occurred_at is the id's time: only the months up to it
-        sql += " AND occurred_at <= %s"
-        params = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=_id(before)[0]),)
-    cur = await conn.execute(sql, params)
-    rows = [SessionsSeen(str(t), int(at), tuple(json.loads(seen)))
-            for t, at, seen in await cur.fetchall()
-            if before is None or _id(str(t)) < _id(before)]
-    rows.sort(key=lambda r: _id(r.transaction_id))
-    return rows
+    Redis. Read from ``ledger.transactions`` (one row per transaction, postings or none).
+    Refuses :class:`ArchivePredatesSessions` when a segment of that range was copied before
+    migration 0011, :class:`ArchiveIncomplete` when a segment's transactions are not each
+    there once."""
+    bound = _id(before) if before is not None else None
+    cur = await conn.execute("SELECT first_id, last_id, transactions, sessions "
+                             "FROM ledger.segments")
+    segments = sorted((_id(str(f)), _id(str(la)), int(n), bool(new))
+                      for f, la, n, new in await cur.fetchall())
+    segments = [s for s in segments if bound is None or s[0] < bound]
+    old = [s for s in segments if not s[3]]
+    if old:
+        (f_ms, f_seq), (l_ms, l_seq) = old[0][0], old[-1][1]
+        raise ArchivePredatesSessions(
+            f"{len(old)} archived segments ({f_ms}-{f_seq} .. {l_ms}-{l_seq}) were copied "
+            "before migration 0011 kept each transaction's players: the sessions they saw "
+            "cannot be rebuilt (the live hash stays as it is)")
+    if not segments:
+        return []
+    upto = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=segments[-1][1][0])
+    cur = await conn.execute(  # occurred_at is the id's time: only the months up to it
+        "SELECT transaction_id, at_ms, seen FROM ledger.transactions WHERE occurred_at <= %s",
+        (upto,))
+    rows = sorted((_id(str(t)), str(t), int(at), tuple(seen))
+                  for t, at, seen in await cur.fetchall())
+    keys = [r[0] for r in rows]
+    for first, last, count, _ in segments:
+        held = bisect.bisect_right(keys, last) - bisect.bisect_left(keys, first)
+        if held != count or len(set(keys)) != len(keys):
+            raise ArchiveIncomplete(
+                f"the archived segment {first[0]}-{first[1]} .. {last[0]}-{last[1]} holds "
+                f"{count} transactions and ledger.transactions {held} of them")
+    return [SessionsSeen(t, at, seen) for key, t, at, seen in rows
+            if seen and (bound is None or key < bound)]
 
 
 def _line(posting_id: str, f: dict[str, str]) -> StatementLine:

@@ -84,7 +84,12 @@ async def _archived(conn: psycopg.AsyncConnection[Any], db: SimLedgerDb
     sim = sorted(tuple(row[c] for c in _COLUMNS) for row in db.rows.values())
     sim_segments = sorted((s["first_id"], s["last_id"], s["transactions"], s["postings"])
                           for s in db.segments)
-    return [real, real_segments], [sim, sim_segments]
+    cur = await conn.execute("SELECT transaction_id, kind, postings, at_ms, seen "
+                             "FROM ledger.transactions")
+    real_txs = sorted(await cur.fetchall())
+    sim_txs = sorted((t["transaction_id"], t["kind"], t["postings"], t["at_ms"], t["seen"])
+                     for t in db.txs.values())
+    return [real, real_segments, real_txs], [sim, sim_segments, sim_txs]
 
 
 async def _pages(store: ArchivedStatementStore) -> list[Any]:

@@ -441,3 +441,41 @@ def test_a_test_server_dies_with_its_test_run() -> None:
     finally:
         launcher.kill()
         shutil.rmtree(Path(data_dir).parent, ignore_errors=True)
+
+
+TRANSACTION = ("INSERT INTO ledger.transactions (transaction_id, occurred_at, kind, postings, "
+               "at_ms, seen) VALUES (%s, %s, 'settlement', 0, %s, %s) ON CONFLICT DO NOTHING")
+
+
+def test_the_wallets_transactions_are_archived_once(history_dsns: HistoryDsns) -> None:
+    """ledger.transactions (migration 0011): one row a transaction, postings or none, in its
+    month's partition, keyed by the wallet's id; append-only; the support role reads it."""
+    from studhistory.pg import ledger_time
+
+    tx = "1764936000123-0"
+    at = ledger_time(tx)
+    with psycopg.connect(history_dsns.archiver) as conn:
+        conn.execute("SELECT history.ensure_month(%s)", (at,))
+        for _ in range(2):  # a re-run inserts nothing
+            conn.execute(TRANSACTION, (tx, at, 1764936000100, ["alice", "bob"]))
+        conn.commit()
+        for bad in (("1764936000124-0", at, 1, []),           # not the id's time
+                    ("1764936000123-1", at, 0, []),           # at_ms 0
+                    ("1764936000123-2", at, 1, ["a", None])):  # a player that is NULL
+            with pytest.raises(psycopg.errors.CheckViolation):
+                conn.execute(TRANSACTION, bad)
+            conn.rollback()
+    with psycopg.connect(history_dsns.support) as conn:
+        assert conn.execute("SELECT tableoid::regclass::text, transaction_id, at_ms, seen "
+                            "FROM ledger.transactions").fetchall() == [
+            ("ledger.transactions_2025_12", tx, 1764936000100, ["alice", "bob"])]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(TRANSACTION, ("1764936000125-0", at, 1, []))
+    with psycopg.connect(history_dsns.admin) as conn:
+        for statement in ("DELETE FROM ledger.transactions",
+                          "UPDATE ledger.transactions SET at_ms = 1",
+                          "TRUNCATE ledger.transactions_2025_12",
+                          "TRUNCATE ledger.transactions_default"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                conn.execute(statement)
+            conn.rollback()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from stud.v1 import wallet_pb2 as pb
 from studhistory.ledger_archive import LEDGER, archive_ledger
 from studkit.redis_client import Client, connect
 from studtest.wallet import RunningWallet
@@ -72,6 +73,43 @@ async def test_the_sessions_rebuilt_after_an_archive_step_equal_the_live_ones(
             "--redis-url", redis_url, "--history-dsn", history_dsns.support],
             io.StringIO()) == 0
         assert await admin.hgetall(SESSIONS) == after
+    finally:
+        await admin.aclose()
+
+
+async def test_a_settlement_with_no_postings_keeps_its_players_in_the_archive(
+        wallet: RunningWallet, archiver: tuple[Client, Any], redis_url: str,
+        history_dsns: Any) -> None:
+    """A voided hand's settlement (each seat wins back what it put in, no rake) moves no
+    money: no postings, but it saw its players; the archive keeps it (one row per archived
+    transaction, ledger.transactions), so the rebuilt sessions equal the live ones."""
+    client, conn = archiver
+    await play_money(wallet, range(1, 4))
+    await wallet.client.settle(pb.SettleHandRequest(
+        table_id="t1", hand_id="h4", rake=0,
+        ended_on_street=pb.SettleHandRequest.STREET_UNSPECIFIED,
+        seats=[pb.SettlementSeat(seat=s, player_id=p, amount_in=20, amount_won=20)
+               for s, p in ((1, "alice"), (2, "bob"))]))
+    void = (await wallet.deps.store.ledger())[-1]
+    assert void.players_seen == ("alice", "bob")
+    await play_money(wallet, range(5, 9))
+    admin = connect(redis_url, decode_responses=True)
+    try:
+        live = await admin.hgetall(SESSIONS)
+        whole = await wallet.deps.store.ledger()
+        await archive_ledger(client, conn, keep=KEEP)
+        hot = await wallet.deps.store.ledger()
+        assert void.transaction_id not in {e.transaction_id for e in hot}
+        older = await archived_sessions_seen(conn, hot[0].transaction_id)
+        assert [(r.transaction_id, r.at_ms, r.players_seen) for r in older] == [
+            (e.transaction_id, e.at_ms, e.players_seen) for e in whole[:-KEEP]
+            if e.players_seen]
+        await admin.delete(SESSIONS)
+        out = io.StringIO()
+        assert await _in_thread(rebuild_sessions.main, [
+            "--redis-url", redis_url, "--history-dsn", history_dsns.support], out) == 0, \
+            out.getvalue()
+        assert await admin.hgetall(SESSIONS) == live
     finally:
         await admin.aclose()
 
