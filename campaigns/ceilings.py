@@ -51,6 +51,9 @@ class Figure:
     """Every call, warm-up included."""
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds per process over all the calls."""
+    waited: dict[str, float] = field(default_factory=dict)
+    """Seconds each process's threads were ready to run but waited for a CPU (the kernel's
+    run queue, :func:`run_queue_seconds`), over the same window."""
 
     @property
     def per_s(self) -> float:
@@ -78,6 +81,25 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_queue_seconds(pid: int) -> float:
+    """How long the threads of a process have been ready to run and waiting for a CPU so far,
+    summed (the second field of each thread's ``/proc/<pid>/task/<tid>/schedstat``; 0 where
+    the kernel does not keep it). Beside :func:`cpu_seconds`, it says whether a latency is the
+    process's or the machine's: a thread that waits longer than it runs is being kept off a
+    busy machine's cores."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):  # a thread gone meanwhile
+            continue
+    return total / 1e9
 
 
 # --- the servers ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaigns.ceilings import Figure, bench_ceilings, cpu_seconds
+from campaigns.ceilings import Figure, bench_ceilings, cpu_seconds, run_queue_seconds
 from campaigns.loadbots import BotProcesses, BotsResult, split
 from stud.v1 import table_pb2 as pb
 from studtest.processes import room_processes
@@ -73,9 +73,11 @@ async def bench_room(url_for: Callable[[str], str], log_dir: Path, tables: int, 
                     "harness": os.getpid()}
             await asyncio.sleep(max(0.0, began + warm_up - time.perf_counter()))
             cpu = {name: -cpu_seconds(pid) for name, pid in pids.items()}
+            waited = {name: -run_queue_seconds(pid) for name, pid in pids.items()}
             await asyncio.sleep(max(0.0, began + warm_up + seconds - time.perf_counter()))
             for name, pid in pids.items():
                 cpu[name] += cpu_seconds(pid)
+                waited[name] += run_queue_seconds(pid)
             result = await procs.results()
         finally:
             await procs.kill()
@@ -83,7 +85,8 @@ async def bench_room(url_for: Callable[[str], str], log_dir: Path, tables: int, 
     if result.errors:
         print(f"  (bot errors: {dict(result.errors)}; first: {result.first_error})")
     label = f"room: {tables} tables x {bots} bots, whole stack"
-    return Figure(label, len(result.latencies), seconds, result.latencies), result, cpu
+    return Figure(label, len(result.latencies), seconds, result.latencies,
+                  waited=waited), result, cpu
 
 
 @dataclass
@@ -121,6 +124,12 @@ class RoomRun:
                + f" (bots: {bots.processes} processes of their own; the window had "
                f"{seconds * (os.cpu_count() or 1):.0f} CPU-seconds, "
                f"{sum(self.cpu.values()):.1f} used)"]
+        if any(self.room.waited.values()):
+            # Ready to run but kept off the cores: the machine's share of the latency.
+            out.append("    waiting for a CPU per action: " + ", ".join(
+                f"{name} {waited / max(1, room.count) * 1000:.2f} ms"
+                for name, waited in self.room.waited.items() if name != "harness")
+                + " (threads ready to run, in the kernel's run queue)")
         for ceiling in [*self.bare, self.fair]:
             out += [ceiling.line(), ceiling.cpu_line()]
         out += [f"  ratio room / ceiling ({c.label.split(', ')[-1]}): "
