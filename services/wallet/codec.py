@@ -109,9 +109,23 @@ def record(transaction: Transaction, now_ms: int) -> str:
     )
 
 
+class MalformedLedgerEntry(ValueError):
+    """A ledger entry that is not what :func:`record` writes (not JSON, or a ``seen`` that is
+    not a list of player ids): read back, it would be folded wrong (a string's letters as
+    players)."""
+
+
 def entry(entry_id: str, fields: Mapping[str, str]) -> LedgerEntry:
-    """A ledger stream entry read back (the inverse of :func:`record`)."""
-    record = json.loads(fields["tx"])
+    """A ledger stream entry read back (the inverse of :func:`record`);
+    :class:`MalformedLedgerEntry` for one :func:`record` never writes."""
+    try:
+        record = json.loads(fields["tx"])
+    except json.JSONDecodeError as exc:
+        raise MalformedLedgerEntry(f"ledger entry {entry_id} is not JSON: {exc}") from exc
+    seen = record.get("seen", [])
+    if not (isinstance(seen, list) and all(isinstance(p, str) and p for p in seen)):
+        raise MalformedLedgerEntry(f"ledger entry {entry_id} has seen={seen!r}, not a list "
+                                   "of player ids")
     return LedgerEntry(
         transaction_id=entry_id,
         kind=TxKind(record["kind"]),
@@ -121,7 +135,7 @@ def entry(entry_id: str, fields: Mapping[str, str]) -> LedgerEntry:
         pool=_parse_pool_rule(record["pool"]) if "pool" in record else None,
         # Entries from before the wallet recorded its clock: the stream id's time.
         at_ms=int(record.get("at_ms", entry_id.split("-", 1)[0])),
-        players_seen=tuple(record.get("seen", ())),
+        players_seen=tuple(seen),
     )
 
 

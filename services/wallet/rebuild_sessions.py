@@ -24,6 +24,7 @@ from typing import Any, TextIO
 import psycopg
 
 from studkit.errors import ServiceError
+from wallet.codec import MalformedLedgerEntry
 from wallet.config import DEFAULT_REDIS_URL
 from wallet.history import archived_sessions_seen
 from wallet.protection.sessions import Seen
@@ -74,6 +75,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         return 1
     except psycopg.Error as exc:
         print(f"sessions NOT rebuilt (PostgreSQL): {exc}", file=out)
+        return 1
+    except MalformedLedgerEntry as exc:
+        print(f"sessions NOT rebuilt (malformed_ledger): {exc}", file=out)
         return 1
     print(line, file=out)
     return 0

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from typing import Any
 
+import psycopg
 import pytest
 
 from stud.v1 import wallet_pb2 as pb
-from studhistory.ledger_archive import LEDGER, archive_ledger
+from studhistory.ledger_archive import (
+    LEDGER,
+    LedgerArchiveError,
+    archive_ledger,
+    copy_ledger,
+    trim_ledger,
+    watermark,
+)
 from studkit.redis_client import Client, connect
 from studtest.wallet import RunningWallet
 from studtools.redis_server import find_redis_server, server_version
@@ -108,6 +117,88 @@ async def test_a_settlement_with_no_postings_keeps_its_players_in_the_archive(
         out = io.StringIO()
         assert await _in_thread(rebuild_sessions.main, [
             "--redis-url", redis_url, "--history-dsn", history_dsns.support], out) == 0, \
+            out.getvalue()
+        assert await admin.hgetall(SESSIONS) == live
+    finally:
+        await admin.aclose()
+
+
+@pytest.mark.parametrize("change", [
+    "UPDATE ledger.transactions SET at_ms = at_ms + 1 WHERE transaction_id = %s",
+    "UPDATE ledger.transactions SET seen = '{}' WHERE transaction_id = %s",
+    "UPDATE ledger.transactions SET seen = array_append(seen, 'carol') "
+    "WHERE transaction_id = %s",
+    "DELETE FROM ledger.transactions WHERE transaction_id = %s"])
+async def test_a_transaction_row_changed_in_postgres_is_never_trimmed(
+        change: str, wallet: RunningWallet, archiver: tuple[Client, Any], redis_url: str,
+        history_dsns: Any) -> None:
+    """The verify step compares each transaction's row (its time and players) with Redis,
+    whatever its at_ms: a row changed or lost behind the archiver's back stops the trim."""
+    client, conn = archiver
+    await play_money(wallet, range(1, 6))
+    await copy_ledger(client, conn)
+    saw = next(e for e in await wallet.deps.store.ledger() if e.players_seen)
+    admin = connect(redis_url, decode_responses=True)
+    try:
+        n = await admin.xlen(LEDGER)
+        with psycopg.connect(history_dsns.admin, autocommit=True) as owner:  # behind its back
+            owner.execute("ALTER TABLE ledger.transactions DISABLE TRIGGER USER")
+            owner.execute(change, (saw.transaction_id,))
+            owner.execute("ALTER TABLE ledger.transactions ENABLE TRIGGER USER")
+        with pytest.raises(LedgerArchiveError, match=f"transaction {saw.transaction_id}"):
+            await trim_ledger(client, conn, keep=KEEP)
+        assert await admin.xlen(LEDGER) == n
+    finally:
+        await admin.aclose()
+
+
+async def test_a_range_archived_before_the_sessions_were_kept_is_refused(
+        wallet: RunningWallet, archiver: tuple[Client, Any], redis_url: str,
+        history_dsns: Any) -> None:
+    """A segment copied before migration 0011 (ledger.segments.sessions false) kept no
+    transaction's players: the rebuild refuses archive_predates_sessions, the hash as it
+    was, rather than print "sessions rebuilt" over less than the live hash saw."""
+    client, conn = archiver
+    await play_money(wallet, range(1, 6))
+    await archive_ledger(client, conn, keep=KEEP)
+    await conn.execute("INSERT INTO ledger.segments (first_id, last_id, last_ms, last_seq, "
+                       "transactions, postings) VALUES ('1-0', '1-1', 1, 1, 2, 4)")
+    admin = connect(redis_url, decode_responses=True)
+    try:
+        live = await admin.hgetall(SESSIONS)
+        out = io.StringIO()
+        assert await _in_thread(rebuild_sessions.main, [
+            "--redis-url", redis_url, "--history-dsn", history_dsns.support], out) == 1
+        assert out.getvalue().startswith(
+            "sessions NOT rebuilt (archive_predates_sessions): 1 archived segments (1-0 .. 1-1)")
+        assert await admin.hgetall(SESSIONS) == live
+    finally:
+        await admin.aclose()
+
+
+@pytest.mark.parametrize("seen", ['"alice"', '["alice", 7]', '{"alice": 1}', '"'])
+async def test_a_ledger_entry_whose_seen_is_not_a_list_of_players_is_refused(
+        seen: str, wallet: RunningWallet, archiver: tuple[Client, Any], redis_url: str,
+        history_dsns: Any) -> None:
+    """An entry whose seen is a string (never split into its letters), a list holding a
+    number, an object or not JSON at all: the copy refuses it (nothing copied), and so
+    does the rebuild (NOT rebuilt, exit 1, no traceback; the hash as it was)."""
+    client, conn = archiver
+    await play_money(wallet, range(1, 3))
+    admin = connect(redis_url, decode_responses=True)
+    try:
+        live = await admin.hgetall(SESSIONS)
+        tx = json.dumps({"kind": "settlement", "postings": [], "table_id": "t1",
+                         "hand_id": "h99", "at_ms": 1})[:-1] + f', "seen": {seen}}}'
+        await admin.xadd(LEDGER, {"tx": tx, "scope": "settle:t1:h99"})
+        mark = await watermark(conn)
+        with pytest.raises((LedgerArchiveError, ValueError)):
+            await copy_ledger(client, conn)
+        assert await watermark(conn) == mark  # nothing copied
+        out = io.StringIO()
+        assert await _in_thread(rebuild_sessions.main, [
+            "--redis-url", redis_url, "--history-dsn", history_dsns.support], out) == 1
+        assert out.getvalue().startswith("sessions NOT rebuilt (malformed_ledger): "), \
             out.getvalue()
         assert await admin.hgetall(SESSIONS) == live
     finally:
