@@ -124,8 +124,8 @@ class IdempotencyKeyReused(AlreadyExists):
 
 class LedgerTrimmed(FailedPrecondition):
     """Raised when the sessions are rebuilt from Redis alone but the archiver trimmed the
-    ledger's head: the archive's part is needed (``stud wallet rebuild-sessions`` with
-    PostgreSQL)."""
+    ledger's head: the archive's part is needed (``python -m wallet.rebuild_sessions
+    --history-dsn ...``)."""
 
     default_reason = "ledger_trimmed"
 
@@ -243,8 +243,9 @@ class WalletStore:
         sessions written."""
         if archived is None and await self._ledger_trimmed():
             raise LedgerTrimmed("the archiver trimmed the wallet's ledger: rebuild the "
-                                "sessions with its archive (stud wallet rebuild-sessions "
-                                "with PostgreSQL)")
+                                "sessions with its archive (python -m "
+                                "wallet.rebuild_sessions --history-dsn <PostgreSQL as "
+                                "stud_support>)")
         for _ in range(attempts):
             entries = await self.ledger()
             older: Sequence[Seen] = ()

@@ -64,6 +64,9 @@ async def test_the_sessions_rebuilt_after_an_archive_step_equal_the_live_ones(
             assert await _in_thread(rebuild_sessions.main, [
                 "--redis-url", redis_url, "--history-dsn", ""], out) == 1
             assert out.getvalue().startswith("sessions NOT rebuilt (ledger_trimmed)")
+            # It names the command that does it (there is no `stud wallet ...` one).
+            assert "python -m wallet.rebuild_sessions --history-dsn" in out.getvalue()
+            assert "stud wallet" not in out.getvalue()
             assert await admin.hgetall(SESSIONS) == live  # refused: nothing written
 
         await admin.delete(SESSIONS)
