@@ -5,8 +5,11 @@ rebuild_sessions``), in one script that refuses if a transaction lands meanwhile
 
 Addresses as the wallet's own (run it in the wallet's pod as it is): ``REDIS_URL`` and
 ``WALLET_HISTORY_DSN`` (PostgreSQL as ``stud_support``), or ``--redis-url`` and
-``--history-dsn``. Without a DSN the ledger in Redis alone is read, and the rebuild is
-refused (exit 1) once the archiver has trimmed it. Prints one line, exits 0 when written.
+``--history-dsn``. Without a DSN it refuses (exit 1, ``history_dsn_required``) unless told
+``--redis-only``: the ledger in Redis alone is the whole ledger only while the archiver never
+trimmed it (``WALLET_HOT_TRANSACTIONS`` 0), and Redis 6.2 cannot tell that it did (Redis 7
+can: ``--redis-only`` is then refused ``ledger_trimmed``). Prints one line, exits 0 when
+written; a refusal writes nothing.
 
     python -m wallet.rebuild_sessions --redis-url redis://wallet:...@127.0.0.1:6379/0 \\
         --history-dsn postgresql://support:...@127.0.0.1:5432/stud
@@ -53,7 +56,7 @@ async def rebuild(redis_url: str, dsn: str) -> str:
             await conn.close()
         await store.close()
     source = (f"{archived[-1]} archived transactions that saw players, then the ledger in "
-              "Redis" if archived else "the ledger in Redis")
+              "Redis" if archived else "the ledger in Redis alone")
     return f"sessions rebuilt: {len(sessions)} players, from {source}"
 
 
@@ -65,9 +68,23 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", DEFAULT_REDIS_URL),
                         help="the wallet's Redis (default $REDIS_URL)")
     parser.add_argument("--history-dsn", default=os.environ.get("WALLET_HISTORY_DSN", ""),
-                        help="PostgreSQL as stud_support (default $WALLET_HISTORY_DSN; "
-                             "empty: Redis alone)")
+                        help="PostgreSQL as stud_support (default $WALLET_HISTORY_DSN); "
+                             "required unless --redis-only")
+    parser.add_argument("--redis-only", action="store_true",
+                        help="read the ledger in Redis alone, without the archive: only for "
+                             "a wallet whose ledger was never trimmed (WALLET_HOT_"
+                             "TRANSACTIONS 0); refused ledger_trimmed where Redis (7) tells "
+                             "it was, silently short where it cannot (6.2)")
     args = parser.parse_args(argv)
+    if args.redis_only:
+        args.history_dsn = ""
+    elif not args.history_dsn:
+        print("sessions NOT rebuilt (history_dsn_required): no --history-dsn (nor "
+              "WALLET_HISTORY_DSN): once the archiver trimmed the ledger, Redis alone misses "
+              "the archived sessions (Redis 6.2 cannot tell it did); give the archive "
+              "(PostgreSQL as stud_support), or --redis-only for a ledger never trimmed",
+              file=out)
+        return 1
     try:
         line = asyncio.run(rebuild(args.redis_url, args.history_dsn))
     except ServiceError as exc:

@@ -59,10 +59,20 @@ async def test_the_sessions_rebuilt_after_an_archive_step_equal_the_live_ones(
         assert [(r.at_ms, r.players_seen) for r in older] == [
             (e.at_ms, e.players_seen) for e in whole[:-KEEP] if e.players_seen]
 
+        # Without a DSN the command refuses unless told --redis-only, on any Redis (6.2
+        # cannot tell a trimmed stream: it would write Redis's part alone and exit 0).
+        for argv in (["--history-dsn", ""], []):
+            out = io.StringIO()
+            assert await _in_thread(rebuild_sessions.main, [
+                "--redis-url", redis_url, *argv], out, dsn_env="") == 1
+            assert out.getvalue().startswith(
+                "sessions NOT rebuilt (history_dsn_required): "), out.getvalue()
+            assert "--redis-only" in out.getvalue()
+            assert await admin.hgetall(SESSIONS) == live
         if server_version(find_redis_server()) >= (7,):  # 6.2 cannot tell a trimmed stream
             out = io.StringIO()
             assert await _in_thread(rebuild_sessions.main, [
-                "--redis-url", redis_url, "--history-dsn", ""], out) == 1
+                "--redis-url", redis_url, "--redis-only"], out) == 1
             assert out.getvalue().startswith("sessions NOT rebuilt (ledger_trimmed)")
             # It names the command that does it (there is no `stud wallet ...` one).
             assert "python -m wallet.rebuild_sessions --history-dsn" in out.getvalue()
@@ -208,7 +218,33 @@ async def test_a_ledger_entry_whose_seen_is_not_a_list_of_players_is_refused(
         await admin.aclose()
 
 
-async def _in_thread(main: Any, argv: list[str], out: io.StringIO) -> int:
-    """The command runs its own event loop: in a thread, while the wallet serves here."""
-    status: int = await asyncio.to_thread(main, argv, out)
+async def _in_thread(main: Any, argv: list[str], out: io.StringIO,
+                     dsn_env: str | None = None) -> int:
+    """The command runs its own event loop: in a thread, while the wallet serves here.
+    ``dsn_env``: WALLET_HISTORY_DSN as the command finds it (None: as it is)."""
+    if dsn_env is not None:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("WALLET_HISTORY_DSN", dsn_env)
+            status: int = await asyncio.to_thread(main, argv, out)
+        return status
+    status = await asyncio.to_thread(main, argv, out)
     return status
+
+
+async def test_redis_only_rebuilds_a_ledger_never_trimmed(
+        wallet: RunningWallet, redis_url: str) -> None:
+    """--redis-only, said explicitly, reads the ledger in Redis alone: right while the
+    archiver never trimmed it (WALLET_HOT_TRANSACTIONS 0)."""
+    await play_money(wallet, range(1, 4))
+    admin = connect(redis_url, decode_responses=True)
+    try:
+        live = await admin.hgetall(SESSIONS)
+        await admin.delete(SESSIONS)
+        out = io.StringIO()
+        assert await _in_thread(rebuild_sessions.main, [
+            "--redis-url", redis_url, "--redis-only"], out, dsn_env="") == 0, out.getvalue()
+        assert out.getvalue().startswith("sessions rebuilt: 2 players, from the ledger in "
+                                         "Redis alone")
+        assert await admin.hgetall(SESSIONS) == live
+    finally:
+        await admin.aclose()
