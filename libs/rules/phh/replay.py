@@ -106,7 +106,9 @@ class _Replay:
         self.driver: _Table | None = None
         self.actions: list[PhhAction] = []
         self.known: dict[int, list[Card | None]] = defaultdict(list)
-        self.used: set[Card] = set()
+        self.used: list[Card | None] = []
+        """The cards the file shows (None: one it hides), in any order; a set is made of them
+        only when a stand-in is chosen (hashing them all was a few per cent of a replay)."""
         self.dealt: dict[int, int] = defaultdict(int)
         self.pending: dict[int, list[Card | None]] = defaultdict(list)
         self.board: list[Card | None] = []
@@ -151,7 +153,7 @@ class _Replay:
                         slots.append(None)
                     if slots[i] is None:
                         slots[i] = card
-            self.used.update(c for c in action.cards if c is not None)
+            self.used.extend(action.cards)
         short = [i + 1 for i, s in enumerate(hand.starting_stacks) if s < config.ante]
         if short and not hand.ante_trimming_status:
             self.notes.append(
@@ -221,11 +223,12 @@ class _Replay:
         the highest for the file's first actor on later streets, the other way otherwise."""
         first = self.next_actor() == self.player_of(seat)
         low = first if street == Street.THIRD else not first
-        free = [c for c in DECK if c not in self.used]
+        used = set(self.used)
+        free = [c for c in DECK if c not in used]
         if not free:
             raise _Unchecked("an up card is not recorded and no card is left to stand in")
         card = free[0] if low else free[-1]
-        self.used.add(card)
+        self.used.append(card)
         self.stand_ins.add(seat)
         self.notes.append(f"p{self.player_of(seat)}'s {street.label} up card is not recorded;"
                           f" {card} stands in for it")
@@ -251,12 +254,11 @@ class _Replay:
             self.plan_of, self.plan, self.expected = hand, plan, counts
         assert self.plan is not None
         plan, expected = self.plan, self.expected
-        label = plan.street.label
         if action.verb == "db":
             if not plan.community:
                 raise self.wrong_deal(number, action.text,
                                       f"the file deals a board card; our rules deal each of "
-                                      f"{len(plan.slots)} players a card on {label}")
+                                      f"{len(plan.slots)} players a card on {plan.street.label}")
             self.board.extend(action.cards)
             if len(self.board) > 1:
                 raise self.wrong_deal(number, action.text,
@@ -270,12 +272,12 @@ class _Replay:
                                       f"p{action.target} a card of their own")
             if not expected[seat]:
                 raise self.wrong_deal(number, action.text,
-                                      f"our rules deal seat {seat} no card on {label}")
+                                      f"our rules deal seat {seat} no card on {plan.street.label}")
             self.pending[seat].extend(action.cards)
             if len(self.pending[seat]) > expected[seat]:
                 raise self.wrong_deal(number, action.text,
                                       f"our rules deal seat {seat} {expected[seat]} card(s) "
-                                      f"on {label}, the file {len(self.pending[seat])}")
+                                      f"on {plan.street.label}, the file {len(self.pending[seat])}")
         complete = (len(self.board) == 1 if plan.community
                     else all(len(self.pending[s]) == n for s, n in expected.items()))
         if complete:

@@ -37,11 +37,31 @@ def replay_config(hand: PhhHand) -> TableConfig:
     seats = len(hand.starting_stacks)
     highest = max(hand.seats) if hand.seats else seats
     seat_count = hand.seat_count if hand.seat_count and highest <= hand.seat_count <= 8 else 8
-    try:
-        return TableConfig(seats=seat_count, small_bet=hand.small_bet, big_bet=hand.big_bet,
-                           ante=hand.antes[0] if hand.antes else 0, bring_in=hand.bring_in)
-    except RuleViolation as error:
-        raise PhhError(str(error)) from None
+    ante = hand.antes[0] if hand.antes else 0
+    # Each value with its type: 200 and 200.0 or True are one key otherwise, and TableConfig
+    # refuses what is not an int.
+    key = tuple((type(v), v) for v in (seat_count, hand.small_bet, hand.big_bet, ante,
+                                        hand.bring_in))
+    config = _CONFIGS.get(key)
+    if config is None:
+        try:
+            config = TableConfig(seats=seat_count, small_bet=hand.small_bet,
+                                 big_bet=hand.big_bet, ante=ante, bring_in=hand.bring_in)
+        except RuleViolation as error:
+            raise PhhError(str(error)) from None
+        if len(_CONFIGS) >= _CONFIGS_KEPT:
+            _CONFIGS.clear()
+        _CONFIGS[key] = config
+    return config
+
+
+_CONFIGS: dict[tuple[tuple[type, object], ...], TableConfig] = {}
+"""The configurations made, by their stakes and seats (a TableConfig is a frozen value, and
+making one, pure with its checks, was a few per cent of a replay; files repeat their stakes).
+A refusal is not kept: it is raised each time."""
+
+_CONFIGS_KEPT = 1024
+"""At most this many configurations are kept (then forgotten all at once)."""
 
 
 def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConfig) -> Command:

@@ -1,13 +1,20 @@
 """The PHH actions kept by :func:`rules.phh.format.parse_action` are the actions
 :func:`rules.phh.format.read_action` parses from the same text for as many players, whatever
-was parsed before; a text that is not an action is refused every time."""
+was parsed before; a text that is not an action is refused every time. The same for the
+table configurations :func:`rules.phh.table.replay_config` keeps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from rules.config import TableConfig
+from rules.errors import RuleViolation
+from rules.phh import VARIANT, PhhHand, table
 from rules.phh import format as phh_format
 from rules.phh.format import PhhError, parse_action, read_action
+from rules.phh.table import replay_config
 
 TEXTS = ("p1 cc", "p3 cc", "p2 f", "p8 pb", "p3 cbr 200", "p2 cbr 2.5", "d dh p3 ????Kd",
          "d dh p1 AhKd7c", "d db 9s", "p3 sm", "p3 sm -", "p2 sm AcKd", "# a comment",
@@ -36,3 +43,41 @@ def test_the_actions_kept_are_bounded() -> None:
     for amount in range(1, phh_format._ACTIONS_KEPT + 10):
         assert parse_action(f"p1 cbr {amount}", 2).amount == amount
         assert len(phh_format._ACTIONS) <= phh_format._ACTIONS_KEPT
+
+
+def _config_outcome(hand: PhhHand) -> object:
+    try:
+        return replay_config(hand)
+    except PhhError as error:
+        return ("refused", str(error))
+
+
+def _fresh_config(hand: PhhHand) -> object:
+    """replay_config's configuration made anew (TableConfig's own checks)."""
+    count = len(hand.starting_stacks)
+    highest = max(hand.seats) if hand.seats else count
+    seats = hand.seat_count if hand.seat_count and highest <= hand.seat_count <= 8 else 8
+    try:
+        return TableConfig(seats=seats, small_bet=hand.small_bet, big_bet=hand.big_bet,
+                           ante=hand.antes[0] if hand.antes else 0, bring_in=hand.bring_in)
+    except RuleViolation as error:
+        return ("refused", str(error))
+
+
+def test_kept_configurations_are_the_ones_made() -> None:
+    table._CONFIGS.clear()
+    base = PhhHand(variant=VARIANT, antes=(40, 40), bring_in=50, small_bet=200, big_bet=400,
+                   starting_stacks=(1000, 1000), actions=())
+    changes: list[dict[str, object]] = [
+        {}, {"seat_count": 4}, {"seats": (2, 7), "seat_count": 6}, {"small_bet": 200.0},
+        {"small_bet": True}, {"antes": (0, 0)}, {"bring_in": 300},
+        {"big_bet": -1}]
+    hands = []
+    for change in changes:
+        try:
+            hands.append(replace(base, **change))
+        except TypeError:  # compiled, PhhHand itself refuses a float for an int
+            continue
+    for _ in range(2):  # first made, then found
+        for hand in hands:
+            assert _config_outcome(hand) == _fresh_config(hand), hand
