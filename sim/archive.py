@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from sim.archiver_part import ArchiverPart
 from sim.ledger_archive import LedgerArchiver
 from sim.redis import Faults, SimRedis, as_client
 from sim.tournament_archive import TournamentArchiver
@@ -100,7 +101,7 @@ class _ArchiverRedis(SimRedis):
         return await super().eval(script, numkeys, *args)
 
 
-class Archiver:
+class Archiver(ArchiverPart):
     """The archiver process: each simulated second, each table's step with probability
     ``world.probabilities.archive``, then the wallet's ledger's (``sim.ledger_archive``)
     with the same probability (drawn from a source of its own, so the tables' steps are
@@ -109,7 +110,7 @@ class Archiver:
 
     def __init__(self, world: World, table_ids: list[str],
                  report: Callable[[list[str]], None] = lambda _found: None) -> None:
-        self.world = world
+        super().__init__(world)
         self.table_ids = table_ids
         self.rng = random.Random(f"{world.seed}:archive")
         self.history = SimHistory()
@@ -119,11 +120,7 @@ class Archiver:
                                                  p.store_fail_after))
         self.store = EventStore(as_client(self.redis))
         self.wrong_order = False
-        self.steps = 0
         self.trims = 0
-        self.crashes = 0
-        self.failed = 0
-        self.log: list[str] = []
         self.ledger = LedgerArchiver(world, random.Random(f"{world.seed}:ledger-archive"))
         self.room = TournamentRoom(world, random.Random(f"{world.seed}:tournaments"), report)
         self.tournaments = TournamentArchiver(
@@ -164,18 +161,12 @@ class Archiver:
             if outcome.trimmed_to is not None:
                 self.trims += 1
         except Crash as exc:
-            self.crashes += 1
-            self.world.count("archiver_crash")
-            self._note(f"archiver crash {exc} (table {table_id})")
+            self._crashed(f"archiver crash {exc} (table {table_id})")
         except (ArchiveError, RedisError, StoreCorrupted) as exc:
-            self.failed += 1
-            self._note(f"archiver step failed (table {table_id}): {exc}")
+            self._failed(f"archiver step failed (table {table_id}): {exc}")
         finally:
             self.history.crash_after_write = False
             self.redis.armed = False
-
-    def _note(self, line: str) -> None:
-        self.log.append(f"t={self.world.loop.time():9.3f} {line}")
 
     async def _trim_first(self, table_id: str) -> None:
         """The broken order: the step's trim before its copy (what the plan trims once this

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 import psycopg
 from redis.exceptions import RedisError
 
+from sim.archiver_part import ArchiverPart
 from sim.redis import Faults, SimRedis, as_client
 from studhistory import ledger_archive
 from studhistory.ledger_archive import LEDGER, LedgerArchiveError, parse_id
@@ -304,11 +305,11 @@ def _s(value: bytes) -> str:
     return value.decode()
 
 
-class LedgerArchiver:
+class LedgerArchiver(ArchiverPart):
     """The wallet's part of the archiver process, and the ledger archive's checks."""
 
     def __init__(self, world: World, rng: random.Random) -> None:
-        self.world = world
+        super().__init__(world)
         self.rng = rng
         self.db = SimLedgerDb()
         p = world.probabilities
@@ -322,20 +323,15 @@ class LedgerArchiver:
         world.data.on_trim = self._trimmed
         self.trim_first = False
         """The sabotage: each step trims Redis to its hot window first, archived or not."""
-        self.steps = self.crashes = self.failed = 0
         self.trimmed = 0
         self.statements_read = 0
         self.archived_lines_read = 0
-        self.log: list[str] = []
-        self.found: list[str] = []
-        """Violations seen between the run's steps (at a trim, in a statement read)."""
         self._verified = 0
         """The ledger's first transactions found in the archive, as appended."""
         self._with_rows = 0
         """Of those, the ones with postings (the others are counted by the segments)."""
         self._archived_sums: dict[str, int] = {}
         """Each account's sum over the archive's rows of the verified transactions."""
-        self._reported: set[str] = set()
 
     # --- the step ------------------------------------------------------------------------
 
@@ -353,21 +349,15 @@ class LedgerArchiver:
                 keep=KEEP, batch=BATCH)
             self.trimmed += outcome.trimmed
         except Crash as exc:
-            self.crashes += 1
-            self.world.count("archiver_crash")
-            self._note(f"ledger archiver crash {exc}")
+            self._crashed(f"ledger archiver crash {exc}")
         except (LedgerArchiveError, RedisError, psycopg.Error) as exc:
-            self.failed += 1
-            self._note(f"ledger archiver step failed: {type(exc).__name__}: {exc}")
+            self._failed(f"ledger archiver step failed: {type(exc).__name__}: {exc}")
         finally:
             self.db.crash_after_commit = False
             self.redis.crash_at = 0
         accounts = sorted(self.world.data.statement_log)
         if accounts:
             await self.statements(self.rng.sample(accounts, min(2, len(accounts))))
-
-    def _note(self, line: str) -> None:
-        self.log.append(f"t={self.world.loop.time():9.3f} {line}")
 
     async def _trim_unarchived(self) -> None:
         """The broken archiver: the ledger down to its last ``KEEP`` transactions and each
@@ -384,15 +374,6 @@ class LedgerArchiver:
         await self.redis.xtrim(LEDGER, minid=_s(head), approximate=False)
 
     # --- the checks ----------------------------------------------------------------------
-
-    def _report(self, line: str) -> None:
-        if line not in self._reported:
-            self._reported.add(line)
-            self.found.append(line)
-
-    def take(self) -> list[str]:
-        found, self.found = self.found, []
-        return found
 
     def _held(self, tx_id: str, postings: int) -> bool:
         """The archive holds the transaction (a transaction with no postings: within its

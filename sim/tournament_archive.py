@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, cast
 import psycopg
 from redis.exceptions import RedisError
 
+from sim.archiver_part import ArchiverPart
 from sim.redis import Faults, SimRedis, as_client
 from stud.v1.envelope_pb2 import EventEnvelope
 from studhistory import tournament_archive as archiving
@@ -304,11 +305,11 @@ def _sha(raw: bytes) -> bytes:
     return hashlib.sha256(raw).digest()
 
 
-class TournamentArchiver:
+class TournamentArchiver(ArchiverPart):
     """The tournaments' part of the archiver process, and the checks of their archive."""
 
     def __init__(self, world: World, room: TournamentRoom, rng: random.Random) -> None:
-        self.world = world
+        super().__init__(world)
         self.room = room
         self.rng = rng
         self.db = SimTournamentDb()
@@ -327,12 +328,8 @@ class TournamentArchiver:
         self.early_tombstone = False
         """The sabotage: each step sets the tombstone of every tournament that is over before
         its rows are written."""
-        self.steps = self.crashes = self.failed = 0
         self.trimmed = self.read_back = 0
         """Trim scripts that removed a tournament's keys; tournaments read back at the end."""
-        self.log: list[str] = []
-        self.found: list[str] = []
-        self._reported: set[str] = set()
         self._checked: dict[str, tuple[int, int, bool]] = {}
         """Tournament -> what its last check saw (rows, stream length, tombstone): checked
         again only when one changed."""
@@ -368,22 +365,15 @@ class TournamentArchiver:
                 as_client(self.redis), cast(psycopg.AsyncConnection[Any], self.conn),
                 self.seen, command_window_s=COMMAND_WINDOW_S, clock=self._clock)
             for tid, why in sorted(out.failed.items()):
-                self.failed += 1
-                self._note(f"tournament archiver step failed ({tid}): {why}")
+                self._failed(f"tournament archiver step failed ({tid}): {why}")
         except Crash as exc:
-            self.crashes += 1
-            self.world.count("archiver_crash")
             self.seen = {}  # a new process starts with nothing seen
-            self._note(f"tournament archiver crash {exc}")
+            self._crashed(f"tournament archiver crash {exc}")
         except (RedisError, psycopg.Error, TournamentArchiveError) as exc:
-            self.failed += 1
-            self._note(f"tournament archiver step failed: {type(exc).__name__}: {exc}")
+            self._failed(f"tournament archiver step failed: {type(exc).__name__}: {exc}")
 
     def _crash(self) -> bool:
         return self.rng.random() < CRASH
-
-    def _note(self, line: str) -> None:
-        self.log.append(f"t={self.world.loop.time():9.3f} {line}")
 
     async def _sabotage(self, *, trim: bool) -> None:
         """The broken archivers: for each tournament that is over (its stream says so),
@@ -410,15 +400,6 @@ class TournamentArchiver:
             self._scan()
 
     # --- the checks --------------------------------------------------------------------
-
-    def _report(self, line: str) -> None:
-        if line not in self._reported:
-            self._reported.add(line)
-            self.found.append(line)
-
-    def take(self) -> list[str]:
-        found, self.found = self.found, []
-        return found
 
     def _trimming(self, events_key: bytes, version: int) -> None:
         """As the trim script removes a tournament's keys: PostgreSQL holds every event of
