@@ -62,38 +62,29 @@ async def test_the_sessions_rebuilt_after_an_archive_step_equal_the_live_ones(
         # Without a DSN the command refuses unless told --redis-only, on any Redis (6.2
         # cannot tell a trimmed stream: it would write Redis's part alone and exit 0).
         for argv in (["--history-dsn", ""], []):
-            out = io.StringIO()
-            assert await _in_thread(rebuild_sessions.main, [
-                "--redis-url", redis_url, *argv], out, dsn_env="") == 1
-            assert out.getvalue().startswith(
-                "sessions NOT rebuilt (history_dsn_required): "), out.getvalue()
-            assert "--redis-only" in out.getvalue()
+            status, out = await _rebuild(redis_url, *argv, dsn_env="")
+            assert status == 1 and out.startswith("sessions NOT rebuilt (history_dsn_required): ")
+            assert "--redis-only" in out
             assert await admin.hgetall(SESSIONS) == live
         if server_version(find_redis_server()) >= (7,):  # 6.2 cannot tell a trimmed stream
-            out = io.StringIO()
-            assert await _in_thread(rebuild_sessions.main, [
-                "--redis-url", redis_url, "--redis-only"], out) == 1
-            assert out.getvalue().startswith("sessions NOT rebuilt (ledger_trimmed)")
+            status, out = await _rebuild(redis_url, "--redis-only")
+            assert status == 1 and out.startswith("sessions NOT rebuilt (ledger_trimmed)")
             # It names the command that does it (there is no `stud wallet ...` one).
-            assert "python -m wallet.rebuild_sessions --history-dsn" in out.getvalue()
-            assert "stud wallet" not in out.getvalue()
+            assert "python -m wallet.rebuild_sessions --history-dsn" in out
+            assert "stud wallet" not in out
             assert await admin.hgetall(SESSIONS) == live  # refused: nothing written
 
         await admin.delete(SESSIONS)
-        out = io.StringIO()
-        status = await _in_thread(rebuild_sessions.main, [
-            "--redis-url", redis_url, "--history-dsn", history_dsns.support], out)
-        assert status == 0, out.getvalue()
-        assert out.getvalue().startswith("sessions rebuilt: 2 players, from "
-                                         f"{len(older)} archived transactions")
+        status, out = await _rebuild(redis_url, "--history-dsn", history_dsns.support)
+        assert status == 0, out
+        assert out.startswith(f"sessions rebuilt: 2 players, from {len(older)} archived "
+                              "transactions")
         assert await admin.hgetall(SESSIONS) == live
         # A transaction after the step goes on the same sessions, rebuilt or not.
         await play_money(wallet, range(13, 15))
         after = await admin.hgetall(SESSIONS)
         await admin.delete(SESSIONS)
-        assert await _in_thread(rebuild_sessions.main, [
-            "--redis-url", redis_url, "--history-dsn", history_dsns.support],
-            io.StringIO()) == 0
+        assert (await _rebuild(redis_url, "--history-dsn", history_dsns.support))[0] == 0
         assert await admin.hgetall(SESSIONS) == after
     finally:
         await admin.aclose()
@@ -127,10 +118,8 @@ async def test_a_settlement_with_no_postings_keeps_its_players_in_the_archive(
             (e.transaction_id, e.at_ms, e.players_seen) for e in whole[:-KEEP]
             if e.players_seen]
         await admin.delete(SESSIONS)
-        out = io.StringIO()
-        assert await _in_thread(rebuild_sessions.main, [
-            "--redis-url", redis_url, "--history-dsn", history_dsns.support], out) == 0, \
-            out.getvalue()
+        status, out = await _rebuild(redis_url, "--history-dsn", history_dsns.support)
+        assert status == 0, out
         assert await admin.hgetall(SESSIONS) == live
     finally:
         await admin.aclose()
@@ -179,10 +168,8 @@ async def test_a_range_archived_before_the_sessions_were_kept_is_refused(
     admin = connect(redis_url, decode_responses=True)
     try:
         live = await admin.hgetall(SESSIONS)
-        out = io.StringIO()
-        assert await _in_thread(rebuild_sessions.main, [
-            "--redis-url", redis_url, "--history-dsn", history_dsns.support], out) == 1
-        assert out.getvalue().startswith(
+        status, out = await _rebuild(redis_url, "--history-dsn", history_dsns.support)
+        assert status == 1 and out.startswith(
             "sessions NOT rebuilt (archive_predates_sessions): 1 archived segments (1-0 .. 1-1)")
         assert await admin.hgetall(SESSIONS) == live
     finally:
@@ -208,27 +195,25 @@ async def test_a_ledger_entry_whose_seen_is_not_a_list_of_players_is_refused(
         with pytest.raises((LedgerArchiveError, ValueError)):
             await copy_ledger(client, conn)
         assert await watermark(conn) == mark  # nothing copied
-        out = io.StringIO()
-        assert await _in_thread(rebuild_sessions.main, [
-            "--redis-url", redis_url, "--history-dsn", history_dsns.support], out) == 1
-        assert out.getvalue().startswith("sessions NOT rebuilt (malformed_ledger): "), \
-            out.getvalue()
+        status, out = await _rebuild(redis_url, "--history-dsn", history_dsns.support)
+        assert status == 1 and out.startswith("sessions NOT rebuilt (malformed_ledger): "), out
         assert await admin.hgetall(SESSIONS) == live
     finally:
         await admin.aclose()
 
 
-async def _in_thread(main: Any, argv: list[str], out: io.StringIO,
-                     dsn_env: str | None = None) -> int:
-    """The command runs its own event loop: in a thread, while the wallet serves here.
+async def _rebuild(redis_url: str, *argv: str, dsn_env: str | None = None
+                   ) -> tuple[int, str]:
+    """``python -m wallet.rebuild_sessions --redis-url <redis_url> <argv>``: its status and
+    what it printed. It runs its own event loop: in a thread, while the wallet serves here.
     ``dsn_env``: WALLET_HISTORY_DSN as the command finds it (None: as it is)."""
-    if dsn_env is not None:
-        with pytest.MonkeyPatch.context() as env:
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as env:
+        if dsn_env is not None:
             env.setenv("WALLET_HISTORY_DSN", dsn_env)
-            status: int = await asyncio.to_thread(main, argv, out)
-        return status
-    status = await asyncio.to_thread(main, argv, out)
-    return status
+        status: int = await asyncio.to_thread(rebuild_sessions.main,
+                                              ["--redis-url", redis_url, *argv], out)
+    return status, out.getvalue()
 
 
 async def test_redis_only_rebuilds_a_ledger_never_trimmed(
@@ -240,11 +225,9 @@ async def test_redis_only_rebuilds_a_ledger_never_trimmed(
     try:
         live = await admin.hgetall(SESSIONS)
         await admin.delete(SESSIONS)
-        out = io.StringIO()
-        assert await _in_thread(rebuild_sessions.main, [
-            "--redis-url", redis_url, "--redis-only"], out, dsn_env="") == 0, out.getvalue()
-        assert out.getvalue().startswith("sessions rebuilt: 2 players, from the ledger in "
-                                         "Redis alone")
+        status, out = await _rebuild(redis_url, "--redis-only", dsn_env="")
+        assert status == 0, out
+        assert out.startswith("sessions rebuilt: 2 players, from the ledger in Redis alone")
         assert await admin.hgetall(SESSIONS) == live
     finally:
         await admin.aclose()
