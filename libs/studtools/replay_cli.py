@@ -313,8 +313,13 @@ async def verify(table_ids: Sequence[str] | None, hand_number: int | None,
     pool = _workers(workers, cards) if workers > 1 and (
         not table_ids or len(table_ids) > 1) else None
     try:
-        return await _verify_with(pool, table_ids, hand_number, settings, show_progress,
-                                  workers, archive, notes)
+        # The cyclic collector off for the whole run, not only while each log is built: on
+        # again between tables, its next pass walked what the table's read had made (the
+        # archive's rows come through tuples it tracks), and passes ran during each read.
+        # What a table leaves is freed by reference counts; one pass runs at the end.
+        with no_gc():
+            return await _verify_with(pool, table_ids, hand_number, settings, show_progress,
+                                      workers, archive, notes)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -467,7 +472,8 @@ async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: 
 def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,
                   wallet: bool, archive: Path | None, ledger: Mapping[str, Ledger] | None = None
                   ) -> list[tuple[str, list[HandVerdict]]]:
-    """A worker process: verify some tables (states dropped from the verdicts)."""
+    """A worker process: verify some tables (states dropped from the verdicts), the cyclic
+    collector off meanwhile as in :func:`verify`."""
     async def run() -> list[tuple[str, list[HandVerdict]]]:
         out = []
         for table_id in tables:
@@ -477,7 +483,8 @@ def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | 
                 verdict.after = None
             out.append((table_id, found))
         return out
-    return asyncio.run(run())
+    with no_gc():
+        return asyncio.run(run())
 
 
 async def verify_table(settings: Settings, table_id: str, hand_number: int | None,
