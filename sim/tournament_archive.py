@@ -113,11 +113,13 @@ class SimTournamentDb:
     crash: Callable[[], bool] = lambda: False
     """Whether the archiver dies right after this commit (drawn at each one)."""
     drop_row: int = 0
-    """The sabotage: the n-th event row a write sends is lost (once; 0: never)."""
+    """The sabotage: the first committed write of at least n event rows loses its n-th
+    (once; 0: never). Taken at the commit, so a write rolled back by a failing statement
+    does not use it up."""
     twice: int = 0
     """The sabotage: the n-th write committed with facts is stored twice (once; 0: never)."""
     commits: int = 0
-    _sent: int = 0
+    _dropped: bool = False
 
     def taken(self, table: str, row: Row) -> bool:
         n = _KEYS[table]
@@ -128,6 +130,9 @@ class SimTournamentDb:
 
     def commit(self, events: list[Row], facts_: dict[str, list[Row]]) -> None:
         """A transaction's writes, all or none (its statements checked the keys)."""
+        if self.drop_row and not self._dropped and len(events) >= self.drop_row:
+            self._dropped = True
+            events = events[:self.drop_row - 1] + events[self.drop_row:]
         if facts_.get("endings"):
             self.commits += 1
             if self.commits == self.twice:
@@ -255,10 +260,8 @@ class SimConn:
         events, facts_ = self._pending
         if table == "events" and tail == " ON CONFLICT DO NOTHING":
             db = self.db
-            db._sent += 1
-            if db._sent == db.drop_row or db.event_taken(row) or any(
-                    r[:2] == row[:2] for r in events):
-                return _Result([])  # lost (the sabotage), or there already
+            if db.event_taken(row) or any(r[:2] == row[:2] for r in events):
+                return _Result([])  # there already
             events.append(row)
             return _Result([])
         if table not in _KEYS:
