@@ -11,8 +11,21 @@ import pytest
 
 from rules._mutable import become, copier, maker, twin_class
 from rules.betting import ActionKind, LegalAction, LegalActions
-from rules.events import BetMade, Called
+from rules.cards import DECK
+from rules.events import (
+    AntePosted,
+    BetMade,
+    BringInPosted,
+    Called,
+    Checked,
+    Completed,
+    DownCardDealt,
+    Folded,
+    Raised,
+    UpCardDealt,
+)
 from rules.state import HandState, Player, Seat, TableState
+from rules.streets import Street
 
 
 @pytest.mark.parametrize("value", [
@@ -21,6 +34,13 @@ from rules.state import HandState, Player, Seat, TableState
     LegalActions(seat=3, actions=(LegalAction(kind=ActionKind.FOLD),)),
     Called(seat=2, amount=10),
     BetMade(seat=4, amount=10, to=10),
+    # the events decide builds by maker
+    AntePosted(seat=1, amount=5), Checked(seat=3), Folded(seat=6),
+    BringInPosted(seat=2, amount=3), Completed(seat=2, amount=7, to=10),
+    Raised(seat=8, amount=20, to=30),
+    UpCardDealt(seat=3, street=Street.FOURTH, card=DECK[7]),
+    DownCardDealt(seat=4, street=Street.SEVENTH, card=DECK[9]),
+    DownCardDealt(seat=4, street=Street.THIRD),
     Player(seat=5, stack=100, player_id="ann", up=(), folded=True),
     Seat(player_id="bob", stack=7),
 ])
