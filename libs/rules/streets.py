@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum, unique
+from typing import Final
 
 from rules.config import TableConfig
 
@@ -20,21 +21,30 @@ class Street(IntEnum):
     @property
     def label(self) -> str:
         """Human name, e.g. ``"3rd street"``."""
-        return {3: "3rd", 4: "4th", 5: "5th", 6: "6th", 7: "7th"}[self.value] + " street"
+        return _LABELS[self]
 
     def next(self) -> Street | None:
         """The following street, or None after 7th."""
-        return Street(self + 1) if self < Street.SEVENTH else None
+        return _NEXT[self]
+
+
+# Looked up, not computed: ``Street(n)`` and ``Street.SEVENTH`` go through the enum's
+# metaclass (interpreted, several times a dict look-up), ``self.value`` through a property.
+_THIRD, _FOURTH, _SEVENTH = Street.THIRD, Street.FOURTH, Street.SEVENTH
+_NEXT: Final[dict[Street, Street | None]] = {
+    s: (Street(s + 1) if s < _SEVENTH else None) for s in Street}
+_LABELS: Final[dict[Street, str]] = {
+    s: {3: "3rd", 4: "4th", 5: "5th", 6: "6th", 7: "7th"}[int(s)] + " street" for s in Street}
 
 
 def bet_size(config: TableConfig, street: Street) -> int:
     """The street bet S: small bet on 3rd and 4th street, big bet from 5th on (RULES 5.1)."""
-    return config.small_bet if street <= Street.FOURTH else config.big_bet
+    return config.small_bet if street <= _FOURTH else config.big_bet
 
 
 def card_is_up(street: Street, pass_number: int = 0) -> bool:
     """Whether a card of this street is dealt face up. On 3rd street passes 0 and 1 are down
     and pass 2 is up; 4th to 6th are up; 7th is down (RULES 4.2-4.3)."""
-    if street == Street.THIRD:
+    if street == _THIRD:
         return pass_number == 2
-    return street != Street.SEVENTH
+    return street != _SEVENTH
