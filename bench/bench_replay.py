@@ -27,10 +27,11 @@ default stakes so that PHH is faithful, short stacks topped up between hands), t
    Redis, the chain checked across both; with the jobs of 3, in one process and in two.
    Skipped (with a note) without PostgreSQL binaries.
 
-Prints figures, the last line ``fold_hands_s=... check_vs_pokerkit=... verify_hands_s=...
-verify_pg_hands_s=... verify_jobs=... verify_1job_hands_s=... verify_pg_1job_hands_s=...``
-(1, the ratio of 2, 3 and 5 with ``verify_jobs`` processes, then 3 and 5 in one process;
-issue 18's targets 20,000, 10 and 2,000, issue 31's 2,000); asserts nothing about speed.
+Prints figures, the line before the last ``verify_jobs=... verify_1job_hands_s=...
+verify_pg_1job_hands_s=...`` (the jobs the command chose by default, then 3 and 5 in one
+process), and the last line ``fold_hands_s=... check_vs_pokerkit=... verify_hands_s=...
+verify_pg_hands_s=...`` (1, the ratio of 2, 3 and 5 with ``verify_jobs`` processes; issue
+18's targets 20,000, 10 and 2,000, issue 31's 2,000); asserts nothing about speed.
 Run: ``make bench-replay`` or
 ``.venv/bin/python bench/bench_replay.py [--hands 2000] [--tables 8] [--big 10000] [--no-pg]``.
 """
@@ -503,9 +504,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(text, flush=True)
             except PostgresNotFound as exc:
                 print(f"  verify from PostgreSQL: skipped ({exc})", flush=True)
+    print(f"  verify_jobs={jobs} verify_1job_hands_s={verify_one:.0f} "
+          f"verify_pg_1job_hands_s={pg_one:.0f}")
     print(f"fold_hands_s={fold_rate:.0f} check_vs_pokerkit={check_ratio:.1f} "
-          f"verify_hands_s={verify_rate:.0f} verify_pg_hands_s={pg_rate:.0f} verify_jobs={jobs} "
-          f"verify_1job_hands_s={verify_one:.0f} verify_pg_1job_hands_s={pg_one:.0f}")
+          f"verify_hands_s={verify_rate:.0f} verify_pg_hands_s={pg_rate:.0f}")
     return 0
 
 
