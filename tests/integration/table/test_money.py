@@ -60,6 +60,19 @@ async def test_rake_goes_to_the_house_and_chips_are_conserved(room: Room) -> Non
     assert sum(balances) + raked == DEPOSIT * len(names)
 
 
+async def bet_to_the_next_street(room: Room, table_id: str) -> pb.TableView:
+    """Bring-in and calls (else any action) until the street's betting ends; the view then."""
+    rng = random.Random(0)
+    async with asyncio.timeout(30):
+        while True:
+            view = await room.client.view(table_id)
+            if view.hand.phase != pb.HAND_PHASE_BETTING:
+                return view
+            await act_once(room.client, table_id, view,
+                           lambda acts: next((a for a in acts if a.kind in (1, 5, 6)),
+                                             rng.choice(acts)))
+
+
 async def test_a_hand_the_dealer_cannot_finish_is_voided(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
     """The dealer goes away mid-hand: past the table's outage limit the hand is voided, every
@@ -73,15 +86,7 @@ async def test_a_hand_the_dealer_cannot_finish_is_voided(
         assert room.dealer.server is not None
         await room.dealer.server.stop(None)
         # Bring-in and a call: the next street needs the dealer, who is gone.
-        rng = random.Random(0)
-        async with asyncio.timeout(30):
-            while True:
-                view = await room.client.view(table_id)
-                if view.hand.phase != pb.HAND_PHASE_BETTING:
-                    break
-                await act_once(room.client, table_id, view,
-                               lambda acts: next((a for a in acts if a.kind in (1, 5, 6)),
-                                                 rng.choice(acts)))
+        view = await bet_to_the_next_street(room, table_id)
         view = await room.client.wait_for(
             table_id, lambda v: v.hand.phase == pb.HAND_PHASE_COMPLETE, timeout=30)
         history = await room.client.stub.GetHandHistory(
@@ -114,15 +119,7 @@ async def test_a_watch_gets_a_streets_last_action_while_the_dealer_is_away(
             table_id=table_id, batched=True), metadata=room.client.md(OPERATOR))
         assert room.dealer.server is not None
         await room.dealer.server.stop(None)
-        rng = random.Random(0)
-        async with asyncio.timeout(30):
-            while True:
-                view = await room.client.view(table_id)
-                if view.hand.phase != pb.HAND_PHASE_BETTING:
-                    break
-                await act_once(room.client, table_id, view,
-                               lambda acts: next((a for a in acts if a.kind in (1, 5, 6)),
-                                                 rng.choice(acts)))
+        view = await bet_to_the_next_street(room, table_id)
         assert view.hand.phase == pb.HAND_PHASE_DEALING
         seen = 0
         async with asyncio.timeout(30):
