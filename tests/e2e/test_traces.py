@@ -238,6 +238,19 @@ async def test_a_tournament_step_links_to_the_registration(
                         tpb_grpc.TournamentServiceStub(channel),  # type: ignore[no-untyped-call]
                         KEYS)
                     await client.create("sng-traced", SNG)
+                    # The step the creation wakes must be over before the registration: a
+                    # step still running when Register appends would charge the buy-in in
+                    # its own trace (linked to the creation), and the step linked to the
+                    # Register would find nothing left to do (seen on a loaded machine).
+                    [create] = await receiver.wait_for(
+                        lambda s: s.name == "/stud.v1.TournamentService/CreateTournament"
+                        and s.kind == "server")
+                    [created] = [s for s in receiver.trace(create.trace_id)
+                                 if s.name == "EventStore.append"
+                                 and s.parent_id == create.span_id]
+                    await receiver.wait_for(
+                        lambda s: s.name == "tournament.step"
+                        and (create.trace_id, created.span_id) in s.links)
                     await client.register("sng-traced", player("ann"), "reg-ann")
                 [register] = await receiver.wait_for(
                     lambda s: s.name == "/stud.v1.TournamentService/Register"
