@@ -1,0 +1,103 @@
+"""How long one tiny gRPC call takes after the caller and the server have been idle (issue 35:
+the human-pace ladder of ``make load``).
+
+At human pace a table hears from each player every few seconds, so every call finds the
+processes idle. On the development machine an action at a single idle table took 54-90 ms at
+the bot, of which 34-45 ms passed before the table's first interceptor ran. This script
+isolates that cost from the room: a bare ``grpc.aio`` health check, client and server in one
+process, none of the product's code, called back to back and then after each idle gap; and,
+as the machine's own floor, a plain asyncio TCP echo after the same gaps.
+
+Prints one line per case and the last line ``grpc_busy_ms=… grpc_idle_1s_ms=…
+grpc_idle_3s_ms=… echo_idle_1s_ms=… grpc=<version>`` (medians); asserts nothing.
+Run: ``.venv/bin/python bench/bench_idle_latency.py [--calls 10]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+
+async def grpc_calls(gap_s: float, calls: int) -> list[float]:
+    """Milliseconds of each health check, ``gap_s`` idle before each but the first."""
+    server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            await stub.Check(health_pb2.HealthCheckRequest())  # connected and warm
+            took = []
+            for _ in range(calls):
+                await asyncio.sleep(gap_s)
+                began = time.perf_counter()
+                await stub.Check(health_pb2.HealthCheckRequest())
+                took.append((time.perf_counter() - began) * 1000)
+            return took
+    finally:
+        await server.stop(None)
+
+
+async def echo_calls(gap_s: float, calls: int) -> list[float]:
+    """Milliseconds of each one-byte round trip over a plain asyncio TCP connection."""
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(100):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        took = []
+        for _ in range(calls):
+            await asyncio.sleep(gap_s)
+            began = time.perf_counter()
+            writer.write(b"x")
+            await writer.drain()
+            await reader.read(100)
+            took.append((time.perf_counter() - began) * 1000)
+        return took
+    finally:
+        writer.close()
+        server.close()
+
+
+def line(name: str, took: list[float]) -> str:
+    return (f"  {name:<34} median {statistics.median(took):6.1f} ms  "
+            f"min {min(took):6.1f}  max {max(took):6.1f}  (n={len(took)})")
+
+
+async def main_async(calls: int) -> str:
+    busy = await grpc_calls(0.0, calls * 5)
+    print(line("grpc health check, back to back", busy), flush=True)
+    idle1 = await grpc_calls(1.0, calls)
+    print(line("grpc health check, 1 s idle before", idle1), flush=True)
+    idle3 = await grpc_calls(3.0, calls)
+    print(line("grpc health check, 3 s idle before", idle3), flush=True)
+    echo1 = await echo_calls(1.0, calls)
+    print(line("asyncio TCP echo, 1 s idle before", echo1), flush=True)
+    return (f"grpc_busy_ms={statistics.median(busy):.1f} "
+            f"grpc_idle_1s_ms={statistics.median(idle1):.1f} "
+            f"grpc_idle_3s_ms={statistics.median(idle3):.1f} "
+            f"echo_idle_1s_ms={statistics.median(echo1):.1f} grpc={grpc.__version__}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=10, help="calls after each gap")
+    args = parser.parse_args()
+    print(asyncio.run(main_async(args.calls)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
