@@ -165,7 +165,8 @@ class Bot:
             reply = await self.router.call(self.table_id, method, request,
                                            Principal(Role.PLAYER, holder.player_id))
         except grpc.aio.AioRpcError as exc:
-            if exc.code() in MOVED_ON and rpc_error_reason(exc) != "not_owner":
+            if (exc.code() in MOVED_ON and rpc_error_reason(exc) != "not_owner") \
+                    or await self._seat_changed_hands(exc, legal.seat, holder.player_id):
                 self.tally.moved_on += 1
             else:
                 self.tally.error(f"{self.table_id} {method}: {_describe(exc)}")
@@ -175,6 +176,17 @@ class Bot:
         self.tally.acknowledged.setdefault(self.table_id, []).append(
             Acknowledged(command_id, tuple(e.sequence for e in reply.events)))
         return True
+
+
+    async def _seat_changed_hands(self, exc: grpc.aio.AioRpcError, seat: int,
+                                  player_id: str) -> bool:
+        """A ``not_your_seat`` refusal to a bot whose view was behind: the seat's player left
+        (a campaign stands players up) before the table heard this action. Right when the
+        table's view no longer gives the seat to that player; else the refusal is an error."""
+        if rpc_error_reason(exc) != "not_your_seat":
+            return False
+        view = await self.router.view(self.table_id, OPERATOR)
+        return not any(s.seat == seat and s.player_id == player_id for s in view.seats)
 
 
 def _describe(exc: grpc.aio.AioRpcError) -> str:
