@@ -44,14 +44,15 @@ PLAYERS = 20
 
 
 class Rounds:
-    """Wraps a replica's ``rebalance``: how long each round took, and what each one raised."""
+    """Wraps a replica's ownership round (``LeaseRounds.rebalance``, the first one's and the
+    keeper's): how long each round took, and what each one raised."""
 
     def __init__(self, deps: TableDeps) -> None:
-        self.tables = deps.app.tables
-        self.inner = self.tables.rebalance
+        self.rounds = deps.app.tables.rounds
+        self.inner = self.rounds.rebalance
         self.times_ms: list[float] = []
         self.failures: list[BaseException] = []
-        self.tables.rebalance = self.round  # type: ignore[method-assign]
+        self.rounds.rebalance = self.round  # type: ignore[method-assign]
 
     async def round(self) -> None:
         started = time.monotonic()

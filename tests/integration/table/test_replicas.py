@@ -243,7 +243,7 @@ async def test_a_table_taken_through_a_lapsed_lease_comes_back_when_its_taker_st
                     await asyncio.sleep(0.05)
             # r0's rounds resume: it drops its stale copy and is live again; the hand in
             # progress keeps the table at r1.
-            tables0._keeper = asyncio.create_task(tables0._keep())
+            tables0._keeper = asyncio.create_task(tables0.rounds.keep())
             async with asyncio.timeout(10 * LEASE_MS / 1000):
                 while table_id in apps[0].actors or "r0" not in apps[1].tables.live:
                     await asyncio.sleep(0.05)
