@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from sim.archiver_part import ArchiverPart
+from sim.archiver_part import ArchiverPart, Crash
 from sim.ledger_archive import LedgerArchiver
-from sim.redis import Faults, SimRedis, as_client
+from sim.redis import SimRedis, as_client
 from sim.tournament_archive import TournamentArchiver
 from sim.tournaments import TournamentRoom
 from studhistory import archiver
@@ -42,10 +42,6 @@ so a short run trims."""
 CRASH = 0.2
 """Per step: the archiver dies right after the copy (before the verify), and, apart, right
 before the trim (after the verify)."""
-
-
-class Crash(Exception):
-    """The archiver process died here."""
 
 
 class SimHistory:
@@ -115,9 +111,7 @@ class Archiver(ArchiverPart):
         self.rng = random.Random(f"{world.seed}:archive")
         self.history = SimHistory()
         world.archive = self.history
-        p = world.probabilities
-        self.redis = _ArchiverRedis(world.data, Faults(self.rng, 0.0005, p.store_fail_before,
-                                                 p.store_fail_after))
+        self.redis = _ArchiverRedis(world.data, self._store_faults(self.rng))
         self.store = EventStore(as_client(self.redis))
         self.wrong_order = False
         self.trims = 0

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 import psycopg
 from redis.exceptions import RedisError
 
-from sim.archiver_part import ArchiverPart
-from sim.redis import Faults, SimRedis, as_client
+from sim.archiver_part import ArchiverPart, Crash, Rows, SimPgConn, norm
+from sim.redis import SimRedis, as_client
 from studhistory import ledger_archive
 from studhistory.ledger_archive import LEDGER, LedgerArchiveError, parse_id
 from studkit import keys
@@ -58,10 +58,6 @@ PAGE = 4
 """The statement check's page size (small: the pages cross from the archive to Redis)."""
 _LEDGER = LEDGER.encode()
 _STATEMENT = keys.wallet_key("postings:").encode()
-
-
-class Crash(Exception):
-    """The archiver process died here."""
 
 
 Row = dict[str, Any]
@@ -126,10 +122,6 @@ class SimLedgerDb:
         return self.by_account.get(account, [])
 
 
-def _norm(sql: str) -> str:
-    return " ".join(sql.split())
-
-
 _SELECT = re.compile(r"SELECT (?P<cols>[a-z_, ]+) FROM ledger\.postings WHERE (?P<where>.+)")
 _INSERT = re.compile(r"INSERT INTO ledger\.segments \((?P<cols>[a-z_, ]+)\) VALUES "
                      r"\((?:%s, )*%s\) ON CONFLICT DO NOTHING RETURNING 1")
@@ -162,17 +154,6 @@ def _where(db: SimLedgerDb, where: str, p: Sequence[Any]) -> list[Row]:
     raise NotImplementedError(f"the simulated archive has no answer for WHERE {where}")
 
 
-class _Cursor:
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self._rows = rows
-
-    async def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows[0] if self._rows else None
-
-    async def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._rows
-
-
 class _Copy:
     def __init__(self, conn: SimConn, cols: list[str], table: str = "postings") -> None:
         self.conn = conn
@@ -196,29 +177,26 @@ class _CopyCursor:
 
     @asynccontextmanager
     async def copy(self, sql: str) -> AsyncIterator[_Copy]:
-        match = _COPY.fullmatch(_norm(sql))
+        match = _COPY.fullmatch(norm(sql))
         if match is None:
             raise NotImplementedError(f"the simulated archive has no answer for {sql!r}")
         self.conn._fault()
         yield _Copy(self.conn, [c.strip() for c in match["cols"].split(",")], match["table"])
 
 
-class SimConn:
+_Staged = tuple[list[Row], list[Row], list[Row]]
+"""A transaction's segments, posting rows and transaction rows."""
+
+
+class SimConn(SimPgConn[_Staged]):
     """An autocommit connection to :class:`SimLedgerDb`, as ``psycopg.AsyncConnection``
     for the statements the ledger's archiver and the wallet's statement read send (any
     other raises: the simulation names what it cannot answer)."""
 
     def __init__(self, db: SimLedgerDb, rng: random.Random | None = None,
                  fail: float = 0.0) -> None:
+        super().__init__(rng, fail)
         self.db = db
-        self.rng = rng
-        self.fail = fail
-        self.closed = False
-        self._pending: tuple[list[Row], list[Row], list[Row]] | None = None
-
-    def _fault(self) -> None:
-        if self.rng is not None and self.fail and self.rng.random() < self.fail:
-            raise psycopg.OperationalError("simulated: PostgreSQL failed the statement")
 
     def _stage(self, segments: list[Row], rows: list[Row], txs: Sequence[Row] = ()) -> None:
         if self._pending is None:
@@ -228,17 +206,11 @@ class SimConn:
             self._pending[1].extend(rows)
             self._pending[2].extend(txs)
 
-    async def close(self) -> None:
-        self.closed = True
+    def _begin(self) -> _Staged:
+        return [], [], []
 
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        self._pending = ([], [], [])
-        try:
-            yield
-            segments, rows, txs = self._pending
-        finally:
-            self._pending = None
+    def _commit(self, pending: _Staged) -> None:
+        segments, rows, txs = pending
         self.db.commit(segments, rows, txs)
         if self.db.crash_after_commit and segments:  # committed; the archiver dies
             raise Crash("after the ledger's copy")
@@ -247,19 +219,19 @@ class SimConn:
     async def cursor(self) -> AsyncIterator[_CopyCursor]:
         yield _CopyCursor(self)
 
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
         self._fault()
-        db, text = self.db, _norm(sql)
+        db, text = self.db, norm(sql)
         if text.startswith(("SELECT pg_try_advisory_lock(", "SELECT pg_advisory_unlock(")):
-            return _Cursor([(True,)])  # one archiver in a run
+            return Rows([(True,)])  # one archiver in a run
         if text == "SELECT history.ensure_month(%s)":
-            return _Cursor([(None,)])
+            return Rows([(None,)])
         if text == "SELECT last_id FROM ledger.segments ORDER BY last_ms DESC, last_seq " \
                    "DESC LIMIT 1":
             mark = db.watermark()
-            return _Cursor([] if mark is None else [(mark,)])
+            return Rows([] if mark is None else [(mark,)])
         if text == "SELECT coalesce(sum(transactions), 0) FROM ledger.segments":
-            return _Cursor([(sum(s["transactions"] for s in db.segments),)])
+            return Rows([(sum(s["transactions"] for s in db.segments),)])
         if (insert := _INSERT.fullmatch(text)) is not None:
             row = dict(zip([c.strip() for c in insert["cols"].split(",")], params,
                            strict=True))
@@ -267,21 +239,21 @@ class SimConn:
             if self._pending is not None:
                 taken |= {s["first_id"] for s in self._pending[0]}
             if row["first_id"] in taken or row["last_id"] in taken:
-                return _Cursor([])
+                return Rows([])
             self._stage([row], [])
-            return _Cursor([(1,)])
+            return Rows([(1,)])
         if text == _TX_SELECT:
-            return _Cursor([(t["transaction_id"], t["kind"], t["postings"], t["at_ms"],
+            return Rows([(t["transaction_id"], t["kind"], t["postings"], t["at_ms"],
                              list(t["seen"])) for i in params[2]
                             if (t := db.txs.get(i)) is not None
                             and params[0] <= t["occurred_at"] <= params[1]])
         if text == _LEGACY:
-            return _Cursor([(s["first_id"], s["last_id"]) for s in db.segments
+            return Rows([(s["first_id"], s["last_id"]) for s in db.segments
                             if not s.get("sessions", False)
                             and (s["last_ms"], s["last_seq"]) >= tuple(params)])
         if (select := _SELECT.fullmatch(text)) is not None:
             cols = [c.strip() for c in select["cols"].split(",")]
-            return _Cursor([tuple(r[c] for c in cols)
+            return Rows([tuple(r[c] for c in cols)
                             for r in _where(db, select["where"], params)])
         raise NotImplementedError(f"the simulated archive has no answer for {sql!r}")
 
@@ -312,9 +284,7 @@ class LedgerArchiver(ArchiverPart):
         super().__init__(world)
         self.rng = rng
         self.db = SimLedgerDb()
-        p = world.probabilities
-        self.redis = _LedgerRedis(world.data, Faults(rng, 0.0005, p.store_fail_before,
-                                                     p.store_fail_after))
+        self.redis = _LedgerRedis(world.data, self._store_faults(rng))
         self.conn = SimConn(self.db, rng, PG_FAIL)
         reader = SimRedis(world.data, decode=True)
         lines = ArchivedLines("simulated")

@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any, cast
 import psycopg
 from redis.exceptions import RedisError
 
-from sim.archiver_part import ArchiverPart
-from sim.redis import Faults, SimRedis, as_client
+from sim.archiver_part import ArchiverPart, Crash, Rows, SimPgConn, norm
+from sim.redis import SimRedis, as_client
 from stud.v1.envelope_pb2 import EventEnvelope
 from studhistory import tournament_archive as archiving
 from studhistory.tournament_archive import (
@@ -83,15 +83,7 @@ _KEYS = {"tournaments": 1, "entries": 2, "busts": 2, "places": 2, "prizes": 2, "
 """Each facts table's primary key: its first columns (migration 0003)."""
 
 
-class Crash(Exception):
-    """The archiver process died here."""
-
-
 Row = tuple[Any, ...]
-
-
-def _norm(sql: str) -> str:
-    return " ".join(sql.split())
 
 
 def _plain(value: Any) -> Any:
@@ -162,23 +154,12 @@ _APPLIED = ("SELECT 1 FROM tournaments.events WHERE tournament_id = %s AND comma
             "LIMIT 1")
 
 
-class _Result:
-    def __init__(self, rows: list[Row]) -> None:
-        self._rows = rows
-
-    async def fetchone(self) -> Row | None:
-        return self._rows[0] if self._rows else None
-
-    async def fetchall(self) -> list[Row]:
-        return self._rows
-
-
 class _Cursor:
     """A cursor of :class:`SimConn` (the write's statements run through one)."""
 
     def __init__(self, conn: SimConn) -> None:
         self.conn = conn
-        self._last = _Result([])
+        self._last = Rows([])
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._last = await self.conn.execute(sql, params)
@@ -193,34 +174,25 @@ class _Cursor:
         return await self._last.fetchone()
 
 
-class SimConn:
+_Staged = tuple[list[Row], dict[str, list[Row]]]
+"""A transaction's event rows, and its fact rows by table."""
+
+
+class SimConn(SimPgConn[_Staged]):
     """An autocommit connection to :class:`SimTournamentDb`, as ``psycopg.AsyncConnection``
     for the statements the tournament archiver and the tournament service's archive reader
     send (any other raises: the simulation names what it cannot answer)."""
 
     def __init__(self, db: SimTournamentDb, rng: random.Random | None = None,
                  fail: float = 0.0) -> None:
+        super().__init__(rng, fail)
         self.db = db
-        self.rng = rng
-        self.fail = fail
-        self.closed = False
-        self._pending: tuple[list[Row], dict[str, list[Row]]] | None = None
 
-    def _fault(self) -> None:
-        if self.rng is not None and self.fail and self.rng.random() < self.fail:
-            raise psycopg.OperationalError("simulated: PostgreSQL failed the statement")
+    def _begin(self) -> _Staged:
+        return [], {}
 
-    async def close(self) -> None:
-        self.closed = True
-
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        self._pending = ([], {})
-        try:
-            yield
-            events, facts_ = self._pending
-        finally:
-            self._pending = None
+    def _commit(self, pending: _Staged) -> None:
+        events, facts_ = pending
         self.db.commit(events, facts_)
         if facts_ and self.db.crash():  # committed; the archiver dies
             raise Crash("after the write's commit")
@@ -230,40 +202,40 @@ class SimConn:
         yield _Cursor(self)
 
     async def execute(self, sql: str, params: Sequence[Any] = (), *,
-                      fault: bool = True) -> _Result:
-        text = _norm(sql)
+                      fault: bool = True) -> Rows:
+        text = norm(sql)
         if _LOCK.fullmatch(text):
-            return _Result([(True,)])  # one archiver in a run; a lock never waits
+            return Rows([(True,)])  # one archiver in a run; a lock never waits
         if fault:
             self._fault()
         db = self.db
         if text == _STREAMS:
             ended = {r[0] for r in db.tables["endings"]}
-            return _Result([(t, len(db.events[t])) for t in params[0]
+            return Rows([(t, len(db.events[t])) for t in params[0]
                             if t in ended and db.events.get(t)])
         if text == _VERIFY:
-            return _Result([(r[1], r[5], r[6]) for r in sorted(
+            return Rows([(r[1], r[5], r[6]) for r in sorted(
                 db.events.get(params[0], []), key=lambda r: int(r[1]))])
         if text == _READ:
-            return _Result([(r[1], r[5]) for r in sorted(
+            return Rows([(r[1], r[5]) for r in sorted(
                 db.events.get(params[0], []), key=lambda r: int(r[1])) if r[1] > params[1]])
         if text == _APPLIED:
-            return _Result([(1,)][:any(r[4] == params[1] for r in
+            return Rows([(1,)][:any(r[4] == params[1] for r in
                                        db.events.get(params[0], []))])
         insert = _INSERT.fullmatch(text)
         if insert is not None and self._pending is not None:
             return self._insert(insert["table"], insert["tail"], tuple(map(_plain, params)))
         raise NotImplementedError(f"the simulated archive has no answer for {sql!r}")
 
-    def _insert(self, table: str, tail: str, row: Row) -> _Result:
+    def _insert(self, table: str, tail: str, row: Row) -> Rows:
         assert self._pending is not None
         events, facts_ = self._pending
         if table == "events" and tail == " ON CONFLICT DO NOTHING":
             db = self.db
             if db.event_taken(row) or any(r[:2] == row[:2] for r in events):
-                return _Result([])  # there already
+                return Rows([])  # there already
             events.append(row)
-            return _Result([])
+            return Rows([])
         if table not in _KEYS:
             raise NotImplementedError(f"the simulated archive has no table {table}")
         n = _KEYS[table]
@@ -271,15 +243,15 @@ class SimConn:
                                                 for r in facts_.get(table, []))
         if tail == " ON CONFLICT DO NOTHING RETURNING 1":
             if taken:
-                return _Result([])
+                return Rows([])
             facts_.setdefault(table, []).append(row)
-            return _Result([(1,)])
+            return Rows([(1,)])
         if tail:
             raise NotImplementedError(f"the simulated archive has no answer for ...{tail}")
         if taken:
             raise psycopg.errors.UniqueViolation(f"simulated: duplicate key in {table}")
         facts_.setdefault(table, []).append(row)
-        return _Result([])
+        return Rows([])
 
 
 class _ArchiverRedis(SimRedis):
@@ -316,9 +288,7 @@ class TournamentArchiver(ArchiverPart):
         self.room = room
         self.rng = rng
         self.db = SimTournamentDb()
-        p = world.probabilities
-        self.redis = _ArchiverRedis(world.data, Faults(rng, 0.0005, p.store_fail_before,
-                                                       p.store_fail_after))
+        self.redis = _ArchiverRedis(world.data, self._store_faults(rng))
         self.conn = SimConn(self.db, rng, PG_FAIL)
         self.seen: dict[str, int] = {}
         world.data.on_tournament_trim = self._trimming
