@@ -38,6 +38,31 @@ from rules.streets import Street
 
 _BETTING_VERBS = frozenset({"pb", "cbr", "cc", "f"})
 
+# Enum members as module constants (compiled, ``Phase.BETTING`` is a look-up through the
+# enum's metaclass on every read; ``hand.is_over`` an interpreted property call).
+_BETTING, _REVEAL, _SHOWDOWN = Phase.BETTING, Phase.REVEAL, Phase.SHOWDOWN
+_COMPLETE = Phase.COMPLETE
+
+_DEALT: dict[tuple[int, bool, int], DealtCard] = {}
+"""The dealt cards made, by seat, face and the card's ``id`` (a command is a frozen value:
+made once, shared; the entry holds the card, so its ``id`` is not reused while it is kept).
+Making one, a frozen dataclass of the pure commands, cost several times the look-up."""
+
+_DEALT_KEPT = 4096
+"""At most this many dealt cards are kept (then forgotten all at once)."""
+
+
+def _dealt_card(seat: int, up: bool, card: Card | None) -> DealtCard:
+    """``DealtCard(seat=seat, up=up, card=card)``, kept for the next deal of the same card."""
+    key = (seat, up, id(card))
+    dealt = _DEALT.get(key)
+    if dealt is None:
+        dealt = DealtCard(seat=seat, up=up, card=card)
+        if len(_DEALT) >= _DEALT_KEPT:
+            _DEALT.clear()
+        _DEALT[key] = dealt
+    return dealt
+
 
 class _Rejected(Exception):
     def __init__(self, rejection: Rejection) -> None:
@@ -109,8 +134,11 @@ class _Replay:
         self.used: list[Card | None] = []
         """The cards the file shows (None: one it hides), in any order; a set is made of them
         only when a stand-in is chosen (hashing them all was a few per cent of a replay)."""
-        self.dealt: dict[int, int] = defaultdict(int)
+        self.dealt: dict[int, int] = {}
+        """Cards dealt to each seat so far (a seat not dealt to yet: none)."""
         self.pending: dict[int, list[Card | None]] = defaultdict(list)
+        self.waiting = 0
+        """The cards ``pending`` holds, all seats together."""
         self.board: list[Card | None] = []
         self.stand_ins: set[int] = set()
         self.mucks: set[int] = set()
@@ -192,7 +220,7 @@ class _Replay:
     def advance(self, number: int, text: str) -> None:
         """Turn the hands up for an all-in runout as soon as our rules call for it."""
         hand = self.t.hand
-        if hand.phase == Phase.REVEAL:
+        if hand.phase is _REVEAL:
             self.apply(number, text, RevealHands(hands=self.revealed("an all-in runout")))
 
     def revealed(self, why: str) -> tuple[RevealedHand, ...]:
@@ -238,19 +266,20 @@ class _Replay:
 
     def deal(self, number: int, action: PhhAction) -> None:
         hand = self.t.hand
-        if hand.is_over:
+        phase = hand.phase
+        if phase is _COMPLETE:
             raise self.reject(number, action.text, "hand_over",
                               "the hand is over for our rules, but the file deals more cards")
-        if hand.phase == Phase.BETTING:
+        if phase is _BETTING:
             raise self.reject(number, action.text, "betting_not_over", _still_to_act(hand))
-        if hand.phase == Phase.SHOWDOWN:
+        if phase is _SHOWDOWN:
             raise self.reject(number, action.text, "showdown_pending",
                               "our rules go to the showdown now; no more cards")
         if self.plan_of is not hand:  # the hand is a frozen value: same object, same plan
             plan = self.t.plan()
-            counts: dict[int, int] = defaultdict(int)
+            counts: dict[int, int] = {}
             for slot in plan.slots:
-                counts[slot.seat] += 1
+                counts[slot.seat] = counts.get(slot.seat, 0) + 1
             self.plan_of, self.plan, self.expected = hand, plan, counts
         assert self.plan is not None
         plan, expected = self.plan, self.expected
@@ -270,16 +299,21 @@ class _Replay:
                                       f"the deck runs short: our rules deal one community "
                                       f"card on 7th street (RULES 10.2), the file deals "
                                       f"p{action.target} a card of their own")
-            if not expected[seat]:
+            due = expected.get(seat, 0)
+            if not due:
                 raise self.wrong_deal(number, action.text,
                                       f"our rules deal seat {seat} no card on {plan.street.label}")
-            self.pending[seat].extend(action.cards)
-            if len(self.pending[seat]) > expected[seat]:
+            pending = self.pending[seat]
+            pending.extend(action.cards)
+            if len(pending) > due:
                 raise self.wrong_deal(number, action.text,
-                                      f"our rules deal seat {seat} {expected[seat]} card(s) "
-                                      f"on {plan.street.label}, the file {len(self.pending[seat])}")
+                                      f"our rules deal seat {seat} {due} card(s) "
+                                      f"on {plan.street.label}, the file {len(pending)}")
+            self.waiting += len(action.cards)
+        # No seat holds more than it is due (above), so the street is complete when the
+        # cards held are as many as the plan's slots.
         complete = (len(self.board) == 1 if plan.community
-                    else all(len(self.pending[s]) == n for s, n in expected.items()))
+                    else self.waiting == len(plan.slots))
         if complete:
             self.flush(number, action.text, plan)
 
@@ -289,23 +323,26 @@ class _Replay:
             card = self.board[0]
             if card is None:
                 raise _Unchecked("the community card is not recorded")
-            dealt = (DealtCard(seat=0, up=True, card=card),)
+            dealt = (_dealt_card(0, True, card),)
         else:
-            taken: dict[int, int] = defaultdict(int)
+            taken: dict[int, int] = {}
             cards = []
             for slot in plan.slots:
-                card = self.pending[slot.seat][taken[slot.seat]]
-                taken[slot.seat] += 1
-                position = self.dealt[slot.seat]
-                self.dealt[slot.seat] += 1
+                seat = slot.seat
+                k = taken.get(seat, 0)
+                card = self.pending[seat][k]
+                taken[seat] = k + 1
+                position = self.dealt.get(seat, 0)
+                self.dealt[seat] = position + 1
                 if card is None:
-                    slots = self.known[self.player_of(slot.seat)]
+                    slots = self.known[self.player_of(seat)]
                     card = slots[position] if position < len(slots) else None
                 if card is None and slot.up:
-                    card = self.stand_in(plan.street, slot.seat)
-                cards.append(DealtCard(seat=slot.seat, up=slot.up, card=card))
+                    card = self.stand_in(plan.street, seat)
+                cards.append(_dealt_card(seat, slot.up, card))
             dealt = tuple(cards)
         self.pending.clear()
+        self.waiting = 0
         self.board.clear()
         self.apply(number, text, DealStreet(cards=dealt, burned=1 if plan.burn else 0,
                                             reshuffled_burns=plan.reshuffle_burns))
@@ -315,7 +352,7 @@ class _Replay:
             raise self.wrong_deal(number, action.text,
                                   "the file acts before the street is fully dealt")
         hand = self.t.hand
-        if hand.is_over:
+        if hand.phase is _COMPLETE:
             raise self.reject(number, action.text, "hand_over",
                               "the hand is over for our rules, but the file goes on")
         seat = self.seat_of(action.player)
@@ -327,13 +364,13 @@ class _Replay:
         if self.pending or self.board:
             raise self.wrong_deal(number, text, "the file ends in the middle of a street's cards")
         hand = self.t.hand
-        if hand.phase == Phase.SHOWDOWN and not hand.is_over:
+        if hand.phase is _SHOWDOWN:
             self.apply(number, text, Showdown(hands=self.revealed("the showdown"),
                                               muck_requests=frozenset(self.mucks)))
             hand = self.t.hand
-        if hand.is_over:
+        if hand.phase is _COMPLETE:
             return
-        if hand.phase == Phase.BETTING:
+        if hand.phase is _BETTING:
             detail = _still_to_act(hand)
         else:
             detail = f"{self.t.plan().street.label} is still to be dealt"

@@ -64,6 +64,37 @@ _CONFIGS_KEPT = 1024
 """At most this many configurations are kept (then forgotten all at once)."""
 
 
+_BY_SEAT: dict[tuple[type, int], Command] = {}
+"""The seat-only commands made (``PostBringIn``, ``Fold``, ``Call``, ``Check``), by type and
+seat; a command is a frozen value: made once, shared (making one, a frozen dataclass of the
+pure commands, cost several times the look-up)."""
+
+_TO: dict[tuple[type, int, int | None], Command] = {}
+"""The wagers made (``Complete``, ``Bet``, ``Raise``), by type, seat and amount."""
+
+_KEPT = 4096
+"""At most this many wagers are kept (then forgotten all at once)."""
+
+
+def _seat_command(kind: type[PostBringIn | Fold | Call | Check], seat: int) -> Command:
+    key = (kind, seat)
+    command = _BY_SEAT.get(key)
+    if command is None:
+        command = _BY_SEAT[key] = kind(seat=seat)  # seats 1..8: at most 32 entries
+    return command
+
+
+def _wager(kind: type[Complete | Bet | Raise], seat: int, to: int | None) -> Command:
+    key = (kind, seat, to)
+    command = _TO.get(key)
+    if command is None:
+        command = kind(seat=seat, to=to)
+        if len(_TO) >= _KEPT:
+            _TO.clear()
+        _TO[key] = command
+    return command
+
+
 def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConfig) -> Command:
     """The command a betting action (``pb``, ``cbr``, ``cc``, ``f``) of ``seat`` stands for
     now: ``cbr`` the completion, bet or raise that fits, ``cc`` a check or a call. Whether
@@ -78,26 +109,29 @@ def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConf
     >>> command_for(parse_action("p2 cc", 2), 2, t.hand, t.config)  # not p2's turn: no check
     Call(seat=2)
     """
-    if action.verb == "pb":
-        return PostBringIn(seat=seat)
-    if action.verb == "f":
-        return Fold(seat=seat)
+    verb = action.verb
+    if verb == "pb":
+        return _seat_command(PostBringIn, seat)
+    if verb == "f":
+        return _seat_command(Fold, seat)
     # What judge_action(hand, config, kind) would say, read straight from the hand (it was
     # judged kind by kind here, then again by decide; tests/property/test_one_legality.py
     # checks these against judge_action over random play): a check is legal for the player
     # to act with nothing to call and no bring-in due; a wager is the completion while the
     # bring-in is due, else the one wager kind that fits (wager_kind), whether or not it is
     # legal (decide refuses it if not).
-    if hand.phase != _BETTING or hand.to_act is None:
-        return Call(seat=seat) if action.verb == "cc" else Bet(seat=seat, to=action.amount)
-    if action.verb == "cc":
-        if hand.to_act != seat or hand.bring_in_pending:
-            return Call(seat=seat)
+    to_act = hand.to_act
+    if hand.phase is not _BETTING or to_act is None:
+        return _seat_command(Call, seat) if verb == "cc" else _wager(Bet, seat, action.amount)
+    if verb == "cc":
+        if to_act != seat or hand.bring_in_pending:
+            return _seat_command(Call, seat)
         p = hand.player(seat)
-        return Check(seat=seat) if hand.target - p.street_total <= 0 else Call(seat=seat)
+        return (_seat_command(Check, seat) if hand.target - p.street_total <= 0
+                else _seat_command(Call, seat))
     kind = _COMPLETE if hand.bring_in_pending else wager_kind(hand)
-    if kind == _COMPLETE:
-        return Complete(seat=seat, to=action.amount)
-    if kind == _BET:
-        return Bet(seat=seat, to=action.amount)
-    return Raise(seat=seat, to=action.amount)
+    if kind is _COMPLETE:
+        return _wager(Complete, seat, action.amount)
+    if kind is _BET:
+        return _wager(Bet, seat, action.amount)
+    return _wager(Raise, seat, action.amount)

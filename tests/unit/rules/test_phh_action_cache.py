@@ -81,3 +81,56 @@ def test_kept_configurations_are_the_ones_made() -> None:
     for _ in range(2):  # first made, then found
         for hand in hands:
             assert _config_outcome(hand) == _fresh_config(hand), hand
+
+
+# --- the commands the replay keeps (rules.phh.table, rules.phh.replay) -------------------------
+
+def test_kept_commands_are_the_commands_made() -> None:
+    """Each seat-only command and each wager command_for returns is the command made anew
+    with its fields, whatever was made before: first made, then found (fails with the type,
+    the seat or the amount out of a key)."""
+    from rules.commands import Bet, Call, Check, Complete, Fold, PostBringIn, Raise
+
+    table._BY_SEAT.clear()
+    table._TO.clear()
+    for _ in range(2):
+        for kind in (PostBringIn, Fold, Call, Check):
+            for seat in range(1, 9):
+                made = table._seat_command(kind, seat)
+                assert type(made) is kind and made == kind(seat=seat)
+        for wager in (Complete, Bet, Raise):
+            for seat in range(1, 9):
+                for to in (None, 50, 200, 400):
+                    made = table._wager(wager, seat, to)
+                    assert type(made) is wager and made == wager(seat=seat, to=to)
+    assert table._seat_command(Call, 3) is table._seat_command(Call, 3)
+
+
+def test_the_wagers_kept_are_bounded() -> None:
+    from rules.commands import Bet
+
+    table._TO.clear()
+    for to in range(1, table._KEPT + 10):
+        assert table._wager(Bet, 1, to) == Bet(seat=1, to=to)
+        assert len(table._TO) <= table._KEPT
+
+
+def test_kept_dealt_cards_are_the_dealt_cards_made() -> None:
+    """A dealt card kept by the replay is the one made anew: by seat, face and card (one
+    equal to a deck card but another object is kept apart, never taken for another card)."""
+    from rules.cards import DECK, Card, Suit
+    from rules.commands import DealtCard
+    from rules.phh import replay
+
+    replay._DEALT.clear()
+    fresh = Card(14, Suit.HEARTS)
+    for _ in range(2):
+        for seat in range(0, 9):
+            for up in (True, False):
+                for card in (*DECK[:8], DECK[-1], None, fresh):
+                    made = replay._dealt_card(seat, up, card)
+                    assert made == DealtCard(seat=seat, up=up, card=card)
+                    assert made.card is card
+    for i in range(replay._DEALT_KEPT + 10):
+        replay._dealt_card(1 + i % 8, True, DECK[i % 52])
+        assert len(replay._DEALT) <= replay._DEALT_KEPT
