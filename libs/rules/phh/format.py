@@ -162,6 +162,61 @@ def _scalar(match: re.Match[str]) -> object:
     return true is not None
 
 
+def _plain_string(value: str) -> str | None:
+    """The body of a basic string without escapes (``"F7S/8"``), else None."""
+    body = value[1:-1]
+    if (len(value) >= 2 and value[0] == '"' and value[-1] == '"' and body.isprintable()
+            and '"' not in body and "\\" not in body):
+        return body
+    return None
+
+
+def _plain_int(value: str) -> int | None:
+    """A non-negative decimal integer without a leading zero (``400``), else None."""
+    if value.isascii() and value.isdigit() and (value[0] != "0" or value == "0"):
+        return int(value)
+    return None
+
+
+def _plain_value(value: str) -> object:
+    """The value of a ``key = value`` line in its commonest forms (a plain string, a
+    non-negative integer, a boolean, a list of non-negative integers on one line), else None
+    (for the regular expressions)."""
+    first = value[:1]
+    if first == '"':
+        return _plain_string(value)
+    if first == "[":
+        if value[-1] != "]":
+            return None
+        numbers = []
+        for part in value[1:-1].split(", "):
+            number = _plain_int(part)
+            if number is None:
+                return None
+            numbers.append(number)
+        return numbers
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    return _plain_int(value)
+
+
+def _plain_strings(lines: list[str]) -> list[object] | None:
+    """The elements of a list one element a line when every line is ``  "text",`` with text
+    a plain string's body (a PHH's actions), else None (for the element-by-element loop).
+    The bodies hold no quote and no line break, so splitting at the separator between two
+    lines gives exactly the lines' bodies."""
+    block = "\n".join(lines)
+    if len(block) < 5 or block[:3] != '  "' or block[-2:] != '",':
+        return None
+    bodies = block[3:-2].split('",\n  "')
+    joined = "".join(bodies)
+    if joined.isprintable() and '"' not in joined and "\\" not in joined:
+        return list(bodies)
+    return None
+
+
 def _plain_toml(text: str) -> dict[str, object] | None:
     """The table of a text made of the lines the project writes, or None for any other."""
     if not text.endswith("\n") or "\r" in text:
@@ -169,7 +224,8 @@ def _plain_toml(text: str) -> dict[str, object] | None:
     lines = text[:-1].split("\n")
     table: dict[str, object] = {}
     i = 0
-    while i < len(lines):
+    n = len(lines)
+    while i < n:
         line = _LINE.match(lines[i])
         if line is None:
             return None
@@ -178,25 +234,34 @@ def _plain_toml(text: str) -> dict[str, object] | None:
             return None
         i += 1
         if value == "[":
-            items: list[object] = []
-            while i < len(lines) and lines[i] != "]":
-                line_i = lines[i]
-                body = line_i[3:-2]  # the common element: a string without escapes
-                if (len(line_i) > 4 and line_i[:3] == '  "' and line_i[-2:] == '",'
-                        and body.isprintable()
-                        and '"' not in body and "\\" not in body):
-                    items.append(body)
-                    i += 1
-                    continue
-                element = _ELEMENT.match(lines[i])
-                if element is None:
-                    return None
-                items.append(_scalar(_ITEM.fullmatch(element.group(1))))  # type: ignore[arg-type]
-                i += 1
-            if i == len(lines):
+            end = i
+            while end < n and lines[end] != "]":
+                end += 1
+            if end == n:
                 return None
-            i += 1
+            items = _plain_strings(lines[i:end])
+            if items is None:
+                items = []
+                while i < end:
+                    line_i = lines[i]
+                    body = line_i[3:-2]  # the common element: a string without escapes
+                    if (len(line_i) > 4 and line_i[:3] == '  "' and line_i[-2:] == '",'
+                            and body.isprintable()
+                            and '"' not in body and "\\" not in body):
+                        items.append(body)
+                        i += 1
+                        continue
+                    element = _ELEMENT.match(line_i)
+                    if element is None:
+                        return None
+                    items.append(_scalar(_ITEM.fullmatch(element.group(1))))  # type: ignore[arg-type]
+                    i += 1
+            i = end + 1
             table[key] = items
+            continue
+        plain = _plain_value(value)
+        if plain is not None:
+            table[key] = plain
         elif _VALUE.match(value) is None:
             return None
         elif value[0] == "[":
