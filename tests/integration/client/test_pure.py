@@ -11,7 +11,7 @@ from stud.v1 import common_pb2 as c
 from stud.v1 import dealer_pb2
 from stud.v1 import table_pb2 as pb
 from studclient import RetryPolicy, merge_cards, my_cards, my_turn, token_subject
-from studclient.bots import STRATEGY, strategy_for, strength
+from studclient.strategies import STRATEGY, strategy_for, strength
 
 
 def card(rank: int, suit: int = c.SUIT_CLUBS) -> c.Card:
