@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from rules._mutable import maker
 from rules.cards import DECK, Card
 from rules.commands import (
     Command,
@@ -84,18 +85,48 @@ def _still_to_act(hand: HandState) -> str:
     return f"seat {hand.to_act} is still to act on {hand.street.label}"
 
 
+_OPENED: dict[int, tuple[tuple[Event, ...], TableState]] = {}
+"""The table just opened (its events and state) by its configuration's ``id``: the same
+for every hand of the same stakes (``replay_config`` keeps the configurations; the entry
+holds the configuration, its state's, so its ``id`` is not reused while it is kept)."""
+
+_OPENED_KEPT = 1024
+"""At most this many opened tables are kept (then forgotten all at once)."""
+
+_SIT_DOWN, _DEAL_STREET = maker(SitDown), maker(DealStreet)
+"""Positional makers of the commands the replay builds with every hand (rules._mutable:
+plain stores, then the frozen class), about half the cost of the keyword ``__init__``."""
+
+_PLAYER_IDS = tuple(f"p{seat}" for seat in range(9))
+"""The player at each seat (1 to 8) of the replay's table."""
+
+_START = StartHand(hand_number=1, deck_commitment="")
+"""The hand each replay plays: the first of its table."""
+
+
 class _Table:
     """The table a hand is replayed on: what :class:`rules.testing.TableDriver` does for the
     replay (the same commands, so the same events), compiled with it where the test driver
     is pure (it was about a tenth of a replay check)."""
 
+    state: TableState
+    events: list[Event]
+
     def __init__(self, config: TableConfig, stacks: dict[int, int]) -> None:
-        self.state: TableState = initial_state()
-        self.events: list[Event] = []
-        self.apply(OpenTable(table_id="t1", config=config))
+        opened = _OPENED.get(id(config))
+        if opened is None:
+            self.state = initial_state()
+            self.events = []
+            self.apply(OpenTable(table_id="t1", config=config))
+            if len(_OPENED) >= _OPENED_KEPT:
+                _OPENED.clear()
+            _OPENED[id(config)] = (tuple(self.events), self.state)
+        else:
+            self.events = list(opened[0])
+            self.state = opened[1]
         for seat, stack in sorted(stacks.items()):
-            self.apply(SitDown(seat=seat, player_id=f"p{seat}", stack=stack))
-        self.apply(StartHand(hand_number=self.state.hands_started + 1, deck_commitment=""))
+            self.apply(_SIT_DOWN(seat, _PLAYER_IDS[seat], stack))
+        self.apply(_START)
 
     @property
     def config(self) -> TableConfig:
@@ -344,8 +375,8 @@ class _Replay:
         self.pending.clear()
         self.waiting = 0
         self.board.clear()
-        self.apply(number, text, DealStreet(cards=dealt, burned=1 if plan.burn else 0,
-                                            reshuffled_burns=plan.reshuffle_burns))
+        self.apply(number, text, _DEAL_STREET(dealt, 1 if plan.burn else 0,
+                                              plan.reshuffle_burns))
 
     def act(self, number: int, action: PhhAction) -> None:
         if self.pending or self.board:
