@@ -37,7 +37,7 @@ from table.tournament import (
     SetStakes,
     UnseatEntrant,
 )
-from table.views import hand_result_to_proto, record_for
+from table.views import Records, batch_bytes, hand_result_to_proto, record_for
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TableService"].full_name
 _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -93,6 +93,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
     def __init__(self, app: TableApp, limiter: StreamLimiter) -> None:
         self._app = app
         self._limiter = limiter
+        self._records = Records()
 
     def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
         principal = current_principal()
@@ -105,7 +106,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
                 continue  # the room's own state: shown by the views, not as events
             viewer = (self._app.hand_viewer(principal, actor, envelope.hand_number)
                       if actor is not None else (None, False))
-            reply.events.append(record_for(envelope, *viewer))
+            # The watchers' bytes of the same envelope, parsed (kept for them: issue 35).
+            reply.events.add().MergeFromString(self._records.record_bytes(envelope, *viewer))
         return reply
 
     # --- lobby ---------------------------------------------------------------------------
@@ -278,8 +280,10 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return await self._app.table_view(current_principal(), table_id)
 
     async def WatchTable(self, request: pb.WatchTableRequest,
-                         context: grpc.aio.ServicerContext
-                         ) -> AsyncIterator[pb.TableEventRecord]:
+                         context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """The records, each message as bytes (:func:`add_table_service` registers a
+        serializer that sends them as they are): every viewer's record of an envelope is
+        serialized once for all those who may see it alike (:class:`table.views.Records`)."""
         table_id = check_ident(request.table_id, "table_id")
         after = int(request.after_sequence)
         if not after and request.after_event_id:
@@ -290,21 +294,17 @@ class TableServicer(pb_grpc.TableServiceServicer):
         principal = current_principal()
         actor = (await self._app.routed(table_id)).actor
         viewer = self._app.hand_viewer
+        record = self._records.record_bytes
         async with self._limiter.hold(principal, context.peer()):
             if not request.batched:
                 async for envelope in self._app.watch(principal, table_id, after):
-                    yield record_for(
-                        envelope, *viewer(principal, actor, envelope.hand_number))
+                    yield record(envelope, *viewer(principal, actor, envelope.hand_number))
                 return
             # Opt-in (issue 35): what is ready in one message, the first record's `more`
             # holding the rest; each record as this caller may see it, as above.
             async for batch in self._app.watch_batches(principal, table_id, after):
-                first, *rest = batch
-                message = record_for(first, *viewer(principal, actor, first.hand_number))
-                if rest:
-                    message.more.extend(
-                        record_for(e, *viewer(principal, actor, e.hand_number)) for e in rest)
-                yield message
+                yield batch_bytes([record(e, *viewer(principal, actor, e.hand_number))
+                                   for e in batch])
 
     async def GetHandHistory(self, request: pb.GetHandHistoryRequest,
                              context: grpc.aio.ServicerContext) -> pb.HandHistory:
@@ -335,11 +335,45 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return out
 
 
+def _as_sent(message: Any) -> bytes:
+    """A response's bytes: a message serialized, bytes as they are."""
+    return message if type(message) is bytes else message.SerializeToString()
+
+
+class _Registrar:
+    """Takes what the generated ``add_TableServiceServicer_to_server`` registers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, _handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, _service: str,
+                                       handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.handlers = handlers
+
+
+def add_table_service(servicer: TableServicer, server: Any) -> None:
+    """The generated registration, but ``WatchTable``'s messages may be given as bytes (the
+    records serialized once for all watchers: :class:`table.views.Records`)."""
+    taken = _Registrar()
+    pb_grpc.add_TableServiceServicer_to_server(servicer, taken)  # type: ignore[no-untyped-call]
+    handlers = dict(taken.handlers)
+    watch = handlers["WatchTable"]
+    handlers["WatchTable"] = grpc.unary_stream_rpc_method_handler(
+        watch.unary_stream, request_deserializer=watch.request_deserializer,
+        response_serializer=_as_sent)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME,
+                                                                          handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
 def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]:
     """The table server bound to ``settings.addr`` (not started) and its port."""
     server = create_grpc_server(
         settings.addr,
-        [(pb_grpc.add_TableServiceServicer_to_server,
+        [(add_table_service,
           TableServicer(deps.app, StreamLimiter(per_principal=settings.watches_per_player,
                                                 per_peer=settings.watches_per_connection)),
           SERVICE_NAME)],

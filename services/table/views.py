@@ -5,9 +5,10 @@ anyway."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 
-from rules import Phase, TableState, legal_actions, pots
+from rules import Event, Phase, TableState, legal_actions, pots
 from rules.views import event_for, table_for
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
@@ -49,13 +50,88 @@ def record_for(envelope: EventEnvelope, viewer: int | None, dealt_in: bool
                ) -> pb.TableEventRecord:
     """One stored event as ``viewer`` may see it (only a mucked hand differs between
     viewers, RULES 11.7)."""
-    event = event_for(event_from_envelope(envelope), viewer, dealt_in)
+    return _record(envelope, event_for(event_from_envelope(envelope), viewer, dealt_in))
+
+
+def _record(envelope: EventEnvelope, shown: Event) -> pb.TableEventRecord:
     record = pb.TableEventRecord(event_id=f"0-{envelope.sequence}",
                                  sequence=envelope.sequence,
                                  hand_number=envelope.hand_number,
-                                 event=event_to_proto(event))
+                                 event=event_to_proto(shown))
     record.occurred_at.CopyFrom(envelope.occurred_at)
     return record
+
+
+RECORDS_KEPT = 1024
+"""Envelopes whose records :class:`Records` keeps, for the whole process: the watchers of
+a table ask for an append's envelopes within a few loop turns of each other."""
+_MORE_TAG = bytes([pb.TableEventRecord.DESCRIPTOR.fields_by_name["more"].number << 3 | 2])
+"""The key of ``TableEventRecord.more`` (a length-delimited field) on the wire."""
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def batch_bytes(records: Sequence[bytes]) -> bytes:
+    """One message of a batched watch from records' bytes: the first record's fields, then
+    the others in its ``more`` (the highest field: what serializing such a message gives)."""
+    first, *rest = records
+    if not rest:
+        return first
+    return first + b"".join(_MORE_TAG + _varint(len(r)) + r for r in rest)
+
+
+class _Kept:
+    __slots__ = ("envelope", "event", "own", "shared")
+
+    def __init__(self, envelope: EventEnvelope) -> None:
+        self.envelope = envelope
+        self.event = event_from_envelope(envelope)
+        self.shared: bytes | None = None
+        """The record of every viewer who sees the event as stored."""
+        self.own: dict[tuple[int | None, bool], bytes] = {}
+        """The records of viewers who see less of it (``rules.views.event_for``)."""
+
+
+class Records:
+    """Stored envelopes' records, serialized once for every viewer who may see them alike
+    (issue 35): the watchers of a table get the same envelope objects from its fan-out, so
+    one decode, one ``event_to_proto`` and one serialization serve all of them, where each
+    watcher made its own. What each viewer may see is decided per viewer by
+    ``rules.views.event_for``, as :func:`record_for` does: the shared bytes are the event as
+    stored, given only to a viewer for whom ``event_for`` leaves it as it is; any other
+    viewer gets a record of its own. Kept by the envelope object itself (held while kept, so
+    another envelope never takes its place), the last :data:`RECORDS_KEPT` of the process."""
+
+    def __init__(self, kept: int = RECORDS_KEPT) -> None:
+        self._kept = kept
+        self._entries: dict[int, _Kept] = {}
+
+    def record_bytes(self, envelope: EventEnvelope, viewer: int | None,
+                     dealt_in: bool) -> bytes:
+        """``record_for(envelope, viewer, dealt_in)`` serialized."""
+        entries = self._entries
+        entry = entries.get(id(envelope))
+        if entry is None or entry.envelope is not envelope:
+            entry = entries[id(envelope)] = _Kept(envelope)
+            if len(entries) > self._kept:
+                del entries[next(iter(entries))]
+        shown = event_for(entry.event, viewer, dealt_in)
+        if shown is entry.event:
+            if entry.shared is None:
+                entry.shared = _record(envelope, shown).SerializeToString()
+            return entry.shared
+        key = (viewer, dealt_in)
+        data = entry.own.get(key)
+        if data is None:
+            data = entry.own[key] = _record(envelope, shown).SerializeToString()
+        return data
 
 
 def hand_result_to_proto(hand_number: int, seats: tuple[SeatResult, ...]) -> pb.HandResult:
