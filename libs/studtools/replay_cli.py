@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -56,11 +57,11 @@ from studtools.replay_hands import (
     Logged,
     Problem,
     check_money,
+    iter_verify_hands,
     merge_down_cards,
     split_hands,
     summary,
     verify_hand_log,
-    verify_hands,
 )
 from studtools.replay_room import room_line
 from studtools.replay_source import (
@@ -71,6 +72,7 @@ from studtools.replay_source import (
     RoomLogged,
     Settings,
     SourceError,
+    TableLog,
     no_gc,
     token_role,
 )
@@ -329,17 +331,28 @@ async def _verify_with(pool: ProcessPoolExecutor | None, table_ids: Sequence[str
                        hand_number: int | None, settings: Settings, show_progress: bool,
                        workers: int, archive: Path | None, notes: list[str]
                        ) -> tuple[list[HandVerdict], list[str]]:
+    # One source for the whole run in this process (its Redis connections and its one
+    # connection to PostgreSQL), closed at the end; the workers make their own.
     source = RedisSource.from_settings(settings)
     try:
-        tables = list(table_ids) if table_ids else await source.table_ids()
-        sizes = await source.sizes(tables)
-        wallet = await source.ledger_readable()
-        # The wallet's settlements of every table in one read (one pass over the ledger, one
-        # query of the archive), where each table read them all again; a table whose log
-        # holds a hand settled since is read again on its own (verify_table).
-        ledger = await source.settlements(tables) if wallet else None
+        return await _verify_through(source, pool, table_ids, hand_number, settings,
+                                     show_progress, workers, archive, notes)
     finally:
         await source.aclose()
+
+
+async def _verify_through(source: RedisSource, pool: ProcessPoolExecutor | None,
+                          table_ids: Sequence[str] | None, hand_number: int | None,
+                          settings: Settings, show_progress: bool, workers: int,
+                          archive: Path | None, notes: list[str]
+                          ) -> tuple[list[HandVerdict], list[str]]:
+    tables = list(table_ids) if table_ids else await source.table_ids()
+    sizes = await source.sizes(tables)
+    wallet = await source.ledger_readable()
+    # The wallet's settlements of every table in one read (one pass over the ledger, one
+    # query of the archive), where each table read them all again; a table whose log
+    # holds a hand settled since is read again on its own (verify_table).
+    ledger = await source.settlements(tables) if wallet else None
     by_table: dict[str, Ledger] = {}
     for key, txs in (ledger or {}).items():
         by_table.setdefault(key[0], {})[key] = txs
@@ -359,12 +372,11 @@ async def _verify_with(pool: ProcessPoolExecutor | None, table_ids: Sequence[str
 
         if pool is not None and len(tables) > 1 and sum(sizes.values()) >= PARALLEL_MIN_EVENTS:
             await _verify_shared(tables, sizes, workers, done, settings, hand_number, wallet,
-                                 archive, by_table if ledger is not None else None, pool)
+                                 archive, by_table if ledger is not None else None, pool,
+                                 source)
         else:
-            for table_id in tables:
-                done(table_id, await verify_table(
-                    settings, table_id, hand_number, wallet, archive,
-                    by_table.get(table_id, {}) if ledger is not None else None))
+            await _verify_in_turn(deque(tables), done, settings, hand_number, wallet, archive,
+                                  by_table if ledger is not None else None, source)
     if hand_number is not None and not verdicts:
         raise SourceError(f"no hand {hand_number}")
     verdicts.sort(key=lambda v: (v.table_id, v.hand))
@@ -436,7 +448,7 @@ async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: 
                          done: Callable[[str, list[HandVerdict]], None], settings: Settings,
                          hand_number: int | None, wallet: bool, archive: Path | None,
                          ledger: Mapping[str, Ledger] | None,
-                         pool: ProcessPoolExecutor) -> None:
+                         pool: ProcessPoolExecutor, source: RedisSource) -> None:
     """Verify ``tables`` in ``jobs`` processes: this one and the ``jobs - 1`` workers of
     ``pool`` (:func:`_workers`), each taking the next table when it is free (the workers the
     biggest first, this process the smallest first, so neither waits for the other at the
@@ -459,14 +471,41 @@ async def _verify_shared(tables: Sequence[str], sizes: Mapping[str, int], jobs: 
                 for table_id, found in future.result():
                     done(table_id, found)
 
-    async def own_side() -> None:
-        while pending:
-            table_id = pending.popleft()
+    await asyncio.gather(
+        _verify_in_turn(pending, done, settings, hand_number, wallet, archive, ledger, source),
+        workers_side())
+
+
+async def _verify_in_turn(pending: deque[str], done: Callable[[str, list[HandVerdict]], None],
+                          settings: Settings, hand_number: int | None, wallet: bool,
+                          archive: Path | None, ledger: Mapping[str, Ledger] | None,
+                          source: RedisSource) -> None:
+    """Verify tables in this process, taking each from the left of ``pending`` (which other
+    processes' feeders take from too) when the one before is verified, through ``source``
+    (the caller's: its connections to Redis and PostgreSQL for them all). The next table's log is
+    read while this one is re-decided: its read is begun first, and the re-decision lets it
+    go on between hands (:func:`verify_table`), so the servers' part of the read (and the
+    round trips) overlaps this process's work instead of following it."""
+    ahead: tuple[str, asyncio.Future[TableLog]] | None = None
+    try:
+        while pending or ahead is not None:
+            if ahead is None:
+                table_id = pending.popleft()
+                log = await source.log(table_id, archive)
+            else:
+                (table_id, reading), ahead = ahead, None
+                log = await reading
+            if pending:
+                next_id = pending.popleft()
+                ahead = (next_id, asyncio.ensure_future(source.log(next_id, archive)))
             done(table_id, await verify_table(
                 settings, table_id, hand_number, wallet, archive,
-                None if ledger is None else ledger.get(table_id, {})))
-
-    await asyncio.gather(own_side(), workers_side())
+                None if ledger is None else ledger.get(table_id, {}), source=source, log=log))
+    finally:
+        if ahead is not None:
+            ahead[1].cancel()
+            with contextlib.suppress(BaseException):
+                await ahead[1]
 
 
 def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | None,
@@ -487,22 +526,38 @@ def _verify_chunk(settings: Settings, tables: Sequence[str], hand_number: int | 
         return asyncio.run(run())
 
 
+YIELD_EVERY = 4
+"""Hands re-decided between two turns given to the event loop (the next table's read:
+:func:`_verify_in_turn`); a turn costs a few microseconds, four hands about 1.5 ms."""
+
+
 async def verify_table(settings: Settings, table_id: str, hand_number: int | None,
                        wallet: bool, archive: Path | None = None,
-                       settled: Ledger | None = None) -> list[HandVerdict]:
+                       settled: Ledger | None = None, *, source: RedisSource | None = None,
+                       log: TableLog | None = None) -> list[HandVerdict]:
     """Verify one table's hands (all, or ``hand_number``): commands re-decided, chips, the
     wallet's settlements (``wallet``: readable; never at a tournament table, whose chips the
     wallet never holds) and, with the dealer and auditor credentials, the cards.
     ``settled``: the table's settlements read before its log (:func:`verify`), used when
-    they cover every complete hand of the log; otherwise they are read after it."""
-    source = RedisSource.from_settings(settings)
+    they cover every complete hand of the log; otherwise they are read after it.
+    ``source``: read through it (the caller closes it; default: a source of its own);
+    ``log``: the table's log, read already through it (default: read now)."""
+    own = source is None
+    if source is None:
+        source = RedisSource.from_settings(settings)
     try:
-        log = await source.log(table_id, archive)
+        if log is None:
+            log = await source.log(table_id, archive)
         wallet = wallet and not any(isinstance(e.event, rpb.TournamentModeSet)
                                     for e in log.room)
         with no_gc():  # the log is long-lived and acyclic: no collection passes over it
             if hand_number is None:  # each hand's state before it from the verdict before
-                checked = verify_hands(table_id, log.events, log.start)
+                checked = []
+                for count, pair in enumerate(
+                        iter_verify_hands(table_id, log.events, log.start), 1):
+                    checked.append(pair)
+                    if not count % YIELD_EVERY:
+                        await asyncio.sleep(0)  # the next table's read goes on meanwhile
             else:
                 checked = [(h, verify_hand_log(h)) for h in
                            split_hands(table_id, log.events, log.start)[0]
@@ -514,7 +569,8 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
                                      for hand, _verdict in checked if hand.complete):
                 ledger = await source.settlements([table_id])
     finally:
-        await source.aclose()
+        if own:
+            await source.aclose()
     with no_gc():
         todo = [hand for hand, _verdict in checked]
         verdicts = []

@@ -54,7 +54,7 @@ from studkit.mapping import (
 from studkit.redis_client import Client, connect, is_cluster
 from studkit.repository import snapshot_key, state_from_json
 from studtools.archive import archived_events
-from studtools.replay_hands import LedgerTx, Logged
+from studtools.replay_hands import LedgerTx, Logged, make_logged
 from studtools.runenv import run_dir, run_env, stud_environment
 
 REDIS_ENV: Final = "STUD_REPLAY_REDIS_URL"
@@ -187,7 +187,7 @@ def decode_all(payloads: Iterable[bytes], entry_ids: Sequence[bytes | str] | Non
     parse, classify and look it up (the bench's 97,036 archived rows, best of 5, CPU time:
     124-128 against 112-117 us a hand)."""
     parse = EventEnvelope.FromString
-    cache, room, logged = _DECODED, ROOM_EVENT_TYPES, Logged
+    cache, room, logged = _DECODED, ROOM_EVENT_TYPES, make_logged
     out: list[Logged | RoomLogged] = []
     append = out.append
     for index, payload in enumerate(payloads):
@@ -220,7 +220,7 @@ def _decoded(envelope: EventEnvelope, sequence: int) -> Logged:
         if len(_DECODED) >= _DECODED_MAX:
             _DECODED.clear()
         _DECODED[key] = event
-    return Logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9, event)
+    return make_logged(sequence, envelope.command_id, ts.seconds + ts.nanos / 1e9, event)
 
 
 @contextlib.contextmanager
@@ -275,6 +275,11 @@ class RedisSource:
         self.client = client
         self.history_dsn = history_dsn
         """PostgreSQL, where the events trimmed from a stream's head are (empty: none)."""
+        self._pg: asyncio.Future[Any] | None = None
+        """The connection to PostgreSQL (autocommit: each read its own transaction), made
+        when first needed and kept until :meth:`aclose`: ``stud replay verify`` reads many
+        tables through one source, and a connection costs several round trips and a
+        server process."""
 
     @classmethod
     def from_url(cls, url: str, history_dsn: str = "") -> RedisSource:
@@ -289,8 +294,49 @@ class RedisSource:
         return cls.from_url(settings.redis_url, settings.history_dsn)
 
     async def aclose(self) -> None:
-        """Close the client."""
+        """Close the client (and PostgreSQL's connection, if made)."""
         await self.client.aclose()
+        pending, self._pg = self._pg, None
+        if pending is None:
+            return
+        if not pending.done():
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        elif not pending.cancelled() and pending.exception() is None:
+            await pending.result().close()
+
+    def _connect_history(self) -> asyncio.Future[Any]:
+        """PostgreSQL's connection, being made (begun now if it is not yet): a caller that
+        will need it soon starts it before its other reads."""
+        if self._pg is None:
+            import psycopg
+
+            self._pg = asyncio.ensure_future(
+                psycopg.AsyncConnection.connect(self.history_dsn, autocommit=True))
+        return self._pg
+
+    async def _history(self) -> Any:
+        """PostgreSQL's connection (psycopg's errors raised as they are; the next call
+        connects again)."""
+        pending = self._connect_history()
+        try:
+            conn = await asyncio.shield(pending)
+        except Exception:
+            self._pg = None
+            raise
+        if conn.closed:
+            self._pg = None
+            return await self._history()
+        return conn
+
+    async def _drop_history(self) -> None:
+        """Close and forget a connection that failed: the next read connects again."""
+        pending, self._pg = self._pg, None
+        if pending is not None and pending.done() and not pending.cancelled() \
+                and pending.exception() is None:
+            with contextlib.suppress(Exception):
+                await pending.result().close()
 
     async def table_ids(self) -> list[str]:
         """Every table of the index, sorted."""
@@ -373,6 +419,8 @@ class RedisSource:
         The chain of the stored bytes read is checked on the way (:mod:`studkit.chain`):
         from the stream's first event when PostgreSQL's rows and Redis's are read together,
         from the first event in Redis otherwise (its link into the archive taken as it is)."""
+        if self.history_dsn and archive is None:
+            self._connect_history()  # meanwhile: the stream's head may have been archived
         version, head, since = await self.chain_state(table_id)
         with no_gc():  # a long list of long-lived, acyclic objects: nothing to collect
             raw = await self.raw_log(table_id)
@@ -470,10 +518,11 @@ class RedisSource:
 
         from studhistory.pgarchive import archived_batches
         try:
-            async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
-                return [raw async for rows in archived_batches(conn, table_id, 1, trimmed)
-                        for _, raw in rows]
+            conn = await self._history()
+            return [raw async for rows in archived_batches(conn, table_id, 1, trimmed)
+                    for _, raw in rows]
         except psycopg.Error as exc:
+            await self._drop_history()
             raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None
 
     async def settlements(self, table_ids: Sequence[str] | None = None
@@ -530,12 +579,13 @@ class RedisSource:
                  + " ORDER BY transaction_id, posting")
         rows: dict[str, tuple[tuple[str, str], list[tuple[str, int]]]] = {}
         try:
-            async with await psycopg.AsyncConnection.connect(self.history_dsn) as conn:
-                cur = await conn.execute(query, () if table_ids is None else (list(table_ids),))
-                for tx, table, hand, account, amount in await cur.fetchall():
-                    rows.setdefault(str(tx), ((str(table), str(hand)), []))[1].append(
-                        (str(account), int(amount)))
+            conn = await self._history()
+            cur = await conn.execute(query, () if table_ids is None else (list(table_ids),))
+            for tx, table, hand, account, amount in await cur.fetchall():
+                rows.setdefault(str(tx), ((str(table), str(hand)), []))[1].append(
+                    (str(account), int(amount)))
         except psycopg.Error as exc:
+            await self._drop_history()
             raise SourceError(f"the wallet's archived ledger: PostgreSQL: {exc}") from None
         return [(key, LedgerTx(tx, tuple(postings))) for tx, (key, postings) in rows.items()]
 

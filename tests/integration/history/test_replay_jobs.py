@@ -2,7 +2,8 @@
 the command's process and its workers give the verdicts, the output and the exit status of
 one process, on an intact room and on one with a byte changed in an archived row; in this
 process (threads: its workers from the fork server) and as a user runs the command (a process
-of one thread: its workers forked from it)."""
+of one thread: its workers forked from it). One process reads every table through one
+connection to PostgreSQL."""
 
 from __future__ import annotations
 
@@ -81,7 +82,19 @@ async def test_jobs_give_the_verdicts_of_one_process(
             cli_main, ["replay", "verify", "--all", "--no-progress", "--jobs", str(jobs)], out)
         return status, out.getvalue()
 
-    alone, together = await verify(1), await verify(2)
+    connects: list[object] = []
+    connect_pg = psycopg.AsyncConnection.connect
+
+    async def counted_connect(*args: Any, **kwargs: Any) -> Any:
+        connects.append(args)
+        return await connect_pg(*args, **kwargs)
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", counted_connect)
+
+    alone = await verify(1)
+    # One connection to PostgreSQL for the whole run (the ledger's archive, then every
+    # archived table's head through it), where each table made its own.
+    assert len(connects) == 1, connects
+    together = await verify(2)
     assert shared == [2], "--jobs 2 did not share the tables"
     assert await stud_process(2) == (*alone, "fork"), "forked workers' report differs"
     assert alone[0] == 0, alone[1]

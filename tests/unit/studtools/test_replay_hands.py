@@ -4,7 +4,7 @@ again, chips and wallet postings, cards merged, exports, and the connection sett
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import pytest
@@ -22,9 +22,13 @@ from studtools.replay_hands import (
     HandLog,
     LedgerTx,
     Logged,
+    _command_of,
     check_money,
+    command_for,
     command_groups,
     expected_postings,
+    iter_verify_hands,
+    make_logged,
     merge_down_cards,
     split_hands,
     verify_hand_log,
@@ -139,6 +143,54 @@ def test_verify_hands_takes_each_state_from_the_verdict_before_and_agrees(
     assert [(v.hand, v.problems, v.notes, v.checks, v.after) for _h, v in got] == [
         (v.hand, v.problems, v.notes, v.checks, v.after) for v in expected]
     assert (tamper == "amount") == any(not v.ok for _h, v in got)
+
+
+def test_a_made_logged_is_the_value_logged_makes() -> None:
+    """``make_logged`` (the decoder's) makes the very value ``Logged(...)`` does: its class,
+    equality, hash and repr, and frozen."""
+    event = Called(seat=2, amount=100)
+    made, built = make_logged(7, "c7", 1.5, event), Logged(7, "c7", 1.5, event)
+    assert type(made) is Logged
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert (made.sequence, made.command_id, made.occurred_at, made.event) == (7, "c7", 1.5,
+                                                                              event)
+    with pytest.raises(FrozenInstanceError):
+        made.sequence = 8  # type: ignore[misc]
+
+
+def test_kept_commands_are_the_ones_command_for_rebuilds() -> None:
+    """A betting action's command is kept by its event's identity (the re-decision's fast
+    path): it is the command ``command_for`` rebuilds, found again for the same event, and
+    an equal or changed event of its own (another object) gets its own; every other event
+    is left to ``command_for``."""
+    _table, log = played(hands=6, seed=5)
+    kinds = set()
+    for item in log:
+        event = item.event
+        kept = _command_of(event)
+        if kept is None:
+            assert type(event).__name__ not in ("Called", "Checked", "Folded", "BetMade",
+                                                 "Raised", "Completed", "BringInPosted")
+            continue
+        kinds.add(type(event).__name__)
+        assert kept == command_for([event], TableState())
+        assert _command_of(event) is kept
+        other = replace(event, seat=event.seat % 8 + 1)  # type: ignore[attr-defined]
+        assert _command_of(other) == command_for([other], TableState()) != kept
+        assert _command_of(replace(event)) == kept
+    assert {"Called", "Checked", "BringInPosted"} <= kinds, kinds
+
+
+def test_iter_verify_hands_gives_what_verify_hands_does() -> None:
+    _table, log = played(hands=5, seed=4)
+    at = [i for i, item in enumerate(log) if isinstance(item.event, Called)][2]
+    called = log[at].event
+    assert isinstance(called, Called)
+    log[at] = replace(log[at], event=replace(called, amount=called.amount + 1))
+    pairs = list(iter_verify_hands("t1", log))
+    assert [(h.number, v.problems, v.after) for h, v in pairs] == [
+        (h.number, v.problems, v.after) for h, v in verify_hands("t1", log)]
+    assert sum(not v.ok for _h, v in pairs) == 1
 
 
 def test_an_event_no_command_gives_is_found() -> None:
