@@ -1,7 +1,7 @@
 """The simulated ledger archive against the real one: the same ledger and statements in a
 real Redis and in the simulator's (:class:`sim.redis.SimRedis`, its XTRIM and XINFO), the
 same steps of ``studhistory.ledger_archive.archive_ledger`` into a real PostgreSQL and into
-:class:`sim.ledger_archive.SimLedgerDb` (through :class:`sim.ledger_archive.SimConn`, which
+:class:`sim.ledger_db.SimLedgerDb` (through :class:`sim.ledger_db.SimConn`, which
 answers the module's statements): the outcomes, the rows and segments archived, what stays
 in each Redis and every statement page read through ``ArchivedStatementStore`` must agree,
 step by step, while money keeps moving between the steps."""
@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import psycopg
 
-from sim.ledger_archive import SimConn, SimLedgerDb
+from sim.ledger_db import SimConn, SimLedgerDb
 from sim.redis import Data, SimRedis, as_client
 from studhistory.ledger_archive import LEDGER, archive_ledger, statement_key
 from studkit import keys

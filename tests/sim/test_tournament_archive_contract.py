@@ -3,8 +3,8 @@ the tournament service's app (the model's commands, at the same clock and seed) 
 Redis and into the simulator's (:class:`sim.redis.SimRedis`: the append's port, XLEN, the
 wake set, the trim script's port), then the same steps of
 ``studhistory.tournament_archive.archive_tournaments`` into a real PostgreSQL and into
-:class:`sim.tournament_archive.SimTournamentDb` (through
-:class:`sim.tournament_archive.SimConn`, which answers the module's statements): a
+:class:`sim.tournament_db.SimTournamentDb` (through
+:class:`sim.tournament_db.SimConn`, which answers the module's statements): a
 tournament still running, one over within its command window, past it, a step again after
 the script and before the index; the streams, the outcomes, the rows of every table, the
 keys left in each Redis, the trim script's every reply, and the tournament service's read
@@ -19,7 +19,7 @@ from typing import Any, cast
 import psycopg
 
 from sim.redis import Data, SimRedis, as_client
-from sim.tournament_archive import FACTS, SimConn, SimTournamentDb
+from sim.tournament_db import FACTS, SimConn, SimTournamentDb
 from sim.tournaments import Played, caller, planned
 from studhistory import tournament_archive as archiving
 from studhistory.tournament_archive import (
