@@ -28,7 +28,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rules.cards import Card
+from rules.cards import DECK, Card
 from rules.errors import RuleViolation
 
 VARIANT = "F7S/8"
@@ -358,11 +358,19 @@ def parse_phh_cards(text: str) -> tuple[Card | None, ...]:
         if pair == "??":
             cards.append(None)
             continue
-        try:
-            cards.append(Card.parse(pair))
-        except RuleViolation:
-            raise PhhError(f"not a card: {pair!r}") from None
+        card = _CARDS.get(pair)  # a card as PHH writes it ("Ah"); any other text: Card.parse
+        if card is None:
+            try:
+                card = Card.parse(pair)
+            except RuleViolation:
+                raise PhhError(f"not a card: {pair!r}") from None
+        cards.append(card)
     return tuple(cards)
+
+
+_CARDS: dict[str, Card] = {str(card): card for card in DECK}
+"""Each card by its text (``Ah``, ``Td``): the card :meth:`Card.parse` gives for it (the
+deck's own), without its interpreted normalising of the text."""
 
 
 def format_phh_cards(cards: Sequence[Card | None]) -> str:

@@ -178,6 +178,8 @@ class _Replay:
         """The hand whose deal plan ``plan`` and ``expected`` (cards by seat) hold."""
         self.plan: DealPlan | None = None
         self.expected: dict[int, int] = {}
+        self.community = False
+        """Whether ``plan`` deals the community card (:attr:`DealPlan.community`, a scan)."""
 
     # setup ----------------------------------------------------------------------------
 
@@ -312,10 +314,11 @@ class _Replay:
             for slot in plan.slots:
                 counts[slot.seat] = counts.get(slot.seat, 0) + 1
             self.plan_of, self.plan, self.expected = hand, plan, counts
+            self.community = plan.community
         assert self.plan is not None
-        plan, expected = self.plan, self.expected
+        plan, expected, community = self.plan, self.expected, self.community
         if action.verb == "db":
-            if not plan.community:
+            if not community:
                 raise self.wrong_deal(number, action.text,
                                       f"the file deals a board card; our rules deal each of "
                                       f"{len(plan.slots)} players a card on {plan.street.label}")
@@ -325,7 +328,7 @@ class _Replay:
                                       "our rules deal one community card, the file more")
         else:
             seat = self.seat_of(action.target)
-            if plan.community:
+            if community:
                 raise self.wrong_deal(number, action.text,
                                       f"the deck runs short: our rules deal one community "
                                       f"card on 7th street (RULES 10.2), the file deals "
@@ -343,14 +346,14 @@ class _Replay:
             self.waiting += len(action.cards)
         # No seat holds more than it is due (above), so the street is complete when the
         # cards held are as many as the plan's slots.
-        complete = (len(self.board) == 1 if plan.community
+        complete = (len(self.board) == 1 if community
                     else self.waiting == len(plan.slots))
         if complete:
             self.flush(number, action.text, plan)
 
     def flush(self, number: int, text: str, plan: DealPlan) -> None:
         dealt: tuple[DealtCard, ...]
-        if plan.community:
+        if self.community:
             card = self.board[0]
             if card is None:
                 raise _Unchecked("the community card is not recorded")

@@ -126,9 +126,11 @@ def command_for(action: PhhAction, seat: int, hand: HandState, config: TableConf
     if verb == "cc":
         if to_act != seat or hand.bring_in_pending:
             return _seat_command(Call, seat)
-        p = hand.player(seat)
-        return (_seat_command(Check, seat) if hand.target - p.street_total <= 0
-                else _seat_command(Call, seat))
+        for p in hand.players:  # hand.player(seat), an interpreted call: the seat to act is in
+            if p.seat == seat:
+                return (_seat_command(Check, seat) if hand.target - p.street_total <= 0
+                        else _seat_command(Call, seat))
+        raise KeyError(seat)
     kind = _COMPLETE if hand.bring_in_pending else wager_kind(hand)
     if kind is _COMPLETE:
         return _wager(Complete, seat, action.amount)
