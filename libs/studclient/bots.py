@@ -48,6 +48,8 @@ from studclient.room_env import (
     TABLE_TARGET_ENV,
     WALLET_TARGET_ENV,
     Credentials,
+    bots_credentials,
+    connector,
     credentials,
     targets,
 )
@@ -253,19 +255,11 @@ async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> 
     if args.tournament:
         from studclient import tourney_bots
         return await tourney_bots.run(args, out, env)
-    where = targets(env)
-    try:
-        creds = credentials(env)
-    except RuntimeError as exc:
-        print(f"stud bots: {exc}", file=sys.stderr)
+    creds = bots_credentials(env)
+    if creds is None:
         return 2
     seed = args.seed if args.seed is not None else random.randrange(2**31)
-
-    def connect(token: str | TokenProvider) -> Client:
-        return Client.connect(where[TABLE_TARGET_ENV], where[DEALER_TARGET_ENV],
-                              where[WALLET_TARGET_ENV], token)
-
-    bots_run = BotsRun(args, out, creds, connect, seed, uuid.uuid4().hex[:8])
+    bots_run = BotsRun(args, out, creds, connector(env), seed, uuid.uuid4().hex[:8])
     try:
         async with asyncio.timeout(args.timeout):
             await bots_run.money.note_house()

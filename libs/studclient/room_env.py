@@ -4,12 +4,13 @@ from the issuer's key or given."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from studclient.client import TokenProvider, token_subject
+from studclient.client import Client, TokenProvider, token_subject
 
 TABLE_TARGET_ENV: Final = "STUD_TABLE_TARGET"
 DEALER_TARGET_ENV: Final = "STUD_DEALER_TARGET"
@@ -70,3 +71,26 @@ def credentials(env: Mapping[str, str]) -> Credentials:
         return token_subject(tokens[index])[1], tokens[index]
 
     return Credentials(operator_token, given, False)
+
+
+def bots_credentials(env: Mapping[str, str]) -> Credentials | None:
+    """:func:`credentials`, or None once ``stud bots`` has said why not on stderr (its exit
+    status is then 2)."""
+    try:
+        return credentials(env)
+    except RuntimeError as exc:
+        print(f"stud bots: {exc}", file=sys.stderr)
+        return None
+
+
+def connector(env: Mapping[str, str], tournament_addr: str | None = None
+              ) -> Callable[[str | TokenProvider], Client]:
+    """A client of the room at ``env``'s addresses (:func:`targets`) for each token (and of
+    the tournament service at ``tournament_addr``)."""
+    where = targets(env)
+
+    def connect(token: str | TokenProvider) -> Client:
+        return Client.connect(where[TABLE_TARGET_ENV], where[DEALER_TARGET_ENV],
+                              where[WALLET_TARGET_ENV], token, tournament_addr=tournament_addr)
+
+    return connect

@@ -29,17 +29,8 @@ from typing import Final, TextIO
 
 from stud.v1 import common_pb2
 from stud.v1 import tournament_pb2 as pb
-from studclient.bots import (
-    DEALER_TARGET_ENV,
-    TABLE_TARGET_ENV,
-    WALLET_TARGET_ENV,
-    Bot,
-    Tally,
-    credentials,
-    strategy_for,
-    targets,
-)
-from studclient.client import Client, TokenProvider
+from studclient.bot import Bot, Tally
+from studclient.client import Client
 from studclient.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -47,6 +38,8 @@ from studclient.errors import (
     ResourceExhausted,
     StudError,
 )
+from studclient.room_env import bots_credentials, connector
+from studclient.strategies import strategy_for
 from studclient.tournament import SeatTracker
 from studclient.views import my_turn
 from studclient.watch import RESUMABLE
@@ -209,21 +202,13 @@ def _want(view: pb.TournamentView, players: int) -> int:
 
 async def run(args: argparse.Namespace, out: TextIO, env: Mapping[str, str]) -> int:
     """The whole run; the exit status."""
-    where = targets(env)
-    tourney = env.get(TOURNAMENT_TARGET_ENV) or DEFAULT_TOURNAMENT_TARGET
-    try:
-        creds = credentials(env)
-    except RuntimeError as exc:
-        print(f"stud bots: {exc}", file=sys.stderr)
+    creds = bots_credentials(env)
+    if creds is None:
         return 2
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     prefix = args.prefix or f"bot-{uuid.uuid4().hex[:8]}"
     tid = args.tournament
-
-    def connect(token: str | TokenProvider) -> Client:
-        return Client.connect(where[TABLE_TARGET_ENV], where[DEALER_TARGET_ENV],
-                              where[WALLET_TARGET_ENV], token, tournament_addr=tourney)
-
+    connect = connector(env, env.get(TOURNAMENT_TARGET_ENV) or DEFAULT_TOURNAMENT_TARGET)
     tally = TourneyTally()
     ops = connect(creds.operator)
     bots: list[TourneyBot] = []
