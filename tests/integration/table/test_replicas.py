@@ -128,11 +128,7 @@ async def test_tables_spread_redirect_take_over_and_fence(
 
             # Play on a table owned by r0, then r0 dies mid-hand (no lease released).
             victim = next(t for t in table_ids if t in apps[0].actors)
-            for seat, name in {1: "ann", 2: "bob"}.items():
-                await room.fund(name)
-                await client.call("SitDown", pb.SitDownRequest(
-                    table_id=victim, seat=seat, buy_in=10_000, command_id=new_id(f"sit-{name}")),
-                    player(name))
+            await _sit(room, client, victim, {1: "ann", 2: "bob"})
             rng = random.Random(2)
             await _play(client, victim, rng, lambda v: v.hands_started >= 2
                         and v.hand.phase == pb.HAND_PHASE_BETTING)
@@ -167,6 +163,15 @@ async def _open(client: Routed, table_id: str) -> None:
     await client.call("OpenTable", pb.OpenTableRequest(
         table_id=table_id, command_id=f"open-{table_id}",
         config=config_to_proto(TableConfig()), settings=fast_settings()), OPERATOR)
+
+
+async def _sit(room: Room, client: Routed, table_id: str, players: dict[int, str]) -> None:
+    """Each player funded and seated (seat -> player), buying in for 10,000."""
+    for seat, name in players.items():
+        await room.fund(name)
+        await client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=seat, buy_in=10_000, command_id=new_id(f"sit-{name}")),
+            player(name))
 
 
 async def _play(client: Routed, table_id: str, rng: random.Random, done: Any) -> None:
@@ -224,11 +229,7 @@ async def test_a_table_taken_through_a_lapsed_lease_comes_back_when_its_taker_st
                             if rendezvous(t, live) == live[0])
             await _open(client, table_id)
             assert table_id in apps[0].actors
-            for seat, name in {1: "cy", 2: "di"}.items():
-                await room.fund(name)
-                await client.call("SitDown", pb.SitDownRequest(
-                    table_id=table_id, seat=seat, buy_in=10_000, command_id=new_id(f"sit-{name}")),
-                    player(name))
+            await _sit(room, client, table_id, {1: "cy", 2: "di"})
             rng = random.Random(5)
             await _play(client, table_id, rng, lambda v: v.hands_started >= 1
                         and v.hand.phase == pb.HAND_PHASE_BETTING)
