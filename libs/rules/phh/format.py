@@ -202,12 +202,12 @@ def _plain_value(value: str) -> object:
     return _plain_int(value)
 
 
-def _plain_strings(lines: list[str]) -> list[object] | None:
-    """The elements of a list one element a line when every line is ``  "text",`` with text
-    a plain string's body (a PHH's actions), else None (for the element-by-element loop).
-    The bodies hold no quote and no line break, so splitting at the separator between two
-    lines gives exactly the lines' bodies."""
-    block = "\n".join(lines)
+def _plain_strings(block: str) -> list[object] | None:
+    """The elements of a list one element a line (``block``: its lines, without the
+    brackets' lines) when every line is ``  "text",`` with text a plain string's body (a
+    PHH's actions), else None (for the element-by-element loop). The bodies hold no quote and
+    no line break, so splitting at the separator between two lines gives exactly the lines'
+    bodies."""
     if len(block) < 5 or block[:3] != '  "' or block[-2:] != '",':
         return None
     bodies = block[3:-2].split('",\n  "')
@@ -217,47 +217,55 @@ def _plain_strings(lines: list[str]) -> list[object] | None:
     return None
 
 
+def _elements(block: str) -> list[object] | None:
+    """The elements of a list one element a line, each ``  value,``, else None."""
+    items: list[object] = []
+    for line in block.split("\n"):
+        body = line[3:-2]  # the common element: a string without escapes
+        if (len(line) > 4 and line[:3] == '  "' and line[-2:] == '",' and body.isprintable()
+                and '"' not in body and "\\" not in body):
+            items.append(body)
+            continue
+        element = _ELEMENT.match(line)
+        if element is None:
+            return None
+        items.append(_scalar(_ITEM.fullmatch(element.group(1))))  # type: ignore[arg-type]
+    return items
+
+
 def _plain_toml(text: str) -> dict[str, object] | None:
     """The table of a text made of the lines the project writes, or None for any other."""
     if not text.endswith("\n") or "\r" in text:
         return None
-    lines = text[:-1].split("\n")
     table: dict[str, object] = {}
-    i = 0
-    n = len(lines)
-    while i < n:
-        line = _LINE.match(lines[i])
+    pos = 0
+    n = len(text)
+    while pos < n:
+        end = text.find("\n", pos)  # the text ends with a line break: found
+        line = _LINE.match(text, pos, end)
         if line is None:
             return None
         key, value = line.group(1, 2)
         if key in table:
             return None
-        i += 1
+        pos = end + 1
         if value == "[":
-            end = i
-            while end < n and lines[end] != "]":
-                end += 1
-            if end == n:
+            # The list's lines run to the first line that is "]" (none: not ours).
+            if text.startswith("]\n", pos):
+                table[key] = []
+                pos += 2
+                continue
+            close = text.find("\n]\n", pos)
+            if close < 0:
                 return None
-            items = _plain_strings(lines[i:end])
+            block = text[pos:close]
+            items = _plain_strings(block)
             if items is None:
-                items = []
-                while i < end:
-                    line_i = lines[i]
-                    body = line_i[3:-2]  # the common element: a string without escapes
-                    if (len(line_i) > 4 and line_i[:3] == '  "' and line_i[-2:] == '",'
-                            and body.isprintable()
-                            and '"' not in body and "\\" not in body):
-                        items.append(body)
-                        i += 1
-                        continue
-                    element = _ELEMENT.match(line_i)
-                    if element is None:
-                        return None
-                    items.append(_scalar(_ITEM.fullmatch(element.group(1))))  # type: ignore[arg-type]
-                    i += 1
-            i = end + 1
+                items = _elements(block)
+                if items is None:
+                    return None
             table[key] = items
+            pos = close + 3
             continue
         plain = _plain_value(value)
         if plain is not None:
