@@ -52,12 +52,16 @@ PURE_ONLY = frozenset({
     # Test support: tests and benchmarks subclass its TableDriver, and an interpreted class
     # cannot inherit from a compiled one.
     "rules/testing.py",
-    # The values the pure fold and decide read most (events, commands, cards): their
-    # attributes read from interpreted code cost more on a compiled class than on a slotted
-    # one (the fold measured about 10% slower with them compiled).
+    # The values the fold and decide read most (events, commands): their attributes read
+    # from interpreted code cost more on a compiled class than on a slotted one (the fold
+    # measured about 10% slower with them compiled while it was pure); decide builds events
+    # by rules._mutable.maker (a twin that becomes the value), which a native class refuses;
+    # and a command's fields are checked by decide, where a native __init__ would refuse a
+    # wrong type first. (rules/cards.py is compiled since issue 35: the fold and decide are
+    # compiled, and Card's written __eq__ and __hash__ run natively where decide hashes
+    # every known card at every street.)
     "rules/events.py",
     "rules/commands.py",
-    "rules/cards.py",
 })
 """Sources (relative to ``libs``) that are never compiled."""
 

@@ -44,6 +44,19 @@ class Card:
     rank: int
     suit: Suit
 
+    # Written out (the dataclass keeps a class's own): compiled (tools/compile_core.py), the
+    # dataclass's __eq__ and __hash__ run interpreted, and decide hashes every known card at
+    # every street. The same equality (another class: NotImplemented); equal cards hash alike.
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.rank == other.rank and self.suit == other.suit
+
+    def __hash__(self) -> int:
+        return self.rank * 4 + _SUIT_ORDER[self.suit]
+
     @property
     def index(self) -> int:
         """0..51, ordered by rank then suit: ``2c`` is 0 and ``As`` is 51."""
