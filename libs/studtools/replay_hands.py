@@ -253,21 +253,38 @@ def command_for(events: Sequence[Event], state: TableState) -> Command | None:
             return None
 
 
+_DEALT: dict[int, tuple[Event, DealtCard]] = {}
+"""Each dealt card's ``DealtCard`` by its event's identity (the event kept with it, as in
+:data:`_COMMANDS`): a log's card events are decoded once per distinct payload, and every
+down card of the public record is one of a few."""
+_DEALT_MAX = 100_000
+
+
 def _deal(events: Sequence[Event]) -> DealStreet:
     cards: list[DealtCard] = []
     burned = 0
     reshuffled = False
     for event in events:
+        kept = _DEALT.get(id(event))
+        if kept is not None and kept[0] is event:
+            cards.append(kept[1])
+            continue
         if isinstance(event, DownCardDealt):
-            cards.append(DealtCard(seat=event.seat, up=False, card=event.card))
+            dealt = DealtCard(seat=event.seat, up=False, card=event.card)
         elif isinstance(event, UpCardDealt):
-            cards.append(DealtCard(seat=event.seat, up=True, card=event.card))
+            dealt = DealtCard(seat=event.seat, up=True, card=event.card)
         elif isinstance(event, CommunityCardDealt):
-            cards.append(DealtCard(seat=0, up=True, card=event.card))
-        elif isinstance(event, CardBurned):
-            burned += 1
-        elif isinstance(event, BurnsReshuffled):
-            reshuffled = True
+            dealt = DealtCard(seat=0, up=True, card=event.card)
+        else:
+            if isinstance(event, CardBurned):
+                burned += 1
+            elif isinstance(event, BurnsReshuffled):
+                reshuffled = True
+            continue
+        if len(_DEALT) >= _DEALT_MAX:
+            _DEALT.clear()
+        _DEALT[id(event)] = (event, dealt)
+        cards.append(dealt)
     return DealStreet(cards=tuple(cards), burned=burned, reshuffled_burns=reshuffled)
 
 
@@ -464,15 +481,40 @@ def verify_hand_log(hand: HandLog) -> HandVerdict:
             _record(verdict, problem, note)
         before = state
     state = before
-    groups = command_groups(hand.events)
-    for index, group in enumerate(groups):
-        state, problem, note = redecide(state, group, hand.number)
+    # The hand's commands (runs of one command id, as command_groups cuts them) in one loop:
+    # a betting action decided and compared in place (redecide's fast path, without a list
+    # per group), anything else, or anything that differs, through redecide.
+    items = hand.events
+    count = len(items)
+    start = 0
+    while start < count:
+        command_id = items[start].command_id
+        end = start + 1
+        while end < count and items[end].command_id == command_id:
+            end += 1
+        command = _command_of(items[start].event)
+        if command is not None:
+            try:
+                decided, after = decide_and_fold(state, command)
+            except RuleViolation:
+                decided = ()
+            if len(decided) == end - start:
+                at = start
+                for want in decided:
+                    if want != items[at].event:
+                        break
+                    at += 1
+                else:
+                    state, start = after, end
+                    continue
+        state, problem, note = _redecide(state, items[start:end], hand.number)
         if problem is not None and problem.sequence is None:
-            following = groups[index + 1][0].sequence if index + 1 < len(groups) else None
+            following = items[end].sequence if end < count else None
             problem = Problem(problem.hand, following, problem.what)
         _record(verdict, problem, note)
         if problem is not None:
             break
+        start = end
     verdict.checks.append("legal")
     verdict.after = state
     if verdict.ok and hand.complete:

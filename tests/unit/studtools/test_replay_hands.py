@@ -11,8 +11,8 @@ import pytest
 
 from rules import DECK, Card, Event, TableConfig, public_event
 from rules.betting import ActionKind, LegalActions
-from rules.commands import AddChips, Command
-from rules.events import Called, DownCardDealt, HandEnded, HandMucked
+from rules.commands import AddChips, Command, DealStreet
+from rules.events import Called, DownCardDealt, HandEnded, HandMucked, UpCardDealt
 from rules.phh import Verdict, parse_phh, replay_phh
 from rules.state import TableState
 from rules.testing import StackedDeck, TableDriver, action_command
@@ -179,6 +179,29 @@ def test_kept_commands_are_the_ones_command_for_rebuilds() -> None:
         assert _command_of(other) == command_for([other], TableState()) != kept
         assert _command_of(replace(event)) == kept
     assert {"Called", "Checked", "BringInPosted"} <= kinds, kinds
+
+
+def test_kept_dealt_cards_rebuild_each_deal_as_made() -> None:
+    """A deal's cards are kept by their events' identity: the same events, equal events of
+    their own and a changed up card (another object) each rebuild the deal they show."""
+    _table, log = played(hands=4, seed=6)
+    deals = [[item.event for item in group] for group in command_groups(log)
+             if any(isinstance(item.event, UpCardDealt) for item in group)]
+    assert deals
+    for events in deals:
+        made = command_for(events, TableState())
+        assert command_for(events, TableState()) == made
+        assert command_for([replace(e) for e in events], TableState()) == made
+        at = next(i for i, e in enumerate(events) if isinstance(e, UpCardDealt))
+        up = events[at]
+        assert isinstance(up, UpCardDealt)
+        other = next(c for c in DECK if c != up.card)
+        changed = command_for([*events[:at], replace(up, card=other), *events[at + 1:]],
+                              TableState())
+        assert isinstance(changed, DealStreet) and isinstance(made, DealStreet)
+        assert [d.card for d in changed.cards] == [
+            other if i == at - (len(events) - len(made.cards)) else d.card
+            for i, d in enumerate(made.cards)]
 
 
 def test_iter_verify_hands_gives_what_verify_hands_does() -> None:
