@@ -516,11 +516,9 @@ class RedisSource:
         """Events ``1 .. trimmed`` of a table from PostgreSQL: their stored bytes."""
         import psycopg
 
-        from studhistory.pgarchive import archived_batches
+        from studhistory.pgarchive import archived_envelopes
         try:
-            conn = await self._history()
-            return [raw async for rows in archived_batches(conn, table_id, 1, trimmed)
-                    for _, raw in rows]
+            return await archived_envelopes(await self._history(), table_id, 1, trimmed)
         except psycopg.Error as exc:
             await self._drop_history()
             raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None

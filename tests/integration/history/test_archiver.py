@@ -25,7 +25,7 @@ from stud.v1 import table_pb2 as pb
 from studhistory import archiver as archiving
 from studhistory.archiver import ArchiveError, RecordUnavailable, archive_table, digest
 from studhistory.dealer_records import DealerAudits
-from studhistory.pgarchive import PgHistory, TableLock
+from studhistory.pgarchive import PgHistory, TableLock, archived, archived_envelopes
 from studkit import keys
 from studkit.auth import Principal, Role, bearer_metadata
 from studkit.commandwindow import COMMAND_WINDOW_S
@@ -329,6 +329,12 @@ async def test_replay_reads_redis_and_postgres_as_one_log(
     assert again == shown
     verified = await stud("replay", "verify", "--table", table_id, "--no-progress")
     assert verified[0] == 0, verified[1]
+    # verify's read of a table's head: the envelopes alone, as archived() gives them.
+    async with await psycopg.AsyncConnection.connect(history_dsns.support) as conn:
+        rows = [row async for row in archived(conn, table_id)]
+        assert len(rows) > 10 and [s for s, _ in rows] == list(range(1, len(rows) + 1))
+        assert await archived_envelopes(conn, table_id) == [raw for _, raw in rows]
+        assert await archived_envelopes(conn, table_id, 3, 9) == [raw for _, raw in rows[2:9]]
 
     status, text = await stud("replay", "list", "--player", "bob", "--json")
     assert status == 0
