@@ -124,6 +124,8 @@ class RoomBot:
     rng: random.Random
     window: Window
     stop: asyncio.Event
+    lost: bool = False
+    """A call failed without an answer: the bot's watch carries its own actions again."""
 
     def choose(self, legal: rules.LegalActions) -> rules.LegalAction:
         """Random legal play that rarely folds (long hands, many actions)."""
@@ -132,7 +134,10 @@ class RoomBot:
             actions = list(legal.actions)
         return self.rng.choice(actions)
 
-    async def act(self, stub: Any, legal: rules.LegalActions, sequence: int) -> None:
+    async def act(self, stub: Any, legal: rules.LegalActions, sequence: int
+                  ) -> pb.CommandReply | None:
+        """Act; the reply (its events are the bot's: its watch leaves them out), None when
+        the action was refused or failed (then ``lost`` when it may have been applied)."""
         action = self.choose(legal)
         method, request_type = RPC[action.kind]
         request = request_type(table_id=self.table_id, seat=self.seat,
@@ -141,17 +146,19 @@ class RoomBot:
             request.to = action.to
         began = time.perf_counter()
         try:
-            await call_retrying(getattr(stub, method), request, self.metadata, self.window,
-                                self.stop)
+            reply = await call_retrying(getattr(stub, method), request, self.metadata,
+                                        self.window, self.stop)
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
                 self.window.refused += 1  # stale: the table moved on (e.g. a clock)
             else:
                 self.window.error(describe(exc), exc.details() or "")
-            return
+                self.lost = True
+            return None
         ended = time.perf_counter()
         if self.window.inside(began, ended):
             self.window.latencies.append(ended - began)
+        return reply  # type: ignore[no-any-return]
 
     async def run(self, ready: asyncio.Event) -> None:
         async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
@@ -160,10 +167,13 @@ class RoomBot:
             state, seen, acted_at = rules.initial_state(), 0, -1
             while not self.stop.is_set():
                 # Batched (issue 35): what the table has ready in one message; the bot
-                # looks at its turn once the whole message is folded.
+                # looks at its turn once the whole message is folded. Its own actions come
+                # in their replies only (skip_own), unless one of its calls failed without
+                # an answer: then its watch carries them again.
                 watch = stub.WatchTable(pb.WatchTableRequest(table_id=self.table_id,
                                                              after_sequence=seen,
-                                                             batched=True),
+                                                             batched=True,
+                                                             skip_own=not self.lost),
                                         metadata=self.metadata)
                 ready.set()
                 try:
@@ -171,6 +181,8 @@ class RoomBot:
                         if self.stop.is_set():
                             return
                         for record in (message, *message.more):
+                            if record.sequence <= seen:
+                                continue  # folded from its reply (a table that echoes it)
                             seen = record.sequence
                             state = rules.evolve(state, event_from_proto(record.event))
                             if (record.event.WhichOneof("event") == "hand_started"
@@ -184,7 +196,16 @@ class RoomBot:
                         legal = rules.legal_actions(state)
                         if legal is not None and legal.actions:
                             acted_at = seen
-                            await self.act(stub, legal, seen)
+                            skipping = not self.lost
+                            reply = await self.act(stub, legal, seen)
+                            if reply is not None and skipping:
+                                for record in reply.events:
+                                    if record.sequence > seen:
+                                        seen = record.sequence
+                                        state = rules.evolve(
+                                            state, event_from_proto(record.event))
+                            elif self.lost and skipping:
+                                break  # watch again from `seen`, its own actions included
                 except grpc.aio.AioRpcError as exc:  # a cut stream is resumed where it was
                     if self.stop.is_set():
                         return

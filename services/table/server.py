@@ -23,7 +23,7 @@ from studkit.limits import StreamLimiter
 from studkit.mapping import config_from_proto, event_from_envelope, is_room_event
 from studkit.mapping.common import check_amount, check_ident
 from studkit.ownership import Ownership, Replica
-from table.app import Outcome, TableApp
+from table.app import Outcome, TableApp, command_key
 from table.bootstrap import TableDeps
 from table.config import Settings
 from table.errors import TABLE_ERRORS
@@ -295,14 +295,22 @@ class TableServicer(pb_grpc.TableServiceServicer):
         actor = (await self._app.routed(table_id)).actor
         viewer = self._app.hand_viewer
         record = self._records.record_bytes
+        # Opt-in (issue 35): the caller's own commands' records are left out (their replies
+        # carry them): the envelopes their commands wrote carry the stored id of the command.
+        own = command_key(principal, "") if request.skip_own else None
         async with self._limiter.hold(principal, context.peer()):
             if not request.batched:
                 async for envelope in self._app.watch(principal, table_id, after):
-                    yield record(envelope, *viewer(principal, actor, envelope.hand_number))
+                    if own is None or not envelope.command_id.startswith(own):
+                        yield record(envelope, *viewer(principal, actor, envelope.hand_number))
                 return
             # Opt-in (issue 35): what is ready in one message, the first record's `more`
             # holding the rest; each record as this caller may see it, as above.
             async for batch in self._app.watch_batches(principal, table_id, after):
+                if own is not None:
+                    batch = [e for e in batch if not e.command_id.startswith(own)]
+                    if not batch:
+                        continue
                 yield batch_bytes([record(e, *viewer(principal, actor, e.hand_number))
                                    for e in batch])
 

@@ -91,14 +91,14 @@ async def test_a_watch_skips_room_events_and_resumes_from_any_sequence(room: Roo
 
 
 async def watch_messages(room: Room, table_id: str, who: Principal, after: int, upto: int,
-                         batched: bool, out: list[pb.TableEventRecord] | None = None
-                         ) -> list[pb.TableEventRecord]:
+                         batched: bool, out: list[pb.TableEventRecord] | None = None,
+                         skip_own: bool = False) -> list[pb.TableEventRecord]:
     """``who``'s watch from ``after`` until a record at or past ``upto``: the messages as
     sent (a batched watch's carry the records after their first in ``more``), also put in
     ``out`` as they come."""
     out = [] if out is None else out
     call = room.client.stub.WatchTable(pb.WatchTableRequest(
-        table_id=table_id, after_sequence=after, batched=batched),
+        table_id=table_id, after_sequence=after, batched=batched, skip_own=skip_own),
         metadata=room.client.md(who))
     try:
         async with asyncio.timeout(60):
@@ -170,3 +170,61 @@ async def test_a_batched_watch_carries_the_same_records_in_fewer_messages(room: 
         read = await watch_messages(room, table_id, who, start, version, True)
         assert flattened(read, version) == records
         assert len(read) < len(many)
+
+
+async def test_a_watch_that_skips_its_own_commands_gets_them_in_their_replies(
+        room: Room) -> None:
+    """WatchTableRequest.skip_own (issue 35): the caller's own actions are left out of its
+    watch, live and caught up, batched or not; its replies carry exactly those records, byte
+    for byte as the watch would have sent them; everything else comes as before (the other
+    player's actions, the cards the table deals, the hand's end), and a watcher with no
+    commands of its own (the rail) gets everything."""
+    table_id = await room.client.open_table()
+    for seat, name in {1: "ann", 3: "bob"}.items():
+        await room.fund(name)
+        await room.client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=seat, buy_in=10_000), player(name))
+    ann, rail = player("ann"), player("rail-watcher")
+    start = (await room.client.view(table_id)).version
+    replies: list[pb.CommandReply] = []
+    calling = room.client.call
+
+    async def recording(method: str, request: object, who: Principal) -> object:
+        reply = await calling(method, request, who)
+        if who == ann and isinstance(reply, pb.CommandReply):
+            replies.append(reply)
+        return reply
+
+    room.client.call = recording  # type: ignore[method-assign]
+    live: dict[tuple[str, bool, bool], list[pb.TableEventRecord]] = {}
+    tasks = []
+    for who, batched, skip in ((ann, True, False), (ann, True, True), (ann, False, True),
+                               (rail, True, True)):
+        live[(who.name, batched, skip)] = []
+        tasks.append(asyncio.create_task(watch_messages(
+            room, table_id, who, start, 10**9, batched, live[(who.name, batched, skip)],
+            skip)))
+    await asyncio.sleep(0.2)
+    await play_until(room.client, table_id, 3, random.Random(11).choice)
+    room.client.call = calling  # type: ignore[method-assign]
+    version = (await room.client.view(table_id)).version
+    async with asyncio.timeout(10):
+        while last_sequence(live[("ann", True, False)]) < version \
+                or last_sequence(live[("rail-watcher", True, True)]) < version:
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)  # a skipping watch's last records may be ann's own: none come
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+    everything = flattened(live[("ann", True, False)], version)
+    mine = [r.SerializeToString() for reply in replies for r in reply.events]
+    assert len(replies) > 5 and mine and set(mine) < set(everything)
+    others = [r for r in everything if r not in mine]
+    assert flattened(live[("ann", True, True)], version) == others
+    assert flattened(live[("ann", False, True)], version) == others
+    assert len(flattened(live[("rail-watcher", True, True)], version)) == len(everything)
+    # Caught up (a page read), the same.
+    last_other = pb.TableEventRecord.FromString(others[-1]).sequence
+    read = await watch_messages(room, table_id, ann, start, last_other, True, skip_own=True)
+    assert flattened(read, version) == others
