@@ -401,8 +401,9 @@ def _seeds(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> Any:
         seeds[b"~closed"] = b"1"
         return [x for k, v in seeds.items() for x in (k, v)]
     if op == b"freeze":
-        hashes.setdefault(keys_[1], {})[b"seeds_frozen"] = b"1"
-        return 1
+        hand = hashes.setdefault(keys_[1], {})
+        hand[b"seeds_frozen"] = b"1"
+        return [x for k in sorted(hand) for x in (k, hand[k])]
     raise ValueError(f"seeds.lua {op!r} is not simulated")
 
 

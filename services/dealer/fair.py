@@ -93,8 +93,10 @@ class FairDealer:
         and ``view``: the hand and the table as just read (else read here).
 
         Returns the hand as loaded when nothing was left to freeze (no per-card commitment,
-        or frozen already: the record a deal may start from, without loading it again);
-        None when there is no such hand or this call waited or froze (load it again)."""
+        or frozen already: the record a deal may start from, without loading it again); the
+        hand as frozen (read by the freeze itself) when this call froze it without waiting,
+        so ``view`` is as fresh as a deal's own read; None when there is no such hand or this
+        call waited (load it and the table again)."""
         if stored is None:
             stored = await self._store.load_hand(table_id, hand_number)
         if stored is None or stored.fair is None or stored.fair.frozen:
@@ -105,15 +107,17 @@ class FairDealer:
         awaited = {p for p, _c in stored.fair.seeds if p in dealt_in}
         fair = stored.fair
         deadline = stored.created_ms + self._seed_wait_ms
+        waited = False
         while awaited - set(fair.opened) and self._clock_ms() < deadline:
+            waited = True
             await asyncio.sleep(0.01)
             again = await self._store.load_hand(table_id, hand_number)
             if again is None or again.fair is None or again.fair.frozen:
                 return None
             fair = again.fair
-        await self._store.freeze_seeds(table_id, hand_number)
+        frozen = await self._store.freeze_seeds(table_id, hand_number)
         log.info("seeds_frozen", committed=len(fair.seeds), opened=len(fair.opened))
-        return None
+        return None if waited else frozen
 
     async def commit_seed(self, principal: Principal, table_id: str, hand_number: int,
                           commitment: str) -> None:

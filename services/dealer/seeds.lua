@@ -10,8 +10,20 @@
 --            [player, commitment, ...] list; a repeat returns the same.
 --   'open'   player seed: keep an opened seed, unless the seeds were frozen by the first
 --            deal; returns 'ok' (a repeat of the same seed too), 'too_late' or 'missing'.
---   'freeze' : no seed is taken from now on; returns 1.
+--   'freeze' : no seed is taken from now on; returns the hand's hash as frozen, a flat
+--            [field, value, ...] list sorted by field (the first deal decides on it
+--            without reading the hand again).
 local op = ARGV[1]
+
+-- Byte order (Lua's '<' on strings follows the server's locale), as Python sorts bytes.
+local function bytewise_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
 if op == 'commit' then
   if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('HEXISTS', KEYS[1], '~closed') == 1 then
     return 'too_late'
@@ -44,6 +56,15 @@ elseif op == 'open' then
   return 'ok'
 elseif op == 'freeze' then
   redis.call('HSET', KEYS[2], 'seeds_frozen', '1')
-  return 1
+  local flat = redis.call('HGETALL', KEYS[2])
+  local pairs_ = {}
+  for i = 1, #flat, 2 do pairs_[#pairs_ + 1] = {flat[i], flat[i + 1]} end
+  table.sort(pairs_, function(a, b) return bytewise_before(a[1], b[1]) end)
+  local out = {}
+  for _, pair in ipairs(pairs_) do
+    out[#out + 1] = pair[1]
+    out[#out + 1] = pair[2]
+  end
+  return out
 end
 return redis.error_reply('unknown operation')

@@ -286,11 +286,15 @@ class DealerStore:
             args=["open", player_id, seed])
         return SeedTaken(_text(reply))
 
-    async def freeze_seeds(self, table_id: str, hand_number: int) -> None:
-        """No seed is taken for the hand from now on (its first deal)."""
-        await self._seeds(
+    async def freeze_seeds(self, table_id: str, hand_number: int) -> StoredHand | None:
+        """No seed is taken for the hand from now on (its first deal); returns the hand as
+        frozen, read by the same script (the seeds opened before the freeze, and no other),
+        None when no deck was made for it."""
+        flat = await self._seeds(
             keys=[seeds_key(table_id, hand_number), hand_key(table_id, hand_number)],
             args=["freeze"])
+        return hand_from_hash(table_id, hand_number, dict(zip(flat[::2], flat[1::2],
+                                                              strict=True)))
 
     async def released(self, table_id: str) -> int:
         """The greatest hand forgotten so far (0: none)."""

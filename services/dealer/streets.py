@@ -92,16 +92,21 @@ class StreetDealer:
                    first_index: int | None) -> StreetDeal:
         """The cards of one street: exactly the rules' pending deal of the public state, or
         a repeat of an earlier request, which gets the same cards."""
-        # The hand's record and the table's state, read together, serve the first attempt
-        # unless the hand's seeds are to be frozen first (a per-card hand's first deal,
-        # which reads both again after); a retry after a lost race reads afresh.
+        # The hand's record and the table's state, read together, serve the first attempt;
+        # a per-card hand's first deal freezes the hand's seeds first and decides on the
+        # hand as the freeze answers it (both read again only when the freeze waited for
+        # seeds); a retry after a lost race reads afresh.
         stored, view = await hand_and_view(self._tables, table_id, hand_number)
         writer = StreetWriter(self, table_id, hand_number, plan.street, first_index)
         if stored is not None and (stored.fair is None or stored.fair.frozen):
             writer.held = (stored, None if stored.deal_for(plan.street) is not None else view)
         else:
-            await self._fair.freeze_seeds(table_id, hand_number, stored, view)
-            await writer.catch_up()
+            frozen = await self._fair.freeze_seeds(table_id, hand_number, stored, view)
+            if stored is not None and frozen is not None:
+                writer.held = (frozen,
+                               None if frozen.deal_for(plan.street) is not None else view)
+            else:
+                await writer.catch_up()
         # The one retry every writer shares (studkit.commit): a street recorded by a
         # concurrent call meanwhile loads again and decides again.
         return await write(writer, plan, attempts=self._retries)
