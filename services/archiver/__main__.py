@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import studkit  # noqa: F401  (first: its gRPC setting precedes grpc's import)
 from archiver.bootstrap import build_deps
 from archiver.config import Settings
 from archiver.server import create_server
