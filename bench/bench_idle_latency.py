@@ -8,8 +8,16 @@ isolates that cost from the room: a bare ``grpc.aio`` health check, client and s
 process, none of the product's code, called back to back and then after each idle gap; and,
 as the machine's own floor, a plain asyncio TCP echo after the same gaps.
 
+Beside the times, the thread context switches one call after idle costs (every thread of
+the process, voluntary, less nothing: the machine's noise does not move this count): each is
+a thread woken, and on an idle virtual machine a woken thread may wait for its vCPU.
+
+The process imports ``studkit`` first, so it runs on the transport the services run on
+(``studkit.GRPC_EXPERIMENTS``); ``GRPC_EXPERIMENTS= `` (empty) gives grpcio's default.
+
 Prints one line per case and the last line ``grpc_busy_ms=… grpc_idle_1s_ms=…
-grpc_idle_3s_ms=… echo_idle_1s_ms=… grpc=<version>`` (medians); asserts nothing.
+grpc_idle_3s_ms=… echo_idle_1s_ms=… switches_per_call=… grpc=<version> experiments=…``
+(medians); asserts nothing.
 Run: ``.venv/bin/python bench/bench_idle_latency.py [--calls 10]``.
 """
 
@@ -17,11 +25,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 
+import studkit  # noqa: F401  (first: the services' gRPC setting, read at grpc's import)
+
+# isort: split
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+
+def switches() -> int:
+    """Voluntary context switches of every thread of this process so far."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status") as status:
+                total += next(int(line.split()[1]) for line in status
+                              if line.startswith("voluntary_ctxt_switches"))
+        except (OSError, StopIteration):
+            pass  # a thread that ended meanwhile
+    return total
+
+
+SWITCHES: list[int] = []
+"""Context switches of each health check after an idle gap (appended by grpc_calls)."""
 
 
 async def grpc_calls(gap_s: float, calls: int) -> list[float]:
@@ -37,9 +66,12 @@ async def grpc_calls(gap_s: float, calls: int) -> list[float]:
             took = []
             for _ in range(calls):
                 await asyncio.sleep(gap_s)
+                before = switches()
                 began = time.perf_counter()
                 await stub.Check(health_pb2.HealthCheckRequest())
                 took.append((time.perf_counter() - began) * 1000)
+                if gap_s:
+                    SWITCHES.append(switches() - before)
             return took
     finally:
         await server.stop(None)
@@ -88,7 +120,9 @@ async def main_async(calls: int) -> str:
     return (f"grpc_busy_ms={statistics.median(busy):.1f} "
             f"grpc_idle_1s_ms={statistics.median(idle1):.1f} "
             f"grpc_idle_3s_ms={statistics.median(idle3):.1f} "
-            f"echo_idle_1s_ms={statistics.median(echo1):.1f} grpc={grpc.__version__}")
+            f"echo_idle_1s_ms={statistics.median(echo1):.1f} "
+            f"switches_per_call={statistics.median(SWITCHES):.0f} grpc={grpc.__version__} "
+            f"experiments={os.environ.get('GRPC_EXPERIMENTS') or 'default'}")
 
 
 def main() -> int:
