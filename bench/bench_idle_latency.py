@@ -6,17 +6,21 @@ processes idle. On the development machine an action at a single idle table took
 the bot, of which 34-45 ms passed before the table's first interceptor ran. This script
 isolates that cost from the room: a bare ``grpc.aio`` health check, client and server in one
 process, none of the product's code, called back to back and then after each idle gap; and,
-as the machine's own floor, a plain asyncio TCP echo after the same gaps.
+as the machine's own floor, a plain asyncio TCP echo after the same gaps; and a Redis read
+and a write after 1 s idle (the write waits for the AOF's fsync, as an idle table's commit
+does).
 
-Beside the times, the thread context switches one call after idle costs (every thread of
-the process, voluntary, less nothing: the machine's noise does not move this count): each is
-a thread woken, and on an idle virtual machine a woken thread may wait for its vCPU.
+Beside the times, the thread context switches one call after idle costs (voluntary, summed
+over every thread of the process; the machine's noise moves this count little, where it
+moves the times several-fold): each is a thread woken, and on an idle virtual machine a
+woken thread may wait for its vCPU.
 
 The process imports ``studkit`` first, so it runs on the transport the services run on
 (``studkit.GRPC_EXPERIMENTS``); ``GRPC_EXPERIMENTS= `` (empty) gives grpcio's default.
 
 Prints one line per case and the last line ``grpc_busy_ms=… grpc_idle_1s_ms=…
-grpc_idle_3s_ms=… echo_idle_1s_ms=… switches_per_call=… grpc=<version> experiments=…``
+grpc_idle_3s_ms=… echo_idle_1s_ms=… redis_read_idle_1s_ms=… redis_write_idle_1s_ms=…
+switches_per_call=… grpc=<version> experiments=…``
 (medians); asserts nothing.
 Run: ``.venv/bin/python bench/bench_idle_latency.py [--calls 10]``.
 """
@@ -34,6 +38,9 @@ import studkit  # noqa: F401  (first: the services' gRPC setting, read at grpc's
 # isort: split
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from studkit.redis_client import connect
+from studtools.redis_server import RedisServer
 
 
 def switches() -> int:
@@ -103,6 +110,29 @@ async def echo_calls(gap_s: float, calls: int) -> list[float]:
         server.close()
 
 
+async def redis_calls(gap_s: float, calls: int) -> tuple[list[float], list[float]]:
+    """Milliseconds of a read (GET) and of a write (SET) after ``gap_s`` idle each, on a
+    redis-server of the product's durability (AOF, ``appendfsync always``, as the campaigns
+    run it): an idle table's commit is one such write (its append script)."""
+    with RedisServer() as server:
+        client = connect(server.url)
+        try:
+            await client.set("idle", "0")
+            reads, writes = [], []
+            for _ in range(calls):
+                await asyncio.sleep(gap_s)
+                began = time.perf_counter()
+                await client.get("idle")
+                reads.append((time.perf_counter() - began) * 1000)
+                await asyncio.sleep(gap_s)
+                began = time.perf_counter()
+                await client.set("idle", "1")
+                writes.append((time.perf_counter() - began) * 1000)
+            return reads, writes
+        finally:
+            await client.aclose()
+
+
 def line(name: str, took: list[float]) -> str:
     return (f"  {name:<34} median {statistics.median(took):6.1f} ms  "
             f"min {min(took):6.1f}  max {max(took):6.1f}  (n={len(took)})")
@@ -117,10 +147,15 @@ async def main_async(calls: int) -> str:
     print(line("grpc health check, 3 s idle before", idle3), flush=True)
     echo1 = await echo_calls(1.0, calls)
     print(line("asyncio TCP echo, 1 s idle before", echo1), flush=True)
+    reads, writes = await redis_calls(1.0, calls)
+    print(line("redis GET, 1 s idle before", reads), flush=True)
+    print(line("redis SET (fsync always), 1 s idle", writes), flush=True)
     return (f"grpc_busy_ms={statistics.median(busy):.1f} "
             f"grpc_idle_1s_ms={statistics.median(idle1):.1f} "
             f"grpc_idle_3s_ms={statistics.median(idle3):.1f} "
             f"echo_idle_1s_ms={statistics.median(echo1):.1f} "
+            f"redis_read_idle_1s_ms={statistics.median(reads):.1f} "
+            f"redis_write_idle_1s_ms={statistics.median(writes):.1f} "
             f"switches_per_call={statistics.median(SWITCHES):.0f} grpc={grpc.__version__} "
             f"experiments={os.environ.get('GRPC_EXPERIMENTS') or 'default'}")
 
