@@ -239,8 +239,17 @@ class MutableHand:
 
     @staticmethod
     def thaw(hand: HandState) -> MutableHand:
-        """A twin of ``hand`` (sharing its frozen players until they change)."""
+        """A twin of ``hand`` (sharing its frozen players until they change).
+
+        Compiled, the twin the latest :meth:`freeze` made ``hand`` from, when it did (a
+        twin kept by freeze is handed out once: see :class:`_Kept`)."""
         if NATIVE:
+            kept = _KEPT
+            if kept.hand is hand:
+                taken = kept.twin
+                kept.hand = kept.twin = None
+                assert taken is not None
+                return taken
             return MutableHand(
                 hand.hand_number, list(hand.players), hand.phase, hand.street, hand.to_act,
                 hand.target, hand.level, hand.full_wagers, hand.bring_in_seat,
@@ -253,17 +262,26 @@ class MutableHand:
 
     def freeze(self) -> HandState:
         """This twin turned into the frozen value equal to it, with its players frozen (in
-        place: the twin is gone, use only the value returned)."""
+        place: the twin is gone, use only the value returned).
+
+        Compiled, the twin is kept (:class:`_Kept`) as :meth:`thaw` of the value returned
+        would make it: the same fields, its players the value's own (frozen) players."""
         players = self.players
         if NATIVE:
-            frozen = tuple([p.freeze() if isinstance(p, MutablePlayer) else p
-                            for p in players])
-            return cast(HandState, _make_hand(
-                self.hand_number, frozen, self.phase, self.street, self.to_act, self.target,
-                self.level, self.full_wagers, self.bring_in_seat, self.bring_in_pending,
-                self.cap_lifted, self.last_wager, self.exposed, self.dealt, self.burned,
-                self.community, self.deck_commitment, self.card_commitment, self.awards,
-                self.rake, self.rake_pots, self.voided))
+            i = 0
+            for p in players:
+                if isinstance(p, MutablePlayer):
+                    players[i] = p.freeze()  # the twin then holds what the value holds
+                i += 1  # noqa: SIM113 (no enumerate on the hot path)
+            hand = cast(HandState, _make_hand(
+                self.hand_number, tuple(players), self.phase, self.street, self.to_act,
+                self.target, self.level, self.full_wagers, self.bring_in_seat,
+                self.bring_in_pending, self.cap_lifted, self.last_wager, self.exposed,
+                self.dealt, self.burned, self.community, self.deck_commitment,
+                self.card_commitment, self.awards, self.rake, self.rake_pots, self.voided))
+            kept = _KEPT
+            kept.hand, kept.twin = hand, self
+            return hand
         for p in players:
             if type(p) is MutablePlayer:
                 _set(p, "__class__", Player)
@@ -340,6 +358,39 @@ NATIVE: Final = not hasattr(MutableHand, "__slots__")
 ``__slots__``, so a twin cannot become its frozen value by a class change and is copied into
 one by a positional :func:`maker` instead; their attributes are read natively by the compiled
 fold). Pure, the twins have the frozen values' layouts and become them in place."""
+
+
+
+class _Kept:
+    """The hand the latest :meth:`MutableHand.freeze` returned and the twin it froze,
+    compiled (:data:`NATIVE`): the next :meth:`MutableHand.thaw` of that very hand (by
+    identity) takes the twin instead of copying the hand into a new one, which a replay's
+    next command does (it decides on the state the previous one left).
+
+    Sound because the twin is then exactly what thaw would make (freeze puts the frozen
+    players back into its list), and because nobody can change it after freeze: a twin
+    never leaves the rules package, and its only holders (``decide``'s ``_follow``,
+    ``evolve`` and ``fold``) drop it when they freeze it, so the one reference left is
+    here (tests/unit/rules/test_kept_twin.py checks both after every command of random
+    hands). It is handed out once: a second thaw of the same hand (another command tried
+    on the same state) copies as before, so one branch never sees another's changes. This
+    object holds the kept hand alive, so an identity match is never a recycled address.
+    Pure, freeze turns the twin itself into the value and nothing is kept."""
+
+    __slots__ = ("hand", "twin")
+
+    def __init__(self) -> None:
+        self.hand: HandState | None = None
+        self.twin: MutableHand | None = None
+
+
+_KEPT: Final = _Kept()
+
+
+def forget() -> None:
+    """Drop the kept twin (the next thaw copies): for tests comparing with a fresh copy."""
+    _KEPT.hand = _KEPT.twin = None
+
 
 _copy_player = _copier(_PLAYER_FIELDS, MutablePlayer)
 _copy_hand = _copier(_HAND_FIELDS, MutableHand)
