@@ -375,7 +375,11 @@ class _Kept:
     hands). It is handed out once: a second thaw of the same hand (another command tried
     on the same state) copies as before, so one branch never sees another's changes. This
     object holds the kept hand alive, so an identity match is never a recycled address.
-    Pure, freeze turns the twin itself into the value and nothing is kept."""
+    Pure, freeze turns the twin itself into the value and nothing is kept.
+
+    One keeper a process and no lock: the rules are called from one thread at a time (the
+    services run them on their asyncio loop; ``stud replay verify --jobs`` forks processes).
+    A caller that ran them in several threads at once would need a keeper per thread."""
 
     __slots__ = ("hand", "twin")
 
