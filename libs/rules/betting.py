@@ -28,6 +28,27 @@ _COMPLETE, _BET, _RAISE = ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE
 _THIRD = Street.THIRD
 _BETTING_PHASE = Phase.BETTING
 
+_JUDGED: dict[tuple[ActionKind, int, int, bool], LegalAction] = {}
+"""The legal actions :func:`judge_action` made, by their fields (a frozen value: one made is
+as good as another of the same fields; the look-up costs about half the maker's call). Every
+field is one the rules computed, so equal keys always mean equal actions
+(tests/unit/rules/test_event_cache.py checks them against a fresh build)."""
+
+_JUDGED_KEPT = 4096
+"""At most this many legal actions are kept (then forgotten all at once)."""
+
+
+def _judged(kind: ActionKind, amount: int, to: int, all_in: bool) -> LegalAction:
+    """``LegalAction(kind=kind, amount=amount, to=to, all_in=all_in)``, kept."""
+    key = (kind, amount, to, all_in)
+    action = _JUDGED.get(key)
+    if action is None:
+        action = _legal(kind, amount, to, all_in)
+        if len(_JUDGED) >= _JUDGED_KEPT:
+            _JUDGED.clear()
+        _JUDGED[key] = action
+    return action
+
 
 def is_capped(hand: HandState, config: TableConfig) -> bool:
     """Whether no more full wagers may be made this round (RULES 6.8)."""
@@ -106,10 +127,10 @@ def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
     if hand.bring_in_pending:
         if kind == _BRING_IN:
             amount = min(config.bring_in, p.stack)
-            return _legal(kind, amount, amount, amount == p.stack)
+            return _judged(kind, amount, amount, amount == p.stack)
         if kind == _COMPLETE and p.stack > config.bring_in:
             to = min(config.small_bet, reach)
-            return _legal(kind, to, to, to == reach)
+            return _judged(kind, to, to, to == reach)
         if p.stack > config.bring_in:
             return RuleViolation(Reason.ILLEGAL_ACTION, "post the bring-in or complete")
         return RuleViolation(Reason.ILLEGAL_ACTION,
@@ -120,17 +141,17 @@ def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
     if kind == _CHECK:
         if to_call > 0:
             return RuleViolation(Reason.CHECK_NOT_ALLOWED, "there is a wager to call")
-        return _legal(kind, 0, p.street_total, False)
+        return _judged(kind, 0, p.street_total, False)
     if kind == _FOLD:
         if to_call <= 0:
             return RuleViolation(Reason.FOLD_NOT_ALLOWED,
                                  "folding is not allowed when you can check")
-        return _legal(kind, 0, p.street_total, False)
+        return _judged(kind, 0, p.street_total, False)
     if kind == _CALL:
         if to_call <= 0:
             return RuleViolation(Reason.ILLEGAL_ACTION, "nothing to call: check")
         amount = min(to_call, p.stack)
-        return _legal(kind, amount, p.street_total + amount, amount == p.stack)
+        return _judged(kind, amount, p.street_total + amount, amount == p.stack)
     refusal = raise_refusal(hand, config, p)
     if refusal is not None:
         return refusal
@@ -138,7 +159,7 @@ def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
     if kind != wager:
         return RuleViolation(Reason.ILLEGAL_ACTION, f"this wager is a {wager.value}")
     to = min(hand.level + street_bet(hand, config), reach)
-    return _legal(kind, to - p.street_total, to, to == reach)
+    return _judged(kind, to - p.street_total, to, to == reach)
 
 
 def legal_actions_for(hand: HandState, config: TableConfig) -> LegalActions | None:

@@ -71,6 +71,7 @@ from rules.rounds import Hand
 from rules.showdown import award_events, evaluate, raked_pots, showdown_events
 from rules.stakes import change_stakes
 from rules.state import HandState, Phase, TableState
+from rules.streets import Street
 
 _KIND = {
     PostBringIn: ActionKind.BRING_IN,
@@ -97,6 +98,49 @@ _ANTE, _DOWN, _UP = maker(AntePosted), maker(DownCardDealt), maker(UpCardDealt)
 _CALLED, _CHECKED, _FOLDED = maker(Called), maker(Checked), maker(Folded)
 _BROUGHT_IN, _COMPLETED = maker(BringInPosted), maker(Completed)
 _BET_MADE, _RAISED = maker(BetMade), maker(Raised)
+_SEATED, _STARTED, _ENDED = maker(PlayerSeated), maker(HandStarted), maker(HandEnded)
+
+# Those events kept by their fields for the next command that causes the same one (issue 35):
+# an event is a frozen value, so one made is as good as another of the same fields, and a
+# look-up costs about half a maker's call. Keys hold only values the rules computed (a seat,
+# a street and the amounts of the plan or the action judged legal) and the dealt card when it
+# is exactly a :class:`Card` (a value: equal cards make equal events; any other object is
+# made anew, as before), so equal keys always mean equal events
+# (tests/unit/rules/test_event_cache.py checks each against a fresh build).
+_DEALT: dict[tuple[int, bool, Street, Card | None], Event] = {}
+"""The dealt cards' events by seat, face, street and card."""
+_ACTED: dict[tuple[ActionKind, int, int, int], Event] = {}
+"""The betting actions' events by kind, seat, amount and total (``to``)."""
+_ANTES: dict[tuple[int, int], Event] = {}
+"""The antes posted by seat and amount."""
+_EVENTS_KEPT = 4096
+"""At most this many events are kept in each (then forgotten all at once)."""
+
+
+def _dealt_event(seat: int, up: bool, street: Street, card: Any) -> Event:
+    """``UpCardDealt`` or ``DownCardDealt`` of that seat, street and card, kept."""
+    if card is not None and card.__class__ is not Card:
+        return _UP(seat, street, card) if up else _DOWN(seat, street, card)  # type: ignore[no-any-return]
+    key = (seat, up, street, card)
+    event = _DEALT.get(key)
+    if event is None:
+        event = _UP(seat, street, card) if up else _DOWN(seat, street, card)
+        if len(_DEALT) >= _EVENTS_KEPT:
+            _DEALT.clear()
+        _DEALT[key] = event
+    return event
+
+
+def _ante_event(seat: int, amount: int) -> Event:
+    """``AntePosted`` of that seat and amount, kept."""
+    key = (seat, amount)
+    event = _ANTES.get(key)
+    if event is None:
+        event = _ANTE(seat, amount)
+        if len(_ANTES) >= _EVENTS_KEPT:
+            _ANTES.clear()
+        _ANTES[key] = event
+    return event
 
 
 def _fail(reason: Reason, detail: str) -> RuleViolation:
@@ -163,7 +207,7 @@ def _sit_down(state: TableState, command: SitDown) -> list[Event]:
     refusal = sit_refusal(state, c.seat, c.player_id, c.stack)
     if refusal is not None:
         raise refusal
-    return [PlayerSeated(seat=c.seat, player_id=c.player_id, stack=c.stack)]
+    return [_SEATED(c.seat, c.player_id, c.stack)]
 
 
 def _leave(state: TableState, command: LeaveSeat) -> list[Event]:
@@ -207,13 +251,12 @@ def _start(state: TableState, command: StartHand) -> list[Event]:
         raise _fail(Reason.INVALID_COMMAND,
                     f"the next hand number is {state.hands_started + 1}")
     seats = seats_to_deal(state)
-    events: list[Event] = [HandStarted(hand_number=c.hand_number, seats=seats,
-                                       deck_commitment=c.deck_commitment,
-                                       card_commitment=c.card_commitment)]
+    events: list[Event] = [_STARTED(c.hand_number, seats, c.deck_commitment,
+                                    c.card_commitment)]
     if config.ante > 0:
         for n in seats:
             stack = state.seats[n - 1].stack  # type: ignore[union-attr]
-            events.append(_ANTE(n, min(config.ante, stack)))
+            events.append(_ante_event(n, min(config.ante, stack)))
     return events
 
 
@@ -267,11 +310,9 @@ def _deal(state: TableState, command: DealStreet) -> list[Event]:
         if slot.seat == 0:
             assert dealt.card is not None
             events.append(CommunityCardDealt(card=dealt.card))
-        elif slot.up:
-            assert dealt.card is not None
-            events.append(_UP(slot.seat, plan.street, dealt.card))
         else:
-            events.append(_DOWN(slot.seat, plan.street, dealt.card))
+            assert not slot.up or dealt.card is not None
+            events.append(_dealt_event(slot.seat, slot.up, plan.street, dealt.card))
     _check_unique(_known_cards(hand) + new_cards)
     return events
 
@@ -325,8 +366,20 @@ def _all_show(hand: HandState) -> bool:
 # --- betting ----------------------------------------------------------------------------
 
 def _action_event(hand: HandState, action: LegalAction) -> Event:
+    """The event of the legal ``action`` of the player to act, kept."""
     seat = hand.to_act
     assert seat is not None
+    key = (action.kind, seat, action.amount, action.to)
+    event = _ACTED.get(key)
+    if event is None:
+        event = _new_action_event(seat, action)
+        if len(_ACTED) >= _EVENTS_KEPT:
+            _ACTED.clear()
+        _ACTED[key] = event
+    return event
+
+
+def _new_action_event(seat: int, action: LegalAction) -> Event:
     kind = action.kind
     if kind == _CALL:
         return _CALLED(seat, action.amount)  # type: ignore[no-any-return]
@@ -468,7 +521,7 @@ def _follow(state: TableState, events: list[Event]) -> tuple[tuple[Event, ...], 
         settle = _exposed_showdown(hand, _config(state))
     else:
         return tuple(out), state
-    settle.append(HandEnded(hand_number=hand.hand_number))
+    settle.append(_ENDED(hand.hand_number))
     state = fold(settle, state)
     out.extend(settle)
     return tuple(out), state
