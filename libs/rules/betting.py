@@ -115,14 +115,23 @@ ACTION_ORDER: tuple[ActionKind, ...] = (
 """The order in which legal actions are listed."""
 
 
+def _player(hand: HandState, seat: int) -> Player:
+    """``hand.player(seat)``, here compiled (the method is an interpreted call)."""
+    for p in hand.players:
+        if p.seat == seat:
+            return p
+    raise KeyError(seat)
+
+
 def judge_action(hand: HandState, config: TableConfig, kind: ActionKind
                  ) -> LegalAction | RuleViolation:
     """The player to act taking an action of ``kind`` now: the action with its amounts if
     legal, else the refusal (returned, not raised) with its reason. The one source of
     legality: :func:`legal_actions_for` lists what this allows and ``decide`` raises what it
     refuses, so an offered action is never refused nor a refused one offered (STYLE §10)."""
-    assert hand.to_act is not None
-    p = hand.player(hand.to_act)
+    seat = hand.to_act
+    assert seat is not None
+    p = _player(hand, seat)
     reach = p.street_total + p.stack
     if hand.bring_in_pending:
         if kind == _BRING_IN:
@@ -172,7 +181,7 @@ def legal_actions_for(hand: HandState, config: TableConfig) -> LegalActions | No
     if hand.phase != _BETTING_PHASE or hand.to_act is None:
         return None
     seat = hand.to_act
-    p = hand.player(seat)
+    p = _player(hand, seat)
     stack, street_total = p.stack, p.street_total
     reach = street_total + stack
     if hand.bring_in_pending:

@@ -86,7 +86,7 @@ _KIND = {
 # Enum members as module constants for the hot paths: ``Phase.BETTING`` is looked up through
 # the enum's metaclass, about ten times the cost of a global.
 _DEALING, _BETTING, _REVEAL = Phase.DEALING, Phase.BETTING, Phase.REVEAL
-_SHOWDOWN, _SETTLING = Phase.SHOWDOWN, Phase.SETTLING
+_SHOWDOWN, _SETTLING, _COMPLETE_PHASE = Phase.SHOWDOWN, Phase.SETTLING, Phase.COMPLETE
 _BRING_IN, _CHECK, _FOLD, _CALL = (ActionKind.BRING_IN, ActionKind.CHECK, ActionKind.FOLD,
                                    ActionKind.CALL)
 _COMPLETE_KIND, _BET, _RAISE = ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE
@@ -155,7 +155,8 @@ def _config(state: TableState) -> TableConfig:
 
 def _hand(state: TableState, phase: Phase) -> HandState:
     hand = state.hand
-    if hand is None or hand.is_over:
+    # ``hand.is_over`` read as the phase it is (an interpreted property call, each command).
+    if hand is None or hand.phase == _COMPLETE_PHASE:
         raise _fail(Reason.NO_HAND_IN_PROGRESS, "no hand is in progress")
     if hand.phase != phase:
         reason = Reason.NOT_BETTING if phase == _BETTING else Reason.INVALID_COMMAND
