@@ -16,7 +16,7 @@ moves the times several-fold): each is a thread woken, and on an idle virtual ma
 woken thread may wait for its vCPU.
 
 The process imports ``studkit`` first, so it runs on the transport the services run on
-(``studkit.GRPC_EXPERIMENTS``); ``GRPC_EXPERIMENTS= `` (empty) gives grpcio's default.
+(``studkit.transport.GRPC_EXPERIMENTS``); ``GRPC_EXPERIMENTS= `` (empty) gives grpcio's default.
 
 Prints one line per case and the last line ``grpc_busy_ms=… grpc_idle_1s_ms=…
 grpc_idle_3s_ms=… echo_idle_1s_ms=… redis_read_idle_1s_ms=… redis_write_idle_1s_ms=…
@@ -33,7 +33,7 @@ import os
 import statistics
 import time
 
-import studkit  # noqa: F401  (first: the services' gRPC setting, read at grpc's import)
+import studkit.transport  # noqa: F401  (first: the services' gRPC setting, read at grpc's import)
 
 # isort: split
 import grpc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import studkit  # noqa: F401  (first: its gRPC setting precedes grpc's import)
+import studkit.transport  # noqa: F401  (first: the gRPC transport, before grpc's import)
 from archiver.bootstrap import build_deps
 from archiver.config import Settings
 from archiver.server import create_server

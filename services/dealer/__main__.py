@@ -12,6 +12,7 @@ import sys
 
 import structlog
 
+import studkit.transport  # noqa: F401  (first: the gRPC transport, before grpc's import)
 from dealer.bootstrap import build_deps
 from dealer.config import Settings, test_only_settings
 from dealer.server import create_server

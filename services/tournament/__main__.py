@@ -3,6 +3,7 @@ process manager until SIGTERM."""
 
 from __future__ import annotations
 
+import studkit.transport  # noqa: F401  (first: the gRPC transport, before grpc's import)
 from studkit import service
 from tournament.bootstrap import build_deps
 from tournament.config import Settings

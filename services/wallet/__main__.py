@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import studkit.transport  # noqa: F401  (first: the gRPC transport, before grpc's import)
 from studkit import service
 from wallet.bootstrap import build_deps
 from wallet.config import Settings
