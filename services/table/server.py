@@ -295,20 +295,25 @@ class TableServicer(pb_grpc.TableServiceServicer):
         actor = (await self._app.routed(table_id)).actor
         viewer = self._app.hand_viewer
         record = self._records.record_bytes
-        # Opt-in (issue 35): the caller's own commands' records are left out (their replies
-        # carry them): the envelopes their commands wrote carry the stored id of the command.
+        # Opt-in (issue 35): the records of the caller's own commands written after the watch
+        # began are left out (their replies carry them; the envelopes their commands wrote
+        # carry the stored id of the command). What was written before comes whole: a client
+        # that lost its replies (a restart, another device) catches up on its own actions.
         own = command_key(principal, "") if request.skip_own else None
+        live_from = actor.version
         async with self._limiter.hold(principal, context.peer()):
             if not request.batched:
                 async for envelope in self._app.watch(principal, table_id, after):
-                    if own is None or not envelope.command_id.startswith(own):
+                    if own is None or envelope.sequence <= live_from \
+                            or not envelope.command_id.startswith(own):
                         yield record(envelope, *viewer(principal, actor, envelope.hand_number))
                 return
             # Opt-in (issue 35): what is ready in one message, the first record's `more`
             # holding the rest; each record as this caller may see it, as above.
             async for batch in self._app.watch_batches(principal, table_id, after):
                 if own is not None:
-                    batch = [e for e in batch if not e.command_id.startswith(own)]
+                    batch = [e for e in batch if e.sequence <= live_from
+                             or not e.command_id.startswith(own)]
                     if not batch:
                         continue
                 yield batch_bytes([record(e, *viewer(principal, actor, e.hand_number))

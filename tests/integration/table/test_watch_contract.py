@@ -174,11 +174,13 @@ async def test_a_batched_watch_carries_the_same_records_in_fewer_messages(room: 
 
 async def test_a_watch_that_skips_its_own_commands_gets_them_in_their_replies(
         room: Room) -> None:
-    """WatchTableRequest.skip_own (issue 35): the caller's own actions are left out of its
-    watch, live and caught up, batched or not; its replies carry exactly those records, byte
+    """WatchTableRequest.skip_own (issue 35): the caller's own actions written after its
+    watch began are left out, batched or not; its replies carry exactly those records, byte
     for byte as the watch would have sent them; everything else comes as before (the other
     player's actions, the cards the table deals, the hand's end), and a watcher with no
-    commands of its own (the rail) gets everything."""
+    commands of its own (the rail) gets everything. A watch that catches up on what was
+    written before it began gets the caller's own actions too (a client that lost its
+    replies, after a restart or on another device, learns what it did)."""
     table_id = await room.client.open_table()
     for seat, name in {1: "ann", 3: "bob"}.items():
         await room.fund(name)
@@ -224,7 +226,11 @@ async def test_a_watch_that_skips_its_own_commands_gets_them_in_their_replies(
     assert flattened(live[("ann", True, True)], version) == others
     assert flattened(live[("ann", False, True)], version) == others
     assert len(flattened(live[("rail-watcher", True, True)], version)) == len(everything)
-    # Caught up (a page read), the same.
+    # Caught up on what was written before the watch began: everything, ann's own included.
     last_other = pb.TableEventRecord.FromString(others[-1]).sequence
-    read = await watch_messages(room, table_id, ann, start, last_other, True, skip_own=True)
-    assert flattened(read, version) == others
+    for batched in (True, False):
+        read = await watch_messages(room, table_id, ann, start, last_other, batched,
+                                    skip_own=True)
+        assert flattened(read, last_other) == [
+            r for r in everything if pb.TableEventRecord.FromString(r).sequence <= last_other]
+        assert set(mine) & set(flattened(read, last_other))
