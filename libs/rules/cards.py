@@ -87,6 +87,17 @@ class Card:
     def __repr__(self) -> str:
         return f"Card({str(self)!r})"
 
+    # Pickled and copied as its index, and read back as the deck's own card (one object per
+    # card): compiled, the frozen dataclass's default state could not be set back.
+    def __reduce__(self) -> tuple[object, tuple[int]]:
+        return (card_from_index, (self.index,))
+
+    def __copy__(self) -> Card:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Card:
+        return self
+
 
 DECK: Final[tuple[Card, ...]] = tuple(
     Card(rank, suit) for rank in range(2, 15) for suit in Suit
