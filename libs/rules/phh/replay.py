@@ -114,7 +114,7 @@ class _Table:
 
     def __init__(self, config: TableConfig, stacks: dict[int, int]) -> None:
         opened = _OPENED.get(id(config))
-        if opened is None:
+        if opened is None or opened[1].config is not config:  # (the id's own object)
             self.state = initial_state()
             self.events = []
             self.apply(OpenTable(table_id="t1", config=config))
