@@ -56,6 +56,7 @@ from studtools.replay_hands import (
     LedgerTx,
     Logged,
     Problem,
+    Unfoldable,
     check_money,
     iter_verify_hands,
     merge_down_cards,
@@ -92,6 +93,9 @@ def _run(coro: Coroutine[Any, Any, int], err: TextIO) -> int:
     except OSError as exc:  # Redis unreachable
         print(f"stud replay: cannot reach the source: {exc}", file=err)
         return EXIT_SOURCE
+    except Unfoldable as exc:  # the log's own events do not fold (a tampered log)
+        print(f"FAILED {exc}", file=err)
+        return EXIT_FAILED
 
 
 def _redis_errors() -> tuple[type[Exception], ...]:
@@ -559,9 +563,13 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
                     if not count % YIELD_EVERY:
                         await asyncio.sleep(0)  # the next table's read goes on meanwhile
             else:
-                checked = [(h, verify_hand_log(h)) for h in
-                           split_hands(table_id, log.events, log.start)[0]
-                           if h.number == hand_number]
+                try:
+                    checked = [(h, verify_hand_log(h)) for h in
+                               split_hands(table_id, log.events, log.start)[0]
+                               if h.number == hand_number]
+                except Unfoldable as exc:  # the log's own events do not fold: that problem
+                    checked = [(HandLog(table_id, exc.problem.hand, log.start, []),
+                                HandVerdict(table_id, exc.problem.hand, [exc.problem]))]
         ledger = None
         if wallet:
             ledger = settled

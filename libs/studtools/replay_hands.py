@@ -150,37 +150,41 @@ def split_hands(table_id: str, log: Sequence[Logged], start: TableState | None =
     outside any hand (seating, top-ups, leaving) go into the next hand's ``lead``. ``start``
     is the state before the log's first event (default: no table yet; a snapshot's state
     when the log's head was archived)."""
+    try:
+        return _split_hands(table_id, log, start)
+    except Unfoldable as exc:  # the log's own events do not fold: named with the table
+        exc.table_id = table_id
+        raise
+
+
+def _split_hands(table_id: str, log: Sequence[Logged], start: TableState | None
+                 ) -> tuple[list[HandLog], TableState]:
     hands: list[HandLog] = []
     state = TableState() if start is None else start
     lead: list[Logged] = []
     current: HandLog | None = None
-    pending: list[Event] = []
     for item in log:
         event = item.event
         if current is None:
             if isinstance(event, HandStarted):
                 start = state
-                state = fold(pending, state)
-                pending = []
+                state = fold_logged(lead, state, event.hand_number)
                 current = HandLog(table_id, event.hand_number, state, [item], lead,
                                   start if lead else None)
                 lead = []
             else:
                 lead.append(item)
-                pending.append(event)
             continue
         current.events.append(item)
-        pending.append(event)
         if isinstance(event, HandEnded):
-            state = fold([e.event for e in current.events], current.before)
-            pending = []
+            state = fold_logged(current.events, current.before, current.number)
             hands.append(current)
             current = None
     if current is not None:
         hands.append(current)
-        state = fold([e.event for e in current.events], current.before)
-        pending = [item.event for item in lead]
-    return hands, fold(pending, state)
+        state = fold_logged(current.events, current.before, current.number)
+        lead = []
+    return hands, fold_logged(lead, state, state.hands_started + 1)
 
 
 # --- commands rebuilt from their events ------------------------------------------------------
@@ -344,6 +348,38 @@ class Problem:
         return f"table {table_id} hand {self.hand}: {where}{self.what}"
 
 
+class Unfoldable(ValueError):
+    """Raised when the log's own events do not fold (the rules' fold fails on them: a
+    tampered log, e.g. an event moved to a seat not in the hand); ``problem`` names the hand
+    and the first event that does not fold."""
+
+    def __init__(self, problem: Problem, table_id: str = "") -> None:
+        super().__init__(problem.what)
+        self.problem = problem
+        self.table_id = table_id
+
+    def __str__(self) -> str:
+        return self.problem.line(self.table_id)
+
+
+def fold_logged(items: Sequence[Logged], state: TableState, hand: int) -> TableState:
+    """``fold`` of the logged events from ``state``; :class:`Unfoldable` naming the first
+    event that does not fold (any exception of the rules' fold) instead of that exception."""
+    try:
+        return fold([item.event for item in items], state)
+    except Exception:  # whatever fails, the log is wrong: find its event
+        pass
+    for item in items:
+        try:
+            state = fold([item.event], state)
+        except Exception as exc:
+            raise Unfoldable(Problem(
+                hand, item.sequence, f"{describe(item.event)} does not fold: "
+                f"{type(exc).__name__}: {exc}")) from exc
+    raise Unfoldable(Problem(hand, items[0].sequence if items else None,
+                             "the events do not fold"))
+
+
 @dataclass(slots=True)
 class HandVerdict:
     """The verification of one hand: its problems (empty: verified) and notes (checks that
@@ -421,8 +457,8 @@ def redecide(state: TableState, group: Sequence[Logged], hand: int
     if command is not None:  # the commonest case first: a betting action, decided the same
         try:
             decided, after = decide_and_fold(state, command)
-        except RuleViolation:
-            pass  # the problem is named below
+        except Exception:  # a RuleViolation or worse: named below
+            pass
         else:
             if len(decided) == len(group):
                 for want, item in zip(decided, group, strict=True):
@@ -439,31 +475,40 @@ def _redecide(state: TableState, group: Sequence[Logged], hand: int
     try:
         command = command_for(events, state)
     except Unrebuildable as exc:
-        return fold(events, state), None, f"event #{group[0].sequence}: not re-decided: {exc}"
+        return (fold_logged(group, state, hand), None,
+                f"event #{group[0].sequence}: not re-decided: {exc}")
+    except Exception as exc:  # a state no legal log reaches
+        return fold_logged(group, state, hand), Problem(
+            hand, group[0].sequence, f"{describe(events[0])} rebuilds no command: "
+            f"{type(exc).__name__}: {exc}"), None
     if command is None:
-        return fold(events, state), Problem(
+        return fold_logged(group, state, hand), Problem(
             hand, group[0].sequence,
             f"{describe(events[0])} starts no command the rules know"), None
     try:
         decided, after = decide_and_fold(state, command)
     except RuleViolation as exc:
-        return fold(events, state), Problem(
+        return fold_logged(group, state, hand), Problem(
             hand, group[0].sequence,
             f"{describe(events[0])} is illegal: {exc.reason.value}: {exc.detail}"), None
+    except Exception as exc:  # a state no legal log reaches
+        return fold_logged(group, state, hand), Problem(
+            hand, group[0].sequence, f"{describe(events[0])} cannot be decided again: "
+            f"{type(exc).__name__}: {exc}"), None
     if decided == tuple(events):
         return after, None, None
     for index, (want, got) in enumerate(zip(decided, events, strict=False)):
         if want != got:
-            return fold(events, state), Problem(
+            return fold_logged(group, state, hand), Problem(
                 hand, group[index].sequence,
                 f"the log has {describe(got)}, the rules decide {describe(want)}"), None
     if len(events) > len(decided):
         extra = group[len(decided)]
-        return fold(events, state), Problem(
+        return fold_logged(group, state, hand), Problem(
             hand, extra.sequence, f"{describe(extra.event)} follows from no command"), None
     # The command's own events end early: the first wrong event is the one after them
     # (the caller names it; None here).
-    return fold(events, state), Problem(
+    return fold_logged(group, state, hand), Problem(
         hand, None, f"the command of event #{group[0].sequence} stops short at event "
         f"#{group[-1].sequence}: the rules also decide {describe(decided[len(events)])}"
     ), None
@@ -473,6 +518,16 @@ def verify_hand_log(hand: HandLog) -> HandVerdict:
     """Re-decide every command of the hand (and of the table events before it), and check
     that the chips are conserved. The money against the wallet is :func:`check_money`."""
     verdict = HandVerdict(hand.table_id, hand.number)
+    try:
+        return _verify_hand_log(hand, verdict)
+    except Unfoldable as exc:  # the log's own events do not fold: named, nothing after it
+        verdict.problems[:] = [exc.problem]
+        verdict.checks.append("legal")
+        verdict.after = None
+        return verdict
+
+
+def _verify_hand_log(hand: HandLog, verdict: HandVerdict) -> HandVerdict:
     before = hand.before
     if hand.start is not None:
         state = hand.start
@@ -496,8 +551,8 @@ def verify_hand_log(hand: HandLog) -> HandVerdict:
         if command is not None:
             try:
                 decided, after = decide_and_fold(state, command)
-            except RuleViolation:
-                decided = ()
+            except Exception:  # a RuleViolation, or a state no legal log
+                decided = ()   # reaches: _redecide names it
             if len(decided) == end - start:
                 at = start
                 for want in decided:
@@ -572,7 +627,12 @@ def iter_verify_hands(table_id: str, log: Sequence[Logged], start: TableState | 
         event = item.event
         if current is None:
             if isinstance(event, HandStarted):
-                before = fold([e.event for e in lead], state) if lead else state
+                try:
+                    before = fold_logged(lead, state, event.hand_number) if lead else state
+                except Unfoldable as exc:  # the table's verification stops here
+                    hand = HandLog(table_id, event.hand_number, state, [item], lead, state)
+                    yield hand, HandVerdict(table_id, event.hand_number, [exc.problem])
+                    return
                 current = HandLog(table_id, event.hand_number, before, [item], lead,
                                   state if lead else None)
                 lead = []
@@ -585,7 +645,13 @@ def iter_verify_hands(table_id: str, log: Sequence[Logged], start: TableState | 
             if verdict.ok and verdict.after is not None:
                 state = verdict.after
             else:
-                state = fold([e.event for e in current.events], current.before)
+                try:
+                    state = fold_logged(current.events, current.before, current.number)
+                except Unfoldable as exc:  # the table's verification stops here
+                    if verdict.ok:
+                        verdict.problems.append(exc.problem)
+                    yield current, verdict
+                    return
             yield current, verdict
             current = None
     if current is not None:
