@@ -14,7 +14,9 @@ query per question about a state (``can_start_hand``, ``seats_to_deal``, ``legal
 import pkgutil as _pkgutil
 
 _everywhere: list[str] = _pkgutil.extend_path([], __name__)
-__path__ = [p for p in _everywhere if p not in __path__] + __path__
+# In sys.path's order: the build first, then the first libs/ on the path (a checkout's own
+# sources before another's, when a clone runs with another checkout's venv).
+__path__ = _everywhere or __path__
 
 from rules.betting import ActionKind, LegalAction, LegalActions
 from rules.cards import DECK, DECK_SIZE, Card, Suit, card_from_index, format_cards, parse_cards

@@ -10,7 +10,9 @@ Their public names are importable from here."""
 import pkgutil as _pkgutil
 
 _everywhere: list[str] = _pkgutil.extend_path([], __name__)
-__path__ = [p for p in _everywhere if p not in __path__] + __path__
+# In sys.path's order: the build first, then the first libs/ on the path (a checkout's own
+# sources before another's, when a clone runs with another checkout's venv).
+__path__ = _everywhere or __path__
 
 from rules.phh.export import export_phh
 from rules.phh.format import (
