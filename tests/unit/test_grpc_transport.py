@@ -1,8 +1,9 @@
 """Every service process runs gRPC on the transport ``studkit.transport.GRPC_EXPERIMENTS`` names
 (issue 35: grpcio's own I/O path, not the EventEngine, measured cheaper per call). gRPC reads
 the variable once, when ``grpc`` is first imported, so ``studkit.transport`` must come before
-it in each service's entry module; the library and the SDK leave it alone: a fresh interpreter imports the entry with the variable unset and
-records what the environment held at the moment ``grpc`` was imported."""
+it in each service's entry module; the library and the SDK leave it alone. A fresh
+interpreter imports the entry with the variable unset and records what the environment held
+at the moment ``grpc`` was imported."""
 
 from __future__ import annotations
 
