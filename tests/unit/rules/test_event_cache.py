@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import fields
 
 from rules import DECK, TableConfig
-from rules.betting import ActionKind, LegalAction, LegalActions
-from rules.commands import Command, Fold, TimeOut
+from rules.betting import ActionKind, LegalAction
+from rules.commands import Command
 from rules.decide import decide_and_fold
 from rules.events import (
     AntePosted,
@@ -31,7 +31,8 @@ from rules.events import (
 from rules.legal import legal_action
 from rules.state import TableState
 from rules.streets import Street
-from rules.testing import StackedDeck, TableDriver, action_command
+from rules.testing import TableDriver
+from studtest.random_tables import Observe, play_random_tables
 
 _decide = importlib.import_module("rules.decide")  # the module (rules.decide is the function)
 _betting = importlib.import_module("rules.betting")
@@ -67,15 +68,6 @@ def _fresh(state: TableState, command: Command) -> tuple[Event, ...]:
     return decide_and_fold(state, command)[0]
 
 
-def _action(rng: random.Random, legal: LegalActions) -> Command:
-    roll = rng.random()
-    if roll < 0.03:
-        return TimeOut(seat=legal.seat)
-    if roll < 0.12 and legal.get(ActionKind.FOLD) is not None:
-        return Fold(seat=legal.seat)
-    return action_command(legal.seat, rng.choice(legal.actions).kind)
-
-
 def _assert_kept_are_fresh_builds() -> int:
     """Every entry kept equals (field for field, type for type) what its key makes anew."""
     for (seat, up, street, card), event in _decide._DEALT.items():
@@ -98,13 +90,8 @@ def test_every_command_gives_with_the_kept_events_what_a_fresh_build_gives() -> 
     rng = random.Random(35)
     commands = checked = 0
     _forget()
-    for table_number in range(30):
-        config = TableConfig.for_stakes(rng.choice((2, 10)), burn_cards=rng.random() < 0.3)
-        big = config.big_bet
-        seats = rng.sample(range(1, 9), rng.randint(2, 8))
-        table = TableDriver(config, stacks={s: rng.randint(2 * big, 30 * big) for s in seats},
-                            table_id=f"t{table_number}")
 
+    def observer(table: TableDriver) -> Observe:
         def observe(before: TableState, command: Command, events: tuple[Event, ...]) -> None:
             nonlocal commands, checked
             commands += 1
@@ -115,14 +102,9 @@ def test_every_command_gives_with_the_kept_events_what_a_fresh_build_gives() -> 
                 assert _same(made, kept) and _same(made, driven), (command, made, kept)
             checked += _assert_kept_are_fresh_builds()
 
-        for _ in range(3):
-            if sum(1 for s in seats if table.state.stack(s) > 0) < 2:
-                break
-            deck = list(DECK)
-            rng.shuffle(deck)
-            table.play_hand(StackedDeck(deck), act=lambda legal: _action(rng, legal),
-                            mucks=lambda hands: [h.seat for h in hands if rng.random() < 0.5],
-                            observe=observe)
+        return observe
+
+    play_random_tables(rng, 30, observer)
     assert commands > 1000 and checked > 1000
 
 

@@ -12,15 +12,16 @@ from dataclasses import fields
 
 import pytest
 
-from rules import DECK, TableConfig, evolve, fold
+from rules import TableConfig, evolve, fold
 from rules._mutable import _KEPT, NATIVE, MutableHand, forget
 from rules.betting import ActionKind, LegalActions, legal_actions_for
-from rules.commands import Command, Fold, TimeOut
+from rules.commands import Command
 from rules.decide import decide_and_fold
 from rules.errors import RuleViolation
 from rules.events import Event
 from rules.state import HandState, Phase, TableState
-from rules.testing import StackedDeck, TableDriver, action_command
+from rules.testing import TableDriver, action_command
+from studtest.random_tables import Observe, play_random_tables
 
 _HAND_FIELDS = tuple(f.name for f in fields(HandState) if f.name != "players")
 
@@ -58,15 +59,6 @@ def _other(rng: random.Random, legal: LegalActions) -> Command:
     return action_command(legal.seat, rng.choice(legal.actions).kind)
 
 
-def _action(rng: random.Random, legal: LegalActions) -> Command:
-    roll = rng.random()
-    if roll < 0.03:
-        return TimeOut(seat=legal.seat)
-    if roll < 0.12 and legal.get(ActionKind.FOLD) is not None:
-        return Fold(seat=legal.seat)
-    return action_command(legal.seat, rng.choice(legal.actions).kind)
-
-
 def _outcome(state: TableState, command: Command, fresh: bool = False) -> object:
     try:
         return _fresh(state, command) if fresh else decide_and_fold(state, command)
@@ -77,15 +69,9 @@ def _outcome(state: TableState, command: Command, fresh: bool = False) -> object
 def test_every_command_with_the_kept_twin_gives_what_a_fresh_copy_gives() -> None:
     rng = random.Random(35)
     commands = branches = kept = 0
-    for table_number in range(40):
-        config = TableConfig.for_stakes(rng.choice((2, 10)), burn_cards=rng.random() < 0.3)
-        big = config.big_bet
-        seats = rng.sample(range(1, 9), rng.randint(2, 8))
-        table = TableDriver(config, stacks={s: rng.randint(2 * big, 30 * big) for s in seats},
-                            table_id=f"t{table_number}")
 
-        def observe(before: TableState, command: Command, events: tuple[Event, ...],
-                    table: TableDriver = table) -> None:
+    def observer(table: TableDriver) -> Observe:
+        def observe(before: TableState, command: Command, events: tuple[Event, ...]) -> None:
             nonlocal commands, branches, kept
             commands += 1
             after = table.state
@@ -112,14 +98,9 @@ def test_every_command_with_the_kept_twin_gives_what_a_fresh_copy_gives() -> Non
                     _assert_kept_is_a_fresh_thaw()
                     branches += 1
 
-        for _ in range(3):
-            if sum(1 for s in seats if table.state.stack(s) > 0) < 2:
-                break
-            deck = list(DECK)
-            rng.shuffle(deck)
-            table.play_hand(StackedDeck(deck), act=lambda legal: _action(rng, legal),
-                            mucks=lambda hands: [h.seat for h in hands if rng.random() < 0.5],
-                            observe=observe)
+        return observe
+
+    play_random_tables(rng, 40, observer)
     assert commands > 1000 and branches > 300
     assert kept > 1000 if NATIVE else kept == 0
 
