@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -52,22 +53,33 @@ def rewritten(url: str, key: str, change: Callable[[bytes, dict[bytes, bytes]], 
         client.close()
 
 
+def payload_changed(event_type: str, message: type[Any], change: Callable[[Any], None],
+                    seen: dict[str, int]) -> Callable[[bytes, dict[bytes, bytes]], bool]:
+    """A change for :func:`rewritten`: the first ``event_type`` envelope of hand 2 or later
+    gets its payload (decoded as ``message``) changed by ``change``; its hand and sequence go
+    into ``seen``."""
+    def rewrite(entry_id: bytes, fields: dict[bytes, bytes]) -> bool:
+        envelope = EventEnvelope.FromString(fields[b"envelope"])
+        if envelope.event_type != event_type or envelope.hand_number < 2:
+            return False
+        payload = message.FromString(envelope.payload)
+        change(payload)
+        envelope.payload = payload.SerializeToString()
+        fields[b"envelope"] = envelope.SerializeToString()
+        seen.update(hand=envelope.hand_number, sequence=envelope.sequence)
+        return True
+    return rewrite
+
+
 async def test_a_tampered_event_fails_naming_hand_and_event(replay_env: Played) -> None:
     table = replay_env.table_id
     tampered: dict[str, int] = {}
 
-    def bump_a_call(entry_id: bytes, fields: dict[bytes, bytes]) -> bool:
-        envelope = EventEnvelope.FromString(fields[b"envelope"])
-        if envelope.event_type != "Called" or envelope.hand_number < 2:
-            return False
-        called = epb.Called.FromString(envelope.payload)
+    def bump(called: epb.Called) -> None:
         called.amount += 10
-        envelope.payload = called.SerializeToString()
-        fields[b"envelope"] = envelope.SerializeToString()
-        tampered.update(hand=envelope.hand_number, sequence=envelope.sequence)
-        return True
 
-    with rewritten(replay_env.admin_url, keys.table_stream(table), bump_a_call):
+    with rewritten(replay_env.admin_url, keys.table_stream(table),
+                   payload_changed("Called", epb.Called, bump, tampered)):
         status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
         assert status == 1, out
         hand, sequence = tampered["hand"], tampered["sequence"]

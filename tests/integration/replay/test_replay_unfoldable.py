@@ -10,11 +10,10 @@ import re
 import pytest
 
 from stud.v1 import events_pb2 as epb
-from stud.v1.envelope_pb2 import EventEnvelope
 from studkit import keys
 
 from .conftest import Played, run_cli
-from .test_replay_tampered import rewritten
+from .test_replay_tampered import payload_changed, rewritten
 
 pytestmark = pytest.mark.integration
 
@@ -24,18 +23,11 @@ async def test_a_call_moved_to_an_empty_seat_fails_naming_the_event(
     table = replay_env.table_id
     moved: dict[str, int] = {}
 
-    def move(entry_id: bytes, fields: dict[bytes, bytes]) -> bool:
-        envelope = EventEnvelope.FromString(fields[b"envelope"])
-        if envelope.event_type != "Called" or envelope.hand_number < 2:
-            return False
-        called = epb.Called.FromString(envelope.payload)
+    def move(called: epb.Called) -> None:
         called.seat = 7
-        envelope.payload = called.SerializeToString()
-        fields[b"envelope"] = envelope.SerializeToString()
-        moved.update(hand=envelope.hand_number, sequence=envelope.sequence)
-        return True
 
-    with rewritten(replay_env.admin_url, keys.table_stream(table), move):
+    with rewritten(replay_env.admin_url, keys.table_stream(table),
+                   payload_changed("Called", epb.Called, move, moved)):
         status, out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
         assert status == 1, out
         hand, sequence = moved["hand"], moved["sequence"]
@@ -56,18 +48,11 @@ async def test_a_stored_event_that_does_not_decode_is_named(
     table = replay_env.table_id
     bad: dict[str, int] = {}
 
-    def street(entry_id: bytes, fields: dict[bytes, bytes]) -> bool:
-        envelope = EventEnvelope.FromString(fields[b"envelope"])
-        if envelope.event_type != "UpCardDealt" or envelope.hand_number < 2:
-            return False
-        up = epb.UpCardDealt.FromString(envelope.payload)
+    def street(up: epb.UpCardDealt) -> None:
         up.street = 103
-        envelope.payload = up.SerializeToString()
-        fields[b"envelope"] = envelope.SerializeToString()
-        bad["sequence"] = envelope.sequence
-        return True
 
-    with rewritten(replay_env.admin_url, keys.table_stream(table), street):
+    with rewritten(replay_env.admin_url, keys.table_stream(table),
+                   payload_changed("UpCardDealt", epb.UpCardDealt, street, bad)):
         capsys.readouterr()
         status, _out = await run_cli(["replay", "verify", "--table", table, "--no-progress"])
         err = capsys.readouterr().err
