@@ -205,6 +205,9 @@ def test_kept_dealt_cards_rebuild_each_deal_as_made() -> None:
 
 
 def test_iter_verify_hands_gives_what_verify_hands_does() -> None:
+    """Each hand's verdict as the hand alone gets it (``split_hands`` then
+    ``verify_hand_log``, which fold the log's own events), the tampered call named in its own
+    hand, every other hand sound."""
     _table, log = played(hands=5, seed=4)
     at = [i for i, item in enumerate(log) if isinstance(item.event, Called)][2]
     called = log[at].event
@@ -213,7 +216,12 @@ def test_iter_verify_hands_gives_what_verify_hands_does() -> None:
     pairs = list(iter_verify_hands("t1", log))
     assert [(h.number, v.problems, v.after) for h, v in pairs] == [
         (h.number, v.problems, v.after) for h, v in verify_hands("t1", log)]
-    assert sum(not v.ok for _h, v in pairs) == 1
+    alone = [(hand.number, verify_hand_log(hand)) for hand in split_hands("t1", log)[0]]
+    assert [h.number for h, _v in pairs] == [n for n, _v in alone] == [1, 2, 3, 4, 5]
+    assert [(v.ok, v.problems) for _h, v in pairs] == [(v.ok, v.problems) for _n, v in alone]
+    tampered = next(h.number for h, _v in pairs if log[at] in h.events)
+    assert [h.number for h, v in pairs if not v.ok] == [tampered]
+    assert next(v for h, v in pairs if not v.ok).problems[0].sequence == log[at].sequence
 
 
 def test_an_event_no_command_gives_is_found() -> None:
