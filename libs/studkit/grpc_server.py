@@ -74,9 +74,9 @@ __all__ = [  # the error table and the handler wrapping live apart; importable f
     "INTERNAL_MESSAGE", "PUBLIC_SERVICES", "REASON_KEY", "SINGLE_OWNER", "STORE_UNAVAILABLE",
     "UNDECODABLE_REASON", "AuthInterceptor", "Clock", "ErrorEntry", "ErrorMappingInterceptor",
     "ErrorTable", "GrpcServer", "MappedError", "Refusal", "Scope", "ServiceRegistration",
-    "create_grpc_server", "current_principal", "is_public", "log_summary", "reason_of",
-    "rpc_error_info", "rpc_error_reason", "run_until_signalled", "trailing_metadata",
-    "wrap_handler",
+    "create_grpc_server", "current_principal", "is_public", "log_refusal", "log_summary",
+    "reason_of", "rpc_error_info", "rpc_error_reason", "run_until_signalled",
+    "trailing_metadata", "wrap_handler",
 ]
 
 log = structlog.get_logger("studkit.grpc")
@@ -147,6 +147,41 @@ def log_summary(key: tuple[str, ...], suppressed: int, window_s: float) -> None:
     line = log.warning if code == grpc.StatusCode.UNAVAILABLE.name else log.info
     line("rpc_rejected_summary", code=code, reason=reason, suppressed=suppressed,
          window_s=window_s)
+
+
+def log_refusal(mapped: MappedError, error: BaseException, duration_ms: float,
+                sampler: LogSampler, metrics: Metrics | None, **fields: Any) -> None:
+    """The log line of a refused call (``rpc_rejected``), or of a failure (``rpc_failed``,
+    with the traceback: call it where ``error`` is being handled). Refusals go through
+    ``sampler``: past its first lines in a window they are counted in ``metrics`` instead
+    (``fields``: more of the line, e.g. a Play stream's action as ``rpc``)."""
+    if mapped.code is grpc.StatusCode.INTERNAL:
+        log.exception("rpc_failed", code=mapped.code.name, duration_ms=duration_ms, **fields)
+    elif not sampler.allow((mapped.code.name, mapped.reason)):
+        # A flood of refusals: the first lines of each window are written, the rest
+        # summed up when the window ends (every one is counted in the metrics).
+        if metrics is not None:
+            metrics.suppressed_log_line(mapped.code)
+    elif mapped.code is grpc.StatusCode.UNAVAILABLE:
+        # Not the caller's fault: the operator wants to see these, with the cause.
+        log.warning(
+            "rpc_rejected",
+            code=mapped.code.name,
+            reason=mapped.reason,
+            detail=mapped.message,
+            error=type(error).__name__,
+            duration_ms=duration_ms,
+            **fields,
+        )
+    else:
+        log.info(
+            "rpc_rejected",
+            code=mapped.code.name,
+            reason=mapped.reason,
+            detail=mapped.message,
+            duration_ms=duration_ms,
+            **fields,
+        )
 
 
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -221,31 +256,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         except Exception as exc:
             mapped = self._errors.map(exc)
             duration_ms = round((time.perf_counter() - started) * 1000, 2)
-            if mapped.code is grpc.StatusCode.INTERNAL:
-                log.exception("rpc_failed", code=mapped.code.name, duration_ms=duration_ms)
-            elif not self._sampler.allow((mapped.code.name, mapped.reason)):
-                # A flood of refusals: the first lines of each window are written, the rest
-                # summed up when the window ends (every one is counted in the metrics).
-                if self._metrics is not None:
-                    self._metrics.suppressed_log_line(mapped.code)
-            elif mapped.code is grpc.StatusCode.UNAVAILABLE:
-                # Not the caller's fault: the operator wants to see these, with the cause.
-                log.warning(
-                    "rpc_rejected",
-                    code=mapped.code.name,
-                    reason=mapped.reason,
-                    detail=mapped.message,
-                    error=type(exc).__name__,
-                    duration_ms=duration_ms,
-                )
-            else:
-                log.info(
-                    "rpc_rejected",
-                    code=mapped.code.name,
-                    reason=mapped.reason,
-                    detail=mapped.message,
-                    duration_ms=duration_ms,
-                )
+            log_refusal(mapped, exc, duration_ms, self._sampler, self._metrics)
             observe(mapped.code)
             await context.abort(
                 mapped.code, mapped.message, trailing_metadata=self._trailing_metadata(mapped)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,16 +19,18 @@ from stud.v1 import table_pb2_grpc as pb_grpc
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import BadRequest, FailedPrecondition
 from studkit.fingerprint import fingerprint
-from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal
-from studkit.limits import StreamLimiter
+from studkit.grpc_server import GrpcServer, create_grpc_server, current_principal, log_summary
+from studkit.limits import CallerKeys, CallRateLimiter, LogSampler, StreamLimiter
 from studkit.mapping import config_from_proto, event_from_envelope, is_room_event
 from studkit.mapping.common import check_amount, check_ident
+from studkit.metrics import Metrics
 from studkit.ownership import Ownership, Replica
 from table.app import Outcome, TableApp, command_key
 from table.bootstrap import TableDeps
 from table.config import Settings
 from table.errors import TABLE_ERRORS
 from table.model import TableSettings, settings_from_proto
+from table.play import ACTIONS, Accounting, PlayStreams, resume_point
 from table.room_state import Stakes
 from table.tournament import (
     AMOUNT_MAX,
@@ -42,8 +45,6 @@ from table.views import Records, batch_bytes, hand_result_to_proto, record_for
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TableService"].full_name
 _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A page token: the last table id of the previous page."""
-_EVENT_ID = re.compile(r"0-([0-9]{1,19})")
-"""A resume point: the stream id ``0-<sequence>`` (ASCII digits, at most 19 of them)."""
 
 
 def _seat(value: int) -> int:
@@ -90,10 +91,15 @@ def _common(request: Any, method: str) -> tuple[str, str, str]:
 class TableServicer(pb_grpc.TableServiceServicer):
     """One method per RPC, each a translation around one app call."""
 
-    def __init__(self, app: TableApp, limiter: StreamLimiter) -> None:
+    def __init__(self, app: TableApp, limiter: StreamLimiter,
+                 accounting: Accounting | None = None) -> None:
         self._app = app
         self._limiter = limiter
         self._records = Records()
+        self.play = PlayStreams(app, limiter, self._records,
+                                {kind: getattr(self, name) for kind, name in ACTIONS.items()},
+                                accounting or Accounting(TABLE_ERRORS, Metrics()))
+        """``Play``'s handler (registered by :func:`add_table_service`)."""
 
     def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
         principal = current_principal()
@@ -284,13 +290,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
         """The records, each message as bytes (:func:`add_table_service` registers a
         serializer that sends them as they are): every viewer's record of an envelope is
         serialized once for all those who may see it alike (:class:`table.views.Records`)."""
-        table_id = check_ident(request.table_id, "table_id")
-        after = int(request.after_sequence)
-        if not after and request.after_event_id:
-            match = _EVENT_ID.fullmatch(request.after_event_id)
-            if match is None:
-                raise BadRequest("after_event_id", "not an event id of this table (0-<n>)")
-            after = int(match.group(1))
+        table_id, after = resume_point(request)
         principal = current_principal()
         actor = (await self._app.routed(table_id)).actor
         viewer = self._app.hand_viewer
@@ -369,13 +369,18 @@ class _Registrar:
 
 def add_table_service(servicer: TableServicer, server: Any) -> None:
     """The generated registration, but ``WatchTable``'s messages may be given as bytes (the
-    records serialized once for all watchers: :class:`table.views.Records`)."""
+    records serialized once for all watchers: :class:`table.views.Records`), and ``Play``
+    is :class:`table.play.PlayStreams` (its messages as bytes, built from the same)."""
     taken = _Registrar()
     pb_grpc.add_TableServiceServicer_to_server(servicer, taken)  # type: ignore[no-untyped-call]
     handlers = dict(taken.handlers)
     watch = handlers["WatchTable"]
     handlers["WatchTable"] = grpc.unary_stream_rpc_method_handler(
         watch.unary_stream, request_deserializer=watch.request_deserializer,
+        response_serializer=_as_sent)
+    play = handlers["Play"]
+    handlers["Play"] = grpc.stream_stream_rpc_method_handler(
+        servicer.play.serve, request_deserializer=play.request_deserializer,
         response_serializer=_as_sent)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME,
                                                                           handlers),))
@@ -384,15 +389,24 @@ def add_table_service(servicer: TableServicer, server: Any) -> None:
 
 def create_server(settings: Settings, deps: TableDeps) -> tuple[GrpcServer, int]:
     """The table server bound to ``settings.addr`` (not started) and its port."""
+    # The interceptors' own rates, callers, metrics and refusal log, shared with each action
+    # of a Play stream (counted, logged and limited as a call).
+    accounting = Accounting(TABLE_ERRORS, deps.metrics, LogSampler(log_summary),
+                            CallRateLimiter.from_env(os.environ),
+                            CallerKeys.from_env(os.environ))
     server = create_grpc_server(
         settings.addr,
         [(add_table_service,
           TableServicer(deps.app, StreamLimiter(per_principal=settings.watches_per_player,
-                                                per_peer=settings.watches_per_connection)),
+                                                per_peer=settings.watches_per_connection),
+                        accounting),
           SERVICE_NAME)],
         verifier=deps.verifier,
         errors=TABLE_ERRORS,
         metrics=deps.metrics,
+        rates=accounting.rates,
+        log_sampler=accounting.sampler,
+        callers=accounting.callers,
     )
     address = settings.advertise_addr or f"127.0.0.1:{server.port}"
     deps.app.bind(Ownership(deps.redis, Replica(settings.replica_id or address, address),

@@ -1,0 +1,131 @@
+"""``TableService.Play`` over real gRPC against the whole room (issue 35): players play whole
+hands each on their own stream; what each stream carries is what WatchTable shows an
+observer, their own actions' records in the replies only, never twice."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import grpc
+import pytest
+
+from stud.v1 import table_pb2 as pb
+from studkit.commandwindow import new_id
+from studtest.table import OPERATOR, Room, player
+
+from .play_support import PlayStream, play_hands
+
+pytestmark = pytest.mark.integration
+
+
+async def observed(room: Room, table_id: str, upto: int) -> list[pb.TableEventRecord]:
+    """The operator's WatchTable from the start to the record at ``upto``."""
+    out: list[pb.TableEventRecord] = []
+    call = room.client.stub.WatchTable(pb.WatchTableRequest(table_id=table_id),
+                                       metadata=room.client.md(OPERATOR))
+    try:
+        async with asyncio.timeout(20):
+            async for record in call:
+                out.append(record)
+                if record.sequence >= upto:
+                    break
+    finally:
+        call.cancel()
+    return out
+
+
+def reached(stream: PlayStream, version: int) -> bool:
+    """Whether ``stream`` has carried the record at ``version`` (as a record or a reply's)."""
+    return any(r.sequence >= version for r in stream.records) or any(
+        e.sequence >= version for rep in stream.replies for e in rep.reply.events)
+
+
+async def seated(room: Room, names: dict[int, str]) -> str:
+    table_id = await room.client.open_table()
+    for seat, name in names.items():
+        await room.fund(name)
+        await room.client.call("SitDown", pb.SitDownRequest(
+            table_id=table_id, seat=seat, buy_in=10_000), player(name))
+    return table_id
+
+
+async def test_players_play_whole_hands_each_on_their_own_play_stream(room: Room) -> None:
+    names = {1: "ann", 3: "bob", 5: "cat"}
+    table_id = await seated(room, names)
+    # ann batched, the others not; each from the table's start.
+    streams = {name: await PlayStream.open(room, player(name), table_id,
+                                           batched=name == "ann")
+               for name in names.values()}
+    try:
+        replies = await play_hands(room, table_id, streams, 3, random.Random(35))
+        view = await room.client.view(table_id)
+        watched = await observed(room, table_id, view.version)
+        by_sequence = {r.sequence: r for r in watched}
+        assert [r.sequence for r in watched] == sorted(by_sequence)
+        applied = [r for r in replies if r.HasField("reply")]
+        assert len(applied) >= 3 * 3  # at least a bring-in and two more a hand
+        for name, stream in streams.items():
+            await stream.wait(lambda s=stream: reached(s, view.version))
+            own = [e for rep in stream.replies if rep.HasField("reply")
+                   for e in rep.reply.events]
+            seen = [r.sequence for r in stream.records]
+            # The stream's records are in order, each once; its own actions' records come
+            # in its replies only, never again as records.
+            assert seen == sorted(set(seen))
+            assert not {e.sequence for e in own} & set(seen), name
+            # Together they are exactly what the observer saw, record for record (no
+            # mucked hand here: every viewer sees the same records).
+            mine = {r.sequence: r for r in [*stream.records, *own]
+                    if r.sequence <= view.version}  # the next hand goes on meanwhile
+            assert sorted(mine) == sorted(by_sequence), name
+            for sequence, record in mine.items():
+                assert record == by_sequence[sequence], (name, sequence)
+            # Others' actions arrive as records.
+            others = {rep.reply.events[0].sequence for other, s in streams.items()
+                      if other != name for rep in s.replies if rep.HasField("reply")}
+            assert others <= set(seen)
+            # Replies come in order, each naming its action's command id.
+            assert all(rep.command_id for rep in stream.replies)
+        assert all(r.reply.version > 0 for r in applied)
+    finally:
+        for stream in streams.values():
+            await stream.close()
+
+
+async def test_replies_come_in_order_and_a_retry_is_a_duplicate(room: Room) -> None:
+    table_id = await seated(room, {1: "ann", 2: "bob"})
+    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
+                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    to_act = view.hand.to_act
+    name = next(s.player_id for s in view.seats if s.seat == to_act)
+    stream = await PlayStream.open(room, player(name), table_id)
+    try:
+        cids = [new_id() for _ in range(3)]
+        # Three messages at once: the bring-in (applied), the same again (a retry), and a
+        # fold that is now stale; each answered in the order sent.
+        for cid in (cids[0], cids[0]):
+            await stream.send(pb.PlayRequest(post_bring_in=pb.PostBringInRequest(
+                table_id=table_id, seat=to_act, command_id=cid,
+                expected_sequence=view.version)))
+        await stream.send(pb.PlayRequest(fold=pb.FoldRequest(
+            table_id=table_id, seat=to_act, command_id=cids[2],
+            expected_sequence=view.version)))
+        await stream.wait(lambda: len(stream.replies) >= 3)
+        first, again, stale = stream.replies[:3]
+        assert [r.command_id for r in stream.replies] == [cids[0], cids[0], cids[2]]
+        assert first.HasField("reply") and not first.reply.duplicate
+        assert again.HasField("reply") and again.reply.duplicate
+        assert again.reply.version == first.reply.version
+        assert list(again.reply.events) == list(first.reply.events)
+        assert not stale.HasField("reply")
+        assert stale.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+        assert stale.reason == "stale"
+        # The unary call with the same id and request is the same duplicate (one fingerprint
+        # for the call and the stream's message).
+        unary = await room.client.stub.PostBringIn(pb.PostBringInRequest(
+            table_id=table_id, seat=to_act, command_id=cids[0],
+            expected_sequence=view.version), metadata=room.client.md(player(name)))
+        assert unary.duplicate and unary.version == first.reply.version
+    finally:
+        await stream.close()
