@@ -14,12 +14,20 @@ The verdict, per request:
 - any other refusal, and a quiet stream, must change nothing: a digest of every key the
   services own (the self-changing ones aside: lobby summaries, heartbeats, leases) is the
   same before and after; a change is a failure.
+
+A method that takes a stream of requests (``TableService.Play``) gets a few messages on one
+stream (its first mostly the ``watch`` it must be, at a table of the room half the time, the
+others any of its kinds, now and then undecodable), read until its deadline or its end. Its
+replies count as answers: one that was applied makes the case ``OK``, one that carries
+``INTERNAL`` or ``UNKNOWN`` makes it ``INTERNAL``; otherwise the stream's own end (or
+:data:`QUIET`) is the case's code, and nothing may have changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +70,9 @@ class Target:
     method: str
     request: type[Message]
     streaming: bool
+    client_streaming: bool = False
+    """The method takes a stream of requests: :attr:`Case.body` holds them (:func:`frame`)."""
+    response: type[Message] | None = None
 
     @property
     def path(self) -> str:
@@ -84,7 +95,8 @@ def targets(services: tuple[tuple[Any, str], ...] = ROOM_SERVICES) -> list[Targe
         for m in desc.methods:
             out.append(Target(desc.full_name, m.name,
                               message_factory.GetMessageClass(m.input_type),
-                              m.server_streaming))
+                              m.server_streaming, m.client_streaming,
+                              message_factory.GetMessageClass(m.output_type)))
     return out
 
 
@@ -178,6 +190,56 @@ class Case:
                 f"garbage={self.garbage[:40]!r})")
 
 
+STREAM_MESSAGES: Final = 5
+"""Messages at most on one client stream of a case."""
+
+
+def frame(messages: Sequence[bytes]) -> bytes:
+    """A client stream's messages as one :attr:`Case.body`: each its 4-byte length, then it.
+
+    >>> unframe(frame([b"a", b"", b"bc"]))
+    [b'a', b'', b'bc']
+    """
+    return b"".join(len(m).to_bytes(4, "big") + m for m in messages)
+
+
+def unframe(body: bytes) -> list[bytes]:
+    """The messages :func:`frame` put in ``body``."""
+    out, at = [], 0
+    while at < len(body):
+        size = int.from_bytes(body[at:at + 4], "big")
+        out.append(body[at + 4:at + 4 + size])
+        at += 4 + size
+    return out
+
+
+@st.composite
+def stream_messages(draw: st.DrawFn, target: Target, strings: Sequence[str]) -> bytes:
+    """A client stream's messages (:func:`frame`): the first mostly the oneof field named
+    ``watch`` set (half the time a watch of a table of the room from its start), then any
+    of the request's kinds, now and then raw bytes."""
+    messages: list[bytes] = []
+    for index in range(draw(st.integers(1, STREAM_MESSAGES))):
+        if draw(st.integers(0, 9)) == 0:
+            messages.append(draw(st.binary(min_size=1, max_size=64)))
+            continue
+        message = draw(filled(target.request, strings=strings))
+        watch = target.request.DESCRIPTOR.fields_by_name.get("watch")
+        if index == 0 and watch is not None and draw(st.integers(0, 4)) > 0:
+            first: Any = draw(filled(message_factory.GetMessageClass(watch.message_type),
+                                     strings=strings))
+            if draw(st.booleans()) and "table_id" in first.DESCRIPTOR.fields_by_name:
+                # A watch that opens (from the start), so that the actions are reached.
+                first.table_id = draw(st.sampled_from(("t-open", "t-empty")))
+                for name in ("after_sequence", "after_event_id"):
+                    first.ClearField(name)
+            opening: Any = target.request()
+            opening.watch.CopyFrom(first)
+            message = opening
+        messages.append(message.SerializeToString())
+    return frame(messages)
+
+
 GARBAGE_TOKENS: Final = ("Bearer", "Bearer x.y.z", "Basic abc", "Bearer " + "a" * 5000)
 
 
@@ -191,7 +253,9 @@ def cases(draw: st.DrawFn, all_targets: list[Target], principals: int,
     who = draw(st.sampled_from([*range(principals), None]))
     how = draw(_mostly(st.just("ours"), st.sampled_from(("forged", "expired", "garbage"))))
     garbage = draw(st.sampled_from(GARBAGE_TOKENS)) if how == "garbage" else ""
-    if draw(st.integers(0, 9)) == 0:
+    if target.client_streaming:
+        body = draw(stream_messages(target, strings))
+    elif draw(st.integers(0, 9)) == 0:
         body = draw(st.binary(min_size=1, max_size=64))
     else:
         body = draw(filled(target.request, strings=strings)).SerializeToString()
@@ -205,7 +269,10 @@ QUIET: Final = "QUIET"
 def send(channel: grpc.Channel, target: Target, body: bytes,
          metadata: tuple[tuple[str, str], ...]) -> str:
     """Send ``body`` raw to ``target`` (a blocking channel); the status code's name, or
-    :data:`QUIET` for a stream that is open but has said nothing yet."""
+    :data:`QUIET` for a stream that is open but has said nothing yet (a client stream:
+    :func:`send_stream`)."""
+    if target.client_streaming:
+        return send_stream(channel, target, body, metadata)
     try:
         if target.streaming:
             call = channel.unary_stream(target.path, request_serializer=None,
@@ -228,6 +295,47 @@ def send(channel: grpc.Channel, target: Target, body: bytes,
         return "OK"
     except grpc.RpcError as exc:
         return str(exc.code().name)
+
+
+def _answer(message: Any) -> tuple[bool, int] | None:
+    """A client stream's reply in ``message`` (a field ``reply`` whose message has ``code``
+    and ``reply``): (applied, status code number); None for anything else (a record)."""
+    if "reply" not in message.DESCRIPTOR.fields_by_name or not message.HasField("reply"):
+        return None
+    reply = message.reply
+    return reply.HasField("reply"), int(reply.code)
+
+
+def send_stream(channel: grpc.Channel, target: Target, body: bytes,
+                metadata: tuple[tuple[str, str], ...]) -> str:
+    """Send the messages in ``body`` (:func:`frame`) on one stream to ``target``, raw, and
+    read what comes back until the stream ends or its deadline: ``OK`` if an action was
+    applied, ``INTERNAL`` if a reply carries INTERNAL or UNKNOWN, else the stream's end
+    (:data:`QUIET` at its deadline)."""
+    call = channel.stream_stream(target.path, request_serializer=None,
+                                 response_deserializer=None)(
+        iter(unframe(body)), metadata=metadata, timeout=STREAM_TIMEOUT_S)
+    applied = internal = False
+    ended = "OK"
+    started = time.monotonic()
+    try:
+        for raw in call:
+            answer = _answer(target.response.FromString(raw)) if target.response else None
+            if answer is not None:
+                applied = applied or answer[0]
+                internal = internal or answer[1] in (grpc.StatusCode.INTERNAL.value[0],
+                                                     grpc.StatusCode.UNKNOWN.value[0])
+            if time.monotonic() - started > STREAM_TIMEOUT_S:
+                ended = QUIET
+                break
+    except grpc.RpcError as exc:
+        code = exc.code()
+        ended = QUIET if code is grpc.StatusCode.DEADLINE_EXCEEDED else str(code.name)
+    finally:
+        call.cancel()
+    if internal:
+        return "INTERNAL"
+    return "OK" if applied else ended
 
 
 @dataclass(frozen=True)
