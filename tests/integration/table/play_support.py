@@ -4,6 +4,7 @@ replies kept apart as they come (the tests of ``test_play*.py``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,9 +47,10 @@ class PlayStream:
         md = metadata if metadata is not None else (
             room.client.md(who) if who is not None else ())
         stream = cls(room.client.stub.Play(metadata=tuple(md)))
-        await stream.send(pb.PlayRequest(watch=pb.WatchTableRequest(
-            table_id=table_id, after_sequence=after, batched=batched)))
         stream._reader = asyncio.create_task(stream._read())
+        with contextlib.suppress(grpc.aio.AioRpcError):  # refused at once: see `ended`
+            await stream.send(pb.PlayRequest(watch=pb.WatchTableRequest(
+                table_id=table_id, after_sequence=after, batched=batched)))
         return stream
 
     async def send(self, request: pb.PlayRequest) -> None:

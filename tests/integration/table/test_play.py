@@ -13,6 +13,8 @@ import pytest
 from stud.v1 import table_pb2 as pb
 from studkit.commandwindow import new_id
 from studtest.table import OPERATOR, Room, player
+from table.play import record_message
+from table.views import batch_bytes
 
 from .play_support import PlayStream, play_hands
 
@@ -81,6 +83,10 @@ async def test_players_play_whole_hands_each_on_their_own_play_stream(room: Room
             assert sorted(mine) == sorted(by_sequence), name
             for sequence, record in mine.items():
                 assert record == by_sequence[sequence], (name, sequence)
+            # No down card on a player's stream, their own included (the table never
+            # holds one; the owner reads theirs from the dealer).
+            for record in [*stream.records, *own]:
+                assert not record.event.down_card_dealt.HasField("card"), (name, record)
             # Others' actions arrive as records.
             others = {rep.reply.events[0].sequence for other, s in streams.items()
                       if other != name for rep in s.replies if rep.HasField("reply")}
@@ -129,3 +135,23 @@ async def test_replies_come_in_order_and_a_retry_is_a_duplicate(room: Room) -> N
         assert unary.duplicate and unary.version == first.reply.version
     finally:
         await stream.close()
+
+
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 300, 16_383, 16_384, 70_000])
+def test_a_record_message_is_what_serializing_one_gives(size: int) -> None:
+    """``record_message`` builds ``PlayMessage{record=R}`` from R's bytes (the key of field
+    1, R's length as a varint, R): the very bytes serializing the message gives, for
+    lengths of one, two and three varint bytes, batched records included."""
+    record = pb.TableEventRecord(event_id="0-7", sequence=7, hand_number=1)
+    record.event.hand_ended.hand_number = 1
+    if size:
+        record.event_id = "0-" + "9" * size
+    data = record.SerializeToString()
+    assert record_message(data) == pb.PlayMessage(record=record).SerializeToString()
+    assert pb.PlayMessage.FromString(record_message(data)).record == record
+    more = pb.TableEventRecord(event_id="0-8", sequence=8)
+    batch = batch_bytes([data, more.SerializeToString()])
+    both = pb.TableEventRecord()
+    both.CopyFrom(record)
+    both.more.append(more)
+    assert record_message(batch) == pb.PlayMessage(record=both).SerializeToString()
