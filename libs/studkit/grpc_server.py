@@ -20,13 +20,12 @@ with the same idempotency key).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -237,38 +236,63 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             self._trailers.move_to_end(key)
         return trailers
 
-    @contextlib.asynccontextmanager
-    async def _scope(self, method: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+    def _scope(self, method: str, context: grpc.aio.ServicerContext) -> _CallScope:
+        return _CallScope(self, method, context)
+
+    def _observe(self, method: str, code: grpc.StatusCode, started: float) -> None:
+        # Before the status is sent: a client that saw it also sees it counted.
+        if self._metrics is not None:
+            self._metrics.observe_rpc(method, code, time.perf_counter() - started)
+
+    async def _refuse(self, method: str, context: grpc.aio.ServicerContext, exc: Exception,
+                      started: float) -> None:
+        """Map ``exc`` (being handled) to its status: logged, counted, sent."""
+        mapped = self._errors.map(exc)
+        duration_ms = round((time.perf_counter() - started) * 1000, 2)
+        log_refusal(mapped, exc, duration_ms, self._sampler, self._metrics)
+        self._observe(method, mapped.code, started)
+        await context.abort(
+            mapped.code, mapped.message, trailing_metadata=self._trailing_metadata(mapped)
+        )
+
+
+class _CallScope:
+    """One call inside :class:`ErrorMappingInterceptor`: its log context, then its outcome
+    logged, counted and timed, an exception mapped to its status. A class, not a
+    generator's context manager: one per call, and an async generator per call cost more
+    than the rest of the scope (issue 35)."""
+
+    __slots__ = ("_context", "_interceptor", "_method", "_started")
+
+    def __init__(self, interceptor: ErrorMappingInterceptor, method: str,
+                 context: grpc.aio.ServicerContext) -> None:
+        self._interceptor = interceptor
+        self._method = method
+        self._context = context
+        self._started = 0.0
+
+    async def __aenter__(self) -> None:
         structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(rpc=method)
-        started = time.perf_counter()
+        structlog.contextvars.bind_contextvars(rpc=self._method)
+        self._started = time.perf_counter()
 
-        def observe(code: grpc.StatusCode) -> None:
-            # Before the status is sent: a client that saw it also sees it counted.
-            if self._metrics is not None:
-                self._metrics.observe_rpc(method, code, time.perf_counter() - started)
-
-        try:
-            yield
-        except grpc.aio.AbortError:
-            observe(_ended_code(context) or grpc.StatusCode.UNKNOWN)
-            raise
-        except Exception as exc:
-            mapped = self._errors.map(exc)
-            duration_ms = round((time.perf_counter() - started) * 1000, 2)
-            log_refusal(mapped, exc, duration_ms, self._sampler, self._metrics)
-            observe(mapped.code)
-            await context.abort(
-                mapped.code, mapped.message, trailing_metadata=self._trailing_metadata(mapped)
-            )
-        except (asyncio.CancelledError, GeneratorExit):
-            observe(_cancelled_code(context))
-            raise
-        else:
+    async def __aexit__(self, _type: type[BaseException] | None, exc: BaseException | None,
+                        _tb: object) -> bool:
+        interceptor, method, context = self._interceptor, self._method, self._context
+        if exc is None:
             code = _ended_code(context) or grpc.StatusCode.OK
-            duration_ms = round((time.perf_counter() - started) * 1000, 2)
+            duration_ms = round((time.perf_counter() - self._started) * 1000, 2)
             log.info("rpc_handled", code=code.name, duration_ms=duration_ms)
-            observe(code)
+            interceptor._observe(method, code, self._started)
+        elif isinstance(exc, grpc.aio.AbortError):
+            interceptor._observe(method, _ended_code(context) or grpc.StatusCode.UNKNOWN,
+                                 self._started)
+        elif isinstance(exc, Exception):
+            await interceptor._refuse(method, context, exc, self._started)
+            return True  # answered (the abort raises: this is not reached in a server)
+        elif isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+            interceptor._observe(method, _cancelled_code(context), self._started)
+        return False  # an exception goes on as it is
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -321,45 +345,63 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return None
         return self._handlers.get(handler, handler_call_details.method)
 
-    @contextlib.asynccontextmanager
-    async def _scope(self, _method: str, context: grpc.aio.ServicerContext
-                     ) -> AsyncIterator[None]:
+    def _scope(self, _method: str, context: grpc.aio.ServicerContext) -> _PrincipalScope:
+        return _PrincipalScope(self._admit, context)
+
+    async def _admit(self, context: grpc.aio.ServicerContext) -> Principal:
+        """The caller of the call, admitted (token, budgets) or refused."""
         rates = self._rates
         principal: Principal | None = None
         if rates is None:
             principal = self._verifier.verify_metadata(context.invocation_metadata())
             structlog.contextvars.bind_contextvars(principal=principal.subject)
-        else:
-            metadata = context.invocation_metadata()
-            # The client whose budgets the call spends: the address a trusted proxy attests,
-            # else the connection (issue 29, G6).
-            client = self._callers.key(context.peer(), metadata)
-            try:
-                # A token verified before is its caller's, whatever the client's refused
-                # calls: a good token is never refused for another caller's bad ones.
-                principal = self._verifier.known(metadata)
-                if principal is None:
-                    # A client past its budget is refused before its token is looked at:
-                    # no signature check, no decoding, for forged and garbage tokens too.
-                    rates.admit(client)
-                    try:
-                        principal = self._verifier.verify_metadata(metadata)
-                    except Unauthorized:
-                        rates.refused(client)
-                        raise
-                structlog.contextvars.bind_contextvars(principal=principal.subject)
-                rates.check(principal, client)  # a flooding player is refused before any work
-            except RateLimited:
-                await rates.hold(client, _time_remaining(context), principal)
-                raise
-        token = _principal.set(principal)
+            return principal
+        metadata = context.invocation_metadata()
+        # The client whose budgets the call spends: the address a trusted proxy attests,
+        # else the connection (issue 29, G6).
+        client = self._callers.key(context.peer(), metadata)
         try:
-            yield
-        finally:
-            try:
-                _principal.reset(token)
-            except ValueError:  # a stream finalised in another context
-                _principal.set(None)
+            # A token verified before is its caller's, whatever the client's refused
+            # calls: a good token is never refused for another caller's bad ones.
+            principal = self._verifier.known(metadata)
+            if principal is None:
+                # A client past its budget is refused before its token is looked at:
+                # no signature check, no decoding, for forged and garbage tokens too.
+                rates.admit(client)
+                try:
+                    principal = self._verifier.verify_metadata(metadata)
+                except Unauthorized:
+                    rates.refused(client)
+                    raise
+            structlog.contextvars.bind_contextvars(principal=principal.subject)
+            rates.check(principal, client)  # a flooding player is refused before any work
+        except RateLimited:
+            await rates.hold(client, _time_remaining(context), principal)
+            raise
+        return principal
+
+
+class _PrincipalScope:
+    """A call's caller in :func:`current_principal` while its handler runs. A class, not a
+    generator's context manager: one per call, and an async generator per call cost more
+    than the rest of the scope (issue 35)."""
+
+    __slots__ = ("_admit", "_context", "_token")
+    _token: Token[Principal | None]
+
+    def __init__(self, admit: Callable[[grpc.aio.ServicerContext], Awaitable[Principal]],
+                 context: grpc.aio.ServicerContext) -> None:
+        self._admit = admit
+        self._context = context
+
+    async def __aenter__(self) -> None:
+        self._token = _principal.set(await self._admit(self._context))
+
+    async def __aexit__(self, *_exc: object) -> None:
+        try:
+            _principal.reset(self._token)
+        except ValueError:  # a stream finalised in another context
+            _principal.set(None)
 
 
 # --- building and running a server ----------------------------------------------------------
