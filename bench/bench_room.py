@@ -6,16 +6,26 @@ The stack: a real ``redis-server`` (one ACL user per service), and ``python -m d
 ``python -m wallet`` and ``python -m table`` as separate processes (``studtest.processes``).
 4 tables x 4 bots (``--tables``, ``--bots``), next-hand delay 0, the bots in processes of their
 own (``campaigns.loadbots``; their CPU is reported apart): each bot is a player who
-watches the table as its seat (``WatchTable``), folds the events with the rules to know when
-it is its turn, and then acts with a random legal action (``expected_sequence`` set), timing
-the call. Every action goes through auth, the table's decide/append, and the driver goes on
-to the dealer (streets, showdown) and the wallet (settlement, reconciliation) between them.
+follows the table as its seat, folds the events with the rules to know when it is its turn,
+and then acts with a random legal action (``expected_sequence`` set), timing the action from
+its sending to its reply. Every action goes through auth, the table's decide/append, and the
+driver goes on to the dealer (streets, showdown) and the wallet (settlement, reconciliation)
+between them.
+
+``--actions`` says how the bots talk to the table: ``play`` (the default), one
+``TableService.Play`` stream a bot carrying the table's records, its actions and their
+replies; ``unary``, ``WatchTable`` and a unary call per action (as browsers play). Several,
+comma-separated (``--actions play,unary``), run the room once per mode in the same run, each on
+a Redis of its own, printed one after the other; the first is the one beside the ceilings.
 
 The ceilings (``campaigns/ceilings.py``): the bare one, a ``grpc.aio`` unary handler doing one Lua
 append, called by as many concurrent callers as there are bots, and again by as many as there
-are tables (at most one player per table can be acting at a time); and the fair one, the
+are tables (at most one player per table can be acting at a time); the fair one, the
 room's own I/O at the room's concurrency: one unary call in, one fenced append, the event
-pushed to each of the table's watchers (one per bot) over their server streams.
+pushed to each of the table's watchers (one per bot) over their server streams; and the fair
+one over streams, the room's I/O when the bots use Play: one message in on the acting player's
+open bidirectional stream, the same fenced append, the event pushed to the table's other
+players' streams and the reply on the actor's own.
 
 ``--traced`` turns tracing on in every service (issue 33): ``OTEL_EXPORTER_OTLP_ENDPOINT``
 points at an OTLP receiver this process runs (:mod:`studtools.traces`, spans kept in memory
@@ -41,7 +51,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from campaigns.throughput import SERVICES, room_run
+from campaigns.throughput import SERVICES, parse_actions, room_run
 from studtools.redis_server import RedisServer, server_version
 from studtools.traces import Receiver, receiving
 
@@ -83,7 +93,8 @@ async def run_room(args: argparse.Namespace, passwords: dict[str, str],
               f"warm-up, {os.cpu_count()} CPUs, tracing {'on' if receiver else 'off'}")
         started = time.perf_counter()
         run = await room_run(redis_server, Path(tmp), args.tables, args.bots, args.seconds,
-                             args.warm_up, args.log_level)
+                             args.warm_up, args.log_level, args.actions,
+                             lambda: RedisServer(passwords=passwords, appendfsync=args.fsync))
         for line in run.lines(args.seconds):
             print(line)
         print(f"  table CPU per action: {run.table_cpu_ms():.2f} ms (tracing "
@@ -107,6 +118,10 @@ def main() -> None:
     parser.add_argument("--log-level", default="INFO", help="the services' LOG_LEVEL")
     parser.add_argument("--traced", action="store_true",
                         help="every service exports its traces to a receiver in this process")
+    parser.add_argument("--actions", type=parse_actions, default=["play"],
+                        help="how the bots act: play (one Play stream a bot) or unary "
+                             "(WatchTable + a unary call an action); several, comma-separated, "
+                             "run the room once each (default: play)")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -10,6 +10,12 @@ measured in the same run as the room (``campaigns.throughput``: ``make bench-roo
   (``Watch``); callers keep the room's concurrency: one caller per table, each acting again
   as soon as the next seat's watcher has the previous event (as a bot acts when it sees its
   turn), with as many watchers per table as the room has players.
+- **fair, stream**: the same when the players act over one bidirectional stream each (the
+  room's I/O when its bots use ``TableService.Play``, issue 35). ``Play`` is one stream per
+  player of a table: its first message names the table, each later one is an action: one
+  message in, the same fenced append, the event pushed to each of the table's other players'
+  streams and the reply (the event, as the table's reply carries the action's record) on the
+  acting player's own stream. The acting seat goes round the table.
 
 Neither has auth, rules, room state, logging or metrics: what the room spends beyond the fair
 ceiling is the table's own work.
@@ -24,7 +30,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -39,6 +45,7 @@ PAYLOAD: Final = b"p" * 48  # about the size of a typical serialized event
 BARE: Final = "/bench.Ceiling/Append"
 FAIR_ACT: Final = "/bench.Fair/Act"
 FAIR_WATCH: Final = "/bench.Fair/Watch"
+FAIR_PLAY: Final = "/bench.Fair/Play"
 
 
 @dataclass
@@ -128,8 +135,8 @@ async def serve(port: int, redis_url: str) -> None:
         versions[table_id] = result.version
         return b""
 
-    async def act(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        table_id = request.decode()
+    async def fenced_append(table_id: str) -> bytes:
+        """One event appended to the table's stream under its lease: the event, serialized."""
         if table_id not in epochs:
             epochs[table_id] = (await ownership.acquire(table_id)).epoch
         envelope = _envelope()
@@ -137,10 +144,45 @@ async def serve(port: int, redis_url: str) -> None:
                                     command_id=uuid.uuid4().hex, epoch=epochs[table_id])
         versions[table_id] = result.version
         envelope.sequence = result.version
-        data = envelope.SerializeToString()
+        data: bytes = envelope.SerializeToString()
+        return data
+
+    async def act(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        table_id = request.decode()
+        data = await fenced_append(table_id)
         for queue in watchers.get(table_id, ()):
             queue.put_nowait(data)
         return b""
+
+    async def play(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+                   ) -> None:
+        # One writer of the stream: the actions' replies and the other players' events go
+        # through the same queue, in the order they were made.
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        players: list[asyncio.Queue[bytes]] | None = None
+
+        async def read() -> None:
+            nonlocal players
+            async for request in requests:
+                if players is None:  # the first message: the table
+                    players = watchers.setdefault(request.decode(), [])
+                    players.append(queue)
+                    queue.put_nowait(b"")  # the stream is open
+                    continue
+                data = await fenced_append(request.decode())
+                for other in players:
+                    if other is not queue:
+                        other.put_nowait(data)
+                queue.put_nowait(data)  # the reply
+
+        reader = asyncio.create_task(read())
+        try:
+            while True:
+                await context.write(await queue.get())
+        finally:
+            reader.cancel()
+            if players is not None:
+                players.remove(queue)
 
     async def watch(request: bytes, context: grpc.aio.ServicerContext) -> None:
         queue: asyncio.Queue[bytes] = asyncio.Queue()
@@ -159,7 +201,8 @@ async def serve(port: int, redis_url: str) -> None:
             "bench.Ceiling", {"Append": grpc.unary_unary_rpc_method_handler(append)}),
         grpc.method_handlers_generic_handler(
             "bench.Fair", {"Act": grpc.unary_unary_rpc_method_handler(act),
-                           "Watch": grpc.unary_stream_rpc_method_handler(watch)})))
+                           "Watch": grpc.unary_stream_rpc_method_handler(watch),
+                           "Play": grpc.stream_stream_rpc_method_handler(play)})))
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     await server.wait_for_termination()
@@ -222,11 +265,42 @@ async def _fair(channel: grpc.aio.Channel, tables: int, watchers: int, seconds: 
                 stream.cancel()
 
 
+async def _fair_stream(channel: grpc.aio.Channel, tables: int, players: int, seconds: float,
+                       warm_up: float, pids: dict[str, int]) -> Figure:
+    open_play = channel.stream_stream(FAIR_PLAY)
+    streams = [[open_play() for _ in range(players)] for _ in range(tables)]
+    for t, table in enumerate(streams):
+        for stream in table:
+            await stream.write(f"fair-stream-{t}".encode())
+            await stream.read()  # open
+    turns = [0] * tables
+
+    async def step(table: int) -> None:
+        players_of = streams[table]
+        seat = turns[table]
+        turns[table] = (seat + 1) % players
+        await players_of[seat].write(f"fair-stream-{table}".encode())
+        # The next action once the actor has its reply and every other player the event.
+        await asyncio.gather(*(s.read() for s in players_of))
+
+    try:
+        return await _measured(pids, drive(
+            tables, seconds, warm_up, step,
+            f"fair ceiling (stream): 1 message + fenced append, {players} bidi streams, "
+            f"{tables} tables"))
+    finally:
+        for table in streams:
+            for stream in table:
+                stream.cancel()
+
+
 async def bench_ceilings(redis_url: str, bare: list[int], fair: tuple[int, int] | None,
-                         seconds: float, warm_up: float, redis_pid: int
-                         ) -> tuple[list[Figure], Figure | None]:
-    """The bare ceiling at each concurrency of ``bare``, and the fair one at ``fair`` =
-    (tables, watchers per table)."""
+                         seconds: float, warm_up: float, redis_pid: int,
+                         stream: bool = False
+                         ) -> tuple[list[Figure], Figure | None, Figure | None]:
+    """The bare ceiling at each concurrency of ``bare``, the fair one at ``fair`` =
+    (tables, watchers per table), and with ``stream`` its stream variant (the same tables and
+    players) after it."""
     port = free_port()
     env = {**os.environ, "REDIS_URL": redis_url}
     proc = subprocess.Popen([sys.executable, "-m", "campaigns.ceilings", str(port)], env=env)
@@ -246,10 +320,12 @@ async def bench_ceilings(redis_url: str, bare: list[int], fair: tuple[int, int] 
                     f"ceiling: unary + 1 Lua append, {workers} callers")))
             fair_figure = (await _fair(channel, *fair, seconds, warm_up, pids)
                            if fair is not None else None)
+            stream_figure = (await _fair_stream(channel, *fair, seconds, warm_up, pids)
+                             if fair is not None and stream else None)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    return figures, fair_figure
+    return figures, fair_figure, stream_figure
 
 
 if __name__ == "__main__":

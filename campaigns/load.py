@@ -8,7 +8,11 @@ asserts nothing.
    the same run the bare ceiling (a ``grpc.aio`` unary handler doing one Lua append, same
    concurrency) and the fair ceiling (the room's own I/O: one unary call in, one fenced append,
    the event pushed to each of the table's watchers over their server streams, at the room's
-   concurrency; ``campaigns/ceilings.py``), and the ratios.
+   concurrency; ``campaigns/ceilings.py``) and its stream variant (one message in on the acting
+   player's open bidirectional stream, as ``TableService.Play``), and the ratios. The bots play
+   over one ``Play`` stream each; ``--actions unary`` makes them watch and act by unary calls,
+   ``--actions play,unary`` runs the room both ways in the same run (the first one's figures
+   in the last line).
 2. **Human pace**: tables of three players, each table played by the campaigns' bot
    (:mod:`campaigns.bot`, run in bot processes by :mod:`campaigns.loadbots`), which thinks
    2.5-3.5 s before each action, as people do, and never folds; the number of tables doubles
@@ -25,7 +29,8 @@ Every client call is retried on ``UNAVAILABLE`` with the same request (the same 
 as the SDK does; the run never ends in a traceback.
 
 Last line: ``ratio=… fair_ratio=… table_cpu_ms=… p99_ms=… tables_at_human_pace=… limit=…``
-(the throughput run's ratios to the bare and the fair ceiling, the table's CPU per action and
+(the throughput run's ratios to the bare and the fair ceiling (the one
+``campaigns.throughput.FAIR_CEILING`` names: the unary one), the table's CPU per action and
 the p99; the most tables one table replica carried at human pace, and what stopped the ladder:
 ``p99``, ``cpu``, ``rss``, ``errors``, ``idle`` (tables not playing), ``bots`` (the harness's
 own limit: the figure is then the harness's, not the room's) or ``none`` at the top).
@@ -305,7 +310,8 @@ async def main_async(args: argparse.Namespace) -> str:
         print(f"== load: {os.cpu_count()} CPUs; throughput for {args.seconds:.0f} s, "
               f"{args.tables} tables x {args.bots} bots", flush=True)
         run = await throughput.room_run(redis_server, Path(tmp) / "room", args.tables,
-                                        args.bots, args.seconds, 3.0, "WARNING")
+                                        args.bots, args.seconds, 3.0, "WARNING", args.actions,
+                                        lambda: RedisServer(passwords=passwords))
         for line in run.lines(args.seconds):
             print(line)
         print(f"  hands per minute: {run.bots.hands / args.seconds * 60:.0f}", flush=True)
@@ -330,6 +336,10 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument("--max-tables", type=int, default=1000)
     out.add_argument("--human-seconds", type=float, default=15.0)
     out.add_argument("--bot-processes", type=int, default=2)
+    out.add_argument("--actions", type=throughput.parse_actions, default=["play"],
+                     help="the throughput run's bots: play (one Play stream a bot) or unary "
+                          "(WatchTable + a unary call an action); several, comma-separated, "
+                          "run the room once each, the first one's figures in the last line")
     return out
 
 

@@ -12,11 +12,17 @@ Two kinds of bot:
 
 - ``room``: one bot per seat, each on a channel of its own (a player's connection), watching
   the table as its seat and acting at once with a random legal action (the room benchmark).
+  The spec's ``actions`` says how: ``play`` (the default) over one ``TableService.Play``
+  stream per bot, the table's records and the bot's actions with their replies on it (issue
+  35: an action is one message in, not a call of its own); ``unary`` over ``WatchTable`` and
+  a unary call per action, as browsers play.
 - ``human``: one :class:`campaigns.bot.Bot` per table playing every seat through a
   :class:`campaigns.router.Router` (a router per group of tables), thinking before each action.
 
 Every call is retried on ``UNAVAILABLE`` with the same request (the same command id), as the
-SDK does: the table answers a retry of an applied command with its recorded outcome.
+SDK does: the table answers a retry of an applied command with its recorded outcome. A Play
+stream cut ``UNAVAILABLE`` is opened again from the last sequence seen, and the action whose
+reply did not arrive is sent again on it with the same command id.
 """
 
 from __future__ import annotations
@@ -53,6 +59,17 @@ RETRY_FOR_S: Final = 30.0
 """How long a call is retried before its refusal counts as an error."""
 TABLES_PER_ROUTER: Final = 50
 """Human pace: tables sharing one router (one connection)."""
+ACTIONS: Final = ("play", "unary")
+"""How a room bot sends its actions (the spec's ``actions``; the first is the default)."""
+PLAY_FIELD: Final = {ActionKind.BRING_IN: "post_bring_in", ActionKind.COMPLETE: "complete",
+                     ActionKind.BET: "bet", ActionKind.RAISE: "raise",
+                     ActionKind.CALL: "call", ActionKind.CHECK: "check",
+                     ActionKind.FOLD: "fold"}
+"""The ``PlayRequest`` field of each kind of action."""
+_TO: Final = frozenset({ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE})
+_HAND_STARTED: Final = "hand_started"
+STATUS: Final = {code.value[0]: code for code in grpc.StatusCode}
+"""A status code by its number (a refused action's ``PlayReply.code``)."""
 
 
 def describe(exc: grpc.aio.AioRpcError) -> str:
@@ -124,6 +141,8 @@ class RoomBot:
     rng: random.Random
     window: Window
     stop: asyncio.Event
+    actions: str = ACTIONS[0]
+    """``play``: one Play stream; ``unary``: WatchTable and a unary call per action."""
     lost: bool = False
     """A call failed without an answer: the bot's watch carries its own actions again."""
 
@@ -161,6 +180,126 @@ class RoomBot:
         return reply  # type: ignore[no-any-return]
 
     async def run(self, ready: asyncio.Event) -> None:
+        if self.actions == "play":
+            await self.run_play(ready)
+        else:
+            await self.run_unary(ready)
+
+    def play_request(self, legal: rules.LegalActions, sequence: int) -> pb.PlayRequest:
+        """A random legal action (:meth:`choose`) as a Play stream's message."""
+        action = self.choose(legal)
+        _method, request_type = RPC[action.kind]
+        request = request_type(table_id=self.table_id, seat=self.seat,
+                               expected_sequence=sequence, command_id=uuid.uuid4().hex)
+        if action.kind in _TO:
+            request.to = action.to
+        return pb.PlayRequest(**{PLAY_FIELD[action.kind]: request})
+
+    async def run_play(self, ready: asyncio.Event) -> None:
+        """The bot over one Play stream: the table's records in, its actions out, each
+        answered on the stream. One action at a time: records that come while it waits for
+        its reply are folded after the reply's events (they follow them), so the fold is the
+        table's order whatever the stream interleaves. A cut stream is opened again from the
+        last sequence folded and the unanswered action sent again (the same command id: the
+        table answers a retry with the recorded outcome)."""
+        window, stop, seat = self.window, self.stop, self.seat
+        async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
+            stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
+            await asyncio.wait_for(channel.channel_ready(), 30)
+            state, seen, acted_at = rules.initial_state(), 0, -1
+            pending: pb.PlayRequest | None = None  # the action sent, its reply not come
+            pending_id, began = "", 0.0
+            held: list[pb.TableEventRecord] = []  # records come while an action waits
+            cut_since: float | None = None  # first cut UNAVAILABLE, nothing received since
+
+            def fold(records: Sequence[pb.TableEventRecord]) -> None:
+                nonlocal state, seen
+                for record in records:
+                    if record.sequence <= seen:
+                        continue  # had already (a reply's record, a resumed stream's)
+                    seen = record.sequence
+                    event = record.event
+                    state = rules.evolve(state, event_from_proto(event))
+                    if (seat == 1 and event.WhichOneof("event") == _HAND_STARTED
+                            and window.start <= time.perf_counter() <= window.end):
+                        window.hands += 1
+
+            while not stop.is_set():
+                call = stub.Play(metadata=self.metadata)
+                held.clear()
+                try:
+                    await call.write(pb.PlayRequest(watch=pb.WatchTableRequest(
+                        table_id=self.table_id, after_sequence=seen, batched=True)))
+                    if pending is not None:
+                        await call.write(pending)  # unanswered: again, the same command id
+                    ready.set()
+                    while True:
+                        message = await call.read()
+                        if stop.is_set():
+                            return
+                        if message is grpc.aio.EOF:
+                            window.error("Play ended", "the table ended the stream with OK")
+                            break
+                        cut_since = None
+                        if message.HasField("record"):
+                            record = message.record
+                            records = (record, *record.more) if record.more else (record,)
+                            if pending is not None:
+                                held.extend(records)
+                                continue
+                            fold(records)
+                        else:
+                            reply = message.reply
+                            if pending is None or reply.command_id != pending_id:
+                                window.error("Play reply to no action", reply.command_id)
+                                continue
+                            if reply.code:
+                                code = STATUS[reply.code]
+                                if code is grpc.StatusCode.UNAVAILABLE and (
+                                        time.perf_counter() - began < RETRY_FOR_S):
+                                    window.retries += 1
+                                    await asyncio.sleep(RETRY_S)
+                                    await call.write(pending)
+                                    continue
+                                if code is grpc.StatusCode.FAILED_PRECONDITION:
+                                    window.refused += 1  # stale: the table moved on
+                                else:
+                                    window.error(f"{code.name} {reply.reason or '-'}",
+                                                 reply.message)
+                            else:
+                                ended = time.perf_counter()
+                                if window.start <= began and ended <= window.end:
+                                    window.latencies.append(ended - began)
+                                fold(reply.reply.events)
+                            pending = None
+                            if held:
+                                fold(held)
+                                held.clear()
+                        hand = state.hand
+                        if (hand is None or hand.phase != Phase.BETTING
+                                or hand.to_act != seat or acted_at == seen):
+                            continue
+                        legal = rules.legal_actions(state)
+                        if legal is not None and legal.actions:
+                            acted_at = seen
+                            pending = self.play_request(legal, seen)
+                            pending_id = getattr(pending, pending.WhichOneof("kind")).command_id
+                            began = time.perf_counter()
+                            await call.write(pending)
+                except grpc.aio.AioRpcError as exc:  # a cut stream is resumed where it was
+                    if stop.is_set():
+                        return
+                    now = time.monotonic()
+                    if exc.code() is grpc.StatusCode.UNAVAILABLE and (
+                            now - (cut_since := cut_since or now) < RETRY_FOR_S):
+                        window.retries += 1
+                    else:
+                        window.error(f"Play {describe(exc)}", exc.details() or "")
+                finally:
+                    call.cancel()
+                await asyncio.sleep(RETRY_S)
+
+    async def run_unary(self, ready: asyncio.Event) -> None:
         async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
             stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
             await asyncio.wait_for(channel.channel_ready(), 30)
@@ -216,8 +355,9 @@ class RoomBot:
 
 
 async def _room(spec: dict[str, Any], window: Window, stop: asyncio.Event) -> None:
+    actions = spec.get("actions", ACTIONS[0])
     bots = [RoomBot(spec["target"], b["table_id"], b["seat"], bearer_metadata(b["token"]),
-                    random.Random(b["seed"]), window, stop) for b in spec["bots"]]
+                    random.Random(b["seed"]), window, stop, actions) for b in spec["bots"]]
     readies = [asyncio.Event() for _ in bots]
     tasks = [asyncio.create_task(bot.run(ready)) for bot, ready in zip(bots, readies, strict=True)]
     await asyncio.gather(*(r.wait() for r in readies))
