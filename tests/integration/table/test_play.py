@@ -12,11 +12,14 @@ import pytest
 
 from stud.v1 import table_pb2 as pb
 from studkit.commandwindow import new_id
+from studtest.redis import TestRedis
 from studtest.table import OPERATOR, Room, player
+from studtools.devkeys import DevKeys
 from table.play import record_message
 from table.views import batch_bytes
 
 from .play_support import PlayStream, play_hands
+from .test_showdown_secrecy import cards_in, play_muck_hand, stacked_room, watch_all
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +138,31 @@ async def test_replies_come_in_order_and_a_retry_is_a_duplicate(room: Room) -> N
         assert unary.duplicate and unary.version == first.reply.version
     finally:
         await stream.close()
+
+
+async def test_each_play_stream_carries_what_its_callers_watch_does(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    """A hand that ends with mucked hands (history_reveals_mucked on): the players dealt in
+    get the mucked cards on Play as on WatchTable, a player not dealt in and the operator do
+    not; each caller's Play stream is record for record its WatchTable."""
+    async with stacked_room(redis_server, redis_url, dev_keys) as room:
+        table_id = await play_muck_hand(room, reveals_mucked=True)
+        version = (await room.client.view(table_id)).version
+        public = set().union(*(cards_in(r) for r in await watch_all(room, table_id,
+                                                                     OPERATOR)))
+        for who in (player("ann"), player("bob"), player("cat"), player("zed"), OPERATOR):
+            stream = await PlayStream.open(room, who, table_id, batched=who.name == "bob")
+            try:
+                await stream.wait(lambda s=stream: reached(s, version))
+                watched = await watch_all(room, table_id, who)
+                assert stream.records == watched, who
+                seen = set().union(*(cards_in(r) for r in stream.records))
+                if who.name in ("zed", "ops"):
+                    assert seen == public, who
+                else:
+                    assert seen > public, who  # the mucked hands of the hand dealt in
+            finally:
+                await stream.close()
 
 
 @pytest.mark.parametrize("size", [0, 1, 127, 128, 300, 16_383, 16_384, 70_000])
