@@ -26,6 +26,7 @@ from studclient.errors import (
     Unauthenticated,
     Unavailable,
 )
+from studclient.play import PlaySession
 from studclient.tournament import Seat, SeatTracker, TournamentClient, TournamentUpdate
 from studclient.views import hand_over, legal_actions, my_cards, my_turn
 from studclient.watch import TableWatch, merge_cards
@@ -33,7 +34,7 @@ from studclient.watch import TableWatch, merge_cards
 __all__ = [
     "AUTO", "RETRIED_CODES", "Aborted", "AlreadyExists", "Client", "DeadlineExceeded",
     "FailedPrecondition", "IllegalAction", "InsufficientFunds", "InvalidArgument", "NotFound",
-    "NotYourTurn", "PermissionDenied", "ResourceExhausted", "RetryPolicy", "Seat",
+    "NotYourTurn", "PermissionDenied", "PlaySession", "ResourceExhausted", "RetryPolicy", "Seat",
     "SeatTracker", "Stale", "StudError", "TableWatch", "TokenExpired", "TokenProvider",
     "TournamentClient", "TournamentUpdate", "Unauthenticated", "Unavailable", "hand_over",
     "legal_actions", "merge_cards", "my_cards", "my_turn", "token_subject",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import enum
 import inspect
 import json
 import os
@@ -42,6 +41,8 @@ from studclient.errors import (
     TokenExpired,
     from_rpc_error,
 )
+from studclient.expected import AUTO, ExpectedSequence
+from studclient.play import PlaySession
 from studclient.tournament import TournamentClient
 from studclient.watch import TableWatch, records_of
 from studkit.cardcheck import Verdict
@@ -75,15 +76,6 @@ OWNER_HEADER: Final = "stud-owner"
 ``not_owner`` refusal) goes to that table replica (``studtools.gateway.OWNER_HEADER``)."""
 
 
-class _Auto(enum.Enum):
-    AUTO = "auto"
-
-
-AUTO: Final = _Auto.AUTO
-"""``expected_sequence=AUTO`` (the default): the version of the client's current view of the
-table (from its last GetTable, watch update or command reply), if it has one."""
-
-ExpectedSequence = int | None | _Auto
 
 
 @dataclass(frozen=True, slots=True)
@@ -649,6 +641,14 @@ class Client:
                                         batched=True),
             metadata=(*metadata, *self.owner_metadata(table_id)))
 
+    def play(self, table_id: str, after_sequence: int = 0) -> PlaySession:
+        """The caller's table over one ``Play`` stream (native gRPC only, issue 35): the
+        table's records after ``after_sequence`` and the caller's betting actions, each one
+        message on the stream answered on it (``async with client.play(table_id) as
+        session:``; :class:`~studclient.play.PlaySession`). The same replies and refusals
+        as the unary actions, the same retries (the same command id), resumed by itself."""
+        return PlaySession(self, table_id, after_sequence)
+
     async def watch_records(self, table_id: str, after_sequence: int = 0
                             ) -> AsyncGenerator[table_pb2.TableEventRecord, None]:
         """The table's event records after ``after_sequence``, then live ones, one at a time
@@ -826,5 +826,5 @@ class Client:
         return reply
 
 
-__all__ = ["AUTO", "RETRIED_CODES", "Client", "RetryPolicy", "TableWatch", "TokenProvider",
-           "token_subject"]
+__all__ = ["AUTO", "RETRIED_CODES", "Client", "PlaySession", "RetryPolicy", "TableWatch",
+           "TokenProvider", "token_subject"]

@@ -15,7 +15,7 @@ by status code), carrying ``code``, ``reason`` and the server's ``message``::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -159,13 +159,32 @@ def rpc_error_info(error: grpc.aio.AioRpcError) -> tuple[str, dict[str, str]]:
 
 def from_rpc_error(error: grpc.aio.AioRpcError) -> StudError:
     """The typed exception for a failed call."""
-    code = error.code()
     info_reason, metadata = rpc_error_info(error)
-    reason = rpc_reason(error) or info_reason
+    return error_for(error.code(), rpc_reason(error) or info_reason, error.details() or "",
+                     metadata)
+
+
+def error_for(code: grpc.StatusCode, reason: str, message: str,
+              metadata: Mapping[str, str] | None = None) -> StudError:
+    """The typed exception for a refusal: by reason first, then by status code."""
     cls = _BY_REASON.get(reason)
     if cls is None or _code_of(cls) not in (None, code):
         cls = _BY_CODE.get(code, StudError)
-    return cls(code, reason, error.details() or "", metadata)
+    return cls(code, reason, message, metadata)
+
+
+_STATUS_BY_NUMBER: Final = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def status_code(number: int) -> grpc.StatusCode:
+    """A status code by its number (``PlayReply.code``); UNKNOWN for a number not known."""
+    return _STATUS_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
+
+
+def from_play_reply(reply: Any) -> StudError:
+    """The typed exception for an action a Play stream refused (a ``PlayReply`` with its
+    ``code`` set): the same one its unary call's refusal raises."""
+    return error_for(status_code(reply.code), reply.reason, reply.message, reply.metadata)
 
 
 def _code_of(cls: type[StudError]) -> grpc.StatusCode | None:
