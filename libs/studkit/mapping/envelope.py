@@ -10,7 +10,23 @@ from typing import Final
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from rules.events import DownCardDealt, Event
+from rules.cards import Card
+from rules.events import (
+    ActionTimedOut,
+    AntePosted,
+    BetMade,
+    BringInPosted,
+    Called,
+    CardBurned,
+    Checked,
+    Completed,
+    DownCardDealt,
+    Event,
+    Folded,
+    Raised,
+    UncalledBetReturned,
+    UpCardDealt,
+)
 from stud.v1 import events_pb2 as epb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import BadRequest
@@ -29,6 +45,43 @@ _EVENT_MESSAGES: Final[dict[str, tuple[str, type[Message]]]] = {
     event_type: (name, type(getattr(epb.TableEvent(), name)))
     for event_type, name in _EVENT_FIELDS.items()
 }
+
+
+PAYLOADS_KEPT: Final = 4096
+"""Payloads kept by their event (then forgotten all at once)."""
+_KEPT_KINDS: Final = frozenset({
+    AntePosted, DownCardDealt, UpCardDealt, CardBurned, BringInPosted, Completed, BetMade,
+    Raised, Called, Checked, Folded, ActionTimedOut, UncalledBetReturned,
+})
+"""The events a table writes most (a dealt card, an ante, a betting action), whose fields
+are values (seats, streets, amounts, a card or none): equal events make equal payloads. A
+dealt card's event is kept only when its card is exactly a :class:`~rules.cards.Card` (or
+none), as the rules keep theirs."""
+_DEALT_KINDS: Final = (UpCardDealt, DownCardDealt)
+_PAYLOADS: dict[Event, bytes] = {}
+
+
+def _serialized(event: Event) -> bytes:
+    data: bytes = event_message(event).SerializeToString(deterministic=True)
+    return data
+
+
+def payload_of(event: Event) -> bytes:
+    """An envelope's ``payload`` of ``event``: its typed message, serialized. The events a
+    table writes most are kept by their value (issue 35: the rules make the same ones again
+    and again, and each append serialized them anew); an event is equal only to one of its
+    own class, so a kept payload is always its own event's."""
+    if event.__class__ not in _KEPT_KINDS or (
+            isinstance(event, _DEALT_KINDS) and event.card is not None
+            and event.card.__class__ is not Card):
+        return _serialized(event)
+    payload = _PAYLOADS.get(event)
+    if payload is None:
+        payload = _serialized(event)
+        if len(_PAYLOADS) >= PAYLOADS_KEPT:
+            _PAYLOADS.clear()
+        _PAYLOADS[event] = payload
+    return payload
 
 
 class HoleCardInPublicRecord(ValueError):
@@ -83,8 +136,7 @@ def envelope_at(
     return EventEnvelope(
         event_type=event_type(event), schema_version=SCHEMA_VERSION, table_id=table_id,
         hand_number=hand_number, command_id=command_id,
-        payload=event_message(event).SerializeToString(deterministic=True),
-        occurred_at=occurred_at,
+        payload=payload_of(event), occurred_at=occurred_at,
     )
 
 

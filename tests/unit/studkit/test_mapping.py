@@ -108,7 +108,13 @@ from studkit.mapping import (
     street_to_proto,
     timestamp,
 )
-from studkit.mapping.envelope import HoleCardInPublicRecord
+from studkit.mapping.envelope import (
+    _PAYLOADS,
+    PAYLOADS_KEPT,
+    HoleCardInPublicRecord,
+    payload_of,
+)
+from studkit.mapping.events import event_message
 
 COMMAND_TYPES: tuple[type[Command], ...] = get_args(Command)
 WHEN = datetime(2025, 3, 14, 15, 9, 26, 535_000, tzinfo=UTC)
@@ -753,3 +759,30 @@ def test_a_time_in_seconds_makes_the_timestamp_its_datetime_makes(seconds: float
     assert timestamp_of(seconds) == timestamp(datetime.fromtimestamp(seconds, UTC))
     assert timestamp_of(round(seconds, 3)) == timestamp(
         datetime.fromtimestamp(round(seconds, 3), UTC))
+
+
+# --- payloads kept (issue 35) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", EVENT_TYPES, ids=_name)
+@given(data=st.data())
+def test_a_payload_is_its_own_event_s_kept_or_not(kind: type[Event], data: st.DataObject
+                                                  ) -> None:
+    """``payload_of`` gives every event its own message's bytes, whether its kind is kept or
+    not, the first time and every time after (events of the same kind and fields but another
+    card, seat or amount in between)."""
+    events = data.draw(st.lists(EVENT_STRATEGIES[kind], min_size=1, max_size=12))
+    for event in [*events, *reversed(events)]:
+        assert payload_of(event) == event_message(event).SerializeToString(deterministic=True)
+
+
+def test_payloads_kept_are_bounded() -> None:
+    """The keeper holds at most ``PAYLOADS_KEPT`` payloads, then forgets them at once; what it
+    gives after that is still each event's own."""
+    events = [Called(seat=1 + n % 8, amount=n) for n in range(PAYLOADS_KEPT + 10)]
+    for event in events:
+        payload_of(event)
+        assert len(_PAYLOADS) <= PAYLOADS_KEPT
+    assert 0 < len(_PAYLOADS) < PAYLOADS_KEPT
+    for event in events[::97]:
+        assert payload_of(event) == event_message(event).SerializeToString(deterministic=True)
