@@ -46,7 +46,8 @@ APPEND_SHA: Final = hashlib.sha1(
 """The event store's append script, as EVALSHA names it."""
 APPEND_ARGS_BEFORE_ENVELOPES: Final = 1 + 6 + 7
 """EVALSHA's arguments after the SHA before the first envelope: numkeys, 6 keys, 7 ARGV."""
-SCRIPTS: Final = {"studkit": ("append", "trim"), "dealer": ("seeds", "record_deal", "create_hand"),
+SCRIPTS: Final = {"studkit": ("append", "trim"),
+                  "dealer": ("seeds", "record_deal", "create_hand", "read_table"),
                   "wallet": ("apply",)}
 """The services' Lua scripts, by package (``<name>.lua`` beside its modules)."""
 
@@ -150,8 +151,8 @@ class RedisCounts:
             self.appends += 1
             self.events += len(envelopes)
             self.bytes_appended += sum(map(len, envelopes))
-        elif name == "EVALSHA" and len(command) > 1:
-            name = f"EVALSHA {_SCRIPT_NAMES.get(command[1].lower(), 'other')}"
+        elif name in ("EVALSHA", "EVALSHA_RO") and len(command) > 1:
+            name = f"{name} {_SCRIPT_NAMES.get(command[1].lower(), 'other')}"
         elif name == "EVAL" and len(command) > 1:
             script = _SCRIPT_NAMES.get(hashlib.sha1(command[1]).hexdigest().encode(), "other")
             name = f"EVAL {script}"

@@ -294,7 +294,8 @@ LOOP_TICK_S: Final = 0.25
 REDIS_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                         0.25, 0.5, 1.0, 2.5, float("inf"))
 REDIS_COMMANDS: Final = frozenset({
-    "ACL", "CLIENT", "DEL", "EVAL", "EVALSHA", "EXEC", "EXISTS", "EXPIRE", "FCALL", "GET",
+    "ACL", "CLIENT", "DEL", "EVAL", "EVALSHA", "EVALSHA_RO", "EXEC", "EXISTS", "EXPIRE",
+    "FCALL", "GET",
     "HDEL", "HGET", "HGETALL", "HINCRBY", "HMGET", "HSET", "HSETNX", "INCR", "INCRBY", "INFO",
     "KEYS", "MGET", "MULTI", "PEXPIRE", "PING", "PTTL", "PUBLISH", "SADD", "SCAN", "SCARD",
     "SCRIPT", "SET", "SISMEMBER", "SMEMBERS", "SREM", "SSCAN", "TTL", "TYPE", "WATCH", "XADD",

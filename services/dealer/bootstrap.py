@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from dealer.app import DealerApp
 from dealer.config import Settings
 from dealer.dealing import HONEST, Dealing
-from dealer.store import DealerStore
+from dealer.store import DealerStore, TableReader
 from dealer.tables import PublicTables
 from studkit.auth import TokenVerifier
 from studkit.mapping import event_from_envelope
@@ -50,7 +50,7 @@ def build_deps(settings: Settings, dealing: Dealing = HONEST) -> DealerDeps:
     watchers = DealerStore.from_url(settings.redis_url,
                                     max_connections=settings.watch_redis_connections)
     events = EventStore(store.client)
-    tables = PublicTables(events, event_from_envelope)
+    tables = PublicTables(events, event_from_envelope, tail=TableReader(events).tail)
     metrics = Metrics()
     app = DealerApp(store, tables, table_services=settings.table_services,
                     conflict_retries=settings.conflict_retries, metrics=metrics,

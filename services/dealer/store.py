@@ -17,6 +17,7 @@ closes, opens and freezes them atomically with the hand's record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,16 +26,21 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Final, cast
 
+from redis.exceptions import NoScriptError
+
 from rules import Street
+from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.cardproof import SALT_BYTES as CARD_SALT_BYTES
 from studkit.cardproof import DealOrder, FairDeck, deal_order
 from studkit.deckproof import Draw, HandDeck, StreetDeal
-from studkit.keys import dealer_key
-from studkit.redis_client import Client, connect
+from studkit.keys import dealer_key, table_key
+from studkit.redis_client import Client, connect, is_cluster
+from studkit.store import ENVELOPE_FIELD, EventStore, StoredEvent, Tail, format_stream_id
 
 _CREATE: Final = resources.files("dealer").joinpath("create_hand.lua").read_text("utf-8")
 _RECORD: Final = resources.files("dealer").joinpath("record_deal.lua").read_text("utf-8")
 _SEEDS: Final = resources.files("dealer").joinpath("seeds.lua").read_text("utf-8")
+_READ_TABLE: Final = resources.files("dealer").joinpath("read_table.lua").read_text("utf-8")
 DEAL_PREFIX: Final = b"deal:"
 SEED_PREFIX: Final = b"seed:"
 SEEDS_TTL_S: Final = 86_400
@@ -350,3 +356,57 @@ def hand_from_hash(table_id: str, hand_number: int, raw: dict[bytes, bytes] | No
     )
     return StoredHand(deck=deck, commitment=_text(raw[b"commitment"]), deals=tuple(deals),
                       fair=_fair(secret, raw), created_ms=int(raw.get(b"created_ms", 0)))
+
+
+class TableReader:
+    """A table's stream read from a version on, with one of the dealer's hashes of the same
+    table, as :meth:`studkit.store.EventStore.tail` reads them (the same :class:`Tail`), in
+    one read-only script call (``read_table.lua``, ``EVALSHA_RO``: the dealer's ACL user only
+    reads the tables' keys) instead of a ``MULTI`` of four commands: one reply for the client
+    to parse, not seven (issue 35). On a Redis Cluster, whose client finds a script's keys
+    only for ``EVALSHA`` (``EVALSHA_RO``'s would cost it a ``COMMAND GETKEYS`` each time), and
+    for a tail longer than a page, the event store reads as it always does."""
+
+    def __init__(self, events: EventStore) -> None:
+        self._events = events
+        self._client = events.client
+        self._sha = hashlib.sha1(_READ_TABLE.encode()).hexdigest()
+        self._script = not is_cluster(self._client)
+
+    async def tail(self, table_id: str, from_version: int, hash_key: str | None) -> Tail:
+        """The table's version, trimmed count and events after ``from_version``, and the
+        hash ``hash_key`` (a key of the table's own hash tag), read together."""
+        if not self._script:
+            return await self._events.tail(table_id, from_version, hash_key=hash_key)
+        if from_version < 0:
+            raise ValueError("from_version must be >= 0")
+        page = self._events.page_size
+        names = [table_key(table_id, "version"), table_key(table_id, "trimmed"),
+                 table_key(table_id, "events")]
+        if hash_key is not None:
+            names.append(hash_key)
+        args: list[str | int] = [*names, "(" + format_stream_id((0, from_version)), page]
+        try:
+            reply = await self._client.evalsha_ro(self._sha, len(names), *args)
+        except NoScriptError:  # a restarted (or flushed) Redis: load it, once
+            await self._client.script_load(_READ_TABLE)
+            reply = await self._client.evalsha_ro(self._sha, len(names), *args)
+        version, trimmed, entries, flat = reply
+        events = [_stored_event(entry) for entry in entries]
+        if len(events) == page:  # the rest as the event store reads it
+            last = int(events[-1].stream_id.partition("-")[2])
+            events += await self._events.read(table_id, from_version=last)
+        return Tail(version=int(version) if version is not None else 0,
+                    trimmed=int(trimmed) if trimmed is not None else 0, events=events,
+                    hash=None if flat is None else dict(zip(flat[::2], flat[1::2],
+                                                            strict=True)))
+
+
+def _stored_event(entry: list[Any]) -> StoredEvent:
+    """A stream entry as a script returns it, ``[id, [field, value, ...]]``."""
+    entry_id, fields = entry
+    payload = next((fields[i + 1] for i in range(0, len(fields), 2)
+                    if fields[i] == ENVELOPE_FIELD), None)
+    if not isinstance(payload, bytes):
+        raise TypeError(f"stream entry {entry_id!r} has no bytes field 'envelope'")
+    return StoredEvent(_text(entry_id), EventEnvelope.FromString(payload))

@@ -18,7 +18,7 @@ import asyncio
 import bisect
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -37,9 +37,11 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.errors import FailedPrecondition, NotFound
 from studkit.mapping import is_room_event
 from studkit.repository import TableRepository
-from studkit.store import EventStore, StoredEvent, TrimmedRange
+from studkit.store import EventStore, StoredEvent, Tail, TrimmedRange
 
 Decoder = Callable[[EventEnvelope], Event]
+TailReader = Callable[[str, int, str | None], Awaitable[Tail]]
+"""``(table, from_version, hash_key) -> Tail``: what :meth:`EventStore.tail` reads."""
 _DRAW_EVENTS: Final = (CardBurned, DownCardDealt, UpCardDealt, CommunityCardDealt)
 
 HANDS_KEPT: Final = 256
@@ -227,10 +229,17 @@ class PublicTables:
     """
 
     def __init__(self, events: EventStore, decode: Decoder,
-                 max_tables: int = DEFAULT_MAX_TABLES) -> None:
+                 max_tables: int = DEFAULT_MAX_TABLES, *, tail: TailReader | None = None
+                 ) -> None:
+        """``tail`` reads a table's stream from a version on with a hash of the table's
+        (the service's: :class:`dealer.store.TableReader`, one script call); ``events``'
+        own :meth:`~EventStore.tail` when None."""
         if max_tables < 1:
             raise ValueError("max_tables must be at least 1")
         self._events = events
+        self._tail: TailReader = tail or (
+            lambda table_id, version, hash_key: events.tail(table_id, version,
+                                                            hash_key=hash_key))
         self._decode = decode
         self._max_tables = max_tables
         self._views: OrderedDict[str, TableView] = OrderedDict()
@@ -272,8 +281,7 @@ class PublicTables:
             view = self._views.get(table_id) or TableView(table_id)
             # One round trip while the cached view is a prefix of the stream: every call
             # but the first after a reset store or an archive's trim, which read again.
-            tail = await self._events.tail(table_id, from_version=view.version,
-                                           hash_key=hash_key)
+            tail = await self._tail(table_id, view.version, hash_key)
             stored: list[StoredEvent] | None = tail.events
             if view.version and tail.version < view.version:  # a reset store
                 view, stored = TableView(table_id), None

@@ -85,13 +85,15 @@ PINNED = {
     "events": 47,
     # The table's one round trip to Redis per append, nothing else.
     "table round trips": 23, "table EVALSHA append": 23,
-    # A street is 2 round trips (the hand and the stream in one MULTI, the record), StartHand
+    # A street is 2 round trips (the hand and the stream in one read, the record), StartHand
     # 2 (the same read, the deck's script: a stacked deck has no seeds to close or freeze),
     # Reveal 1 (tests/integration/dealer/test_round_trips.py counts them one by one); 20
-    # while the hand's record was read on its own (issue 35).
+    # while the hand's record was read on its own (issue 35). The read is one read-only
+    # script call (dealer.store.TableReader), where it was a MULTI of GET, GET, XRANGE and
+    # HGETALL (issue 35).
     "dealer round trips": 13,
-    "dealer EVALSHA create_hand": 1, "dealer EVALSHA record_deal": 5, "dealer EXEC": 7,
-    "dealer GET": 14, "dealer HGETALL": 7, "dealer MULTI": 7, "dealer XRANGE": 7,
+    "dealer EVALSHA create_hand": 1, "dealer EVALSHA record_deal": 5,
+    "dealer EVALSHA_RO read_table": 7,
     # The settlement's script alone, which also reads which settled players are excluded now
     # (issue 34) and the table's seats and escrows after it, which the reply carries
     # (table_seats). 3 round trips from ca82450 (Reconcile's MULTI, the script, an HMGET of
