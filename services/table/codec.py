@@ -73,11 +73,37 @@ def room_envelope_at(event: RoomEvent, *, table_id: str, hand_number: int, comma
 
 def turn_clock(turn: rev.TurnStarted) -> TurnClock:
     """The envelope's ``turn_clock`` of a turn (whole microseconds)."""
-    clock = TurnClock(seat=turn.seat, time_bank_ms=turn.bank_ms)
-    clock.started_at.FromMicroseconds(round(turn.started_at * 1e6))
-    clock.action_deadline.FromMicroseconds(round(turn.action_deadline * 1e6))
-    clock.deadline.FromMicroseconds(round(turn.deadline * 1e6))
+    clock = TurnClock()
+    set_turn_clock(clock, turn)
     return clock
+
+
+_SECONDS_MIN: Final = -62_135_596_800
+_SECONDS_MAX: Final = 253_402_300_799
+"""A Timestamp's range (0001-01-01 to 9999-12-31), as protobuf's ``FromMicroseconds``
+checks it."""
+
+
+def _set_time(stamp: Timestamp, seconds: float) -> None:
+    """``stamp.FromMicroseconds(round(seconds * 1e6))``, set in place without protobuf's
+    pure-Python helper."""
+    whole, micros = divmod(round(seconds * 1e6), 1_000_000)
+    if not _SECONDS_MIN <= whole <= _SECONDS_MAX:
+        raise ValueError(f"Timestamp is not valid: Seconds {whole} must be in range "
+                         f"[{_SECONDS_MIN}, {_SECONDS_MAX}].")
+    stamp.seconds = whole
+    stamp.nanos = micros * 1000
+
+
+def set_turn_clock(clock: TurnClock, turn: rev.TurnStarted) -> None:
+    """Write a turn into an envelope's ``turn_clock`` in place (whole microseconds): the
+    same fields as :func:`turn_clock`, without a message made and copied (issue 35: one
+    every action)."""
+    clock.seat = turn.seat
+    clock.time_bank_ms = turn.bank_ms
+    _set_time(clock.started_at, turn.started_at)
+    _set_time(clock.action_deadline, turn.action_deadline)
+    _set_time(clock.deadline, turn.deadline)
 
 
 def turn_started(clock: TurnClock) -> rev.TurnStarted:
@@ -118,7 +144,7 @@ def encode(events: Sequence[Event | RoomEvent | rev.TurnStarted], *, table_id: s
     out: list[EventEnvelope] = []
     for event in events:
         if isinstance(event, rev.TurnStarted):
-            out[-1].turn_clock.CopyFrom(turn_clock(event))
+            set_turn_clock(out[-1].turn_clock, event)
             continue
         if isinstance(event, HandStarted):
             number = event.hand_number

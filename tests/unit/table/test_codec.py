@@ -9,6 +9,8 @@ from dataclasses import fields
 from typing import Any, cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rules import TableConfig
 from stud.v1 import room_pb2 as rpb
@@ -197,3 +199,36 @@ def run_at(room: Room, command: RoomCommand) -> Room:
     decision = decide(room, command, NOW)
     return apply(room, decision.events, at=NOW, first_sequence=room.version + 1,
                  table=decision.table)
+
+
+@given(st.tuples(*[st.floats(min_value=-1e12, max_value=1e12,
+                             allow_nan=False, allow_infinity=False)] * 3),
+       st.integers(0, 8), st.integers(0, 2**31 - 1))
+def test_a_turns_clock_is_set_as_protobuf_sets_it(times: tuple[float, float, float],
+                                                  seat: int, bank_ms: int) -> None:
+    """The envelope's ``turn_clock``, set in place (issue 35), is field for field and byte
+    for byte the message protobuf's ``FromMicroseconds`` makes; past a Timestamp's range
+    both refuse with the same ValueError."""
+    from stud.v1.envelope_pb2 import TurnClock
+    from table.codec import set_turn_clock
+    from table.room_events import TurnStarted
+
+    turn = TurnStarted(seat=seat, started_at=times[0], action_deadline=times[1],
+                       deadline=times[2], bank_ms=bank_ms)
+    expected = TurnClock(seat=seat, time_bank_ms=bank_ms)
+    failed: str | None = None
+    try:
+        expected.started_at.FromMicroseconds(round(turn.started_at * 1e6))
+        expected.action_deadline.FromMicroseconds(round(turn.action_deadline * 1e6))
+        expected.deadline.FromMicroseconds(round(turn.deadline * 1e6))
+    except ValueError as exc:
+        failed = str(exc)
+    envelope = EventEnvelope()
+    if failed is not None:
+        with pytest.raises(ValueError) as raised:
+            set_turn_clock(envelope.turn_clock, turn)
+        assert str(raised.value) == failed
+        return
+    set_turn_clock(envelope.turn_clock, turn)
+    assert envelope.turn_clock == expected
+    assert envelope.SerializeToString() == EventEnvelope(turn_clock=expected).SerializeToString()
