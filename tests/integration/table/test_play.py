@@ -140,6 +140,72 @@ async def test_replies_come_in_order_and_a_retry_is_a_duplicate(room: Room) -> N
         await stream.close()
 
 
+async def act_passively(room: Room, table_id: str, version: int
+                        ) -> tuple[str, pb.CommandReply, int]:
+    """The next action after the view at ``version`` by a unary call: check, else call,
+    else the first legal; who made it, its reply and the view's version it was made at."""
+    view = await room.client.wait_for(
+        table_id, lambda v: v.version > version and v.hand.phase == pb.HAND_PHASE_BETTING
+        and v.hand.to_act != 0 and bool(v.hand.legal_actions.actions))
+    actions = {a.kind: a for a in view.hand.legal_actions.actions}
+    action = actions.get(6) or actions.get(5) or view.hand.legal_actions.actions[0]
+    method, request = {1: ("PostBringIn", pb.PostBringInRequest),
+                       2: ("Complete", pb.CompleteRequest), 5: ("Call", pb.CallRequest),
+                       6: ("Check", pb.CheckRequest)}[action.kind]
+    fields: dict[str, object] = dict(table_id=table_id, seat=view.hand.to_act,
+                                     expected_sequence=view.version)
+    if action.kind == 2:
+        fields["to"] = action.to
+    mover = next(s.player_id for s in view.seats if s.seat == view.hand.to_act)
+    return (mover, await room.client.call(method, request(**fields), player(mover)),
+            view.version)
+
+
+async def test_only_this_streams_own_actions_are_left_out(room: Room) -> None:
+    """Two Play streams of one player: the records of an action sent on one come in its
+    reply there and as records on the other; the player's unary calls' come whole on both,
+    and not at all on a third stream whose watch asked for skip_own."""
+    table_id = await seated(room, {1: "ann", 2: "bob"})
+    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
+                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    to_act = view.hand.to_act
+    name = next(s.player_id for s in view.seats if s.seat == to_act)
+    one, two = [await PlayStream.open(room, player(name), table_id) for _ in range(2)]
+    skipping = PlayStream(room.client.stub.Play(metadata=room.client.md(player(name))))
+    await skipping.send(pb.PlayRequest(watch=pb.WatchTableRequest(table_id=table_id,
+                                                                  skip_own=True)))
+    skipping._reader = asyncio.create_task(skipping._read())
+    try:
+        await skipping.wait(lambda: any(r.sequence == view.version
+                                        for r in skipping.records))
+        reply = await one.act("post_bring_in", table_id=table_id, seat=to_act,
+                              expected_sequence=view.version)
+        assert reply.HasField("reply")
+        on_one = {e.sequence for e in reply.reply.events}
+        # Unary actions until the player has made one and someone else one after it.
+        by_call: set[int] = set()
+        version, last = view.version, ""
+        for _ in range(12):
+            mover, done, version = await act_passively(room, table_id, version)
+            if mover == name:
+                by_call |= {e.sequence for e in done.events}
+            elif by_call:
+                last = mover
+                break
+        assert by_call and last, "the hand ended before the player acted by a call"
+        end = max(e.sequence for e in done.events)
+        for stream in (one, two, skipping):
+            await stream.wait(lambda s=stream: any(r.sequence >= end for r in s.records))
+        on = {n: {r.sequence for r in s.records} for n, s in
+              (("one", one), ("two", two), ("skipping", skipping))}
+        assert not on_one & on["one"] and on_one <= on["two"]
+        assert by_call <= on["one"] and by_call <= on["two"]
+        assert not (on_one | by_call) & on["skipping"]
+    finally:
+        for stream in (one, two, skipping):
+            await stream.close()
+
+
 async def test_each_play_stream_carries_what_its_callers_watch_does(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
     """A hand that ends with mucked hands (history_reveals_mucked on): the players dealt in
