@@ -192,7 +192,7 @@ def with_stream_behavior(
 _END: Final = object()
 
 
-async def _settle(task: asyncio.Task[Any]) -> None:
+async def settle(task: asyncio.Task[Any]) -> None:
     """Cancel ``task`` until it is done and drop its outcome. Cancel more than once: on Python
     3.11, ``asyncio.wait_for`` (inside redis-py) can swallow a cancel that lands as its
     command completes."""
@@ -217,7 +217,7 @@ async def _before_expiry(task: asyncio.Task[Any], expires_at: float, clock: Cloc
                 return task.result()
     finally:
         if not task.done():
-            await _settle(task)
+            await settle(task)
 
 
 class _Open:

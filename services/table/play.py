@@ -45,7 +45,7 @@ from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Principal, Unauthorized
 from studkit.errors import BadRequest
 from studkit.grpc_errors import ErrorTable, MappedError
-from studkit.grpc_handlers import EXPIRED_REASON, Clock, _settle
+from studkit.grpc_handlers import EXPIRED_REASON, Clock, settle
 from studkit.grpc_server import current_principal, log_refusal, log_summary
 from studkit.limits import CallerKeys, CallRateLimiter, LogSampler, RateLimited, StreamLimiter
 from studkit.mapping.common import check_ident
@@ -201,8 +201,8 @@ class PlayStreams:
                         for one in shown:
                             yield record_message(one)
             finally:
-                await _settle(acting)
-                await _settle(watching)
+                await settle(acting)
+                await settle(watching)
 
     async def _watch(self, stream: _Stream, after: int) -> None:
         """The table's batches into the outbox; how the watch ended, last."""
