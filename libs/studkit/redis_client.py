@@ -18,6 +18,13 @@ in use waits up to :data:`POOL_WAIT_S` for one to come back, instead of failing 
 "Too many connections" (issue 17, F2: a burst of more calls than connections must queue,
 never fail). A cluster client waits the same way for each node's pool
 (:class:`ClusterClient`).
+
+A plain client's pool and connections are redis-py's with two costs of each command taken
+out (issue 35; ``bench/bench_store.py --cpu`` measures them): the pool hands out and takes
+back an idle connection without its lock, condition and timer when nobody waits for one
+(:class:`FastPool`), and a connection sends a command without a task per write when the
+socket takes it at once (:class:`_FastSend`). Everything else is redis-py's: the blocking
+wait for a full pool, the read timeout, the retry on a lost connection, the tracing.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,9 +41,17 @@ import redis.cluster
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.asyncio.connection import (
+    AbstractConnection,
+    Connection,
+    SSLConnection,
+    UnixDomainSocketConnection,
+)
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MaxConnectionsError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
 from studkit.telemetry import observe_redis, redis_command
@@ -175,24 +190,206 @@ class _TurnPipeline(ClusterPipeline):
         return reply
 
 
+_STOCK_SEND: Final = AbstractConnection.send_packed_command
+"""redis-py's own send: while it is the class's, nothing wraps it (a test counting the requests
+a service writes does), and :class:`_FastSend` may write its own way."""
+
+
+class _FastSend(AbstractConnection):
+    """A connection that writes a command without a task when the socket takes it.
+
+    redis-py bounds each write by ``socket_timeout`` with ``asyncio.wait_for``, which on
+    Python 3.11 makes a task and runs the loop twice for every command, though a write to a
+    socket whose buffer has room never waits (``StreamWriter.drain`` returns at once unless
+    the transport has paused its writer). This one writes, then waits only when the
+    transport is paused, and then within the same ``socket_timeout``
+    (``TimeoutError("Timeout writing to socket")`` as redis-py's, the connection closed).
+    Anything unusual (not connected, no timeout, a closing transport, redis-py's send wrapped
+    by someone) goes redis-py's way."""
+
+    async def send_packed_command(self, command: bytes | str | Iterable[bytes],
+                                  check_health: bool = True) -> None:
+        writer = self._writer
+        timeout = self.socket_timeout
+        if writer is None or self._reader is None or not timeout \
+                or writer.transport.is_closing() \
+                or AbstractConnection.send_packed_command is not _STOCK_SEND:
+            return await super().send_packed_command(command, check_health)
+        if check_health:
+            await self.check_health()  # type: ignore[no-untyped-call]  # a PING when due
+            writer = self._writer
+            if writer is None or self._reader is None:
+                return await super().send_packed_command(command, False)
+        if isinstance(command, str):
+            command = command.encode()
+        try:
+            if isinstance(command, bytes):
+                writer.write(command)
+            else:
+                writer.writelines(command)
+            if getattr(writer._protocol, "_paused", True):  # type: ignore[attr-defined]
+                async with asyncio.timeout(timeout):
+                    await writer.drain()
+            else:
+                await writer.drain()  # returns at once (or raises a lost connection)
+        except TimeoutError:
+            await self.disconnect(nowait=True)
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        except OSError as exc:
+            await self.disconnect(nowait=True)
+            number, message = (("UNKNOWN", exc.args[0]) if len(exc.args) == 1
+                               else (exc.args[0], exc.args[1]))
+            raise RedisConnectionError(
+                f"Error {number} while writing to socket. {message}.") from exc
+        except BaseException:
+            await self.disconnect(nowait=True)
+            raise
+        return None
+
+
+class _FastConnection(_FastSend, Connection):
+    """A TCP connection (``redis://``) that writes without a task (:class:`_FastSend`)."""
+
+
+class _FastSSLConnection(_FastSend, SSLConnection):
+    """A TLS connection (``rediss://``) that writes without a task (:class:`_FastSend`)."""
+
+
+class _FastUnixConnection(_FastSend, UnixDomainSocketConnection):
+    """A Unix socket connection (``unix://``) that writes without a task."""
+
+
+_FAST_CONNECTIONS: Final[dict[type[AbstractConnection], type[AbstractConnection]]] = {
+    Connection: _FastConnection,
+    SSLConnection: _FastSSLConnection,
+    UnixDomainSocketConnection: _FastUnixConnection,
+}
+
+
+class FastPool(BlockingConnectionPool):
+    """A bounded, blocking pool (redis-py's :class:`BlockingConnectionPool`) whose common
+    case costs no lock, condition or timer.
+
+    redis-py's pool takes its condition, starts a timer and waits on the condition for every
+    connection it hands out, and takes the condition and its lock again for every one it
+    takes back: about a third of a command's client CPU on a fast Redis. When no call waits
+    for a connection, nobody holds the pool's locks and an idle connection is there, this
+    pool pops it (checked as redis-py checks it: connected, nothing unread) and puts it back
+    in plain code, which nothing else can interleave with on one event loop. Otherwise (a
+    full pool, waiters, a connection to reconnect or re-authenticate, maintenance) it is
+    redis-py's own path: a call waits up to ``timeout`` for a connection, and the waiters
+    are served in order and woken on each release."""
+
+    def __init__(self, connection_class: type[AbstractConnection] = Connection,
+                 **kwargs: Any) -> None:
+        super().__init__(connection_class=_FAST_CONNECTIONS.get(connection_class,
+                                                                connection_class),
+                         **kwargs)
+
+    def _quiet(self) -> bool:
+        """Whether nobody waits for a connection nor holds the pool's locks."""
+        condition = self._condition
+        return not (self._in_maintenance or condition.locked() or self._lock.locked()
+                    or condition._waiters)
+
+    async def get_connection(
+        self, command_name: Any = None, *keys: Any, **options: Any
+    ) -> AbstractConnection:
+        if command_name is not None or keys or options:
+            return await super().get_connection(  # type: ignore[no-untyped-call,no-any-return]
+                command_name, *keys, **options)
+        if not self._available_connections or not self._quiet():
+            return await super().get_connection()  # type: ignore[no-untyped-call,no-any-return]
+        connection = self._available_connections.pop()
+        self._in_use_connections.add(connection)
+        try:
+            await self.ensure_connection(connection)
+        except BaseException:
+            await self.release(connection)
+            raise
+        return connection
+
+    async def release(self, connection: AbstractConnection) -> None:
+        if (not self._quiet()
+                or connection.should_reconnect()  # type: ignore[no-untyped-call]
+                or getattr(connection, "_re_auth_token", None) is not None):
+            await super().release(connection)
+            return
+        self._in_use_connections.remove(connection)
+        self._available_connections.append(connection)
+
+
+_STOCK_EXECUTE: Final = Redis.execute_command
+"""redis-py's own ``Redis.execute_command``: while it is the class's, nothing (OpenTelemetry's
+Redis instrumentation) wraps it, and :class:`TimedRedis` may run a command its lean way."""
+
+
 class TimedRedis(Redis):
     """A plain client whose every call and pipeline is timed and its failures counted
-    (``stud_redis_call_seconds``, ``stud_redis_errors_total``: :mod:`studkit.telemetry`)."""
+    (``stud_redis_call_seconds``, ``stud_redis_errors_total``: :mod:`studkit.telemetry`).
+
+    A command runs the way redis-py's ``execute_command`` runs it (a connection from the
+    pool, the command sent, its reply read and parsed, the connection closed and the command
+    sent again per the connection's ``retry`` on a retryable error, the connection given
+    back) in one coroutine of its own, without redis-py's per-command closures and its own
+    metrics' hooks (``redis.observability``, which the project does not turn on): about a
+    sixth of a command's client CPU. When the class's ``execute_command`` is wrapped
+    (tracing is on: OpenTelemetry's Redis instrumentation), for a single-connection client
+    and for ``HIMPORT``, a command goes through redis-py's own, so spans are made as
+    before."""
 
     async def execute_command(self, *args: EncodableT, **options: Any) -> Any:
         started = time.perf_counter()
         try:
-            reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+            if Redis.execute_command is _STOCK_EXECUTE and not self.single_connection_client \
+                    and not _is_himport(args[0]):
+                reply = await self._run(args, options)
+            else:
+                reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         except BaseException as exc:
             observe_redis(redis_command(args), time.perf_counter() - started, exc)
             raise
         observe_redis(redis_command(args), time.perf_counter() - started)
         return reply
 
+    async def _run(self, args: tuple[EncodableT, ...], options: dict[str, Any]) -> Any:
+        """One command on a connection of the pool, retried as redis-py's ``Retry`` does
+        (``Retry.call_with_retry``: the same errors, count, backoff and closing of the
+        connection before each new attempt)."""
+        pool = self.connection_pool
+        name = args[0]
+        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            retry = conn.retry
+            failures = 0
+            while True:
+                try:
+                    await conn.send_command(*args)
+                    return await self.parse_response(conn, name, **options)  # type: ignore[arg-type]
+                except retry._supported_errors as error:
+                    failures += 1
+                    if failures == 1:
+                        retry._backoff.reset()
+                    await conn.disconnect(error=error, failure_count=failures)
+                    if retry._retries >= 0 and failures > retry._retries:
+                        raise
+                    backoff = retry._backoff.compute(failures)
+                    if backoff > 0:
+                        await asyncio.sleep(backoff)
+        finally:
+            await pool.release(conn)
+
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None
                  ) -> Pipeline:
         return _TimedPipeline(self.connection_pool, self.response_callbacks, transaction,
                               shard_hint)
+
+
+def _is_himport(name: EncodableT) -> bool:
+    """Whether a command is ``HIMPORT`` (redis-py sends its ``SET`` its own way)."""
+    if isinstance(name, bytes):
+        return name[:7].upper() == b"HIMPORT"
+    return isinstance(name, str) and name[:7].upper() == "HIMPORT"
 
 
 class _TimedPipeline(Pipeline):
@@ -223,8 +420,7 @@ def connect(url: str, *, pool_wait_s: float | None = POOL_WAIT_S, **kwargs: Any)
     options.setdefault("retry", reconnecting())
     options.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError])
     options.setdefault("max_connections", POOL_SIZE)
-    return TimedRedis.from_pool(BlockingConnectionPool.from_url(url, timeout=pool_wait_s,
-                                                           **options))
+    return TimedRedis.from_pool(FastPool.from_url(url, timeout=pool_wait_s, **options))
 
 
 def reconnecting() -> AsyncRetry:
