@@ -299,7 +299,15 @@ def send(channel: grpc.Channel, target: Target, body: bytes,
 
 def _answer(message: Any) -> tuple[bool, int] | None:
     """A client stream's reply in ``message`` (a field ``reply`` whose message has ``code``
-    and ``reply``): (applied, status code number); None for anything else (a record)."""
+    and ``reply``): (applied, status code number); None for anything else (a record).
+
+    >>> _answer(table_pb2.PlayMessage(reply=table_pb2.PlayReply(code=13)))
+    (False, 13)
+    >>> _answer(table_pb2.PlayMessage(reply=table_pb2.PlayReply(reply=table_pb2.CommandReply())))
+    (True, 0)
+    >>> _answer(table_pb2.PlayMessage(record=table_pb2.TableEventRecord(sequence=1))) is None
+    True
+    """
     if "reply" not in message.DESCRIPTOR.fields_by_name or not message.HasField("reply"):
         return None
     reply = message.reply
