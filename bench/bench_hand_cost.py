@@ -21,11 +21,19 @@ driver's streets, its showdown and settlement, the next hand's start and deal). 
 replica's ownership round (heartbeat, lease renewals, lobby lines: a cost of time, not of
 hands) is pushed out of the window with ``TABLE_LEASE_MS=60000``.
 
+``--actions play``: each seated player follows the table over a ``TableService.Play`` stream
+instead of ``WatchTable`` (issue 35) and the driver sends that seat's actions on it, each one
+message answered on the stream; the table then sends a stream's own actions' records in their
+replies only. The watchers' counts are then what the streams carry: records (the replies'
+included) and messages (the replies included). Either way a line says the messages the
+players' clients receive a hand, replies included (unary: the watch messages and a reply an
+action; play: the streams' messages), the one figure that compares the two.
+
 Last line: ``hands=... actions=... appends=... appends_beyond_actions=... events=...
 bytes_appended=... store_round_trips=... dealer_calls=... wallet_calls=... watch_records=...
 watch_messages=...``, each per hand. Run: ``make bench-hand-cost`` or ``.venv/bin/python
 bench/bench_hand_cost.py [--hands 203] [--players 2-8] [--fold 0.15] [--seed 35]
-[--unbatched]``.
+[--unbatched] [--actions unary|play]``.
 """
 
 from __future__ import annotations
@@ -131,6 +139,23 @@ def print_table(costs: list[HandCost]) -> dict[str, float]:
     return {key: every.get(key, 0) / max(1, hands) for key, _label in ROWS}
 
 
+ACTIONS = {"unary": "by unary calls (WatchTable watches)",
+           "play": "over each player's Play stream (the rail's a WatchTable)"}
+
+
+def client_messages_line(costs: list[HandCost], actions: str) -> str:
+    """The messages the players' clients receive per hand, replies included: the seats'
+    watch messages and, with unary actions, a reply an action (a Play stream's replies are
+    among its messages already)."""
+    hands = max(1, sum(c.hands for c in costs))
+    seats = sum(sum(n for w, n in c.counts.messages.items() if w != "rail") for c in costs)
+    replies = sum(c.actions for c in costs) if actions == "unary" else 0
+    return (f"  messages to the players' clients per hand, replies included ({actions}): "
+            f"{(seats + replies) / hands:.1f} ({seats / hands:.1f} on their "
+            f"{'watches' if actions == 'unary' else 'Play streams'}"
+            + (f" + {replies / hands:.1f} unary replies)" if replies else ")"))
+
+
 def commands_lines(costs: list[HandCost]) -> list[str]:
     """Each service's Redis commands per hand, over every hand."""
     hands = max(1, sum(c.hands for c in costs))
@@ -160,7 +185,8 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"== one hand's cost, counted outside the services: redis-server {version}, "
               f"{per_table} hands at each of {len(players)} tables ({players[0]}-{players[-1]} "
               f"players), random legal actions (fold {args.fold:.0%}), seed {args.seed}, "
-              f"{'one record a message' if args.unbatched else 'batched'} watches")
+              f"{'one record a message' if args.unbatched else 'batched'} watches, the "
+              f"players' actions {ACTIONS[args.actions]}")
         async with redis_taps({s: server.url_for(s) for s in ("table", "dealer", "wallet")}
                               ) as rtaps:
             room = RoomProcesses(lambda s: rtaps[s].url if s in rtaps else server.url_for(s),
@@ -180,6 +206,7 @@ async def main_async(args: argparse.Namespace) -> None:
     print_lines = print_table(costs)
     for line in commands_lines(costs):
         print(line)
+    print(client_messages_line(costs, args.actions))
     print(f"(total {time.perf_counter() - started:.1f} s)")
     hands = sum(c.hands for c in costs)
     figures = {k.replace(" ", "_"): v for k, v in print_lines.items()
@@ -208,7 +235,8 @@ async def play(room: RoomProcesses, keys: DevKeys, taps: Taps, players: list[int
                 await client.call("SitDown", pb.SitDownRequest(
                     table_id=table_id, seat=seat, buy_in=50_000_000), player(name))
             cost = await measure_table(stub, client.tokens, taps, watchers, table_id, seats,
-                                       per_table, chooser(args.fold), rng)
+                                       per_table, chooser(args.fold), rng,
+                                       play=args.actions == "play")
             costs.append(cost)
             print(f"  {n} players: {cost.hands} hands, {cost.actions} actions", flush=True)
     return costs
@@ -223,6 +251,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=35)
     parser.add_argument("--unbatched", action="store_true",
                         help="watch one record a message (WatchTableRequest.batched unset)")
+    parser.add_argument("--actions", choices=tuple(ACTIONS), default="unary",
+                        help="how the players act: unary calls beside their watches, or "
+                             "over a Play stream each (default: unary)")
     args = parser.parse_args()
     asyncio.run(main_async(args))
     sys.stdout.flush()

@@ -11,7 +11,9 @@ services and what they talk to, and watchers that count what they are sent.
   call as bytes (metadata, deadline and refusals passed through) and counting the calls by
   method: the table's calls to that service, counted where they arrive.
 - :class:`Watchers`: ``WatchTable`` streams, as each seat's player and as a player on the rail,
-  counting the records each is sent.
+  counting the records each is sent; or, for the seats, ``Play`` streams (issue 35), which
+  also carry the driver's actions for that seat and their replies (counted as the stream's
+  messages, the replies' records as its records).
 
 Nothing here imports or patches the services' own code: the counts hold whatever their inside
 looks like. ``bench/bench_hand_cost.py`` prints them per hand; ``tests/integration/
@@ -327,11 +329,25 @@ def streaming_methods(*descriptors: Any) -> set[str]:
     return out
 
 
+@dataclass
+class PlayStream:
+    """A seat's ``Play`` stream: the call, and the one action at a time sent on it."""
+
+    call: Any
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+    pending: asyncio.Future[pb.PlayReply] | None = None
+    held: list[pb.TableEventRecord] = field(default_factory=list)
+    """Records that came while an action waited for its reply (queued after its events)."""
+
+
 class Watchers:
     """``WatchTable`` streams to the table, each as its principal on a connection of its own
     (as each player has), counting the records each is sent and the messages that carried
     them (by name: a seat's player, or ``rail``); ``batched``: the watches ask for several
-    records a message (``WatchTableRequest.batched``)."""
+    records a message (``WatchTableRequest.batched``). A watch opened with ``play`` is a
+    ``Play`` stream: :meth:`act` sends an action on it; its replies count as its messages and
+    their events as its records (the table sends a stream's own actions' records in their
+    replies only)."""
 
     def __init__(self, target: str, tokens: TokenBook, batched: bool = False) -> None:
         self._target = target
@@ -341,7 +357,21 @@ class Watchers:
         self.messages: Counter[str] = Counter()
         self.last: dict[str, int] = {}
         self.errors: list[str] = []
+        self.streams: dict[str, PlayStream] = {}
         self._tasks: list[asyncio.Task[None]] = []
+
+    async def act(self, name: str, message: pb.PlayRequest, timeout: float = 10.0
+                  ) -> pb.PlayReply:
+        """Send an action on ``name``'s Play stream and wait for its reply."""
+        async with asyncio.timeout(timeout):
+            while name not in self.streams:  # its task has not begun yet
+                await asyncio.sleep(0.01)
+            stream = self.streams[name]
+            await stream.opened.wait()
+        assert stream.pending is None, "one action at a time on a stream"
+        stream.pending = asyncio.get_running_loop().create_future()
+        await stream.call.write(message)
+        return await asyncio.wait_for(stream.pending, timeout)
 
     async def __aenter__(self) -> Watchers:
         return self
@@ -352,6 +382,7 @@ class Watchers:
     async def stop(self) -> None:
         """End every watch (what they counted stays)."""
         tasks, self._tasks = self._tasks, []
+        self.streams.clear()
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -359,10 +390,16 @@ class Watchers:
                 await task
 
     def watch(self, name: str, table_id: str, who: Principal, after: int = 0,
-              queue: asyncio.Queue[pb.TableEventRecord] | None = None) -> None:
+              queue: asyncio.Queue[pb.TableEventRecord] | None = None,
+              play: bool = False) -> None:
         """Start watching ``table_id`` as ``who`` (counted as ``name``), after ``after``;
-        each record is also put in ``queue`` if one is given."""
+        each record is also put in ``queue`` if one is given (in order: with ``play``, a
+        reply's events before the records that came while it was awaited)."""
         metadata = tuple(self._tokens.metadata(who))
+        if play:
+            self._tasks.append(asyncio.create_task(
+                self._play(name, table_id, metadata, after, queue)))
+            return
 
         async def run() -> None:
             async with grpc.aio.insecure_channel(self._target) as channel:
@@ -383,6 +420,46 @@ class Watchers:
                                        f"{exc.details()}")
 
         self._tasks.append(asyncio.create_task(run()))
+
+    async def _play(self, name: str, table_id: str, metadata: tuple[tuple[str, str], ...],
+                    after: int, queue: asyncio.Queue[pb.TableEventRecord] | None) -> None:
+        async with grpc.aio.insecure_channel(self._target) as channel:
+            stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
+            call = stub.Play(metadata=metadata)
+            stream = self.streams[name] = PlayStream(call)
+            try:
+                await call.write(pb.PlayRequest(watch=pb.WatchTableRequest(
+                    table_id=table_id, after_sequence=after, batched=self.batched)))
+                stream.opened.set()
+                async for message in call:
+                    self.messages[name] += 1
+                    if message.HasField("record"):
+                        records = records_of(message.record)
+                        self.sent[name] += len(records)
+                        self.last[name] = records[-1].sequence
+                        if queue is None:
+                            continue
+                        if stream.pending is not None:
+                            stream.held.extend(records)
+                        else:
+                            for record in records:
+                                queue.put_nowait(record)
+                        continue
+                    reply = message.reply
+                    events = list(reply.reply.events)
+                    self.sent[name] += len(events)
+                    if events:
+                        self.last[name] = max(self.last.get(name, 0), events[-1].sequence)
+                    if queue is not None:
+                        for record in [*events, *stream.held]:
+                            queue.put_nowait(record)
+                        stream.held.clear()
+                    pending, stream.pending = stream.pending, None
+                    if pending is not None and not pending.done():
+                        pending.set_result(reply)
+            except grpc.aio.AioRpcError as exc:
+                self.errors.append(f"{name} on {table_id}: {exc.code().name} "
+                                   f"{exc.details()}")
 
     @property
     def total(self) -> int:
@@ -509,6 +586,8 @@ class HandDriver:
     seen: int = 0
     actions: int = 0
     refused: int = 0
+    streams: Watchers | None = None
+    """Act over each seat's Play stream (``seat <n>``) instead of a unary call."""
 
     async def play_until(self, hand_number: int, timeout: float = 120.0) -> None:
         """Act until hand ``hand_number`` (or a later one) waits for its first action (the
@@ -547,6 +626,17 @@ class HandDriver:
                                command_id=uuid.uuid4().hex, expected_sequence=self.seen)
         if action.kind in (ActionKind.COMPLETE, ActionKind.BET, ActionKind.RAISE):
             request.to = action.to
+        if self.streams is not None:
+            reply = await self.streams.act(f"seat {legal.seat}", pb.PlayRequest(
+                **{PLAY_FIELD[action.kind]: request}))
+            if reply.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]:
+                self.refused += 1  # stale: the table moved on first
+            elif reply.code:
+                raise AssertionError(f"{method} refused: {reply.code} {reply.reason} "
+                                     f"{reply.message}")
+            else:
+                self.actions += 1
+            return
         try:
             await getattr(self.stub, method)(
                 request, metadata=tuple(self.tokens.metadata(
@@ -559,6 +649,10 @@ class HandDriver:
         self.actions += 1
 
 
+PLAY_FIELD: Final = {ActionKind.BRING_IN: "post_bring_in", ActionKind.COMPLETE: "complete",
+                     ActionKind.BET: "bet", ActionKind.RAISE: "raise", ActionKind.CALL: "call",
+                     ActionKind.CHECK: "check", ActionKind.FOLD: "fold"}
+"""The ``PlayRequest`` field of each kind of action."""
 ACTION_RPC: Final = {ActionKind.BRING_IN: ("PostBringIn", pb.PostBringInRequest),
                      ActionKind.COMPLETE: ("Complete", pb.CompleteRequest),
                      ActionKind.BET: ("Bet", pb.BetRequest),
@@ -610,19 +704,21 @@ class HandCost:
 
 async def measure_table(stub: Any, tokens: TokenBook, taps: Taps, watchers: Watchers,
                         table_id: str, seats: Mapping[int, str], hands: int, choose: Choose,
-                        rng: random.Random, quiet_s: float = 0.4, first_hand: int = 2
-                        ) -> HandCost:
+                        rng: random.Random, quiet_s: float = 0.4, first_hand: int = 2,
+                        play: bool = False) -> HandCost:
     """Watch ``table_id`` as each seated player (``seats``: seat -> player id) and as a player
     on the rail, play it to hand ``first_hand``'s bring-in (the first hand may have started
     before every player sat down), then ``hands`` more hands, and return what those hands
-    cost (the table must be open with ``seats`` seated)."""
+    cost (the table must be open with ``seats`` seated). ``play``: each seated player's watch
+    is a ``Play`` stream and the driver acts for the seat over it (the rail still watches)."""
     queue: asyncio.Queue[pb.TableEventRecord] = asyncio.Queue()
     first = min(seats)
     for seat, name in sorted(seats.items()):
         watchers.watch(f"seat {seat}", table_id, Principal(Role.PLAYER, name),
-                       queue=queue if seat == first else None)
+                       queue=queue if seat == first else None, play=play)
     watchers.watch("rail", table_id, Principal(Role.PLAYER, f"rail-{table_id}"))
-    driver = HandDriver(stub, tokens, table_id, queue, choose, rng)
+    driver = HandDriver(stub, tokens, table_id, queue, choose, rng,
+                        streams=watchers if play else None)
     try:
         await driver.play_until(first_hand)
         before = await taps.settled(watchers, quiet_s)

@@ -50,7 +50,8 @@ DECK = [Card.parse(c) for c in (
     "7c", "7d", "7h", "8c", "8d", "8h", "9c", "9d", "9h", "Tc", "Td", "Th", "Jc", "Jd", "Jh")]
 
 
-async def _one_hand(redis_server: TestRedis, redis_url: str, keys: DevKeys) -> HandCost:
+async def _one_hand(redis_server: TestRedis, redis_url: str, keys: DevKeys,
+                    play: bool = False) -> HandCost:
     if redis_server.server is None or redis_server.cluster:
         pytest.skip("counts a single redis-server's users' traffic")
     server = redis_server.server
@@ -75,7 +76,8 @@ async def _one_hand(redis_server: TestRedis, redis_url: str, keys: DevKeys) -> H
             await client.call("SitDown", pb.SitDownRequest(
                 table_id=table_id, seat=seat, buy_in=10_000), player(name))
         return await measure_table(stub, client.tokens, room.taps, watchers, table_id,
-                                   SEATS, 1, passive, random.Random(1), quiet_s=1.0)
+                                   SEATS, 1, passive, random.Random(1), quiet_s=1.0,
+                                   play=play)
 
 
 PINNED = {
@@ -127,6 +129,31 @@ async def test_one_stacked_hand_costs_what_it_cost(redis_server: TestRedis, redi
     totals = cost.totals()
     assert 40 * totals["events"] < totals.pop("bytes appended") < 400 * totals["events"]
     assert totals == PINNED
+
+
+async def test_the_same_hand_over_play_streams(redis_server: TestRedis, redis_url: str,
+                                               dev_keys: DevKeys) -> None:
+    """The same hand with each player on a Play stream, the driver acting over the seat's
+    (issue 35): the room does the same work (every count pinned above but the players'
+    messages), each player gets every record (its own actions' in their replies) and fewer
+    messages with the replies than its watch and its unary replies together."""
+    cost = await _one_hand(redis_server, redis_url, dev_keys, play=True)
+    totals = cost.totals()
+    totals.pop("bytes appended")
+    messages = {k: totals.pop(k) for k in list(totals) if k.startswith("watch messages")}
+    assert totals == {k: v for k, v in PINNED.items() if not k.startswith("watch messages")}
+    assert messages == PLAY_MESSAGES
+    seats = [f"watch messages seat {seat}" for seat in SEATS]
+    assert sum(messages[k] for k in seats) < sum(PINNED[k] for k in seats) + PINNED["actions"]
+
+
+PLAY_MESSAGES = {
+    # The rail watches as before. A player's stream carries its records and its replies (a
+    # message each): 56 messages to the three players, where their watches and the unary
+    # replies were 51 + 15 = 66 (the same in three runs: 2026-12-06, issue 35's Play).
+    "watch messages": 73, "watch messages rail": 17, "watch messages seat 1": 17,
+    "watch messages seat 3": 18, "watch messages seat 6": 21,
+}
 
 
 def test_the_tap_reads_requests_split_anywhere() -> None:
