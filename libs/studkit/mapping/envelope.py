@@ -59,6 +59,11 @@ dealt card's event is kept only when its card is exactly a :class:`~rules.cards.
 none), as the rules keep theirs."""
 _DEALT_KINDS: Final = (UpCardDealt, DownCardDealt)
 _PAYLOADS: dict[Event, bytes] = {}
+_KEPT_NAMES: Final = frozenset(kind.__name__ for kind in _KEPT_KINDS)
+_EVENTS: dict[tuple[str, bytes], Event] = {}
+"""The same kinds' events read back, by event type and payload (each watcher's record and
+each fold read the same few again and again): an event is a value, and a payload that read
+once reads the same again (one that does not read is never kept)."""
 
 
 def _serialized(event: Event) -> bytes:
@@ -169,8 +174,19 @@ def event_from_envelope(envelope: EventEnvelope) -> Event:
     if known is None:
         raise BadRequest("event_type", f"unknown event type {envelope.event_type!r}")
     name, kind = known
+    event_type, payload = envelope.event_type, envelope.payload
+    kept = event_type in _KEPT_NAMES
+    if kept:
+        event = _EVENTS.get((event_type, payload))
+        if event is not None:
+            return event
     try:
-        typed = kind.FromString(envelope.payload)
+        typed = kind.FromString(payload)
     except DecodeError as exc:
-        raise BadRequest("payload", f"not a {envelope.event_type}: {exc}") from None
-    return event_from_message(name, typed)
+        raise BadRequest("payload", f"not a {event_type}: {exc}") from None
+    event = event_from_message(name, typed)
+    if kept:
+        if len(_EVENTS) >= PAYLOADS_KEPT:
+            _EVENTS.clear()
+        _EVENTS[(event_type, payload)] = event
+    return event
