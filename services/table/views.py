@@ -12,12 +12,14 @@ from rules import Event, Phase, TableState, legal_actions, pots
 from rules.views import event_for, table_for
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
+from stud.v1.events_pb2 import TableEvent
 from studkit.mapping import (
     card_to_proto,
     config_to_proto,
     event_from_envelope,
     event_to_proto,
     legal_actions_to_proto,
+    payload_of,
     street_to_proto,
 )
 from table.clock import deadline
@@ -87,6 +89,30 @@ def batch_bytes(records: Sequence[bytes]) -> bytes:
     return first + b"".join(_MORE_TAG + _varint(len(r)) + r for r in rest)
 
 
+_EVENT_TAG = bytes([pb.TableEventRecord.DESCRIPTOR.fields_by_name["event"].number << 3 | 2])
+"""The key of ``TableEventRecord.event`` (the record's last field but ``more``)."""
+_CASE_TAGS = {
+    field.message_type.name: _varint(field.number << 3 | 2)
+    for field in TableEvent.DESCRIPTOR.oneofs_by_name["event"].fields
+}
+"""An event type -> the key of its case of ``TableEvent``'s oneof."""
+
+
+def _shared_record(envelope: EventEnvelope, event: Event) -> bytes:
+    """``_record(envelope, event).SerializeToString()`` for the event as stored, its
+    ``event`` field written from the event's payload (:func:`~studkit.mapping.payload_of`,
+    kept for the events a table writes most) after the record's other fields, as protobuf
+    writes them: by field number, ``event`` last (issue 35: an event message built, wrapped
+    and serialized for each record)."""
+    head = pb.TableEventRecord(event_id=f"0-{envelope.sequence}", sequence=envelope.sequence,
+                               hand_number=envelope.hand_number)
+    head.occurred_at.CopyFrom(envelope.occurred_at)
+    payload = payload_of(event)
+    case = _CASE_TAGS[type(event).__name__] + _varint(len(payload)) + payload
+    data: bytes = head.SerializeToString()
+    return data + _EVENT_TAG + _varint(len(case)) + case
+
+
 class _Kept:
     __slots__ = ("envelope", "event", "own", "shared")
 
@@ -125,7 +151,7 @@ class Records:
         shown = event_for(entry.event, viewer, dealt_in)
         if shown is entry.event:
             if entry.shared is None:
-                entry.shared = _record(envelope, shown).SerializeToString()
+                entry.shared = _shared_record(envelope, shown)
             return entry.shared
         key = (viewer, dealt_in)
         data = entry.own.get(key)
