@@ -37,6 +37,7 @@ import grpc
 
 from rules import Phase, TableConfig
 from stud.v1 import dealer_pb2_grpc as pb_grpc
+from stud.v1.common_pb2 import STREET_THIRD
 from studkit.cardproof import seed_commitment
 from studkit.redis_client import connect
 from studkit.store import EventStore
@@ -92,7 +93,9 @@ def metered(client: DealerClient, meter: Meter) -> None:
 
         def wrap(call=call, name=name):  # type: ignore[no-untyped-def]
             async def inner(*args, **kwargs):  # type: ignore[no-untyped-def]
-                meter.start(name)
+                # A hand's first street (it freezes the seeds) apart from the others.
+                meter.start(name if name != "deal" else
+                            "deal 3rd" if args[0].street == STREET_THIRD else "deal 4th-7th")
                 return await call(*args, **kwargs)
             return inner
 

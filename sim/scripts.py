@@ -387,6 +387,11 @@ def _record_deal(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any
     deals = int(h.get(b"deals", b"0"))
     if deals != int(argv[1]):
         return [b"conflict", deals]
+    if len(argv) > 3 and argv[3] == b"freeze":
+        opened = {name for name in h if name.startswith(b"seed:")}
+        if opened != {b"seed:" + p for p in argv[4:]} or len(argv) - 4 != len(opened):
+            return [b"conflict", deals]
+        h[b"seeds_frozen"] = b"1"
     h[argv[0]] = argv[2]
     h[b"deals"] = b"%d" % (deals + 1)
     return [b"recorded"]

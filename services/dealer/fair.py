@@ -84,13 +84,26 @@ class FairDealer:
 
     # --- seeds ------------------------------------------------------------------------------
 
+    def awaits_seeds(self, stored: StoredHand, view: TableView) -> bool:
+        """Whether a per-card hand not frozen yet must wait before its first card: a seed
+        committed by a player dealt in is not opened and the wait (``seed_wait_ms`` after the
+        hand's deck was made) is not over. When it need not, the first street freezes the
+        seeds itself, with its record (:meth:`dealer.store.DealerStore.record_deal`)."""
+        fair = stored.fair
+        if fair is None or fair.frozen:
+            return False
+        dealt_in = set(view.seatings.get(stored.deck.hand_number, {}).values())
+        pending = {p for p, _c in fair.seeds if p in dealt_in} - set(fair.opened)
+        return bool(pending) and self._clock_ms() < stored.created_ms + self._seed_wait_ms
+
     async def freeze_seeds(self, table_id: str, hand_number: int,
                            stored: StoredHand | None = None, view: TableView | None = None
                            ) -> StoredHand | None:
         """Before a per-card hand's first card: wait (until ``seed_wait_ms`` after the hand's
         deck was made) for the committed seeds of the players dealt in to be opened, then
-        freeze the seeds, so the deal order is fixed before anything is dealt. ``stored``
-        and ``view``: the hand and the table as just read (else read here).
+        freeze the seeds, so the deal order is fixed before anything is dealt (a first street
+        that need not wait, :meth:`awaits_seeds`, freezes them with its record instead).
+        ``stored`` and ``view``: the hand and the table as just read (else read here).
 
         Returns the hand as loaded when nothing was left to freeze (no per-card commitment,
         or frozen already: the record a deal may start from, without loading it again); the

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
@@ -327,14 +327,18 @@ class DealerStore:
             dict[bytes, bytes], await self._redis.hgetall(hand_key(table_id, hand_number))))
 
     async def record_deal(
-        self, table_id: str, hand_number: int, deal: StreetDeal, expected_deals: int
+        self, table_id: str, hand_number: int, deal: StreetDeal, expected_deals: int,
+        freeze: Collection[str] | None = None,
     ) -> tuple[Recorded, StreetDeal | None]:
         """Record ``deal`` if its street is not recorded yet and exactly ``expected_deals``
-        streets are; returns the outcome and, for ``EXISTS``, the stored deal."""
-        reply = await self._record(
-            keys=[hand_key(table_id, hand_number)],
-            args=[f"deal:{int(deal.street)}", expected_deals, encode_deal(deal)],
-        )
+        streets are; returns the outcome and, for ``EXISTS``, the stored deal. ``freeze``:
+        the players whose opened seeds the deal was drawn from, for a per-card hand whose
+        seeds no deal froze yet: the seeds are frozen with the street, only if exactly those
+        are opened (else ``CONFLICT``: draw again)."""
+        args: list[str | int] = [f"deal:{int(deal.street)}", expected_deals, encode_deal(deal)]
+        if freeze is not None:
+            args += ["freeze", *sorted(freeze)]
+        reply = await self._record(keys=[hand_key(table_id, hand_number)], args=args)
         outcome = Recorded(_text(reply[0]))
         stored = decode_deal(reply[1]) if outcome is Recorded.EXISTS else None
         return outcome, stored

@@ -93,12 +93,13 @@ class StreetDealer:
         """The cards of one street: exactly the rules' pending deal of the public state, or
         a repeat of an earlier request, which gets the same cards."""
         # The hand's record and the table's state, read together, serve the first attempt;
-        # a per-card hand's first deal freezes the hand's seeds first and decides on the
-        # hand as the freeze answers it (both read again only when the freeze waited for
-        # seeds); a retry after a lost race reads afresh.
+        # a per-card hand's first deal freezes the hand's seeds with its record (the seeds
+        # opened as read, or a conflict: draw again), unless it must wait for seed openings:
+        # then it freezes them first and decides on the hand as the freeze answers it (both
+        # read again only when the freeze waited); a retry after a lost race reads afresh.
         stored, view = await hand_and_view(self._tables, table_id, hand_number)
         writer = StreetWriter(self, table_id, hand_number, plan.street, first_index)
-        if stored is not None and (stored.fair is None or stored.fair.frozen):
+        if stored is not None and not self._fair.awaits_seeds(stored, view):
             writer.held = (stored, None if stored.deal_for(plan.street) is not None else view)
         else:
             frozen = await self._fair.freeze_seeds(table_id, hand_number, stored, view)
@@ -130,14 +131,19 @@ class StreetDealer:
         """Record a street's deal (``_StreetRecorded`` if another call recorded one first)."""
         if stored.deal_for(plan.street) is not None:
             return deal  # a repeat: recorded before
+        fair = stored.fair
+        freeze = None if fair is None or fair.frozen else fair.opened.keys()
         outcome, existing = await self._store.record_deal(
-            table_id, hand_number, deal, len(stored.deals))
+            table_id, hand_number, deal, len(stored.deals), freeze)
         if outcome is Recorded.CONFLICT:
             raise _StreetRecorded(table_id, hand_number)
         if outcome is Recorded.MISSING:
             raise NotFound(f"no deck for hand {hand_number}", reason="unknown_hand")
         if outcome is Recorded.EXISTS and existing is not None:
             return _repeat(existing, plan, first_index)
+        if freeze is not None:
+            assert fair is not None
+            log.info("seeds_frozen", committed=len(fair.seeds), opened=len(fair.opened))
         up = sum(1 for card in deal.cards if card.up)
         self._cards_dealt.inc(up, face="up")
         self._cards_dealt.inc(len(deal.cards) - up, face="down")

@@ -72,7 +72,15 @@ async def fair_hands(store: DealerStore) -> list[object]:
             await outcome(store.freeze_seeds("t1", 3)),
             await outcome(store.record_deal("t1", 3, deal(Street.THIRD, 0), 0)),
             await outcome(store.load_hand("t1", 3)),
-            await outcome(store.client.hgetall(seeds_key("t1", 3)))]
+            await outcome(store.client.hgetall(seeds_key("t1", 3))),
+            # A first street that freezes the seeds with its record: only with exactly the
+            # seeds it was drawn from opened (none here: p1's expected, a conflict).
+            await outcome(store.create_hand(deck(4), "c5", 5_000, fair)),
+            await outcome(store.record_deal("t1", 4, deal(Street.THIRD, 0), 0, ("p1",))),
+            await outcome(store.load_hand("t1", 4)),
+            await outcome(store.record_deal("t1", 4, deal(Street.THIRD, 0), 0, ())),
+            await outcome(store.record_deal("t1", 4, deal(Street.FOURTH, 2), 1, ())),
+            await outcome(store.load_hand("t1", 4))]
 
 
 CASES: dict[str, Case] = {"hands": hands, "fair_hands": fair_hands}

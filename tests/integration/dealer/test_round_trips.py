@@ -1,10 +1,10 @@
 """What a table's hot calls cost the dealer in Redis round trips, counted on the real Redis
 (every request redis-py writes, a pipeline's commands together): a Deal reads the hand and
 the table's stream in one MULTI, so a street is two round trips (the hand with the stream,
-the record), a per-card hand's first street three (the hand with the stream, the seeds'
-freeze, which answers the hand as frozen, the record), a repeated Deal one, a Reveal one
-(issue 35: a street was three, a Reveal two, the hand read on its own; a hand's first street
-four, the hand and the stream read again after the freeze)."""
+the record), a per-card hand's first street too (the record freezes the seeds it was drawn
+from) when no seed opening is awaited, a repeated Deal one, a Reveal one (issue 35: a street
+was three, a Reveal two, the hand read on its own; a hand's first street four, the hand and
+the stream read again after the freeze, then three, the freeze a call of its own)."""
 
 from __future__ import annotations
 
@@ -80,18 +80,19 @@ async def test_a_deal_reads_the_hand_and_the_stream_in_one_round_trip(
             await table.step()
     assert len(streets) == 5
     first, *later = streets
-    # The hand with the stream, the freeze (answering the hand as frozen), the record (whose
-    # script this server may run for the first time: EVALSHA refused, SCRIPT LOAD, EVALSHA).
-    assert first <= 5
+    # The hand with the stream, the record freezing the seeds (whose script this server may
+    # run for the first time: EVALSHA refused, SCRIPT LOAD, EVALSHA).
+    assert first <= 4
     assert later == [2, 2, 2, 2], streets
 
 
-async def test_a_hands_first_street_reads_the_frozen_hand_with_the_freeze(
+async def test_a_hands_first_street_freezes_the_seeds_with_its_record(
     make_table: MakeTable, redis_server: TestRedis, monkeypatch: pytest.MonkeyPatch,
     dealer: RunningDealer) -> None:
-    """A per-card hand's first street: the hand with the stream, the seeds' freeze (which
-    answers the hand as frozen), the record; three round trips, the scripts loaded by a
-    hand played before (four when the hand was read again after the freeze)."""
+    """A per-card hand's first street, no seed opening awaited: the hand with the stream,
+    the record, which freezes the seeds; two round trips, the scripts loaded by a hand
+    played before (three while the seeds' freeze was a call of its own, four when the hand
+    was read again after it)."""
     if redis_server.cluster:
         pytest.skip("a cluster client adds its own requests (slots, redirections)")
     table = await make_table(PLAYERS)
@@ -100,4 +101,6 @@ async def test_a_hands_first_street_reads_the_frozen_hand_with_the_freeze(
     assert table.t.hand.phase == Phase.DEALING and table.t.hand.card_commitment
     with round_trips(monkeypatch, dealer) as count:
         await table.deal()
-    assert count[0] == 3
+    assert count[0] == 2
+    stored = await dealer.deps.store.load_hand(table.table_id, table.hand_number)
+    assert stored is not None and stored.fair is not None and stored.fair.frozen

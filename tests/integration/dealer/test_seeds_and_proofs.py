@@ -11,12 +11,13 @@ import secrets
 import grpc
 import pytest
 
-from rules import Phase
+from dealer.store import Recorded
+from rules import Phase, Street
 from rules.events import HandStarted
 from studclient.fairness import own_from_proto, proof_from_proto
 from studkit.cardcheck import verify_mine
 from studkit.cardproof import seed_commitment
-from studkit.deckproof import audit_from_proto, verify_hand
+from studkit.deckproof import Draw, StreetDeal, audit_from_proto, verify_hand
 from studkit.grpc_server import rpc_error_reason
 from studkit.mapping import card_from_proto
 from studtest.dealer import AUDITOR, TABLE, MakeTable, RunningDealer, player
@@ -87,6 +88,38 @@ class TestSeeds:
         await table.play_until(Phase.COMPLETE)
         proof = await dealer.client.hand_proof(table.table_id, 1, player("ann"))
         assert [(s.player_id, s.withheld) for s in proof.seeds] == [("bob", True)]
+
+    async def test_the_first_street_freezes_exactly_the_seeds_it_was_drawn_from(
+            self, make_table: MakeTable, dealer: RunningDealer) -> None:
+        """The first street's record freezes the seeds (issue 35: no call of its own) only
+        when the seeds opened are the ones its cards were drawn from: a seed opened between
+        the draw and the record makes it draw again; after it, no seed is taken."""
+        table = await make_table(PLAYERS)
+        seeds = {n: secrets.token_bytes(32) for n in ("ann", "bob")}
+        for name, seed in seeds.items():
+            await dealer.client.commit_seed(table.table_id, 1, commitment(
+                table.table_id, 1, name, seed), player(name))
+        await table.start_hand()
+        await dealer.client.open_seed(table.table_id, 1, seeds["ann"], player("ann"))
+        store = dealer.deps.store
+        stored = await store.load_hand(table.table_id, 1)
+        assert stored is not None and stored.fair is not None and not stored.fair.frozen
+        deal = StreetDeal(street=Street.THIRD, cards=(
+            Draw(index=0, card=stored.dealing_deck().order[0], seat=1, up=False),))
+        for drawn_from in ((), ("ann", "bob")):  # ann's seed is open, bob's is not
+            outcome, _ = await store.record_deal(table.table_id, 1, deal, 0, drawn_from)
+            assert outcome is Recorded.CONFLICT
+        again = await store.load_hand(table.table_id, 1)
+        assert again is not None and again.fair is not None and not again.fair.frozen
+        assert again.deals == ()
+        outcome, _ = await store.record_deal(table.table_id, 1, deal, 0, ("ann",))
+        assert outcome is Recorded.RECORDED
+        frozen = await store.load_hand(table.table_id, 1)
+        assert frozen is not None and frozen.fair is not None and frozen.fair.frozen
+        assert set(frozen.fair.opened) == {"ann"}
+        error = await refused(dealer.client.open_seed(table.table_id, 1, seeds["bob"],
+                                                      player("bob")))
+        assert rpc_error_reason(error) == "seed_too_late"
 
     @pytest.mark.parametrize(("who", "code", "reason"), [
         (player("zed"), grpc.StatusCode.PERMISSION_DENIED, "not_seated"),
