@@ -25,7 +25,7 @@ from studkit.mapping import envelope_at, event_from_envelope, is_room_event, tim
 from studkit.mapping import room as stored
 from table import room_events as rev
 from table.model import settings_from_stored, settings_to_proto
-from table.room_events import ROOM_EVENT_CLASSES, RoomEvent
+from table.room_events import ROOM_EVENT_CLASSES, RoomEvent, is_room
 
 _FIELDS: Final[dict[str, tuple[type[RoomEvent], type[Message], tuple[str, ...]]]] = {
     cls.__name__: (cls, stored.ROOM_EVENTS[cls.__name__],
@@ -148,7 +148,7 @@ def encode(events: Sequence[Event | RoomEvent | rev.TurnStarted], *, table_id: s
             continue
         if isinstance(event, HandStarted):
             number = event.hand_number
-        if isinstance(event, ROOM_EVENT_CLASSES):
+        if is_room(event):
             out.append(room_envelope_at(event, table_id=table_id, hand_number=number,
                                         command_id="", occurred_at=occurred))
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum, unique
-from typing import Any, Final, TypeAlias, assert_never, cast
+from typing import Any, Final, TypeAlias, assert_never, cast, get_args
 
 import rules
 from rules import Event, TableState
@@ -35,7 +35,7 @@ from rules.events import (
 from rules.settlement import settlement
 from table import room_events as rev
 from table.model import TableSettings
-from table.room_events import ROOM_EVENT_CLASSES, RoomEvent
+from table.room_events import RoomEvent, is_room
 
 ACTIONS: Final = (BringInPosted, Completed, BetMade, Raised, Called, Checked, Folded,
                   ActionTimedOut)
@@ -45,6 +45,14 @@ STARTS_KEPT: Final = 500
 HAND_STARTS_KEPT: Final = 1000
 """Hands whose first sequence the room keeps, so that reading one of them starts there (an
 older hand's start is found by bisecting the stream: ``Watching.hand_events``)."""
+
+_KEPT_BY_ROOM: Final = (*ACTIONS, TableOpened, HandStarted, HandEnded, PlayerSeated,
+                        PlayerLeft, PlayerSatOut, PlayerSatIn, ChipsAdded)
+"""The rules' events the room keeps something of (:meth:`_Fold.game_event`)."""
+_NO_BOOKKEEPING: Final = frozenset(
+    kind for kind in get_args(Event) if not issubclass(kind, _KEPT_BY_ROOM))
+"""The rules' events the room keeps nothing of (a dealt card, an ante, a pot awarded, ...):
+passed over by their class (issue 35: each went through every check of the others)."""
 
 AnyEvent: TypeAlias = Event | RoomEvent | rev.TurnStarted
 """An event of a table's stream: the rules', the room's (:mod:`table.room_events`), or a
@@ -205,7 +213,7 @@ def apply(room: Room, events: Sequence[AnyEvent], *, at: float, first_sequence: 
                           event.bank_ms)
             continue
         sequence += 1
-        if isinstance(event, ROOM_EVENT_CLASSES):
+        if is_room(event):
             f.room_event(event)
             continue
         game = cast(Event, event)  # not a room event: the rules'
@@ -263,6 +271,8 @@ class _Fold:
     def game_event(self, event: Event, before: TableState, at: float, sequence: int) -> None:
         """Note ``event``'s bookkeeping; ``before`` is the table before it when ``event`` is
         a hand's start (read there only)."""
+        if event.__class__ in _NO_BOOKKEEPING:
+            return
         turn = self.turn
         if isinstance(event, ACTIONS):
             if turn is not None and event.seat == turn.seat:

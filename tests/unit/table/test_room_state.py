@@ -29,3 +29,28 @@ def test_updated_refuses_a_name_that_is_no_field() -> None:
     """A name that is not a field of the room is an error, as with ``replace``."""
     with pytest.raises(KeyError):
         updated(Room(), {"nope": 1})
+
+
+def test_a_room_event_is_known_by_its_class_as_isinstance_knows_it() -> None:
+    """``is_room`` (by the event's class first: issue 35) says what ``isinstance`` with the
+    room events' classes says, for every event of a table's stream, a subclass of either
+    kind and anything else."""
+    from dataclasses import dataclass
+    from typing import get_args
+
+    from rules.events import Event, HandEnded
+    from table.room_events import ROOM_EVENT_CLASSES, TableClosed, TurnStarted, is_room
+
+    @dataclass(frozen=True)
+    class Closed(TableClosed):
+        pass
+
+    @dataclass(frozen=True)
+    class Ended(HandEnded):
+        pass
+
+    kinds = [*get_args(Event), *ROOM_EVENT_CLASSES, TurnStarted, Closed, Ended]
+    for kind in kinds:
+        value = object.__new__(kind)
+        assert is_room(value) is isinstance(value, ROOM_EVENT_CLASSES), kind
+    assert is_room(object()) is False and is_room(Closed(by="ops")) is True
