@@ -213,6 +213,7 @@ class PlaySession:
             raise self.error
         if self._closed:
             raise StudError(grpc.StatusCode.CANCELLED, "", "the session was closed")
+        self.start()  # an action opens the stream if nothing has yet
         request = _REQUESTS[method](table_id=self.table_id,
                                     seat=await self.client._seat(self.table_id, seat),
                                     command_id=command_id or new_command_id())

@@ -133,6 +133,13 @@ async def test_a_refused_action_raises_the_unary_calls_error(client_for: ClientF
             await waiting.fold(table_id, expected_sequence=None)
         assert (streamed.value.code, streamed.value.reason) == (
             unary.value.code, unary.value.reason)
+        # A session not started yet opens its stream for its first action.
+        unstarted = waiting.play(table_id)
+        try:
+            with pytest.raises(NotYourTurn):
+                await unstarted.fold(expected_sequence=None)
+        finally:
+            await unstarted.close()
         # An amount that is not legal: IllegalAction (wrong_amount or the like).
         with pytest.raises(IllegalAction):
             await mine.complete(1, expected_sequence=None)
