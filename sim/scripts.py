@@ -369,6 +369,13 @@ def _create_hand(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any
     h = r.data.hashes.setdefault(keys_[0], {})
     if b"commitment" in h:
         return [0, h[b"commitment"], h.get(b"card_commitment", b"")]
+    if len(keys_) > 1:
+        seeds = r.data.hashes.setdefault(keys_[1], {})
+        held = {p: c for p, c in seeds.items() if p != b"~closed"}
+        if held != {p.encode(): c.encode() for p, c in json.loads(argv[8])}:
+            r.data.hashes.pop(keys_[0])  # nothing written, as the script writes nothing
+            return [-1, b"", b""]
+        seeds[b"~closed"] = b"1"
     h.update({b"order": argv[0], b"reshuffle_key": argv[1], b"salt": argv[2],
               b"commitment": argv[3], b"created_ms": argv[4], b"deals": b"0"})
     if len(argv) > 5 and argv[5] != b"":

@@ -27,7 +27,14 @@ from dealer.fair import bind_hand as _bind
 from dealer.players import OwnCards, PlayerCards
 from dealer.records import HandRecords
 from dealer.shuffle import CSPRNG, Entropy
-from dealer.store import IDENTITY, DealerStore, FairHand, StoredHand
+from dealer.store import (
+    IDENTITY,
+    DealerStore,
+    FairHand,
+    StoredHand,
+    seed_commitments,
+    seeds_key,
+)
 from dealer.streets import StreetDealer, hand_and_view, hand_of
 from dealer.tables import PublicTables, TableView
 from rules import DealPlan
@@ -148,15 +155,21 @@ class DealerApp:
         so far (docs/fairness.md), which closes the hand to new seed commitments."""
         self._require_table(principal)
         _bind(table_id, hand_number)
-        existing, view = await self._hand_and_view(table_id, hand_number)
-        if existing is not None:
-            log.info("hand_deck_reused")
-            return StartedHand(existing.commitment,
-                               "" if existing.fair is None else existing.fair.commitment)
+        # The table's state and the seeds committed for the hand, read together; the deck's
+        # script creates the hand only with exactly those seeds, closing them (issue 35: the
+        # seeds were closed first, a round trip of its own), or gives the stored hand back.
+        view, raw_seeds = await self._tables.view_and_hash(table_id,
+                                                           seeds_key(table_id, hand_number))
         state = view.state
-        if not state.opened:
-            raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
-        if state.hand_in_progress or hand_number != state.hands_started + 1:
+        if not state.opened or state.hand_in_progress or hand_number != state.hands_started + 1:
+            existing = await self._store.load_hand(table_id, hand_number)
+            if existing is not None:  # a repeat, once the table recorded the hand
+                log.info("hand_deck_reused")
+                return StartedHand(existing.commitment,
+                                   "" if existing.fair is None else existing.fair.commitment)
+            if not state.opened:
+                raise NotFound(f"table {table_id} has no public record",
+                               reason="unknown_table")
             raise FailedPrecondition(
                 f"the table's next hand is {state.hands_started + 1}"
                 + (" after the current one ends" if state.hand_in_progress else ""),
@@ -171,7 +184,7 @@ class DealerApp:
                             reshuffle_key=self._entropy.shuffled(),
                             salt=self._entropy.new_salt())
         else:
-            seeds = await self._store.close_seeds(table_id, hand_number)
+            seeds = seed_commitments(raw_seeds)
             entropy = self._entropy
             secret = FairDeck(table_id=table_id, hand_number=hand_number,
                               base=entropy.shuffled(), salts=entropy.card_salts(),
@@ -182,7 +195,18 @@ class DealerApp:
             deck = HandDeck(table_id=table_id, hand_number=hand_number, order=secret.base,
                             reshuffle_key=IDENTITY, salt=self._entropy.new_salt())
         ours = commit(deck)
-        commitment, cards = await self._store.create_hand(deck, ours, self._clock_ms(), fair)
+        created = await self._store.create_hand(deck, ours, self._clock_ms(), fair)
+        if created is None and fair is not None:
+            # A seed was committed since the read: close the commitments (none is taken
+            # after that) and commit to the cards with exactly those.
+            seeds = await self._store.close_seeds(table_id, hand_number)
+            fair = FairHand(deck=fair.deck, commitment=fair.deck.header(seeds).commitment,
+                            seeds=seeds)
+            created = await self._store.create_hand(deck, ours, self._clock_ms(), fair)
+        if created is None:  # pragma: no cover - closed commitments do not change
+            raise FailedPrecondition("the hand's seed commitments keep changing",
+                                     reason="conflict")
+        commitment, cards = created
         if commitment == ours:  # else a concurrent StartHand stored its deck first
             self._counters.hands_started.inc()
         log.info("hand_deck_shuffled", seeds=0 if fair is None else len(fair.seeds))

@@ -253,17 +253,24 @@ class DealerStore:
         await self._redis.aclose()
 
     async def create_hand(self, deck: HandDeck, commitment: str, created_ms: int,
-                          fair: FairHand | None = None) -> tuple[str, str]:
+                          fair: FairHand | None = None) -> tuple[str, str] | None:
         """Store ``deck`` (and its per-card commitment) unless the hand already has one;
         returns the commitments of the deck that is stored (the existing one on a repeat):
-        the deck's and the card commitment ('' without one)."""
+        the deck's and the card commitment ('' without one). A per-card hand is stored only
+        if the seed commitments taken for it are exactly ``fair.seeds``, and closes them (no
+        seed is committed for it after its cards are); None when they are not (a seed was
+        committed since they were read: :meth:`close_seeds`, then commit to those)."""
+        keys = [hand_key(deck.table_id, deck.hand_number)]
         args: list[bytes | str | int] = [bytes(deck.order), bytes(deck.reshuffle_key),
                                          deck.salt, commitment, created_ms]
         if fair is not None:
+            keys.append(seeds_key(deck.table_id, deck.hand_number))
             args += [fair.commitment, b"".join(fair.deck.salts), fair.deck.dealer_seed,
-                     json.dumps([list(s) for s in fair.seeds], separators=(",", ":"))]
-        reply = await self._create(keys=[hand_key(deck.table_id, deck.hand_number)],
-                                   args=args)
+                     json.dumps([list(s) for s in fair.seeds], separators=(",", ":")),
+                     SEEDS_TTL_S]
+        reply = await self._create(keys=keys, args=args)
+        if int(reply[0]) < 0:
+            return None
         return _text(reply[1]), _text(reply[2])
 
     async def commit_seed(self, table_id: str, hand_number: int, player_id: str,
@@ -275,14 +282,12 @@ class DealerStore:
         return SeedTaken(_text(reply))
 
     async def close_seeds(self, table_id: str, hand_number: int) -> tuple[tuple[str, str], ...]:
-        """Close a hand's seed commitments (StartHand) and return them, in player order."""
+        """Close a hand's seed commitments (StartHand, when a seed came between its read of
+        them and its deck) and return them, in player order."""
         reply = await self._seeds(
             keys=[seeds_key(table_id, hand_number), hand_key(table_id, hand_number)],
             args=["close", SEEDS_TTL_S])
-        flat = [_text(x) for x in reply]
-        pairs = dict(zip(flat[::2], flat[1::2], strict=True))
-        pairs.pop("~closed", None)
-        return tuple(sorted(pairs.items()))
+        return seed_commitments(dict(zip(reply[::2], reply[1::2], strict=True)))
 
     async def open_seed(self, table_id: str, hand_number: int, player_id: str,
                         seed: bytes) -> SeedTaken:
@@ -342,6 +347,13 @@ class DealerStore:
         outcome = Recorded(_text(reply[0]))
         stored = decode_deal(reply[1]) if outcome is Recorded.EXISTS else None
         return outcome, stored
+
+
+def seed_commitments(raw: Mapping[bytes, bytes] | None) -> tuple[tuple[str, str], ...]:
+    """The players' seed commitments for a hand, in player order, from their hash as read
+    (``HGETALL``; closed or not)."""
+    return tuple(sorted((_text(p), _text(c)) for p, c in (raw or {}).items()
+                        if p != b"~closed"))
 
 
 def hand_from_hash(table_id: str, hand_number: int, raw: dict[bytes, bytes] | None

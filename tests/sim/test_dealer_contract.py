@@ -59,11 +59,16 @@ async def hands(store: DealerStore) -> list[object]:
 
 
 async def fair_hands(store: DealerStore) -> list[object]:
-    fair = FairHand(deck=FairDeck(table_id="t1", hand_number=3, base=tuple(range(DECK_SIZE)),
-                                  salts=tuple(bytes([i]) * SALT_BYTES for i in range(DECK_SIZE)),
-                                  dealer_seed=b"d" * SEED_BYTES),
-                    commitment="cc", seeds=(("p1", "a" * 64), ("p2", "b" * 64)))
-    return [await outcome(store.close_seeds("t1", 3)),
+    secret = FairDeck(table_id="t1", hand_number=3, base=tuple(range(DECK_SIZE)),
+                      salts=tuple(bytes([i]) * SALT_BYTES for i in range(DECK_SIZE)),
+                      dealer_seed=b"d" * SEED_BYTES)
+    fair = FairHand(deck=secret, commitment="cc", seeds=())
+    # Seeds that were never committed (the simulation commits none): not created.
+    seeded = FairHand(deck=secret, commitment="cs", seeds=(("p1", "a" * 64), ("p2", "b" * 64)))
+    return [await outcome(store.create_hand(deck(5), "c6", 6_000, seeded)),
+            await outcome(store.load_hand("t1", 5)),
+            await outcome(store.client.hgetall(seeds_key("t1", 5))),
+            await outcome(store.close_seeds("t1", 3)),
             await outcome(store.close_seeds("t1", 3)),  # a repeat: the same
             await outcome(store.create_hand(deck(3), "c3", 3_000, fair)),
             await outcome(store.create_hand(deck(3, 1), "c4", 4_000)),  # a repeat
@@ -80,7 +85,8 @@ async def fair_hands(store: DealerStore) -> list[object]:
             await outcome(store.load_hand("t1", 4)),
             await outcome(store.record_deal("t1", 4, deal(Street.THIRD, 0), 0, ())),
             await outcome(store.record_deal("t1", 4, deal(Street.FOURTH, 2), 1, ())),
-            await outcome(store.load_hand("t1", 4))]
+            await outcome(store.load_hand("t1", 4)),
+            await outcome(store.client.hgetall(seeds_key("t1", 4)))]  # closed by the create
 
 
 CASES: dict[str, Case] = {"hands": hands, "fair_hands": fair_hands}

@@ -89,6 +89,41 @@ class TestSeeds:
         proof = await dealer.client.hand_proof(table.table_id, 1, player("ann"))
         assert [(s.player_id, s.withheld) for s in proof.seeds] == [("bob", True)]
 
+    async def test_a_seed_committed_during_start_hand_is_bound_or_refused(
+            self, make_table: MakeTable, dealer: RunningDealer,
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        """StartHand reads the seed commitments with the table and creates the hand only
+        with exactly those (issue 35: no close of its own first): a seed committed between
+        the read and the deck's script is bound by the card commitment too (the commitments
+        closed, then committed to); after it, a commitment is too late."""
+        table = await make_table(PLAYERS)
+        store = dealer.deps.store
+        create, calls = store.create_hand, []
+        seed = secrets.token_bytes(32)
+        late = commitment(table.table_id, 1, "bob", seed)
+
+        async def racing(*args: object, **kwargs: object) -> object:
+            if not calls:  # bob commits between StartHand's read and its deck
+                await dealer.client.commit_seed(table.table_id, 1, late, player("bob"))
+            calls.append(await create(*args, **kwargs))  # type: ignore[arg-type]
+            return calls[-1]
+
+        monkeypatch.setattr(store, "create_hand", racing)
+        await table.start_hand()
+        assert calls[0] is None and calls[1] is not None  # refused, then created
+        stored = await store.load_hand(table.table_id, 1)
+        assert stored is not None and stored.fair is not None
+        assert stored.fair.seeds == (("bob", late),)
+        assert table.t.hand.card_commitment == stored.fair.commitment == \
+            stored.fair.deck.header(stored.fair.seeds).commitment
+        error = await refused(dealer.client.commit_seed(
+            table.table_id, 1, commitment(table.table_id, 1, "ann", seed), player("ann")))
+        assert rpc_error_reason(error) == "seed_too_late"
+        await dealer.client.open_seed(table.table_id, 1, seed, player("bob"))
+        await table.play_until(Phase.COMPLETE)
+        proof = await dealer.client.hand_proof(table.table_id, 1, player("cat"))
+        assert [(s.player_id, s.withheld) for s in proof.seeds] == [("bob", False)]
+
     async def test_the_first_street_freezes_exactly_the_seeds_it_was_drawn_from(
             self, make_table: MakeTable, dealer: RunningDealer) -> None:
         """The first street's record freezes the seeds (issue 35: no call of its own) only
