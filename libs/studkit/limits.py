@@ -290,13 +290,12 @@ class CallRateLimiter:
         not made."""
         if principal.role is not Role.PLAYER:
             return
-        if principal.subject in self._held_players:
-            raise RateLimited(f"{principal.subject} has a rate-limited call held back: "
-                              "slow down")
+        subject = principal.subject  # made once (issue 35: every call of every player)
+        if subject in self._held_players:
+            raise RateLimited(f"{subject} has a rate-limited call held back: slow down")
         per_player, per_peer = self._rates
-        if not self._take(f"p|{principal.subject}", per_player):
-            raise RateLimited(f"more than {per_player:g} calls a second from "
-                              f"{principal.subject}")
+        if not self._take(f"p|{subject}", per_player):
+            raise RateLimited(f"more than {per_player:g} calls a second from {subject}")
         if not self._take(f"c|{peer}", per_peer):
             raise RateLimited(f"more than {per_peer:g} player calls a second on one "
                               "connection")
