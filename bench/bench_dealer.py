@@ -4,7 +4,9 @@ StartHand, a Deal per street, Reveal at the showdown, the public events appended
 table's stream) for four players who check and call to the showdown, one table at a time.
 With ``--seeds`` each player also commits and opens a seed for each hand (CommitSeed,
 OpenSeed) and reads their cards after each street and the hand's proof at its end
-(GetMyCards, GetHandProof), as the SDK does.
+(GetMyCards, GetHandProof), as the SDK does; with ``--watch`` each keeps ``WatchMyCards`` open
+(as the SDK's watch does), whose work the dealer does between the calls, so it is charged to
+them: read the CPU per hand then.
 
 The dealer's CPU is read from ``/proc/<pid>/task/*/schedstat`` (nanoseconds, every thread)
 before each call; the dealer does nothing between calls, so what it spent from one call's
@@ -36,6 +38,7 @@ from pathlib import Path
 import grpc
 
 from rules import Phase, TableConfig
+from stud.v1 import dealer_pb2 as pb
 from stud.v1 import dealer_pb2_grpc as pb_grpc
 from stud.v1.common_pb2 import STREET_THIRD
 from studkit.cardproof import seed_commitment
@@ -125,8 +128,17 @@ async def play(table: TableRole, seeds: bool) -> None:
         await table.dealer.hand_proof(table.table_id, number, player(PLAYERS[1]))
 
 
-async def round_(python_path: str | None, hands: int, seeds: bool, tables: int
-                 ) -> tuple[dict[str, float], dict[str, int]]:
+async def watching(stub: pb_grpc.DealerServiceStub, client: DealerClient, table_id: str,
+                   name: str, received: list[int]) -> None:
+    """A player's WatchMyCards stream, as the SDK keeps one open, read to its end."""
+    call = stub.WatchMyCards(pb.WatchMyCardsRequest(table_id=table_id),
+                             metadata=client.metadata(player(name)))
+    async for _cards in call:
+        received[0] += 1
+
+
+async def round_(python_path: str | None, hands: int, seeds: bool, tables: int,
+                 watch: bool = False) -> tuple[dict[str, float], dict[str, int]]:
     """(CPU us per call by kind, calls by kind) of one dealer process."""
     passwords = {name: secrets.token_urlsafe(16) for name in SERVICES}
     keys = DevKeys.generate()
@@ -155,8 +167,13 @@ async def round_(python_path: str | None, hands: int, seeds: bool, tables: int
                                      TableConfig(), PLAYERS, stack=10_000_000)
                     await role.open()
                     roles.append(role)
+                received = [0]
+                watchers = [asyncio.create_task(watching(stub, client, role.table_id, name,
+                                                         received))
+                            for role in roles for name in PLAYERS.values()] if watch else []
                 for role in roles:  # warm-up: a hand each, not counted
                     await play(role, seeds)
+                await asyncio.sleep(0.5 if watch else 0)
                 meter.stop()
                 meter.cpu.clear()
                 meter.calls.clear()
@@ -164,13 +181,19 @@ async def round_(python_path: str | None, hands: int, seeds: bool, tables: int
                 redis_before = cpu_ns(redis_server.process.pid)
                 for n in range(hands):
                     await play(roles[n % tables], seeds)
+                await asyncio.sleep(0.5 if watch else 0)  # the watchers' last updates
                 meter.stop()
+                for task in watchers:
+                    task.cancel()
+                await asyncio.gather(*watchers, return_exceptions=True)
                 redis_cpu = cpu_ns(redis_server.process.pid) - redis_before
         finally:
             await client_redis.aclose()
             proc.terminate()
     per = {k: meter.cpu[k] / meter.calls[k] / 1000 for k in meter.calls}
     per["redis per hand"] = redis_cpu / hands / 1000
+    if watch:
+        per["watch messages per hand"] = received[0] / hands
     return per, dict(meter.calls)
 
 
@@ -188,8 +211,10 @@ def checkout(revision: str, into: Path) -> None:
 def _line(label: str, per: dict[str, float], calls: dict[str, int], hands: int) -> str:
     total = sum(per[k] * calls[k] for k in calls) / hands
     kinds = ", ".join(f"{k} {per[k]:.0f}" for k in sorted(calls))
+    watched = (f"; {per['watch messages per hand']:.1f} WatchMyCards messages per hand"
+               if "watch messages per hand" in per else "")
     return (f"  {label}: dealer {total / 1000:.2f} ms per hand (redis, table's appends "
-            f"included: {per['redis per hand'] / 1000:.2f} ms); us per call: {kinds}")
+            f"included: {per['redis per hand'] / 1000:.2f} ms); us per call: {kinds}{watched}")
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -206,7 +231,8 @@ async def main_async(args: argparse.Namespace) -> None:
         calls: dict[str, int] = {}
         for r in range(args.rounds):
             for label, path in (paths.items() if r % 2 == 0 else reversed(paths.items())):
-                per, calls = await round_(path, args.hands, args.seeds, args.tables)
+                per, calls = await round_(path, args.hands, args.seeds, args.tables,
+                                          args.watch)
                 results[label].append(per)
                 print(_line(f"round {r + 1} {label}", per, calls, args.hands), flush=True)
         medians = {label: {k: statistics.median(p[k] for p in runs) for k in runs[0]}
@@ -229,6 +255,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seeds", action="store_true",
                         help="players commit and open seeds, read their cards and the proof")
+    parser.add_argument("--watch", action="store_true",
+                        help="every player keeps WatchMyCards open, as the SDK does")
     parser.add_argument("--base", default="", help="a revision to run side by side")
     args = parser.parse_args()
     asyncio.run(main_async(args))

@@ -276,7 +276,7 @@ class DealerApp:
         return await self._players.own_cards(principal, table_id, hand_number)
 
     def watch_own_cards(self, principal: Principal, table_id: str,
-                        changes: AsyncIterator[object]) -> AsyncIterator[OwnCards]:
+                        changes: AsyncIterator[int | None]) -> AsyncIterator[OwnCards]:
         """See :meth:`dealer.players.PlayerCards.watch_own_cards`."""
         return self._players.watch_own_cards(principal, table_id, changes)
 

@@ -80,13 +80,19 @@ class PlayerCards:
                         else stored.fair.deck.header(stored.fair.seeds))
 
     async def watch_own_cards(self, principal: Principal, table_id: str,
-                              changes: AsyncIterator[object]) -> AsyncIterator[OwnCards]:
+                              changes: AsyncIterator[int | None]) -> AsyncIterator[OwnCards]:
         """The caller's cards of the latest hand they were dealt into, now and again after
         every change of the table's stream that changes them. ``changes`` yields once per
-        new public event. A table with no public record is :class:`NotFound` (watching a
-        made-up table would hold a stream reader for nothing); a caller with no seat there
-        and no place in the hand being played is :class:`NotSeated`, at once and whenever
-        that becomes true later (they left), so no stream waits for cards that never come."""
+        new public event: its version (the table's view is read again only when the cached
+        one is older: one read serves every watcher of the table), or None to read it now. A
+        table with no public record is :class:`NotFound` (watching a made-up table would hold
+        a stream reader for nothing); a caller with no seat there and no place in the hand
+        being played is :class:`NotSeated`, at once and whenever that becomes true later (they
+        left), so no stream waits for cards that never come.
+
+        The cards are looked up (the hand's record read, the openings made) only when the
+        public record shows the caller's seat a card more, or a new hand (issue 35: at every
+        card dealt to anyone before): what :meth:`own_cards` gives depends on nothing else."""
         if principal.role is not Role.PLAYER:
             raise Forbidden("only a player may read their own cards")
         _bind(table_id)
@@ -97,14 +103,23 @@ class PlayerCards:
             raise NotSeated(f"{principal.name} has no seat at table {table_id}: sit down "
                             "first, then watch")
         last: OwnCards | None = None
-        async for _change in changes:
-            view = await self._tables.view(table_id)
+        shown: tuple[int, int, int] | None = None
+        """The hand and the seat's down and up cards the public record showed at the last
+        look-up."""
+        async for version in changes:
+            view = await self._tables.view_since(table_id, version)
             if not view.has_cards_for(principal.name):
                 raise NotSeated(f"{principal.name} no longer has a seat at table {table_id}")
             hand = view.state.hand
-            if hand is None or view.seat_of(hand.hand_number, principal.name) is None:
+            seat = None if hand is None else view.seat_of(hand.hand_number, principal.name)
+            if hand is None or seat is None:
                 continue
+            player = hand.player(seat)
+            now = (hand.hand_number, len(player.down), len(player.up))
+            if now == shown:
+                continue  # the same cards as at the last look-up
             cards = await self._own_cards(view, principal, hand.hand_number)
+            shown = now
             if last is None or (cards.hand_number, cards.down, cards.up) != (
                     last.hand_number, last.down, last.up):
                 last = cards

@@ -32,7 +32,7 @@ from studkit.grpc_server import (
     current_principal,
 )
 from studkit.limits import StreamLimiter
-from studkit.store import EventStore
+from studkit.store import EventStore, parse_stream_id
 from studkit.tailer import StreamTailer
 
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["DealerService"].full_name
@@ -90,12 +90,12 @@ class DealerServicer(pb_grpc.DealerServiceServicer):
         async with self.limiter.hold(principal, context.peer()):
             version = await self._events.version(table_id)
 
-            async def changes() -> AsyncIterator[object]:
+            async def changes() -> AsyncIterator[int | None]:
                 yield None  # the cards as they are now
                 async with self._tailer.subscribe(table_id, after_id=f"0-{version}") as events:
                     async for stored in events:
                         if stored.envelope.event_type in WATCH_EVENTS:
-                            yield stored
+                            yield parse_stream_id(stored.stream_id)[1]  # its version
 
             async for cards in self._app.watch_own_cards(principal, table_id, changes()):
                 yield mapping.own_cards_to_proto(cards)

@@ -273,6 +273,16 @@ class PublicTables:
         view, _hash = await self.view_and_hash(table_id, None)
         return view
 
+    async def view_since(self, table_id: str, version: int | None) -> TableView:
+        """The table as of ``version`` or later: the cached view when it has folded that
+        event already (no read: the watchers of one table, told of the same event, read the
+        stream once between them), else :meth:`view`; None: :meth:`view`."""
+        cached = self._views.get(table_id)
+        if version is not None and cached is not None and cached.version >= version:
+            self._views.move_to_end(table_id)
+            return cached
+        return await self.view(table_id)
+
     async def view_and_hash(self, table_id: str, hash_key: str | None
                             ) -> tuple[TableView, dict[bytes, bytes] | None]:
         """:meth:`view`, and the hash ``hash_key`` (a key of the table's own hash tag: the

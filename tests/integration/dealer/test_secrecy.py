@@ -6,6 +6,7 @@ card value reaches a log line."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import time
@@ -198,6 +199,56 @@ class TestWatchMyCards:
             assert direct == fourth
         finally:
             call.cancel()
+
+    async def test_cards_are_looked_up_only_when_the_players_change(
+        self, make_table: MakeTable, dealer: RunningDealer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Every player watching, two hands played: each stream ends each hand with exactly
+        what GetMyCards gives, never sends the same cards twice in a row, and the dealer
+        looked the cards up (the hand's record read, the openings made) once per message,
+        not at every card dealt to anyone (issue 35: 3 watchers x every card event)."""
+        table = await make_table(PLAYERS)
+        players = dealer.deps.app._players
+        look_up, lookups = players._own_cards, [0]
+
+        async def counted(*args: object) -> object:
+            lookups[0] += 1
+            return await look_up(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(players, "_own_cards", counted)
+        received: dict[str, list[pb.MyCards]] = {name: [] for name in PLAYERS.values()}
+        calls = {name: dealer.client.stub.WatchMyCards(
+            pb.WatchMyCardsRequest(table_id=table.table_id),
+            metadata=dealer.client.metadata(player(name)), timeout=60)
+            for name in PLAYERS.values()}
+
+        async def read(name: str) -> None:
+            async for cards in calls[name]:
+                received[name].append(cards)
+
+        readers = [asyncio.create_task(read(name)) for name in PLAYERS.values()]
+        try:
+            await table.play_hand()
+            await table.play_hand()
+            deadline = time.monotonic() + 10
+            while not all(got and got[-1].hand_number == 2 and len(got[-1].down) == 3
+                          for got in received.values()):
+                assert time.monotonic() < deadline, {n: len(g) for n, g in received.items()}
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)  # anything further would have come by now
+            assert lookups[0] == sum(len(got) for got in received.values())
+        finally:
+            for call in calls.values():
+                call.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+        for name, got in received.items():
+            assert all(a != b for a, b in itertools.pairwise(got)), name
+            for hand in (1, 2):
+                last = [cards for cards in got if cards.hand_number == hand][-1]
+                assert last == await table.dealer.my_cards(table.table_id, player(name), hand)
+                assert (len(last.down), len(last.up)) == (3, 4)
+            # the cards as they were, then a message per street dealt to them (3rd: up to 3)
+            assert 2 * 6 <= len(got) <= 1 + 2 * 8, [len(c.down) + len(c.up) for c in got]
 
     async def test_the_table_cannot_watch(self, make_table: MakeTable,
                                           dealer: RunningDealer) -> None:
