@@ -116,6 +116,46 @@ def merkle_path(leaves: Sequence[bytes], index: int) -> tuple[bytes, ...]:
     return (*merkle_path(leaves[k:], index - k), merkle_root(leaves[:k]))
 
 
+class MerkleTree:
+    """Every node of the RFC 6962 tree of ``leaves``, computed once: its :attr:`root` is
+    :func:`merkle_root`'s and :meth:`path` is :func:`merkle_path`'s, without hashing the tree
+    again for each path (a dealer gives each player the paths of their down cards)."""
+
+    __slots__ = ("_nodes", "root", "size")
+
+    def __init__(self, leaves: Sequence[bytes]) -> None:
+        if not leaves:
+            raise ValueError("no leaves")
+        self.size = len(leaves)
+        self._nodes: dict[tuple[int, int], bytes] = {}
+        self.root: bytes = self._build(leaves, 0, len(leaves))
+
+    def _build(self, leaves: Sequence[bytes], lo: int, hi: int) -> bytes:
+        if hi - lo == 1:
+            node = leaves[lo]
+        else:
+            k = _split(hi - lo)
+            node = _sha(_NODE + self._build(leaves, lo, lo + k) + self._build(leaves, lo + k, hi))
+        self._nodes[(lo, hi)] = node
+        return node
+
+    def path(self, index: int) -> tuple[bytes, ...]:
+        """The audit path of leaf ``index``, as :func:`merkle_path` gives it."""
+        if not 0 <= index < self.size:
+            raise ValueError("no such leaf")
+        siblings: list[bytes] = []
+        lo, hi = 0, self.size
+        while hi - lo > 1:
+            k = _split(hi - lo)
+            if index < lo + k:
+                siblings.append(self._nodes[(lo + k, hi)])
+                hi = lo + k
+            else:
+                siblings.append(self._nodes[(lo, lo + k)])
+                lo += k
+        return tuple(reversed(siblings))
+
+
 def root_from_path(leaf_hash: bytes, index: int, size: int, path: Sequence[bytes]
                    ) -> bytes | None:
     """The root that ``path`` leads to from ``leaf_hash`` at ``index`` of ``size`` leaves, or

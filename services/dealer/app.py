@@ -22,7 +22,7 @@ import structlog
 
 from dealer.dealing import HONEST, Dealing
 from dealer.deck import seat_draws
-from dealer.fair import FairDealer, stored_hand
+from dealer.fair import FairDealer, deal_header, stored_hand
 from dealer.fair import bind_hand as _bind
 from dealer.players import OwnCards, PlayerCards
 from dealer.records import HandRecords
@@ -189,7 +189,7 @@ class DealerApp:
             secret = FairDeck(table_id=table_id, hand_number=hand_number,
                               base=entropy.shuffled(), salts=entropy.card_salts(),
                               dealer_seed=entropy.new_seed())
-            fair = FairHand(deck=secret, commitment=secret.header(seeds).commitment,
+            fair = FairHand(deck=secret, commitment=deal_header(secret, seeds).commitment,
                             seeds=seeds)
             # The reshuffle of a per-card hand follows the seeds: the v1 key is the identity.
             deck = HandDeck(table_id=table_id, hand_number=hand_number, order=secret.base,
@@ -200,7 +200,7 @@ class DealerApp:
             # A seed was committed since the read: close the commitments (none is taken
             # after that) and commit to the cards with exactly those.
             seeds = await self._store.close_seeds(table_id, hand_number)
-            fair = FairHand(deck=fair.deck, commitment=fair.deck.header(seeds).commitment,
+            fair = FairHand(deck=fair.deck, commitment=deal_header(fair.deck, seeds).commitment,
                             seeds=seeds)
             created = await self._store.create_hand(deck, ours, self._clock_ms(), fair)
         if created is None:  # pragma: no cover - closed commitments do not change

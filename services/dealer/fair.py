@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import structlog
 
 from dealer.dealing import HONEST, Dealing
-from dealer.store import DealerStore, SeedTaken, StoredHand
+from dealer.store import CACHED_HANDS, DealerStore, SeedTaken, StoredHand
 from dealer.tables import PublicTables, TableView
 from studkit.auth import Forbidden, Principal, Role
 from studkit.cardcheck import HandProof, PublicOpening
-from studkit.cardproof import CardOpening, seed_commitment
+from studkit.cardproof import (
+    CardOpening,
+    DealHeader,
+    FairDeck,
+    MerkleTree,
+    dealer_seed_commitment,
+    seed_commitment,
+)
 from studkit.deckproof import Draw, HandDeck
 from studkit.errors import BadRequest, FailedPrecondition, NotFound
 
@@ -47,6 +55,33 @@ class NoCardCommitment(FailedPrecondition):
 
 MAX_SEEDS_AHEAD = 2
 """A seed may be committed for the table's next hand or the one after it."""
+
+
+@lru_cache(maxsize=CACHED_HANDS)
+def _tree(deck: FairDeck) -> tuple[MerkleTree, dict[int, int]]:
+    """The Merkle tree of a hand's deck and each card's base position (memoised: a hand's
+    openings and header are asked for at every card update of every player, and each
+    opening hashed the whole tree again)."""
+    return MerkleTree(deck.leaves()), {card: i for i, card in enumerate(deck.base)}
+
+
+def card_opening(deck: FairDeck, card: int) -> CardOpening:
+    """The opening of ``card``: ``deck.opening(deck.position_of(card))``, from the tree made
+    once per hand."""
+    tree, positions = _tree(deck)
+    position = positions[card]
+    return CardOpening(position=position, card=card, salt=deck.salts[position],
+                       path=tree.path(position))
+
+
+@lru_cache(maxsize=CACHED_HANDS)
+def deal_header(deck: FairDeck, seeds: tuple[tuple[str, str], ...]) -> DealHeader:
+    """``deck.header(seeds)``, from the tree made once per hand (memoised)."""
+    return DealHeader(table_id=deck.table_id, hand_number=deck.hand_number,
+                      root=_tree(deck)[0].root.hex(),
+                      dealer_seed=dealer_seed_commitment(deck.table_id, deck.hand_number,
+                                                         deck.dealer_seed),
+                      seeds=tuple(sorted(seeds)))
 
 
 def bind_hand(table_id: str, hand_number: int | None = None) -> None:
@@ -215,13 +250,11 @@ class FairDealer:
             raise NoCardCommitment(f"hand {hand_number} has no per-card commitment")
         over = latest.hand_number > hand_number or latest.is_over
         public, shown = record.draws, record.shown
-        leaves = fair.deck.leaves()
         openings = tuple(
-            PublicOpening(draw=d.index, opening=fair.deck.opening(
-                fair.deck.position_of(d.card), leaves))
+            PublicOpening(draw=d.index, opening=card_opening(fair.deck, d.card))
             for deal in stored.deals for d in deal.cards
             if d.index < public and (d.up or d.seat in shown))
-        header = fair.deck.header(fair.seeds)
+        header = deal_header(fair.deck, fair.seeds)
         log.info("hand_proof_given", openings=len(openings), complete=over)
         if not over:
             return HandProof(header=header, openings=openings)
@@ -241,7 +274,5 @@ class FairDealer:
         fair = stored.fair
         if fair is None:
             return ()
-        leaves = fair.deck.leaves()
-        return tuple(self._dealing.opening(
-            stored, draw, fair.deck.opening(fair.deck.position_of(draw.card), leaves))
-            for draw in draws)
+        return tuple(self._dealing.opening(stored, draw, card_opening(fair.deck, draw.card))
+                     for draw in draws)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from dealer.deck import seat_draws
-from dealer.fair import FairDealer, stored_hand
+from dealer.fair import FairDealer, deal_header, stored_hand
 from dealer.fair import bind_hand as _bind
 from dealer.store import DealerStore
 from dealer.tables import NotSeated, PublicTables, TableView
@@ -77,7 +77,7 @@ class PlayerCards:
                         up=tuple(d.card for d in draws if d.up),
                         openings=self._fair.openings(stored, downs),
                         header=None if stored.fair is None
-                        else stored.fair.deck.header(stored.fair.seeds))
+                        else deal_header(stored.fair.deck, stored.fair.seeds))
 
     async def watch_own_cards(self, principal: Principal, table_id: str,
                               changes: AsyncIterator[int | None]) -> AsyncIterator[OwnCards]:

@@ -13,6 +13,7 @@ from studkit.cardproof import (
     CardOpening,
     DealHeader,
     FairDeck,
+    MerkleTree,
     deal_order,
     derive_permutation,
     leaf,
@@ -44,6 +45,22 @@ class TestMerkle:
                 assert root_from_path(leaves[i], i, size, path) == root
                 if size > 1:
                     assert root_from_path(leaves[i], (i + 1) % size, size, path) != root
+
+    def test_the_tree_made_once_gives_every_root_and_path(self) -> None:
+        """MerkleTree (a dealer's, made once per hand): for 1..64 leaves the root and each
+        path are merkle_root's and merkle_path's, byte for byte."""
+        rng = random.Random(5)
+        for size in range(1, 65):
+            leaves = [rng.randbytes(32) for _ in range(size)]
+            tree = MerkleTree(leaves)
+            assert tree.root == merkle_root(leaves)
+            assert [tree.path(i) for i in range(size)] == [merkle_path(leaves, i)
+                                                           for i in range(size)]
+            for wrong in (-1, size):
+                with pytest.raises(ValueError):
+                    tree.path(wrong)
+        with pytest.raises(ValueError):
+            MerkleTree([])
 
     def test_a_path_is_at_most_six_hashes(self) -> None:
         """52 leaves: no path is longer than six siblings."""
