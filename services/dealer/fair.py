@@ -14,7 +14,14 @@ from functools import lru_cache
 import structlog
 
 from dealer.dealing import HONEST, Dealing
-from dealer.store import CACHED_HANDS, DealerStore, SeedTaken, StoredHand
+from dealer.store import (
+    CACHED_HANDS,
+    DealerStore,
+    SeedTaken,
+    StoredHand,
+    hand_from_hash,
+    hand_key,
+)
 from dealer.tables import PublicTables, TableView
 from studkit.auth import Forbidden, Principal, Role
 from studkit.cardcheck import HandProof, PublicOpening
@@ -117,6 +124,13 @@ class FairDealer:
         self._seed_wait_ms = seed_wait_ms
         self._dealing = dealing
 
+    async def _view_and_hand(self, table_id: str, hand_number: int
+                             ) -> tuple[TableView, StoredHand | None]:
+        """The table's public state and the dealer's record of the hand (None: none, then
+        :func:`stored_hand` says why), read in one round trip (issue 35: two)."""
+        view, raw = await self._tables.view_and_hash(table_id, hand_key(table_id, hand_number))
+        return view, hand_from_hash(table_id, hand_number, raw)
+
     # --- seeds ------------------------------------------------------------------------------
 
     def awaits_seeds(self, stored: StoredHand, view: TableView) -> bool:
@@ -201,7 +215,7 @@ class FairDealer:
         if principal.role is not Role.PLAYER:
             raise Forbidden("only a player may open a seed")
         bind_hand(table_id, hand_number)
-        view = await self._tables.view(table_id)
+        view, found = await self._view_and_hand(table_id, hand_number)
         hand = view.state.hand
         if not view.state.opened:
             raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
@@ -209,7 +223,7 @@ class FairDealer:
             raise SeedTooEarly(f"hand {hand_number}'s card commitment is not public yet")
         if hand.hand_number > hand_number:
             raise SeedTooLate(f"hand {hand_number} is over")
-        stored = await stored_hand(self._store, table_id, hand_number)
+        stored = found or await stored_hand(self._store, table_id, hand_number)
         if stored.fair is None or stored.fair.commitment != hand.card_commitment:
             raise NoCardCommitment(f"hand {hand_number} has no per-card commitment")
         committed = dict(stored.fair.seeds).get(principal.name)
@@ -237,14 +251,14 @@ class FairDealer:
         if principal.role not in (Role.PLAYER, Role.AUDITOR, Role.OPERATOR, Role.SERVICE):
             raise Forbidden("no such role")
         bind_hand(table_id, hand_number)
-        view = await self._tables.view(table_id)
+        view, found = await self._view_and_hand(table_id, hand_number)
         if not view.state.opened:
             raise NotFound(f"table {table_id} has no public record", reason="unknown_table")
         latest = view.state.hand
         if latest is None or hand_number > latest.hand_number:
             raise NotFound(f"hand {hand_number} has not started", reason="unknown_hand")
         record = await self._tables.started_hand(view, hand_number, counted=True)
-        stored = await stored_hand(self._store, table_id, hand_number)
+        stored = found or await stored_hand(self._store, table_id, hand_number)
         fair = stored.fair
         if fair is None:
             raise NoCardCommitment(f"hand {hand_number} has no per-card commitment")

@@ -17,8 +17,9 @@ from redis.asyncio.connection import AbstractConnection
 
 from rules import Phase
 from rules.commands import DealStreet, DealtCard
+from studkit.cardproof import seed_commitment
 from studkit.mapping import card_from_proto
-from studtest.dealer import MakeTable, RunningDealer, deal_request
+from studtest.dealer import MakeTable, RunningDealer, deal_request, player
 from studtest.redis import TestRedis
 
 pytestmark = pytest.mark.integration
@@ -104,3 +105,28 @@ async def test_a_hands_first_street_freezes_the_seeds_with_its_record(
     assert count[0] == 2
     stored = await dealer.deps.store.load_hand(table.table_id, table.hand_number)
     assert stored is not None and stored.fair is not None and stored.fair.frozen
+
+
+async def test_a_players_seed_opening_and_proof_read_the_hand_with_the_stream(
+    make_table: MakeTable, redis_server: TestRedis, monkeypatch: pytest.MonkeyPatch,
+    dealer: RunningDealer) -> None:
+    """OpenSeed reads the hand with the table's stream (one round trip) and then takes the
+    seed (one); GetHandProof reads them together, one round trip (issue 35: the hand read on
+    its own after the stream, three and two)."""
+    if redis_server.cluster:
+        pytest.skip("a cluster client adds its own requests (slots, redirections)")
+    table = await make_table(PLAYERS)
+    await table.play_hand()  # the scripts loaded
+    seed = bytes(range(32))
+    await dealer.client.commit_seed(table.table_id, 2, seed_commitment(
+        table.table_id, 2, "ann", seed), player("ann"))
+    await table.start_hand()
+    with round_trips(monkeypatch, dealer) as count:
+        await dealer.client.open_seed(table.table_id, 2, seed, player("ann"))
+    assert count[0] == 2
+    await table.play_until(Phase.COMPLETE)
+    with round_trips(monkeypatch, dealer) as count:
+        proof = await dealer.client.hand_proof(table.table_id, 2, player("bob"))
+    assert count[0] == 1
+    assert proof.complete and [(s.player_id, s.withheld) for s in proof.seeds] == [
+        ("ann", False)]
