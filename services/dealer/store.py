@@ -421,8 +421,11 @@ class TableReader:
 def _stored_event(entry: list[Any]) -> StoredEvent:
     """A stream entry as a script returns it, ``[id, [field, value, ...]]``."""
     entry_id, fields = entry
-    payload = next((fields[i + 1] for i in range(0, len(fields), 2)
-                    if fields[i] == ENVELOPE_FIELD), None)
+    if len(fields) == 2 and fields[0] == ENVELOPE_FIELD:  # the table writes this one field
+        payload = fields[1]
+    else:
+        payload = next((fields[i + 1] for i in range(0, len(fields) - 1, 2)
+                        if fields[i] == ENVELOPE_FIELD), None)
     if not isinstance(payload, bytes):
         raise TypeError(f"stream entry {entry_id!r} has no bytes field 'envelope'")
     return StoredEvent(_text(entry_id), EventEnvelope.FromString(payload))
