@@ -1,7 +1,8 @@
 """What the per-card commitment (docs/fairness.md) costs per hand, measured on the real code
 in process: the dealer's commitment (52 salted leaves, the Merkle root, the header), the deal
-order from eight seeds, the openings a hand hands out (every player's down cards on each of
-their card updates, and the public proof), and one player's whole check at the hand's end.
+order from eight seeds, the openings a hand hands out (every player's down cards and the
+header on each of their card updates, and the public proof: from the hand's Merkle tree the
+dealer makes once, ``dealer.fair``), and one player's whole check at the hand's end.
 ``make bench-room`` prints these lines after the room's figures; ``python
 bench/bench_fairness.py`` prints them alone. Prints figures; asserts nothing."""
 
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from dealer.fair import card_opening, deal_header
 from studkit.cardcheck import verify_mine
 from studkit.cardproof import FairDeck, deal_order
 
@@ -54,9 +56,10 @@ def fairness_lines(runs: int = 200) -> list[str]:
     def order() -> object:
         return deal_order(TABLE, 1, bytes(32), seeds)
 
-    def one_update() -> object:  # one MyCards message: leaves once, three openings
-        leaves = deck.leaves()
-        return [deck.opening(p, leaves) for p in (3, 17, 40)]
+    def one_update() -> object:  # one MyCards message as the dealer makes it: three
+        # openings and the header, from the hand's Merkle tree it made once (dealer.fair)
+        return ([card_opening(deck, deck.base[p]) for p in (3, 17, 40)],
+                deal_header(deck, tuple(commitments)))
 
     hand = with_card_commitment(deal_hand(rng, players=PLAYERS, seeded=range(1, 9)))
     proof = hand.proof()
