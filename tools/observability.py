@@ -42,8 +42,12 @@ RUNBOOK = "https://github.com/stud-hilo/stud-hilo/blob/main/docs/operations.md"
 # --- what the queries are about ----------------------------------------------------------
 
 TABLE_SVC = 'service="stud.v1.TableService"'
-ACTIONS = 'method=~"PostBringIn|Complete|Bet|Raise|Call|Check|Fold"'
+ACTION_METHODS = ("PostBringIn", "Complete", "Bet", "Raise", "Call", "Check", "Fold")
 """The player actions of the table service: the SLO's calls."""
+ACTIONS = f'method=~"(Play/)?({"|".join(ACTION_METHODS)})"'
+"""An action as a unary call (``Call``) or taken on a Play stream (``Play/Call``: one
+``PlayRequest``, counted as its own call). Prometheus anchors the regex, so the stream itself
+(``Play``, open for as long as the player sits) is no action."""
 SERVER_ERRORS = 'code=~"INTERNAL|UNKNOWN|UNAVAILABLE|DEADLINE_EXCEEDED|DATA_LOSS"'
 """Codes that are the service's fault; a refusal (FAILED_PRECONDITION, INVALID_ARGUMENT,
 ABORTED for a stale decision, RESOURCE_EXHAUSTED for a rate limit) is an answer, not an error."""
@@ -220,6 +224,11 @@ ACT_REFUSED = (f'stud_grpc_requests_total{{{TABLE_SVC},method="Call",'
 OTHER_INTERNAL = f'stud_grpc_requests_total{{{TABLE_SVC},method="GetTable",code="INTERNAL"}}'
 
 
+def calls(method: str, code: str) -> str:
+    """The table service's ``stud_grpc_requests_total`` of ``method`` ended with ``code``."""
+    return f'stud_grpc_requests_total{{{TABLE_SVC},method="{method}",code="{code}"}}'
+
+
 def hist(method: str, fast_per_min: int, slow_per_min: int, minutes: int) -> list[dict[str, str]]:
     """A latency histogram of ``method`` with ``fast_per_min`` calls a minute under 250 ms
     (at 10 ms) and ``slow_per_min`` over it (at 1 s)."""
@@ -243,6 +252,8 @@ class Case:
     at: str
     fires: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     quiet: tuple[str, ...] = ()
+    values: tuple[tuple[str, float], ...] = ()
+    """(PromQL, its one value expected at ``at``, to 0.0001): a recorded series, say."""
 
 
 def cases() -> list[Case]:
@@ -278,6 +289,7 @@ def cases() -> list[Case]:
              hist("Bet", 93, 7, n), "390m",
              fires={"StudActionLatencyBudgetBurnSlow": [{}]},
              quiet=("StudActionLatencyBudgetBurnFast",)),
+        *play_cases(n),
         Case("a table stopped by reconciliation pages at once, while it stays stopped",
              [{"series": 'stud_table_tables_stopped{instance="t1"}', "values": "0x30 1x60"},
               {"series": 'stud_table_tables_stopped{instance="t2"}', "values": "0x90"}],
@@ -339,6 +351,40 @@ def cases() -> list[Case]:
              [{"series": 'up{job="stud-table",instance="t1"}', "values": "1x30"},
               {"series": 'up{job="node",instance="n1"}', "values": "0x30"}], "20m",
              quiet=("StudTargetDown",)),
+    ]
+
+
+def play_cases(n: int) -> list[Case]:
+    """The actions taken on a Play stream, counted as ``Play/<Action>``, are player actions
+    like the unary calls; the stream itself (``Play``: open for an hour, ended INTERNAL or
+    UNAVAILABLE by gRPC's core when a replica goes away) is none."""
+    return [
+        Case("half the Play stream's calls failing INTERNAL is an action error ratio of 0.5",
+             [{"series": calls("Play/Bet", "OK"), "values": f"0+50x{n}"},
+              {"series": calls("Play/Call", "INTERNAL"), "values": f"0+50x{n}"}], "90m",
+             fires={"StudActionErrorBudgetBurnFast": [{}]},
+             values=(("stud:action_errors:ratio_rate5m", 0.5),
+                     ("stud:actions:rate5m * 60", 100))),
+        Case("Play actions and unary ones are one SLO",
+             [{"series": calls("Bet", "OK"), "values": f"0+150x{n}"},
+              {"series": calls("Play/Fold", "OK"), "values": f"0+50x{n}"},
+              {"series": calls("Play/PostBringIn", "UNAVAILABLE"), "values": f"0+50x{n}"}],
+             "90m", fires={"StudActionErrorBudgetBurnFast": [{}]},
+             values=(("stud:action_errors:ratio_rate5m", 0.2),)),
+        Case("the Play streams' own ends and lengths are no action's error or latency",
+             [{"series": calls("Play/Check", "OK"), "values": f"0+999x{n}"},
+              {"series": calls("Play/Check", "INTERNAL"), "values": f"0+1x{n}"},
+              {"series": calls("Play", "INTERNAL"), "values": f"0+100x{n}"},
+              *hist("Play/Check", 100, 0, n), *hist("Play", 0, 100, n)], "390m",
+             quiet=("StudActionErrorBudgetBurnFast", "StudActionErrorBudgetBurnSlow",
+                    "StudActionLatencyBudgetBurnFast", "StudActionLatencyBudgetBurnSlow"),
+             values=(("stud:action_errors:ratio_rate5m", 0.001),
+                     ("stud:action_slow:ratio_rate5m", 0))),
+        Case("a fifth of the Play stream's actions over 250 ms burns the latency budget fast",
+             hist("Play/Raise", 80, 20, n), "90m",
+             fires={"StudActionLatencyBudgetBurnFast": [{}]},
+             quiet=("StudActionErrorBudgetBurnFast",),
+             values=(("stud:action_slow:ratio_rate5m", 0.2),)),
     ]
 
 
@@ -419,8 +465,14 @@ def rule_tests() -> dict[str, Any]:
                  "exp_annotations": alerts[name].annotations()} for labels in firing]})
         expected += [{"eval_time": case.at, "alertname": name, "exp_alerts": []}
                      for name in case.quiet]
-        tests.append({"name": case.title, "interval": "1m", "input_series": case.series,
-                      "alert_rule_test": expected})
+        test: dict[str, Any] = {"name": case.title, "interval": "1m",
+                                "input_series": case.series, "alert_rule_test": expected}
+        if case.values:
+            test["promql_expr_test"] = [
+                {"expr": f"round({expr}, 0.0001)", "eval_time": case.at,
+                 "exp_samples": [{"labels": "{}", "value": value}]}
+                for expr, value in case.values]
+        tests.append(test)
     return {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}
 
 

@@ -63,6 +63,27 @@ def test_every_alert_fires_and_stays_quiet_in_the_synthetic_series(promtool: Pat
     assert "SUCCESS" in result.stdout
 
 
+def test_the_slo_counts_every_action_unary_or_on_a_play_stream() -> None:
+    """Each action a ``PlayRequest`` takes (its ``kind`` but ``watch``) is a player action of
+    the SLO both as the unary call and as the Play stream counts it (``Play/<Action>``,
+    docs/operations.md); the stream itself (``Play``) and the other calls are not. Prometheus
+    anchors a label regex: this matches as it does."""
+    from stud.v1 import table_pb2
+
+    kinds = {f.name for f in table_pb2.PlayRequest.DESCRIPTOR.oneofs_by_name["kind"].fields}
+    actions = {"".join(w.capitalize() for w in k.split("_")) for k in kinds - {"watch"}}
+    assert set(obs.ACTION_METHODS) == actions
+    (regex,) = re.findall(r'method=~"([^"]+)"', obs.ACTIONS)
+    for action in actions:
+        assert re.fullmatch(regex, action) and re.fullmatch(regex, f"Play/{action}"), action
+    for other in ("Play", "WatchTable", "GetTable", "Play/Watch", "XCall", "Play/Call/x"):
+        assert not re.fullmatch(regex, other), other
+    for group in obs.rule_groups():
+        for rule in group["rules"]:
+            if "stud_grpc_request" in rule["expr"]:
+                assert obs.ACTIONS in rule["expr"], rule
+
+
 def test_every_alert_has_a_case_that_fires_it_and_one_that_does_not() -> None:
     fired = {name for case in obs.cases() for name in case.fires}
     quiet = {name for case in obs.cases() for name in case.quiet}
