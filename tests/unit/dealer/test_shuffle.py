@@ -15,8 +15,15 @@ from statistics import NormalDist
 
 import pytest
 
-from dealer.shuffle import fisher_yates_draws, new_salt, permutation_from_draws, shuffled
+from dealer.shuffle import (
+    card_salts,
+    fisher_yates_draws,
+    new_salt,
+    permutation_from_draws,
+    shuffled,
+)
 from rules import DECK_SIZE
+from studkit.cardproof import SALT_BYTES as CARD_SALT_BYTES
 from studkit.deckproof import SALT_BYTES
 
 SHUFFLES = 40_000
@@ -63,6 +70,30 @@ class TestFisherYates:
             draws = fisher_yates_draws(DECK_SIZE)
             assert len(draws) == DECK_SIZE - 1
             assert all(0 <= d <= DECK_SIZE - 1 - k for k, d in enumerate(draws))
+
+    def test_a_word_past_the_last_whole_range_is_rejected_not_reduced(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The draws come from 64-bit CSPRNG words (one read a shuffle): a word at or above
+        ``2**64 - 2**64 % n`` would favour the low draws if reduced, so it is skipped and the
+        next word taken (2**64 % 52 == 16)."""
+        words = [2**64 - 1, 2**64 - 16, 53] + [0] * 60
+        reads: list[int] = []
+
+        def token_bytes(n: int) -> bytes:
+            reads.append(n)
+            return b"".join(w.to_bytes(8, "big") for w in words[:n // 8])
+
+        monkeypatch.setattr("dealer.shuffle.secrets.token_bytes", token_bytes)
+        draws = fisher_yates_draws(DECK_SIZE)
+        assert draws[0] == 53 % 52 and draws[1:] == (0,) * (DECK_SIZE - 2)
+        assert len(reads) == 1
+        assert 2**64 % 52 == 16
+
+    def test_the_card_salts_are_distinct_and_whole(self) -> None:
+        """One read cut in 52 salts of 32 bytes."""
+        salts = card_salts()
+        assert len(salts) == DECK_SIZE and {len(s) for s in salts} == {CARD_SALT_BYTES}
+        assert len(set(salts)) == DECK_SIZE
 
     def test_a_shuffle_is_a_permutation_of_the_deck(self) -> None:
         """Every shuffled deck holds each of the 52 cards once."""
