@@ -17,15 +17,18 @@ How it works:
 - The first message is ``watch`` (``after_sequence``, batched); then each action. The table
   sends the records of the actions sent on the stream only in their replies: the session
   hands their events over in :meth:`PlaySession.records` too, in sequence order with the
-  others (records that arrive while an action waits for its reply are held until the reply
-  and merged in by sequence; a sequence already handed over is dropped), so the records read
-  are every record the player may see, each once, as ``WatchTable`` gives them.
+  others (records that arrive while an action waits for its reply, and a reply's events
+  while another action still waits, are held until no action waits, then handed over
+  merged by sequence: an action may apply on top of a record not handed over yet; a
+  sequence already handed over is dropped), so the records read are every record the
+  player may see, each once, as ``WatchTable`` gives them.
 - A refused action is a reply with the status code and reason of its unary call: raised as
   that call's :class:`~studclient.errors.StudError` (``Stale``, ``NotYourTurn``,
   ``IllegalAction``, ...). One refused ``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` or ``ABORTED``
   is sent again on the stream with the same command id, after the client's
   :class:`~studclient.client.RetryPolicy` backoff, as the unary call is retried; so is one
-  whose reply does not come within the policy's ``timeout_s``.
+  whose reply does not come within the policy's ``timeout_s`` (after the backoff too; a
+  reply that comes during it answers the action).
 - The stream is opened again after a resumable ending (the server restarted or cut it, a
   too-slow watcher, ``token_expired`` with a fresh token, ``not_owner`` at the owner named)
   from the last sequence handed over, and every action still waiting for its reply is sent
@@ -237,12 +240,17 @@ class PlaySession:
                     if pause is None:
                         raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED, "",
                                                "no reply on the Play stream") from None
-                    await self._send(message)  # again, the same command id
+                    # The backoff first; a reply that comes in it is the answer.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(waiting.reply), pause)
+                    if not waiting.reply.done():
+                        await self._send(message)  # again, the same command id
                     continue
                 self.client._saw(self.table_id, reply.version)
                 return reply
         finally:
             self._waiting.pop(request.command_id, None)
+            self._release()  # what was held for this action's reply, once none waits
 
     # --- the stream ------------------------------------------------------------------------
 
@@ -268,13 +276,21 @@ class PlaySession:
             self.client._saw(self.table_id, record.sequence)
             self._queue.put_nowait(record)
 
+    def _release(self) -> None:
+        """Hand over the held records (stream records and replies' events) merged by
+        sequence, once no action waits for its reply: until then a waiting action's events
+        may still sit below any of them (it may apply on top of a record not handed over
+        yet: ``expected_sequence`` None, or AUTO from a view ahead of the stream)."""
+        if not self._held or any(not w.reply.done() for w in self._waiting.values()):
+            return
+        held = sorted(self._held, key=lambda r: r.sequence)
+        self._held.clear()
+        self._hand_over(held)
+
     def _handle(self, message: table_pb2.PlayMessage) -> None:
         if message.HasField("record"):
-            records = records_of(message.record)
-            if self._waiting:
-                self._held.extend(records)  # after the waiting actions' records
-            else:
-                self._hand_over(records)
+            self._held.extend(records_of(message.record))
+            self._release()
             return
         answer = message.reply
         waiting = self._waiting.get(answer.command_id)
@@ -291,11 +307,8 @@ class PlaySession:
             waiting.reply.set_exception(from_play_reply(answer))
         else:
             waiting.reply.set_result(answer.reply)
-            self._hand_over(answer.reply.events)
-        if self._held and not any(not w.reply.done() for w in self._waiting.values()):
-            held = sorted(self._held, key=lambda r: r.sequence)
-            self._held.clear()
-            self._hand_over(held)
+            self._held.extend(answer.reply.events)  # merged with the held records
+        self._release()
 
     def _later(self, pause: float, message: table_pb2.PlayRequest) -> None:
         async def send() -> None:

@@ -249,3 +249,37 @@ async def test_a_session_waits_out_a_table_restart_and_sends_its_action_again(
     finally:
         for client in clients.values():
             await client.close()
+
+
+async def test_an_action_on_top_of_a_record_not_handed_over_yet_loses_no_record(
+        client_for: ClientFor) -> None:
+    """A session opened behind the table (its stream's catch-up still to come) acts with no
+    expected_sequence: the action applies on top of the records the session has not handed
+    over; they come while it waits, its events in the reply after them. Every record is
+    handed over, once and in order, the table's own record before the action's events."""
+    table_id, (ann, bob) = await seated(client_for, ["ann", "bob"])
+    view = await betting(ann, table_id)
+    acting = ann if view.hand.to_act == 1 else bob
+    before = [pb.TableEventRecord.FromString(r)
+              for r in await watched(acting, table_id, view.version)]
+    behind = before[-2].sequence  # the table's last record not handed over yet
+    session = acting.play(table_id, after_sequence=behind)
+    try:
+        # The session's first action opens the stream: its catch-up and the reply race.
+        async with asyncio.timeout(20):
+            reply = await session.act(view.hand.legal_actions.actions[0],
+                                      expected_sequence=None)
+        assert reply.events[0].sequence > view.version
+        records: list[pb.TableEventRecord] = []
+        async with asyncio.timeout(20):
+            async for record in session.records():
+                records.append(record)
+                if record.sequence >= reply.events[-1].sequence:
+                    break
+    finally:
+        await session.close()
+    sequences = [r.sequence for r in records]
+    assert sequences == sorted(set(sequences))
+    assert before[-1].sequence in sequences  # the record the action applied on top of
+    watch = await watched(acting, table_id, sequences[-1])
+    assert [r.SerializeToString() for r in records] == watch[len(before) - 1:]
