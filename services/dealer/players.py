@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from dealer.deck import seat_draws
 from dealer.fair import FairDealer, deal_header, stored_hand
 from dealer.fair import bind_hand as _bind
-from dealer.store import DealerStore
+from dealer.store import DealerStore, StoredHand, hand_from_hash, hand_key
 from dealer.tables import NotSeated, PublicTables, TableView
 from studkit.auth import Forbidden, Principal, Role
 from studkit.cardproof import CardOpening, DealHeader
@@ -49,11 +49,19 @@ class PlayerCards:
         if principal.role is not Role.PLAYER:
             raise Forbidden("only a player may read their own cards")
         _bind(table_id, hand_number or None)
-        view = await self._tables.view(table_id)
-        return await self._own_cards(view, principal, hand_number)
+        # The hand's record read with the table's stream (issue 35: two round trips): the
+        # latest hand's, as the cached view knows it, when asked for the latest.
+        wanted = hand_number or self._tables.latest_hand(table_id)
+        if wanted is None:
+            return await self._own_cards(await self._tables.view(table_id), principal,
+                                         hand_number)
+        view, raw = await self._tables.view_and_hash(table_id, hand_key(table_id, wanted))
+        return await self._own_cards(view, principal, hand_number,
+                                     hand_from_hash(table_id, wanted, raw))
 
     async def _own_cards(self, view: TableView, principal: Principal,
-                         hand_number: int) -> OwnCards:
+                         hand_number: int, found: StoredHand | None = None) -> OwnCards:
+        """``found``: the hand's record if already read (used when it is the hand's)."""
         latest = view.state.hand
         if hand_number == 0:
             if latest is None:
@@ -64,7 +72,8 @@ class PlayerCards:
         if seat is None:
             raise Forbidden(f"you were not dealt into hand {hand_number}",
                             reason="not_dealt_in")
-        stored = await stored_hand(self._store, view.table_id, hand_number)
+        stored = (found if found is not None and found.deck.hand_number == hand_number
+                  else await stored_hand(self._store, view.table_id, hand_number))
         draws = seat_draws(stored.deals, seat)
         if latest is not None and latest.hand_number == hand_number:
             # Only cards the public record shows as dealt: a street the table never

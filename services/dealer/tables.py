@@ -273,6 +273,13 @@ class PublicTables:
         view, _hash = await self.view_and_hash(table_id, None)
         return view
 
+    def latest_hand(self, table_id: str) -> int | None:
+        """The number of the table's latest hand as the cached view has it (None: no view
+        cached, or no hand yet), without a read."""
+        cached = self._views.get(table_id)
+        hand = None if cached is None else cached.state.hand
+        return None if hand is None else hand.hand_number
+
     async def view_since(self, table_id: str, version: int | None) -> TableView:
         """The table as of ``version`` or later: the cached view when it has folded that
         event already (no read: the watchers of one table, told of the same event, read the

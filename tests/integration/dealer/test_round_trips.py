@@ -130,3 +130,30 @@ async def test_a_players_seed_opening_and_proof_read_the_hand_with_the_stream(
     assert count[0] == 1
     assert proof.complete and [(s.player_id, s.withheld) for s in proof.seeds] == [
         ("ann", False)]
+
+
+async def test_a_players_cards_read_the_hand_with_the_stream(
+    make_table: MakeTable, redis_server: TestRedis, monkeypatch: pytest.MonkeyPatch,
+    dealer: RunningDealer) -> None:
+    """GetMyCards reads the hand with the table's stream, by its number or as the latest
+    (the cached view's): one round trip (issue 35: two); a hand that is no longer the latest
+    is read again on its own, and every answer is the player's cards."""
+    if redis_server.cluster:
+        pytest.skip("a cluster client adds its own requests (slots, redirections)")
+    table = await make_table(PLAYERS)
+    await table.play_hand()
+    await table.start_hand()
+    await table.deal()
+    answers = []
+    for hand in (2, 0, 1):
+        with round_trips(monkeypatch, dealer) as count:
+            answers.append(await dealer.client.my_cards(table.table_id, player("ann"), hand))
+        assert count[0] == 1, hand
+    assert answers[0] == answers[1] and answers[0].hand_number == 2
+    assert (len(answers[0].down), len(answers[0].up)) == (2, 1)
+    assert answers[2].hand_number == 1 and len(answers[2].down) == 3
+    await table.play_until(Phase.COMPLETE)
+    await table.play_hand()  # hand 3 started and over: the cached view says 3, asked for 0
+    with round_trips(monkeypatch, dealer) as count:
+        latest = await dealer.client.my_cards(table.table_id, player("ann"))
+    assert count[0] == 1 and latest.hand_number == 3 and len(latest.down) == 3
