@@ -9,8 +9,10 @@ prints it; a deploy test holds ``deploy/k8s/base/gateway.yaml`` to it). What it 
 
 - **Routes**: only the public methods (:data:`PUBLIC_METHODS`), each by its exact gRPC path;
   the services' own calls (the dealer's ``Deal``, the wallet's ``SettleHand``, the table's
-  tournament calls, ...) have no route (HTTP 404, gRPC-Web ``UNIMPLEMENTED``). Everything
-  else is the web app: ``GET /`` is ``index.html``, ``GET /x.js`` the file ``x.js``.
+  tournament calls, ...) have no route (HTTP 404, gRPC-Web ``UNIMPLEMENTED``). The table's
+  ``Play`` (:data:`NATIVE_ONLY`, a client stream gRPC-Web cannot carry) is routed for native
+  gRPC only. Everything else is the web app: ``GET /`` is ``index.html``, ``GET /x.js`` the
+  file ``x.js``.
 - **Timeouts**: a unary call ends after :attr:`GatewaySettings.unary_timeout_s` (a
   ``grpc-timeout`` the client sends wins when shorter); the streams (:data:`STREAMS`)
   have no route timeout (``timeout: 0s``) and an idle timeout set on purpose,
@@ -60,7 +62,7 @@ PUBLIC_METHODS: Final[Mapping[str, tuple[str, ...]]] = {
     "stud.v1.TableService": (
         "OpenTable", "CloseTable", "ListTables", "SetMuckPreference", "SitDown", "LeaveSeat",
         "SitOut", "SitIn", "AddChips", "PostBringIn", "Complete", "Bet", "Raise", "Call",
-        "Check", "Fold", "GetTable", "WatchTable", "GetHandHistory", "ListMyHands"),
+        "Check", "Fold", "GetTable", "WatchTable", "Play", "GetHandHistory", "ListMyHands"),
     "stud.v1.DealerService": (
         "GetMyCards", "WatchMyCards", "GetAudit", "CommitSeed", "OpenSeed", "GetHandProof"),
     "stud.v1.WalletService": (
@@ -79,10 +81,20 @@ player, an operator or an auditor makes. The services' calls to each other (the 
 ``SetStakes``/``PauseDealing``, the dealer's testing service) are not routed: their service
 tokens are what guards them, and the gateway does not even carry them (docs/deploy.md)."""
 STREAMS: Final = frozenset({"stud.v1.TableService/WatchTable",
+                            "stud.v1.TableService/Play",
                             "stud.v1.DealerService/WatchMyCards",
                             "stud.v1.TournamentService/WatchTournament",
                             "stud.v1.WalletService/WatchRealityChecks"})
-"""The server streams: no route timeout, the idle timeout of :class:`GatewaySettings`."""
+"""The streams: no route timeout, the idle timeout of :class:`GatewaySettings`."""
+NATIVE_ONLY: Final = frozenset({"stud.v1.TableService/Play"})
+"""The streams a client sends on too (bidirectional): gRPC-Web cannot carry them (a browser
+sends its whole request body at once), so they are routed for native gRPC only
+(``content-type: application/grpc``, ``+proto``...); a gRPC-Web request for one has no route
+(404, ``UNIMPLEMENTED``), rather than a stream that takes its first messages and no more. A
+browser watches with ``WatchTable`` and acts by the unary calls."""
+NATIVE_GRPC: Final = {"name": "content-type",
+                      "string_match": {"safe_regex": {"regex": r"^application/grpc([+;].*)?$"}}}
+"""A native gRPC request's content type (not ``application/grpc-web...``)."""
 REALITY_CHECKS: Final = "stud.v1.WalletService/WatchRealityChecks"
 """The one stream quiet by design: a reminder every interval (up to 1,440 minutes, the
 wallet's ``MAX_REALITY_CHECK_MINUTES``) and nothing in between; its route's idle timeout is
@@ -220,6 +232,8 @@ def _owner_cluster(settings: GatewaySettings) -> dict[str, Any]:
 def _kind(method: str) -> str:
     if method == REALITY_CHECKS:
         return "reality"
+    if method in NATIVE_ONLY:
+        return "native"
     return "stream" if method in STREAMS else "unary"
 
 
@@ -234,7 +248,7 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
                        "route": {"cluster": "signin", "timeout": "10s"},
                        "typed_per_filter_config": off})
     for service, methods in PUBLIC_METHODS.items():
-        for kind in ("unary", "stream", "reality"):
+        for kind in ("unary", "stream", "native", "reality"):
             chosen = [m for m in methods if _kind(f"{service}/{m}") == kind]
             if not chosen:
                 continue
@@ -244,7 +258,9 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
             stats = ({"stat_prefix": f"{SERVICE_OF[service]}_{'stream' if streaming else 'unary'}"}
                      if settings.metrics_port is not None else {})
             # One route per service and kind: its methods by their exact paths.
-            path = {"safe_regex": {"regex": f"^/{re.escape(service)}/({'|'.join(chosen)})$"}}
+            path: dict[str, Any] = {
+                "safe_regex": {"regex": f"^/{re.escape(service)}/({'|'.join(chosen)})$"}}
+            native = [NATIVE_GRPC] if kind == "native" else []
             action: dict[str, Any] = {"timeout": "0s" if streaming else
                                       _duration(settings.unary_timeout_s)}
             if streaming:
@@ -263,13 +279,14 @@ def _routes(settings: GatewaySettings) -> list[dict[str, Any]]:
                 routes.append({
                     "match": {**path, "headers": [
                         {"name": OWNER_HEADER,
-                         "string_match": {"safe_regex": {"regex": owner}}}]},
+                         "string_match": {"safe_regex": {"regex": owner}}}, *native]},
                     "route": {**action, "cluster": "table_owner"},
                     "typed_per_filter_config": off, **stats})
-            routes.append({"match": path,
+            routes.append({"match": {**path, "headers": native} if native else path,
                            "route": {**action, "cluster": SERVICE_OF[service]},
                            "typed_per_filter_config": off, **stats})
-    # Any other path of the API's services: no route (404, UNIMPLEMENTED to gRPC-Web).
+    # Any other path of the API's services (and gRPC-Web to a NATIVE_ONLY stream): no
+    # route (404, UNIMPLEMENTED to gRPC-Web).
     routes.append({"match": {"prefix": "/stud.v1."}, "direct_response": {"status": 404},
                    "typed_per_filter_config": off})
     routes.append({"match": {"prefix": "/grpc."}, "direct_response": {"status": 404},

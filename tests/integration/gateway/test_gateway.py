@@ -4,8 +4,10 @@ on the same origin; CORS only for a configured origin."""
 
 from __future__ import annotations
 
+import asyncio
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -120,6 +122,52 @@ async def test_native_grpc_passes_through_the_gateway(stack: Stack) -> None:
                                    metadata=(("authorization",
                                               f"Bearer {stack.token('nat')}"),), timeout=10)
         assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_play_passes_through_the_gateway_for_native_grpc_only(stack: Stack) -> None:
+    """A Play stream (issue 35) through the gateway, as the SDK's play session opens it:
+    records out and an action in, answered by its reply on the stream, both to the table
+    Service and to the replica ``stud-owner`` names. gRPC-Web cannot carry a client stream:
+    a gRPC-Web Play has no route (404, UNIMPLEMENTED), never forwarded."""
+    import grpc
+
+    from stud.v1 import table_pb2_grpc
+    from studkit.commandwindow import new_id
+
+    stack.open_table("gw-play")
+    target = stack.gateway.url.removeprefix("http://").rstrip("/")
+    auth = ("authorization", f"Bearer {stack.token('play-nat')}")
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = table_pb2_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
+        for owner in ((), (("stud-owner", stack.room.table.target),)):
+            sent: asyncio.Queue[table_pb2.PlayRequest | None] = asyncio.Queue()
+
+            async def requests(queue: asyncio.Queue[table_pb2.PlayRequest | None] = sent
+                               ) -> AsyncIterator[table_pb2.PlayRequest]:
+                while (item := await queue.get()) is not None:
+                    yield item
+
+            call = stub.Play(requests(), metadata=(auth, *owner), timeout=30)
+            await sent.put(table_pb2.PlayRequest(
+                watch=table_pb2.WatchTableRequest(table_id="gw-play")))
+            first = await call.read()
+            assert first.WhichOneof("kind") == "record", (owner, first)
+            assert first.record.event.WhichOneof("event") == "table_opened"
+            fold = new_id("play-fold")
+            await sent.put(table_pb2.PlayRequest(fold=table_pb2.FoldRequest(
+                table_id="gw-play", command_id=fold, seat=1)))
+            message = await call.read()
+            while message.WhichOneof("kind") == "record":
+                message = await call.read()
+            # Not seated: the action's refusal, as a reply on the open stream.
+            assert message.reply.command_id == fold and message.reply.code != 0, message
+            assert message.reply.reason, message
+            await sent.put(None)
+            call.cancel()
+    web = web_call(stack.gateway.url, "/stud.v1.TableService/Play",
+                   table_pb2.PlayRequest(watch=table_pb2.WatchTableRequest(table_id="gw-play")),
+                   token=stack.token("play-web"))
+    assert (web.http_status, web.status) == (404, 12)
 
 
 async def test_a_table_call_follows_the_owner_header(stack: Stack) -> None:

@@ -90,6 +90,48 @@ class TestEnvoyConfig:
             assert not [r for r in routes if "safe_regex" in r["match"] and re.fullmatch(
                 r["match"]["safe_regex"]["regex"], internal)], internal
 
+    def test_play_is_routed_like_the_table_watch_for_native_grpc_only(self) -> None:
+        """Play (issue 35, the SDK's play session) reaches the table Service and the owner
+        ``stud-owner`` names, as WatchTable does, with the streams' idle timeout (not the
+        connection manager's 300 s); only a native gRPC request matches its routes: gRPC-Web
+        cannot carry a client stream, so it falls to the 404 (UNIMPLEMENTED)."""
+        routes = config_map_envoy()["static_resources"]["listeners"]
+        (listener,) = [x for x in routes if x["name"] == "gateway"]
+        hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+        assert hcm["stream_idle_timeout"] == "300s"
+        routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
+
+        def matching(path: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+            """The routes Envoy may pick for ``path`` and ``headers``, in order."""
+            out = []
+            for route in routes:
+                match = route["match"]
+                if "safe_regex" in match:
+                    if not re.fullmatch(match["safe_regex"]["regex"], path):
+                        continue
+                elif not path.startswith(match.get("prefix", match.get("path", "\0"))):
+                    continue
+                if all(re.fullmatch(h["string_match"]["safe_regex"]["regex"],
+                                    headers.get(h["name"], "")) for h in match.get("headers", [])):
+                    out.append(route)
+            return out
+
+        owner = {"stud-owner": "10.244.1.7:50051"}
+        for content_type in ("application/grpc", "application/grpc+proto"):
+            for extra, cluster in (({}, "table"), (owner, "table_owner")):
+                headers = {"content-type": content_type, **extra}
+                play = matching("/stud.v1.TableService/Play", headers)[0]["route"]
+                watch = matching("/stud.v1.TableService/WatchTable", headers)[0]["route"]
+                assert play == watch
+                assert play["cluster"] == cluster and play["timeout"] == "0s"
+                assert play["idle_timeout"] == "3600s"
+        for content_type in ("application/grpc-web+proto", "application/grpc-web-text",
+                             "application/grpc-web", ""):
+            for extra in ({}, owner):
+                first = matching("/stud.v1.TableService/Play",
+                                 {"content-type": content_type, **extra})[0]
+                assert first["direct_response"] == {"status": 404}, (content_type, first)
+
 
 class TestDeployment:
     def test_mounts_ports_and_probes_match_the_config(self) -> None:
