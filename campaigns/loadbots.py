@@ -22,7 +22,9 @@ Two kinds of bot:
 Every call is retried on ``UNAVAILABLE`` with the same request (the same command id), as the
 SDK does: the table answers a retry of an applied command with its recorded outcome. A Play
 stream cut ``UNAVAILABLE`` is opened again from the last sequence seen, and the action whose
-reply did not arrive is sent again on it with the same command id.
+reply did not arrive is sent again on it with the same command id; so is a stream whose
+reply does not come within :data:`REPLY_TIMEOUT_S` (the unary calls' timeout), counted as an
+error (``Play no reply``) where it hung the bot uncounted.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ RETRY_S: Final = 0.05
 """The pause before a call refused ``UNAVAILABLE`` is sent again."""
 RETRY_FOR_S: Final = 30.0
 """How long a call is retried before its refusal counts as an error."""
+REPLY_TIMEOUT_S: Final = 10.0
+"""How long a Play stream's action waits for its reply (the unary calls' timeout): then it
+counts an error (``Play no reply``) and the stream is opened again, the action sent again
+with its command id."""
 TABLES_PER_ROUTER: Final = 50
 """Human pace: tables sharing one router (one connection)."""
 ACTIONS: Final = ("play", "unary")
@@ -145,6 +151,8 @@ class RoomBot:
     """``play``: one Play stream; ``unary``: WatchTable and a unary call per action."""
     lost: bool = False
     """A call failed without an answer: the bot's watch carries its own actions again."""
+    reply_timeout_s: float = REPLY_TIMEOUT_S
+    """How long a Play stream's action waits for its reply."""
     id_prefix: str = field(default_factory=lambda: f"{uuid.uuid4().hex[:16]}-")
     commands: int = 0
 
@@ -212,102 +220,118 @@ class RoomBot:
         its reply are folded after the reply's events (they follow them), so the fold is the
         table's order whatever the stream interleaves. A cut stream is opened again from the
         last sequence folded and the unanswered action sent again (the same command id: the
-        table answers a retry with the recorded outcome)."""
-        window, stop, seat = self.window, self.stop, self.seat
+        table answers a retry with the recorded outcome); so is a stream whose reply does not
+        come within ``reply_timeout_s`` (counted ``Play no reply``)."""
         async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
             stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
             await asyncio.wait_for(channel.channel_ready(), 30)
-            state, seen, acted_at = rules.initial_state(), 0, -1
-            pending: pb.PlayRequest | None = None  # the action sent, its reply not come
-            pending_id, began = "", 0.0
-            held: list[pb.TableEventRecord] = []  # records come while an action waits
-            cut_since: float | None = None  # first cut UNAVAILABLE, nothing received since
+            await self.play_on(stub, ready)
 
-            def fold(records: Sequence[pb.TableEventRecord]) -> None:
-                nonlocal state, seen
-                for record in records:
-                    if record.sequence <= seen:
-                        continue  # had already (a reply's record, a resumed stream's)
-                    seen = record.sequence
-                    event = record.event
-                    state = rules.evolve(state, event_from_proto(event))
-                    if (seat == 1 and event.WhichOneof("event") == _HAND_STARTED
-                            and window.start <= time.perf_counter() <= window.end):
-                        window.hands += 1
+    async def play_on(self, stub: Any, ready: asyncio.Event) -> None:
+        """:meth:`run_play` on ``stub`` (a ``TableServiceStub``)."""
+        window, stop, seat = self.window, self.stop, self.seat
+        state, seen, acted_at = rules.initial_state(), 0, -1
+        pending: pb.PlayRequest | None = None  # the action sent, its reply not come
+        pending_id, began, sent_at = "", 0.0, 0.0
+        held: list[pb.TableEventRecord] = []  # records come while an action waits
+        cut_since: float | None = None  # first cut UNAVAILABLE, nothing received since
 
-            while not stop.is_set():
-                call = stub.Play(metadata=self.metadata)
-                held.clear()
-                try:
-                    await call.write(pb.PlayRequest(watch=pb.WatchTableRequest(
-                        table_id=self.table_id, after_sequence=seen, batched=True)))
-                    if pending is not None:
-                        await call.write(pending)  # unanswered: again, the same command id
-                    ready.set()
-                    while True:
+        def fold(records: Sequence[pb.TableEventRecord]) -> None:
+            nonlocal state, seen
+            for record in records:
+                if record.sequence <= seen:
+                    continue  # had already (a reply's record, a resumed stream's)
+                seen = record.sequence
+                event = record.event
+                state = rules.evolve(state, event_from_proto(event))
+                if (seat == 1 and event.WhichOneof("event") == _HAND_STARTED
+                        and window.start <= time.perf_counter() <= window.end):
+                    window.hands += 1
+
+        while not stop.is_set():
+            call = stub.Play(metadata=self.metadata)
+            held.clear()
+            try:
+                await call.write(pb.PlayRequest(watch=pb.WatchTableRequest(
+                    table_id=self.table_id, after_sequence=seen, batched=True)))
+                if pending is not None:
+                    await call.write(pending)  # unanswered: again, the same command id
+                    sent_at = time.perf_counter()
+                ready.set()
+                while True:
+                    if pending is None:
                         message = await call.read()
-                        if stop.is_set():
-                            return
-                        if message is grpc.aio.EOF:
-                            window.error("Play ended", "the table ended the stream with OK")
+                    else:
+                        try:
+                            message = await asyncio.wait_for(call.read(), max(
+                                0.0, sent_at + self.reply_timeout_s - time.perf_counter()))
+                        except TimeoutError:  # lost: again on a new stream, the same id
+                            window.error("Play no reply",
+                                         f"no reply in {self.reply_timeout_s:g} s")
                             break
-                        cut_since = None
-                        if message.HasField("record"):
-                            record = message.record
-                            records = (record, *record.more) if record.more else (record,)
-                            if pending is not None:
-                                held.extend(records)
-                                continue
-                            fold(records)
-                        else:
-                            reply = message.reply
-                            if pending is None or reply.command_id != pending_id:
-                                window.error("Play reply to no action", reply.command_id)
-                                continue
-                            if reply.code:
-                                code = STATUS[reply.code]
-                                if code is grpc.StatusCode.UNAVAILABLE and (
-                                        time.perf_counter() - began < RETRY_FOR_S):
-                                    window.retries += 1
-                                    await asyncio.sleep(RETRY_S)
-                                    await call.write(pending)
-                                    continue
-                                if code is grpc.StatusCode.FAILED_PRECONDITION:
-                                    window.refused += 1  # stale: the table moved on
-                                else:
-                                    window.error(f"{code.name} {reply.reason or '-'}",
-                                                 reply.message)
-                            else:
-                                ended = time.perf_counter()
-                                if window.start <= began and ended <= window.end:
-                                    window.latencies.append(ended - began)
-                                fold(reply.reply.events)
-                            pending = None
-                            if held:
-                                fold(held)
-                                held.clear()
-                        hand = state.hand
-                        if (hand is None or hand.phase != Phase.BETTING
-                                or hand.to_act != seat or acted_at == seen):
-                            continue
-                        legal = rules.legal_actions(state)
-                        if legal is not None and legal.actions:
-                            acted_at = seen
-                            pending, pending_id = self.play_request(legal, seen)
-                            began = time.perf_counter()
-                            await call.write(pending)
-                except grpc.aio.AioRpcError as exc:  # a cut stream is resumed where it was
                     if stop.is_set():
                         return
-                    now = time.monotonic()
-                    if exc.code() is grpc.StatusCode.UNAVAILABLE and (
-                            now - (cut_since := cut_since or now) < RETRY_FOR_S):
-                        window.retries += 1
+                    if message is grpc.aio.EOF:
+                        window.error("Play ended", "the table ended the stream with OK")
+                        break
+                    cut_since = None
+                    if message.HasField("record"):
+                        record = message.record
+                        records = (record, *record.more) if record.more else (record,)
+                        if pending is not None:
+                            held.extend(records)
+                            continue
+                        fold(records)
                     else:
-                        window.error(f"Play {describe(exc)}", exc.details() or "")
-                finally:
-                    call.cancel()
-                await asyncio.sleep(RETRY_S)
+                        reply = message.reply
+                        if pending is None or reply.command_id != pending_id:
+                            window.error("Play reply to no action", reply.command_id)
+                            continue
+                        if reply.code:
+                            code = STATUS[reply.code]
+                            if code is grpc.StatusCode.UNAVAILABLE and (
+                                    time.perf_counter() - began < RETRY_FOR_S):
+                                window.retries += 1
+                                await asyncio.sleep(RETRY_S)
+                                await call.write(pending)
+                                sent_at = time.perf_counter()
+                                continue
+                            if code is grpc.StatusCode.FAILED_PRECONDITION:
+                                window.refused += 1  # stale: the table moved on
+                            else:
+                                window.error(f"{code.name} {reply.reason or '-'}",
+                                             reply.message)
+                        else:
+                            ended = time.perf_counter()
+                            if window.start <= began and ended <= window.end:
+                                window.latencies.append(ended - began)
+                            fold(reply.reply.events)
+                        pending = None
+                        if held:
+                            fold(held)
+                            held.clear()
+                    hand = state.hand
+                    if (hand is None or hand.phase != Phase.BETTING
+                            or hand.to_act != seat or acted_at == seen):
+                        continue
+                    legal = rules.legal_actions(state)
+                    if legal is not None and legal.actions:
+                        acted_at = seen
+                        pending, pending_id = self.play_request(legal, seen)
+                        began = sent_at = time.perf_counter()
+                        await call.write(pending)
+            except grpc.aio.AioRpcError as exc:  # a cut stream is resumed where it was
+                if stop.is_set():
+                    return
+                now = time.monotonic()
+                if exc.code() is grpc.StatusCode.UNAVAILABLE and (
+                        now - (cut_since := cut_since or now) < RETRY_FOR_S):
+                    window.retries += 1
+                else:
+                    window.error(f"Play {describe(exc)}", exc.details() or "")
+            finally:
+                call.cancel()
+            await asyncio.sleep(RETRY_S)
 
     async def run_unary(self, ready: asyncio.Event) -> None:
         async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
