@@ -8,15 +8,19 @@ fingerprint, ``TableApp.act`` with the stream's principal, the same command ids 
 idempotency), then counts it, logs it and rate-limits it as the interceptors count, log and
 limit a call (method ``Play/<Action>`` in ``stud_grpc_requests_total``). A refused action is
 a reply carrying the status code, ``stud-reason``, message and ``ErrorInfo`` metadata its
-call would have ended with (the service's own :class:`~studkit.grpc_errors.ErrorTable`); the
-stream goes on and nothing changed.
+call would have ended with (the service's own :class:`~studkit.grpc_errors.ErrorTable`), and
+the stream goes on. As for the unary call, a refusal changes nothing, except ``UNAVAILABLE``,
+``INTERNAL`` or ``DEADLINE_EXCEEDED`` once the append was sent: that action may have been
+applied, and is retried with the same command id (a duplicate then).
 
 One stream, three parts: the watch (a task reading the table's batches), the actions (a task
 reading the client's messages and handling them one at a time, in order: the next message is
 read only once the previous one is answered, so a flood waits in gRPC's flow control, never
 in a queue of ours), and the one writer, this handler's generator (grpc.aio allows one write
 at a time), which takes both from a small queue. A client that half-closes keeps receiving
-records until it cancels. The stream ends as ``WatchTable``'s does, and with
+records until it cancels. An action under way when the stream ends is not cancelled: it goes
+on to its end, and is answered before the stream's end if the stream is still open (its
+watch ended). The stream ends as ``WatchTable``'s does, and with
 ``INVALID_ARGUMENT`` when the first message is not ``watch`` (``watch_first``), a later one
 is (``watch_again``) or is empty (``empty_message``), or a message does not decode
 (``undecodable_request``). An action naming another table than the stream's (an empty
@@ -26,6 +30,12 @@ stream's table is the only one it acts at.
 What is sent is built from the watchers' shared record bytes (:class:`table.views.Records`),
 never re-serialized: a ``PlayMessage{record=R}`` is the key of field 1 and ``R``'s length
 before ``R`` (:func:`record_message`).
+
+The stream's own actions' records come in their replies, not again as records: a record is
+left out when the command that wrote it is an action of this stream that was applied. While
+an action is in flight, the watch's records written under its command id (its own, or
+another command's with the same id: a unary call of the same player's) wait, with the
+records after them, for its reply: applied, they are in it; refused, they come as records.
 """
 
 from __future__ import annotations
@@ -51,7 +61,7 @@ from studkit.limits import CallerKeys, CallRateLimiter, LogSampler, RateLimited,
 from studkit.mapping.common import check_ident
 from studkit.metrics import Metrics
 from table.app import TableApp, command_key
-from table.views import Records, _varint, batch_bytes
+from table.views import Records, batch_bytes, varint
 
 log = structlog.get_logger("studkit.grpc")
 
@@ -84,7 +94,7 @@ Unary = Callable[[Any, grpc.aio.ServicerContext], Awaitable[pb.CommandReply]]
 
 def record_message(record: bytes) -> bytes:
     """The bytes of ``PlayMessage(record=<the record whose bytes are record>)``."""
-    return _RECORD_KEY + _varint(len(record)) + record
+    return _RECORD_KEY + varint(len(record)) + record
 
 
 def resume_point(request: pb.WatchTableRequest) -> tuple[str, int]:
@@ -130,8 +140,18 @@ class _Stream:
     """The prefix of the caller's stored command ids when ``skip_own`` was asked for."""
     mine: dict[str, int] = field(default_factory=dict)
     """The stored command ids of this stream's actions whose records may still come by the
-    watch: 0 while in flight, then the version after them (forgotten once the watch is
-    past it)."""
+    watch: 0 while in flight, then, once applied, the version after them (forgotten once
+    the watch is past it); a refused one is forgotten at its reply."""
+    held: list[list[EventEnvelope]] = field(default_factory=list)
+    """Batches the watch delivered from the first one holding a record of an action in
+    flight on: whether that record is this stream's own is known at the action's reply
+    (applied: it is in the reply; refused: another command with the same id, or an append
+    whose outcome was lost, wrote it, and it comes as a record), and the rest wait behind
+    it, in order."""
+    busy: bool = False
+    """Whether an action is being handled (read, not yet answered)."""
+    closing: bool = False
+    """The watch has ended: the action being handled is the last one."""
     outbox: asyncio.Queue[tuple[int, Any]] = field(
         default_factory=lambda: asyncio.Queue(OUTBOX))
 
@@ -177,32 +197,99 @@ class PlayStreams:
             viewer = self._app.hand_viewer
             record = self._records.record_bytes
             batched = first.watch.batched
+
+            def shown(batch: list[EventEnvelope]) -> list[bytes]:
+                """The messages of one batch of the watch's."""
+                last = batch[-1].sequence
+                if stream.mine or stream.every_own is not None:
+                    batch = [e for e in batch if not _own(stream, e)]
+                    for cid in [c for c, v in stream.mine.items() if 0 < v <= last]:
+                        del stream.mine[cid]
+                    if not batch:
+                        return []
+                records = [record(e, *viewer(principal, actor, e.hand_number))
+                           for e in batch]
+                if batched:
+                    return [record_message(batch_bytes(records))]
+                return [record_message(one) for one in records]
+
+            def released() -> list[bytes]:
+                """The messages of the held batches no action in flight holds back."""
+                out: list[bytes] = []
+                while stream.held and not _held_back(stream, stream.held[0]):
+                    out += shown(stream.held.pop(0))
+                return out
+
+            def answered(item: tuple[bytes, str, int | None]) -> list[bytes]:
+                """A reply, and the held records its outcome releases (before it when it was
+                refused: those are someone else's records, or an append whose outcome was
+                lost; after it when it was applied: its own are in it)."""
+                data, cid, version = item
+                if version is None:
+                    if cid and stream.mine.get(cid) == 0:
+                        del stream.mine[cid]
+                    return [*released(), data]
+                if cid:
+                    stream.mine[cid] = max(version, 1)
+                return [data, *released()]
+
             try:
                 while True:
                     kind, item = await stream.outbox.get()
                     if kind == _REPLY:
-                        yield item
+                        for message in answered(item):
+                            yield message
                         continue
                     if kind == _END:
+                        # The action under way, if any, is answered before the end (and its
+                        # records the watch delivered, as the reply's outcome says).
+                        async for message in self._last_answers(stream, acting, answered,
+                                                                shown):
+                            yield message
                         raise item
-                    batch: list[EventEnvelope] = item
-                    last = batch[-1].sequence
-                    if stream.mine or stream.every_own is not None:
-                        batch = [e for e in batch if not _own(stream, e)]
-                        for cid in [c for c, v in stream.mine.items() if 0 < v <= last]:
-                            del stream.mine[cid]
-                        if not batch:
-                            continue
-                    shown = [record(e, *viewer(principal, actor, e.hand_number))
-                             for e in batch]
-                    if batched:
-                        yield record_message(batch_bytes(shown))
-                    else:
-                        for one in shown:
-                            yield record_message(one)
+                    if stream.held or _held_back(stream, item):
+                        stream.held.append(item)
+                        continue
+                    for message in shown(item):
+                        yield message
             finally:
                 await settle(acting)
                 await settle(watching)
+
+    @staticmethod
+    async def _last_answers(stream: _Stream, acting: asyncio.Task[None],
+                            answered: Callable[[Any], list[bytes]],
+                            shown: Callable[[list[EventEnvelope]], list[bytes]]
+                            ) -> AsyncIterator[bytes]:
+        """Once the watch has ended: the replies still to come (the action being handled
+        finishes: it is not cancelled), then the records still held (no action is in flight
+        any more: one that never answered is not this stream's)."""
+        stream.closing = True
+        while True:
+            while not stream.outbox.empty():
+                kind, item = stream.outbox.get_nowait()
+                if kind == _REPLY:
+                    for message in answered(item):
+                        yield message
+            if acting.done() or not stream.busy:
+                break
+            getting = asyncio.ensure_future(stream.outbox.get())
+            try:
+                await asyncio.wait({acting, getting}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getting.done():
+                    getting.cancel()
+            if getting.done() and not getting.cancelled():
+                kind, item = getting.result()
+                if kind == _REPLY:
+                    for message in answered(item):
+                        yield message
+        for cid in [c for c, v in stream.mine.items() if v == 0]:
+            del stream.mine[cid]
+        held, stream.held = stream.held, []
+        for batch in held:
+            for message in shown(batch):
+                yield message
 
     async def _watch(self, stream: _Stream, after: int) -> None:
         """The table's batches into the outbox; how the watch ended, last."""
@@ -222,13 +309,22 @@ class PlayStreams:
         message that ends the stream, last. A client that half-closes keeps its records."""
         try:
             async for request in requests:
+                stream.busy = True
                 await stream.outbox.put((_REPLY, await self._one(request, stream, context)))
+                stream.busy = False
+                if stream.closing:
+                    return
         except Exception as exc:  # a later `watch`, an empty or undecodable message, expiry
+            stream.busy = False
             await stream.outbox.put((_END, exc))
 
     async def _one(self, request: pb.PlayRequest, stream: _Stream,
-                   context: grpc.aio.ServicerContext) -> bytes:
-        """One action, handled as its unary call; its reply's bytes."""
+                   context: grpc.aio.ServicerContext) -> tuple[bytes, str, int | None]:
+        """One action, handled as its unary call: its reply's bytes, its stored command id
+        ("" when it was refused before it had one) and, applied, the version after it
+        (None: refused). An action under way when the stream ends goes on to its end
+        (shielded: it is answered if the stream is still open, its outcome logged
+        anyway)."""
         kind = request.WhichOneof("kind")
         if kind is None:
             raise BadRequest("kind", "an empty message on a Play stream",
@@ -253,10 +349,13 @@ class PlayStreams:
                                  "only", reason="other_table")
             cid = command_key(stream.principal, action.command_id)
             stream.mine.setdefault(cid, 0)
-            reply = await self._actions[kind](action, context)
+            handling = asyncio.ensure_future(self._actions[kind](action, context))
+            try:
+                reply = await asyncio.shield(handling)
+            except asyncio.CancelledError:
+                handling.add_done_callback(lambda done: self._late(done, path, started))
+                raise
         except Exception as exc:
-            if cid and stream.mine.get(cid) == 0:
-                del stream.mine[cid]
             if isinstance(exc, RateLimited) and accounting.rates is not None:
                 # Answered after the unary call's hold: a flooding stream gets a trickle.
                 await accounting.rates.hold(stream.client, None, stream.principal)
@@ -265,20 +364,43 @@ class PlayStreams:
             log_refusal(mapped, exc, round(seconds * 1000, 2), accounting.sampler,
                         accounting.metrics, rpc=path)
             accounting.metrics.observe_rpc(path, mapped.code, seconds)
-            return refusal(action.command_id, mapped)
-        stream.mine[cid] = max(reply.version, 1)
+            return refusal(action.command_id, mapped), cid, None
         seconds = time.perf_counter() - started
         log.info("rpc_handled", rpc=path, code=grpc.StatusCode.OK.name,
                  duration_ms=round(seconds * 1000, 2))
         accounting.metrics.observe_rpc(path, grpc.StatusCode.OK, seconds)
         data: bytes = pb.PlayMessage(reply=pb.PlayReply(command_id=action.command_id,
                                                         reply=reply)).SerializeToString()
-        return data
+        return data, cid, reply.version
+
+    def _late(self, done: asyncio.Future[pb.CommandReply], path: str, started: float
+              ) -> None:
+        """Count and log an action that ended after its stream did (nobody to answer)."""
+        accounting = self._accounting
+        seconds = time.perf_counter() - started
+        if done.cancelled():
+            code = grpc.StatusCode.CANCELLED
+        elif (exc := done.exception()) is not None:
+            code = accounting.errors.map(exc).code
+        else:
+            code = grpc.StatusCode.OK
+        log.info("rpc_handled_after_the_stream", rpc=path, code=code.name,
+                 duration_ms=round(seconds * 1000, 2))
+        accounting.metrics.observe_rpc(path, code, seconds)
+
+
+def _held_back(stream: _Stream, batch: list[EventEnvelope]) -> bool:
+    """Whether ``batch`` holds a record of an action of the stream in flight (written after
+    the watch began by a command with its id: the action's own, or another's with the same
+    id)."""
+    mine, live_from = stream.mine, stream.live_from
+    return bool(mine) and any(e.sequence > live_from and mine.get(e.command_id) == 0 for e in batch)
 
 
 def _own(stream: _Stream, envelope: EventEnvelope) -> bool:
     """Whether ``envelope`` is left out of the stream's records: written after the watch
-    began by one of its actions (or by any command of the caller, with ``skip_own``)."""
+    began by one of its applied actions (or by any command of the caller, with
+    ``skip_own``)."""
     if envelope.sequence <= stream.live_from:
         return False
     cid = envelope.command_id

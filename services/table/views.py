@@ -71,7 +71,8 @@ _MORE_TAG = bytes([pb.TableEventRecord.DESCRIPTOR.fields_by_name["more"].number 
 """The key of ``TableEventRecord.more`` (a length-delimited field) on the wire."""
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """``value`` (>= 0) as a protobuf varint: a length or a field's key on the wire."""
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -86,13 +87,13 @@ def batch_bytes(records: Sequence[bytes]) -> bytes:
     first, *rest = records
     if not rest:
         return first
-    return first + b"".join(_MORE_TAG + _varint(len(r)) + r for r in rest)
+    return first + b"".join(_MORE_TAG + varint(len(r)) + r for r in rest)
 
 
 _EVENT_TAG = bytes([pb.TableEventRecord.DESCRIPTOR.fields_by_name["event"].number << 3 | 2])
 """The key of ``TableEventRecord.event`` (the record's last field but ``more``)."""
 _CASE_TAGS = {
-    field.message_type.name: _varint(field.number << 3 | 2)
+    field.message_type.name: varint(field.number << 3 | 2)
     for field in TableEvent.DESCRIPTOR.oneofs_by_name["event"].fields
 }
 """An event type -> the key of its case of ``TableEvent``'s oneof."""
@@ -108,9 +109,9 @@ def _shared_record(envelope: EventEnvelope, event: Event) -> bytes:
                                hand_number=envelope.hand_number)
     head.occurred_at.CopyFrom(envelope.occurred_at)
     payload = payload_of(event)
-    case = _CASE_TAGS[type(event).__name__] + _varint(len(payload)) + payload
+    case = _CASE_TAGS[type(event).__name__] + varint(len(payload)) + payload
     data: bytes = head.SerializeToString()
-    return data + _EVENT_TAG + _varint(len(case)) + case
+    return data + _EVENT_TAG + varint(len(case)) + case
 
 
 class _Kept:
