@@ -25,7 +25,7 @@ from studkit.errors import FailedPrecondition
 from studkit.mapping import is_room_event
 from studkit.redis_client import Client
 from studkit.repository import TableRepository
-from studkit.store import AppendResult, EventStore, NotOwner, TrimmedRange
+from studkit.store import AppendResult, CommandIdReused, EventStore, NotOwner, TrimmedRange
 from table import metrics
 from table.clock import as_logged, next_turn
 from table.codec import decode, decode_command, encode
@@ -47,6 +47,12 @@ HOLD_S = 2.0
 """The longest an append's game events wait for the driver's next append; the driver gives
 them to the watchers as soon as it waits on the dealer or ends a step without appending
 (:meth:`TableActor.release_held`), so this is a backstop only."""
+
+
+REFUSALS: tuple[type[BaseException], ...] = (RuleViolation, FailedPrecondition, NotOwner,
+                                            CommandIdReused)
+"""What a commit raises when it appended nothing: a refusal (anything else, a cancel or a
+store error, may have come after its append landed)."""
 
 
 class Stale(FailedPrecondition):
@@ -105,6 +111,8 @@ class TableActor(StreamWriter[Room, Asked]):
         """Game envelopes appended but not yet fanned out: the driver's next append follows
         at once (:data:`FOLLOWED_PHASES`), and the watchers get both in one go (issue 35)."""
         self._release: asyncio.TimerHandle | None = None
+        self._following: set[asyncio.Task[None]] = set()
+        """The catch-ups after cancelled commits under way (:meth:`_follow_store`)."""
 
     @property
     def version(self) -> int:
@@ -135,12 +143,16 @@ class TableActor(StreamWriter[Room, Asked]):
         self.room = reduce(evolve, envelopes, self.room)
 
     async def catch_up(self) -> None:
-        """Fold what another writer appended (then this one's append is refused anyway)."""
+        """Fold what the store holds beyond the room: another writer's appends (then this
+        one's append is refused anyway), or this one's own whose outcome it never took (its
+        reply lost). The driver is woken, as after any append: what it waits for may be
+        among them (a hand over, a betting round complete)."""
         stored = await self.deps.store.read(self.table_id, from_version=self.version)
         if stored:
             envelopes = [s.envelope for s in stored]
             self.fold(envelopes)
             self._fan_out(envelopes)
+            self.wake.set()
 
     async def maybe_snapshot(self) -> None:
         """Every ``snapshot_every`` hands, at a hand boundary, save a snapshot."""
@@ -185,37 +197,73 @@ class TableActor(StreamWriter[Room, Asked]):
                      expected: int | None = None, *, record_empty: bool = True
                      ) -> Committed[Room]:
         """Decide ``command`` and append its events (see the module's doc). A retry of an
-        applied command gets the recorded outcome and its envelopes."""
+        applied command gets the recorded outcome and its envelopes.
+
+        A commit whose caller was cancelled (a client gone, a Play stream ended) or whose
+        append failed without a refusal (a store timeout: ``UNAVAILABLE``) may leave an
+        append that landed but was not folded: the room then catches up with the store at
+        once, in a task of its own (:meth:`_follow_store`), so the table never waits for
+        its clock with the store ahead of it, and its watchers get those events (issue
+        35's review). The commit itself runs in the caller's task: its caller goes on
+        before the driver it wakes (a sit-down marks its saga as carried before the driver
+        looks at it)."""
         async with self.lock:
             try:
-                done = await commit(self, Append(
-                    Asked(command, expected), command_id, fp, epoch=self.epoch,
-                    record_empty=record_empty))
-            except NotOwner as exc:
-                log.warning("stale_append_refused", table_id=self.table_id, epoch=self.epoch,
-                            current=exc.current)
-                metrics.STALE_APPENDS.inc()
-                self.fenced = True
-                self.wake.set()
+                return await self._commit(command, command_id, fp, expected, record_empty)
+            except REFUSALS:
                 raise
-            except (RuleViolation, FailedPrecondition):
-                # A retry of a command that was applied is refused by today's state (not
-                # your turn, stale): answer with the recorded outcome instead.
-                recorded = await self.deps.store.recorded(self.table_id, command_id, fp)
-                if recorded is None:
-                    raise
-                return Committed(recorded, await self.recorded_envelopes(recorded), None)
-            if done.state is None:
-                if done.result.version > self.version:
-                    # Its own append, applied but its reply lost (a store timeout): the retry
-                    # is a duplicate, so fold what the store holds, or the driver would ask
-                    # again for ever (found by the simulator, seed 107).
-                    await self.catch_up()
-                return Committed(done.result, await self.recorded_envelopes(done.result), None)
-            self.room = done.state
-            self._fan_out(done.envelopes)
+            except BaseException:
+                self._follow_store()
+                raise
+
+    def _follow_store(self) -> None:
+        """Catch up with the store (once the lock is free) after a commit was cancelled:
+        its append may have landed."""
+        following = asyncio.get_running_loop().create_task(self._follow())
+        self._following.add(following)
+        following.add_done_callback(self._following.discard)
+
+    async def _follow(self) -> None:
+        try:
+            async with self.lock:
+                await self.catch_up()
+        except Exception as exc:  # the next command catches up anyway (a conflict)
+            log.warning("catch_up_failed", table_id=self.table_id, error=repr(exc))
+
+    async def _commit(self, command: RoomCommand, command_id: str, fp: str,
+                      expected: int | None, record_empty: bool) -> Committed[Room]:
+        """:meth:`commit`'s body, the lock held."""
+        try:
+            done = await commit(self, Append(
+                Asked(command, expected), command_id, fp, epoch=self.epoch,
+                record_empty=record_empty))
+        except NotOwner as exc:
+            log.warning("stale_append_refused", table_id=self.table_id, epoch=self.epoch,
+                        current=exc.current)
+            metrics.STALE_APPENDS.inc()
+            self.fenced = True
             self.wake.set()
-            return done
+            raise
+        except (RuleViolation, FailedPrecondition):
+            # A retry of a command that was applied is refused by today's state (not
+            # your turn, stale): answer with the recorded outcome instead.
+            recorded = await self.deps.store.recorded(self.table_id, command_id, fp)
+            if recorded is None:
+                raise
+            if recorded.version > self.version:
+                await self.catch_up()
+            return Committed(recorded, await self.recorded_envelopes(recorded), None)
+        if done.state is None:
+            if done.result.version > self.version:
+                # Its own append, applied but its reply lost (a store timeout): the retry
+                # is a duplicate, so fold what the store holds, or the driver would ask
+                # again for ever (found by the simulator, seed 107).
+                await self.catch_up()
+            return Committed(done.result, await self.recorded_envelopes(done.result), None)
+        self.room = done.state
+        self._fan_out(done.envelopes)
+        self.wake.set()
+        return done
 
     async def own(self, command: RoomCommand, command_id: str) -> bool:
         """Commit a command of the table itself; False when it is refused now (the driver
