@@ -8,6 +8,7 @@ SIGSTOP, stopped and started again):
 - a command retries on a lost or stalled connection exactly as redis-py's ``Retry`` does
   (the same attempts, in the same order, each on a closed and reopened connection), so a
   Redis restart is ridden out and the fenced append, its NOSCRIPT reload included, goes on;
+- a command cancelled while it waits leaves no reply behind for the next one;
 - a pool of one connection serves a burst of concurrent commands and pipelines in turn;
 - with OpenTelemetry's Redis instrumentation on, every command is a span, as before.
 """
@@ -199,6 +200,29 @@ async def test_a_restarted_redis_is_ridden_out_and_the_append_reloads_its_script
         assert result.version == 3 and not result.duplicate
         assert await store.append("t2", envelopes(3), 0, command_id="c1") == \
             type(result)(3, result.stream_ids, duplicate=True)
+    finally:
+        await client.aclose()
+
+
+async def test_a_cancelled_command_leaves_no_reply_to_the_next(server: RedisServer) -> None:
+    """A command cancelled while it waits for its reply (the caller gone, a deadline) closes
+    its connection: on a pool of one, the next command runs on that connection reopened and
+    reads its own reply, never the cancelled command's (which Redis sends once it goes on),
+    and the pool holds no connection in use."""
+    client = connect(server.url, max_connections=1, socket_timeout=10)
+    try:
+        await client.set("stud:test:a", b"first")
+        await client.set("stud:test:b", b"second")
+        with Paused(server):
+            waiting = asyncio.create_task(client.get("stud:test:a"))
+            await asyncio.sleep(0.2)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+        assert await client.get("stud:test:b") == b"second"
+        assert await client.get("stud:test:a") == b"first"
+        pool = getattr(client, "connection_pool", None)
+        assert isinstance(pool, FastPool) and not pool._in_use_connections
     finally:
         await client.aclose()
 
