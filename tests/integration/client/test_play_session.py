@@ -109,7 +109,11 @@ async def test_players_play_hands_over_play_sessions(client_for: ClientFor) -> N
     finally:
         for session in sessions:
             await session.close()
-    assert sum(counts) >= 3 * 3
+    # Each player dealt into a hand acts in it at least once (the hand may start before the
+    # last one sits: then that player is dealt in from the next hand).
+    dealt = [r.event.hand_started for r in got[names[0]]
+             if r.event.WhichOneof("event") == "hand_started"]
+    assert sum(counts) >= sum(len(started.seats) for started in dealt[:3]) >= 3 * 2
     for name, client in zip(names, clients, strict=True):
         records = got[name]
         sequences = [r.sequence for r in records]
