@@ -64,9 +64,12 @@ SCRIPTS = {
     _sha(protection_store._APPEND): "protection append",
 }
 """Every script the project runs on a cluster, by SHA-1 (what EVALSHA names)."""
-ROOM_SCRIPTS = set(SCRIPTS.values()) - {"trim.lua", "protection append"}
+ROOM_SCRIPTS = set(SCRIPTS.values()) - {"trim.lua", "protection append", "seeds.lua"}
 """The scripts a playing room runs (trim.lua runs only in the archiver, the protection append
-when a player sets a limit or excludes themselves: its keys are the wallet's, one slot)."""
+when a player sets a limit or excludes themselves: its keys are the wallet's, one slot;
+seeds.lua when players commit and open seeds, or a first street waits for an opening: the
+hand's start and first street close and freeze the seeds in create_hand.lua and
+record_deal.lua otherwise, issue 35; its two keys are the dealer's of one table)."""
 Calls = list[tuple[str, tuple[bytes, ...]]]
 PLAIN_REDIS_ONLY = {"services/wallet/store.py"}
 """Modules with inline scripts outside the appends: the wallet's adoption of its keys from the
