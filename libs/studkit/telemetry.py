@@ -11,7 +11,8 @@ When on:
 
 - grpc.aio servers and channels get OpenTelemetry's interceptors (W3C ``traceparent`` in the
   calls' metadata); streams (``WatchTable`` and every other streaming method of ``stud.v1``),
-  health and reflection are left out, so a long stream never becomes one endless span;
+  health and reflection are left out, so a long stream never becomes one endless span (each
+  action of a ``Play`` stream is a server span of its own instead: :func:`served`);
 - Redis calls are spans (OpenTelemetry's Redis instrumentation);
 - :meth:`studkit.store.EventStore.append` runs in a span (:func:`appending`) whose W3C
   context is stored on each envelope it appends (``EventEnvelope.traceparent``): the trace
@@ -250,6 +251,22 @@ def pending_appends(stream_id: str) -> tuple[SpanContext, ...]:
     """The span contexts of this process's traced appends to ``stream_id`` since its last
     :func:`linked` step, oldest first."""
     return tuple(_pending.get(stream_id, ()))
+
+
+@contextlib.contextmanager
+def served(method: str) -> Iterator[trace.Span | None]:
+    """The server span of one call no interceptor traces (an action of a Play stream,
+    ``/stud.v1.TableService/Play/Bet``: its stream is never one span), a trace of its own as
+    a unary call's is; yields the span (None when tracing is off) for its status code."""
+    if not ENABLED:
+        yield None
+        return
+    service, _, name = method.lstrip("/").partition("/")
+    with _tracer.start_as_current_span(
+            method, context=otel_context.Context(), kind=SpanKind.SERVER,
+            attributes={"rpc.system": "grpc", "rpc.service": service,
+                        "rpc.method": name}) as span:
+        yield span
 
 
 @contextlib.contextmanager

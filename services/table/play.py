@@ -52,6 +52,7 @@ import structlog
 
 from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
+from studkit import telemetry
 from studkit.auth import Principal, Unauthorized
 from studkit.errors import BadRequest
 from studkit.grpc_errors import ErrorTable, MappedError
@@ -336,7 +337,18 @@ class PlayStreams:
         if expires_at is not None and self._accounting.clock() >= expires_at:
             raise Unauthorized("token expired: resume the stream with a fresh token",
                                reason=EXPIRED_REASON)
-        action = getattr(request, kind)
+        path = self._paths[kind]
+        with telemetry.served(path) as span:  # a trace of its own, as its unary call's
+            data, cid, version, code = await self._handled(kind, getattr(request, kind),
+                                                           stream, context)
+            if span is not None:
+                span.set_attribute("rpc.grpc.status_code", code.value[0])
+        return data, cid, version
+
+    async def _handled(self, kind: str, action: Any, stream: _Stream,
+                       context: grpc.aio.ServicerContext
+                       ) -> tuple[bytes, str, int | None, grpc.StatusCode]:
+        """:meth:`_one`'s action, handled: as :meth:`_one` says, and its status code."""
         path = self._paths[kind]
         accounting = self._accounting
         started = time.perf_counter()
@@ -364,14 +376,14 @@ class PlayStreams:
             log_refusal(mapped, exc, round(seconds * 1000, 2), accounting.sampler,
                         accounting.metrics, rpc=path)
             accounting.metrics.observe_rpc(path, mapped.code, seconds)
-            return refusal(action.command_id, mapped), cid, None
+            return refusal(action.command_id, mapped), cid, None, mapped.code
         seconds = time.perf_counter() - started
         log.info("rpc_handled", rpc=path, code=grpc.StatusCode.OK.name,
                  duration_ms=round(seconds * 1000, 2))
         accounting.metrics.observe_rpc(path, grpc.StatusCode.OK, seconds)
         data: bytes = pb.PlayMessage(reply=pb.PlayReply(command_id=action.command_id,
                                                         reply=reply)).SerializeToString()
-        return data, cid, reply.version
+        return data, cid, reply.version, grpc.StatusCode.OK
 
     def _late(self, done: asyncio.Future[pb.CommandReply], path: str, started: float
               ) -> None:
