@@ -26,7 +26,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Final, cast
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from rules import Street
 from stud.v1.envelope_pb2 import EventEnvelope
@@ -388,6 +388,19 @@ class TableReader:
         self._client = events.client
         self._sha = hashlib.sha1(_READ_TABLE.encode()).hexdigest()
         self._script = not is_cluster(self._client)
+        self._read_only = True
+        """``EVALSHA_RO`` until a server says it has no such command (Redis 6.2, which the
+        README's fallback server is: then ``EVALSHA``, which the dealer's grant there allows)."""
+
+    async def _run(self, keys: int, args: list[str | int]) -> Any:
+        if self._read_only:
+            try:
+                return await self._client.evalsha_ro(self._sha, keys, *args)
+            except ResponseError as exc:
+                if "unknown command" not in str(exc).lower():
+                    raise
+                self._read_only = False
+        return await self._client.evalsha(self._sha, keys, *args)
 
     async def tail(self, table_id: str, from_version: int, hash_key: str | None) -> Tail:
         """The table's version, trimmed count and events after ``from_version``, and the
@@ -403,10 +416,10 @@ class TableReader:
             names.append(hash_key)
         args: list[str | int] = [*names, "(" + format_stream_id((0, from_version)), page]
         try:
-            reply = await self._client.evalsha_ro(self._sha, len(names), *args)
+            reply = await self._run(len(names), args)
         except NoScriptError:  # a restarted (or flushed) Redis: load it, once
             await self._client.script_load(_READ_TABLE)
-            reply = await self._client.evalsha_ro(self._sha, len(names), *args)
+            reply = await self._run(len(names), args)
         version, trimmed, entries, flat = reply
         events = [_stored_event(entry) for entry in entries]
         if len(events) == page:  # the rest as the event store reads it

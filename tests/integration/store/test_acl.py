@@ -18,6 +18,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, ResponseError
 
+from dealer.store import TableReader, hand_key
 from stud.v1.envelope_pb2 import EventEnvelope
 from studhistory import tournament_archive
 from studkit import keys
@@ -145,6 +146,23 @@ class TestDealerUser:
         client = connect("dealer")
         assert [e.envelope.event_type for e in await EventStore(client).read("t1")] == ["Seeded"]
         await tails_one_live_event(client, connect("table"))
+
+    async def test_reads_a_table_and_its_hand_in_one_script(
+        self, admin: aioredis.Redis, connect: Connect
+    ) -> None:
+        """The dealer's one read of a table and a hand (``TableReader``: ``EVALSHA_RO`` on
+        Redis >= 7; on 6.2, which has no such command, ``EVALSHA``) gives what the event
+        store's ``MULTI`` gives, as the dealer's user, on every server binary here."""
+        client = connect("dealer")
+        hand = hand_key("t1", 1)
+        await admin.hset(hand, mapping={"deck": "d", "commitment": "c"})
+        store = EventStore(client)
+        got = await TableReader(store).tail("t1", 0, hand)
+        want = await store.tail("t1", 0, hash_key=hand)
+        assert (got.version, got.trimmed, got.events, got.hash) == (
+            want.version, want.trimmed, want.events, want.hash)
+        assert got.hash == {b"deck": b"d", b"commitment": b"c"}
+        assert [e.envelope.event_type for e in got.events] == ["Seeded"]
 
     async def test_uses_dealer_keys(self, admin: aioredis.Redis, connect: Connect) -> None:
         """The dealer reads and writes its own keys."""
