@@ -30,7 +30,8 @@ as the SDK does; the run never ends in a traceback.
 
 Last line: ``ratio=… fair_ratio=… table_cpu_ms=… p99_ms=… tables_at_human_pace=… limit=…``
 (the throughput run's ratios to the bare and the fair ceiling (the one
-``campaigns.throughput.FAIR_CEILING`` names: the unary one), the table's CPU per action and
+``campaigns.throughput.FAIR_CEILING`` names: the one doing the room's I/O, the stream one when
+the bots play over ``Play``), the table's CPU per action and
 the p99; the most tables one table replica carried at human pace, and what stopped the ladder:
 ``p99``, ``cpu``, ``rss``, ``errors``, ``idle`` (tables not playing), ``bots`` (the harness's
 own limit: the figure is then the harness's, not the room's) or ``none`` at the top).
