@@ -318,6 +318,9 @@ class Follower:
         """How many of :attr:`log` the shadow folded; the rest are read, not yet folded (the
         live table is not there yet: an append that timed out after it was applied is
         adopted at the table's next commit)."""
+        self.unfoldable: int | None = None
+        """The sequence up to which the log would not fold (a lost or changed event the
+        other checks name), once found: the shadow stops there."""
 
     def step(self, actor: TableActor | None) -> list[str]:
         raw = stream_after(self.world, self.table_id, self.read)
@@ -336,8 +339,17 @@ class Follower:
         log, version, start = self.log, actor.version, self.folded_to
         while self.folded_to < len(log) and log[self.folded_to].sequence <= version:
             self.folded_to += 1
+        if self.unfoldable is not None:
+            return out
         if self.folded_to > start:
-            self.shadow.fold(log[start:self.folded_to])
+            try:
+                self.shadow.fold(log[start:self.folded_to])
+            except Exception as exc:  # any log the rules cannot fold
+                self.unfoldable = log[self.folded_to - 1].sequence
+                out.append(f"fold: table {self.table_id}: its log does not fold up to "
+                           f"sequence {self.unfoldable} ({type(exc).__name__}: {exc}); "
+                           f"not folded further")
+                return out
         if self.shadow.version == actor.version and not self._same(self.shadow.room,
                                                                    actor.room):
             out.append(f"fold: table {self.table_id} at version {actor.version}: the fold "
