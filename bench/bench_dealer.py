@@ -52,6 +52,8 @@ from studtools.redis_server import RedisServer
 ROOT = Path(__file__).resolve().parent.parent
 PLAYERS = {1: "ann", 3: "bob", 5: "cat", 7: "dan"}
 SERVICES = ("table", "dealer")
+RATES = {"STUD_RATE_PER_PLAYER": "1000000", "STUD_RATE_PER_CONNECTION": "1000000"}
+"""The dealer's call budgets here: far above what the driver can send (studkit.limits)."""
 
 
 def cpu_ns(pid: int) -> int:
@@ -138,14 +140,22 @@ async def watching(stub: pb_grpc.DealerServiceStub, client: DealerClient, table_
 
 
 async def round_(python_path: str | None, hands: int, seeds: bool, tables: int,
-                 watch: bool = False) -> tuple[dict[str, float], dict[str, int]]:
-    """(CPU us per call by kind, calls by kind) of one dealer process."""
+                 watch: bool = False, label: str = "this"
+                 ) -> tuple[dict[str, float], dict[str, int]]:
+    """(CPU us per call by kind, calls by kind) of one dealer process. A call the dealer
+    refuses, or a watcher's stream that ends in an error, stops the round: which dealer
+    (``label``), the status and the dealer's log are printed first."""
     passwords = {name: secrets.token_urlsafe(16) for name in SERVICES}
     keys = DevKeys.generate()
     with RedisServer(passwords=passwords, appendfsync="everysec") as redis_server, \
             tempfile.TemporaryDirectory(prefix="bench-dealer-") as tmp:
         env = {"METRICS_PORT": "0", "LOG_LEVEL": "WARNING", **keys.env("dealer"),
-               "REDIS_URL": redis_server.url_for("dealer"), "DEALER_SHUTDOWN_GRACE": "1"}
+               "REDIS_URL": redis_server.url_for("dealer"), "DEALER_SHUTDOWN_GRACE": "1",
+               # The four players share one connection and call as fast as the dealer
+               # answers (with --seeds, 8 calls each a hand): past the default budgets
+               # (100 a player, 400 a connection a second) CommitSeed was refused
+               # RESOURCE_EXHAUSTED. The limiter still runs: its cost is measured.
+               **RATES}
         if python_path is not None:
             env["PYTHONPATH"] = python_path
         proc = ServiceProcess("dealer", env, Path(tmp) / "dealer.log")
@@ -185,8 +195,17 @@ async def round_(python_path: str | None, hands: int, seeds: bool, tables: int,
                 meter.stop()
                 for task in watchers:
                     task.cancel()
-                await asyncio.gather(*watchers, return_exceptions=True)
+                ended = await asyncio.gather(*watchers, return_exceptions=True)
+                failed = [e for e in ended if isinstance(e, BaseException)
+                          and not isinstance(e, asyncio.CancelledError)]
+                if failed:  # a stream that ended in an error stopped counting
+                    raise failed[0]
                 redis_cpu = cpu_ns(redis_server.process.pid) - redis_before
+        except grpc.aio.AioRpcError as exc:
+            print(f"  the {label} dealer ({python_path or 'this tree'}) answered "
+                  f"{exc.code().name}: {exc.details()}; its log:\n{proc.logs()[-6000:]}",
+                  file=sys.stderr, flush=True)
+            raise
         finally:
             await client_redis.aclose()
             proc.terminate()
@@ -232,7 +251,7 @@ async def main_async(args: argparse.Namespace) -> None:
         for r in range(args.rounds):
             for label, path in (paths.items() if r % 2 == 0 else reversed(paths.items())):
                 per, calls = await round_(path, args.hands, args.seeds, args.tables,
-                                          args.watch)
+                                          args.watch, label)
                 results[label].append(per)
                 print(_line(f"round {r + 1} {label}", per, calls, args.hands), flush=True)
         medians = {label: {k: statistics.median(p[k] for p in runs) for k in runs[0]}
