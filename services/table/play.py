@@ -149,6 +149,9 @@ class _Stream:
     (applied: it is in the reply; refused: another command with the same id, or an append
     whose outcome was lost, wrote it, and it comes as a record), and the rest wait behind
     it, in order."""
+    pending: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    """The replies of actions applied, each waiting for its place among the records (by
+    stored command id: the reply's bytes and the version after it)."""
     busy: bool = False
     """Whether an action is being handled (read, not yet answered)."""
     closing: bool = False
@@ -214,24 +217,53 @@ class PlayStreams:
                     return [record_message(batch_bytes(records))]
                 return [record_message(one) for one in records]
 
+            def emit(batch: list[EventEnvelope]) -> list[bytes]:
+                """The messages of one batch, with each reply waiting for its place put
+                before the first record of its action (or before the first record past the
+                version after it, should the action's records not come)."""
+                pending = stream.pending
+                if not pending:
+                    return shown(batch)
+                out: list[bytes] = []
+                start = 0
+                for at, envelope in enumerate(batch):
+                    due = [cid for cid, (_data, version) in pending.items()
+                           if cid == envelope.command_id or version < envelope.sequence]
+                    if not due:
+                        continue
+                    if at > start:
+                        out += shown(batch[start:at])
+                        start = at
+                    out += [pending.pop(cid)[0] for cid in due]
+                    if not pending:
+                        break
+                return out + shown(batch[start:]) if start < len(batch) else out
+
             def released() -> list[bytes]:
                 """The messages of the held batches no action in flight holds back."""
                 out: list[bytes] = []
                 while stream.held and not _held_back(stream, stream.held[0]):
-                    out += shown(stream.held.pop(0))
+                    out += emit(stream.held.pop(0))
                 return out
 
-            def answered(item: tuple[bytes, str, int | None]) -> list[bytes]:
+            def answered(item: tuple[bytes, str, int | None, bool]) -> list[bytes]:
                 """A reply, and the held records its outcome releases (before it when it was
                 refused: those are someone else's records, or an append whose outcome was
-                lost; after it when it was applied: its own are in it)."""
-                data, cid, version = item
+                lost). An action applied now waits for its place: the reply goes out where
+                its records would have, after every record written before them
+                (:func:`emit`), whether the watch has delivered them yet or not (a client
+                folding by sequence would drop a record that came after a reply past it);
+                a retry's reply (its records came long ago) goes at once."""
+                data, cid, version, fresh = item
                 if version is None:
                     if cid and stream.mine.get(cid) == 0:
                         del stream.mine[cid]
                     return [*released(), data]
                 if cid:
                     stream.mine[cid] = max(version, 1)
+                    if fresh:
+                        stream.pending[cid] = (data, version)
+                        return released()
                 return [data, *released()]
 
             try:
@@ -245,13 +277,13 @@ class PlayStreams:
                         # The action under way, if any, is answered before the end (and its
                         # records the watch delivered, as the reply's outcome says).
                         async for message in self._last_answers(stream, acting, answered,
-                                                                shown):
+                                                                emit):
                             yield message
                         raise item
                     if stream.held or _held_back(stream, item):
                         stream.held.append(item)
                         continue
-                    for message in shown(item):
+                    for message in emit(item):
                         yield message
             finally:
                 await settle(acting)
@@ -260,11 +292,12 @@ class PlayStreams:
     @staticmethod
     async def _last_answers(stream: _Stream, acting: asyncio.Task[None],
                             answered: Callable[[Any], list[bytes]],
-                            shown: Callable[[list[EventEnvelope]], list[bytes]]
+                            emit: Callable[[list[EventEnvelope]], list[bytes]]
                             ) -> AsyncIterator[bytes]:
         """Once the watch has ended: the replies still to come (the action being handled
         finishes: it is not cancelled), then the records still held (no action is in flight
-        any more: one that never answered is not this stream's)."""
+        any more: one that never answered is not this stream's), each reply still waiting
+        for its place in them, and last the replies whose records never came."""
         stream.closing = True
         while True:
             while not stream.outbox.empty():
@@ -289,8 +322,11 @@ class PlayStreams:
             del stream.mine[cid]
         held, stream.held = stream.held, []
         for batch in held:
-            for message in shown(batch):
+            for message in emit(batch):
                 yield message
+        waiting, stream.pending = stream.pending, {}
+        for data, _version in waiting.values():
+            yield data
 
     async def _watch(self, stream: _Stream, after: int) -> None:
         """The table's batches into the outbox; how the watch ended, last."""
@@ -320,7 +356,8 @@ class PlayStreams:
             await stream.outbox.put((_END, exc))
 
     async def _one(self, request: pb.PlayRequest, stream: _Stream,
-                   context: grpc.aio.ServicerContext) -> tuple[bytes, str, int | None]:
+                   context: grpc.aio.ServicerContext
+                   ) -> tuple[bytes, str, int | None, bool]:
         """One action, handled as its unary call: its reply's bytes, its stored command id
         ("" when it was refused before it had one) and, applied, the version after it
         (None: refused). An action under way when the stream ends goes on to its end
@@ -339,15 +376,15 @@ class PlayStreams:
                                reason=EXPIRED_REASON)
         path = self._paths[kind]
         with telemetry.served(path) as span:  # a trace of its own, as its unary call's
-            data, cid, version, code = await self._handled(kind, getattr(request, kind),
-                                                           stream, context)
+            data, cid, version, fresh, code = await self._handled(
+                kind, getattr(request, kind), stream, context)
             if span is not None:
                 span.set_attribute("rpc.grpc.status_code", code.value[0])
-        return data, cid, version
+        return data, cid, version, fresh
 
     async def _handled(self, kind: str, action: Any, stream: _Stream,
                        context: grpc.aio.ServicerContext
-                       ) -> tuple[bytes, str, int | None, grpc.StatusCode]:
+                       ) -> tuple[bytes, str, int | None, bool, grpc.StatusCode]:
         """:meth:`_one`'s action, handled: as :meth:`_one` says, and its status code."""
         path = self._paths[kind]
         accounting = self._accounting
@@ -376,14 +413,14 @@ class PlayStreams:
             log_refusal(mapped, exc, round(seconds * 1000, 2), accounting.sampler,
                         accounting.metrics, rpc=path)
             accounting.metrics.observe_rpc(path, mapped.code, seconds)
-            return refusal(action.command_id, mapped), cid, None, mapped.code
+            return refusal(action.command_id, mapped), cid, None, False, mapped.code
         seconds = time.perf_counter() - started
         log.info("rpc_handled", rpc=path, code=grpc.StatusCode.OK.name,
                  duration_ms=round(seconds * 1000, 2))
         accounting.metrics.observe_rpc(path, grpc.StatusCode.OK, seconds)
         data: bytes = pb.PlayMessage(reply=pb.PlayReply(command_id=action.command_id,
                                                         reply=reply)).SerializeToString()
-        return data, cid, reply.version, grpc.StatusCode.OK
+        return data, cid, reply.version, not reply.duplicate, grpc.StatusCode.OK
 
     def _late(self, done: asyncio.Future[pb.CommandReply], path: str, started: float
               ) -> None:

@@ -249,3 +249,46 @@ def test_a_record_message_is_what_serializing_one_gives(size: int) -> None:
     both.CopyFrom(record)
     both.more.append(more)
     assert record_message(batch) == pb.PlayMessage(record=both).SerializeToString()
+
+
+async def test_a_reply_never_comes_before_a_record_written_before_its_action(
+        room: Room, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watch's batches slowed (each 0.2 s late), so that an action's reply is ready
+    before the records written before it have left: another player's bring-in by a unary
+    call, then this player's call on the Play stream with no expected_sequence, applied on
+    top of it. The stream carries the bring-in's records before the reply, never after (a
+    client folding by sequence would drop a record that comes after a reply past it)."""
+    from table.app import TableApp
+
+    table_id = await seated(room, {1: "ann", 2: "bob"})
+    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
+                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    first = view.hand.to_act
+    other = next(s for s in view.seats if s.seat != first)
+    original = TableApp.watch_batches
+
+    async def late(self: TableApp, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        async for batch in original(self, *args, **kwargs):  # type: ignore[arg-type]
+            await asyncio.sleep(0.2)
+            yield batch
+
+    monkeypatch.setattr(TableApp, "watch_batches", late)
+    stream = await PlayStream.open(room, player(other.player_id), table_id)
+    try:
+        await stream.wait(lambda: reached(stream, view.version))
+        mover = next(s.player_id for s in view.seats if s.seat == first)
+        brought = await room.client.call("PostBringIn", pb.PostBringInRequest(
+            table_id=table_id, seat=first, expected_sequence=view.version,
+            command_id=new_id()), player(mover))
+        before = {e.sequence for e in brought.events}
+        reply = await stream.act("call", table_id=table_id, seat=other.seat)
+        assert reply.HasField("reply"), reply
+        await stream.wait(lambda: before <= {r.sequence for r in stream.records})
+        order = [("reply", max(e.sequence for e in m.reply.reply.events))
+                 if m.HasField("reply") else ("record", m.record.sequence)
+                 for m in stream.messages]
+        at_reply = order.index(("reply", max(e.sequence for e in reply.reply.events)))
+        late_records = [s for kind, s in order[at_reply:] if kind == "record" and s in before]
+        assert late_records == [], order
+    finally:
+        await stream.close()
