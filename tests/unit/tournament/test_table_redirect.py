@@ -42,6 +42,9 @@ class FakeChannel:
     def unary_stream(self, method: str, *_args: Any, **_kwargs: Any) -> Any:
         return self.unary_unary(method)
 
+    def stream_stream(self, method: str, *_args: Any, **_kwargs: Any) -> Any:
+        return self.unary_unary(method)  # the table stub's Play: never called here
+
     async def close(self) -> None:
         return None
 
