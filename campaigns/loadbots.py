@@ -55,6 +55,11 @@ from studkit.grpc_errors import rpc_error_reason
 from studkit.mapping.events import event_from_proto
 from studtest.processes import CHANNEL_OPTIONS
 
+BOT_CHANNEL_OPTIONS: Final = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+"""A room bot's channel: a connection of its own, as a player's app has (gRPC shares one
+connection among a process's channels to one address by default: the bots of a process then
+spent one connection's call budget together, 400 a second, and a room on Play ran past it)."""
+
 RETRY_S: Final = 0.05
 """The pause before a call refused ``UNAVAILABLE`` is sent again."""
 RETRY_FOR_S: Final = 30.0
@@ -222,7 +227,7 @@ class RoomBot:
         last sequence folded and the unanswered action sent again (the same command id: the
         table answers a retry with the recorded outcome); so is a stream whose reply does not
         come within ``reply_timeout_s`` (counted ``Play no reply``)."""
-        async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
+        async with grpc.aio.insecure_channel(self.target, options=BOT_CHANNEL_OPTIONS) as channel:
             stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
             await asyncio.wait_for(channel.channel_ready(), 30)
             await self.play_on(stub, ready)
@@ -334,7 +339,7 @@ class RoomBot:
             await asyncio.sleep(RETRY_S)
 
     async def run_unary(self, ready: asyncio.Event) -> None:
-        async with grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS) as channel:
+        async with grpc.aio.insecure_channel(self.target, options=BOT_CHANNEL_OPTIONS) as channel:
             stub = pb_grpc.TableServiceStub(channel)  # type: ignore[no-untyped-call]
             await asyncio.wait_for(channel.channel_ready(), 30)
             state, seen, acted_at = rules.initial_state(), 0, -1
