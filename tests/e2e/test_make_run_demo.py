@@ -263,7 +263,10 @@ class TestDemoRoom:
         with make_run(tmp_path) as second, lobby(second) as room:
             before = room.demo()
             assert before is not None and before.hands_started >= 2
-            assert "found" in second.output() and "bots back at the table" in second.output()
+            # The line comes after the dev players' accounts are checked: wait for it.
+            eventually(lambda: ("found" in second.output()
+                       and "bots back at the table" in second.output()) or None,
+                       PLAY_LIMIT_S, second.output)
             seats = {s.player_id: s.seat for s in before.seats}
             room.hands_started(before.hands_started + 2, second)
             after = room.demo()
