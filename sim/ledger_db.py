@@ -81,8 +81,11 @@ _INSERT = re.compile(r"INSERT INTO ledger\.segments \((?P<cols>[a-z_, ]+)\) VALU
                      r"\((?:%s, )*%s\) ON CONFLICT DO NOTHING RETURNING 1")
 _COPY = re.compile(r"COPY ledger\.(?P<table>postings|transactions) \((?P<cols>[a-z_, ]+)\) "
                    r"FROM STDIN")
-_TX_SELECT = ("SELECT transaction_id, kind, postings, at_ms, seen FROM ledger.transactions "
-              "WHERE occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)")
+_TX_SELECT = ("SELECT transaction_id, kind, postings, at_ms, seen, table_id, hand_id FROM "
+              "ledger.transactions WHERE occurred_at BETWEEN %s AND %s AND "
+              "transaction_id = ANY(%s)")
+_FILL_IN = ("UPDATE ledger.transactions SET table_id = %s, hand_id = %s WHERE "
+            "transaction_id = %s AND occurred_at = %s AND table_id = '' AND hand_id = ''")
 _LEGACY = ("SELECT first_id, last_id FROM ledger.segments WHERE NOT sessions "
            "AND (last_ms, last_seq) >= (%s, %s)")
 
@@ -198,9 +201,16 @@ class SimConn(SimPgConn[_Staged]):
             return Rows([(1,)])
         if text == _TX_SELECT:
             return Rows([(t["transaction_id"], t["kind"], t["postings"], t["at_ms"],
-                             list(t["seen"])) for i in params[2]
+                             list(t["seen"]), t.get("table_id", ""), t.get("hand_id", ""))
+                            for i in params[2]
                             if (t := db.txs.get(i)) is not None
                             and params[0] <= t["occurred_at"] <= params[1]])
+        if text == _FILL_IN:  # migration 0013: a row's table and hand, where both are ''
+            t = db.txs.get(params[2])
+            if (t is not None and t["occurred_at"] == params[3]
+                    and not (t.get("table_id", "") or t.get("hand_id", ""))):
+                t["table_id"], t["hand_id"] = params[0], params[1]
+            return Rows([])
         if text == _LEGACY:
             return Rows([(s["first_id"], s["last_id"]) for s in db.segments
                             if not s.get("sessions", False)

@@ -16,7 +16,9 @@ append-only, so both leave Redis the same way, in three steps:
    back whole.
 2. **Verify** (:func:`trim_ledger`): what is to leave Redis (the entries older than the
    latest ``keep`` transactions and archived) is read back from PostgreSQL and compared with
-   a fresh read of Redis, every posting and every statement line.
+   a fresh read of Redis, every posting and every statement line, and each transaction's
+   ``ledger.transactions`` row whole (a row copied without its table and hand, before
+   migration 0012, is filled in from the entry first: :func:`fill_in_hands`).
 3. **Trim**, only then: each account's statement up to its last verified line first, the
    ledger last (``XTRIM MINID``: removes entries below an id, never one written after the
    read). A crash between them leaves lines whose ledger entry is still in Redis: the next
@@ -26,9 +28,10 @@ The balances, the idempotency records, seats, pools and protection stay in Redis
 projections the wallet decides on). ``GetStatement`` reads an account's archived lines from
 PostgreSQL and the rest from Redis (``services/wallet/history.py``). Each transaction also
 gets one row of ``ledger.transactions`` (migration 0011), postings or none (a voided hand's
-settlement has none): the entry's time and the players whose sessions it saw, written with
-its postings and compared by the verify step, so the sessions hash can be rebuilt from the
-archive and then Redis (``wallet.history.archived_sessions_seen``,
+settlement has none): the entry's time and the players whose sessions it saw (and a
+settlement's table and hand, migration 0012: the only record of one with no posting),
+written with its postings and compared by the verify step, so the sessions hash can be
+rebuilt from the archive and then Redis (``wallet.history.archived_sessions_seen``,
 ``WalletStore.rebuild_sessions``).
 """
 
@@ -37,7 +40,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, cast
 
@@ -58,7 +61,8 @@ LOCK: Final = "stud-archiver:wallet-ledger"
 _COLUMNS: Final = ("transaction_id", "posting", "occurred_at", "kind", "scope", "account",
                    "amount", "table_id", "hand_id", "tournament_id", "line_id", "line_ms",
                    "line_seq", "balance_after")
-_TX_COLUMNS: Final = ("transaction_id", "occurred_at", "kind", "postings", "at_ms", "seen")
+_TX_COLUMNS: Final = ("transaction_id", "occurred_at", "kind", "postings", "at_ms", "seen",
+                      "table_id", "hand_id")
 
 
 class LedgerArchiveError(RuntimeError):
@@ -138,6 +142,10 @@ class TransactionRow:
     postings: int
     at_ms: int
     seen: tuple[str, ...]
+    table_id: str = ""
+    hand_id: str = ""
+    """A settlement's table and hand (migration 0012): the only record of them once a
+    settlement with no posting (a break-even or voided hand) left Redis."""
 
     @property
     def occurred_at(self) -> datetime:
@@ -145,7 +153,15 @@ class TransactionRow:
 
     def values(self) -> tuple[Any, ...]:
         return (self.transaction_id, self.occurred_at, self.kind, self.postings, self.at_ms,
-                list(self.seen))
+                list(self.seen), self.table_id, self.hand_id)
+
+    def blank_of(self, ledger: TransactionRow) -> bool:
+        """Whether this archived row is the ledger's ``ledger`` copied without its table and
+        hand (before migration 0012, or by an archiver from before it: both ''), which the
+        ledger's entry names: the row to fill in (:func:`fill_in_hands`) before the entry
+        may leave Redis. Never a row that names a table or a hand."""
+        return (not (self.table_id or self.hand_id) and bool(ledger.table_id or ledger.hand_id)
+                and self == replace(ledger, table_id="", hand_id=""))
 
 
 def _postings(entry_id: str, fields: Mapping[str, str]
@@ -169,7 +185,8 @@ def _transaction(entry_id: str, record: Mapping[str, Any]) -> TransactionRow:
         raise LedgerArchiveError(f"the ledger entry {entry_id} has at_ms={at_ms!r}, not a "
                                  "time in ms: nothing copied")
     return TransactionRow(entry_id, str(record["kind"]), len(record["postings"]), at_ms,
-                          tuple(seen))
+                          tuple(seen), str(record.get("table_id", "")),
+                          str(record.get("hand_id", "")))
 
 
 def _line_matches(row: PostingRow, line: Mapping[str, str]) -> bool:
@@ -266,16 +283,47 @@ async def archived_transactions(conn: psycopg.AsyncConnection[Any],
         return {}
     lo, hi = ledger_time(transaction_ids[0]), ledger_time(transaction_ids[-1])
     cur = await conn.execute(
-        "SELECT transaction_id, kind, postings, at_ms, seen FROM ledger.transactions WHERE "
-        "occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)",
+        "SELECT transaction_id, kind, postings, at_ms, seen, table_id, hand_id FROM "
+        "ledger.transactions WHERE occurred_at BETWEEN %s AND %s AND transaction_id = ANY(%s)",
         (lo, hi, list(transaction_ids)))
     out: dict[str, TransactionRow] = {}
-    for t, kind, postings, at, seen in await cur.fetchall():
+    for t, kind, postings, at, seen, table, hand in await cur.fetchall():
         if str(t) in out:
             raise LedgerArchiveError(f"ledger.transactions holds {t} twice: nothing trimmed")
         out[str(t)] = TransactionRow(str(t), str(kind), int(postings), int(at),
-                                     tuple(str(p) for p in seen))
+                                     tuple(str(p) for p in seen), str(table), str(hand))
     return out
+
+
+async def fill_in_hands(conn: psycopg.AsyncConnection[Any],
+                        rows: Sequence[TransactionRow]) -> None:
+    """Set the table and hand of each row of ``rows`` (the ledger's) on its archived
+    ``ledger.transactions`` row whose table and hand are both '' (migration 0013: the one
+    change that table allows, the archiver's grant the two columns only). A row that names
+    either is never changed; the caller reads the rows back and compares them."""
+    for r in rows:
+        await conn.execute(
+            "UPDATE ledger.transactions SET table_id = %s, hand_id = %s WHERE "
+            "transaction_id = %s AND occurred_at = %s AND table_id = '' AND hand_id = ''",
+            (r.table_id, r.hand_id, r.transaction_id, r.occurred_at))
+
+
+async def write_missing_rows(conn: psycopg.AsyncConnection[Any],
+                             rows: Sequence[TransactionRow]) -> None:
+    """The ``ledger.transactions`` rows of ``rows`` (the ledger's), in a segment copied
+    before migration 0011 (which wrote none): a settlement with no posting names its hand
+    nowhere else once its entry left Redis. One a transaction: a row there already (another
+    archiver's) rolls the write back; the caller reads the rows back and compares them."""
+    for year, month in sorted({(t.occurred_at.year, t.occurred_at.month) for t in rows}):
+        await conn.execute("SELECT history.ensure_month(%s)",
+                           (datetime(year, month, 1, tzinfo=UTC),))
+    try:
+        async with conn.transaction(), conn.cursor() as c, c.copy(
+                f"COPY ledger.transactions ({', '.join(_TX_COLUMNS)}) FROM STDIN") as copy:
+            for t in rows:
+                await copy.write_row(t.values())
+    except psycopg.errors.UniqueViolation:
+        pass
 
 
 async def _legacy_segments(conn: psycopg.AsyncConnection[Any], first: str
@@ -398,16 +446,37 @@ async def trim_ledger(redis: Client, conn: psycopg.AsyncConnection[Any], *,
     if not head:
         return outcome
     archived = await archived_rows(conn, [i for i, _ in head])
+    ledger = {i: _transaction(i, json.loads(f["tx"])) for i, f in head}
     transactions = await archived_transactions(conn, [i for i, _ in head])
+    blank = [ledger[i] for i, tx in transactions.items() if tx.blank_of(ledger[i])]
+    if blank:  # copied without their table and hand: filled in, then read back
+        await fill_in_hands(conn, blank)
+        transactions = await archived_transactions(conn, [i for i, _ in head])
     legacy = await _legacy_segments(conn, head[0][0])
+
+    def before_0011(entry_id: str) -> bool:
+        return any(lo <= parse_id(entry_id) <= hi for lo, hi in legacy)
+
+    def needs_row(entry_id: str) -> bool:
+        """Every transaction has its row, unless its segment was copied before migration
+        0011 (the rebuild of the sessions refuses such a range) and it has postings (which
+        name its table and hand) or names no hand."""
+        tx = ledger[entry_id]
+        return not before_0011(entry_id) or (tx.postings == 0 and bool(tx.table_id
+                                                                        or tx.hand_id))
+
+    missing = [ledger[i] for i, _ in head
+               if i not in transactions and before_0011(i) and needs_row(i)]
+    if missing:  # a break-even settlement copied before 0011: its row written first
+        await write_missing_rows(conn, missing)
+        transactions = await archived_transactions(conn, [i for i, _ in head])
     last_line: dict[str, str] = {}
     for entry_id, fields in head:
         postings = _postings(entry_id, fields)
-        # Every transaction has its row, equal to Redis's, unless its segment was copied
-        # before migration 0011 (the rebuild of the sessions refuses such a range).
+        # Each row equal to Redis's (its table and hand too: a break-even settlement's only
+        # record of its hand once it left Redis).
         tx = transactions.get(entry_id)
-        if not any(lo <= parse_id(entry_id) <= hi for lo, hi in legacy) and (
-                tx is None or tx != _transaction(entry_id, json.loads(fields["tx"]))):
+        if (needs_row(entry_id) or tx is not None) and (tx is None or tx != ledger[entry_id]):
             raise LedgerArchiveError(f"transaction {entry_id} in PostgreSQL differs from "
                                      "the ledger (ledger.transactions): nothing trimmed")
         for i, account, amount, record in postings:
