@@ -126,6 +126,9 @@ class Outcome:
     """The wallet's ledger in PostgreSQL and Redis against its balances (:func:`check_ledger`)."""
     ledger_trimmed: int = 0
     """The wallet's ledger entries no longer in Redis (archived)."""
+    break_even: int = 0
+    """Settlements with no posting (a break-even or voided hand) that left Redis: each hand's
+    must still be found by the replay (migration 0012)."""
     unverified: int = 0
     exited: list[str] = field(default_factory=list)
     """Processes found exited without being killed."""
@@ -565,6 +568,73 @@ def verify_all(ar: ArchiveRoom, work: Path) -> dict[str, Any]:
     return report
 
 
+async def failure_evidence(ar: ArchiveRoom, failures: Sequence[dict[str, Any]],
+                           limit: int = 3) -> list[str]:
+    """What both stores hold of each failed hand (the first ``limit``), read while they run:
+    the wallet's ledger entries naming the hand in Redis and in PostgreSQL (any kind), the
+    ledger's archived segments around them, and the hand's last events in each store."""
+    admin = aredis.Redis.from_url(ar.room.redis.url, decode_responses=True)
+    lines: list[str] = []
+    try:
+        async with await _pg_connect(ar.pg.dsn("admin")) as conn:
+            for failure in failures[:limit]:
+                table, hand = str(failure.get("table")), f"h{failure.get('hand')}"
+                where = f"evidence table {table} hand {failure.get('hand')}"
+                hot = []
+                start = "-"
+                while True:
+                    batch: list[Any] = list(await admin.xrange(LEDGER, min=start,
+                                                               count=1000) or [])
+                    for entry_id, fields in batch:
+                        plan = json.loads(fields["tx"])
+                        if plan.get("table_id") == table and plan.get("hand_id") == hand:
+                            hot.append(f"{entry_id} {plan.get('kind')} {plan['postings']}")
+                    if len(batch) < 1000:
+                        break
+                    start = f"({batch[-1][0]}"
+                first = await admin.xrange(LEDGER, count=1)
+                head = str(first[0][0]) if first else "none"
+                cur = await conn.execute(
+                    "SELECT transaction_id, kind, account, amount FROM ledger.postings WHERE "
+                    "table_id = %s AND hand_id = %s ORDER BY transaction_id, posting",
+                    (table, hand))
+                cold = [f"{tx} {kind} {account} {amount}"
+                        for tx, kind, account, amount in await cur.fetchall()]
+                cur = await conn.execute(  # a break-even hand's settlement: its row only
+                    "SELECT transaction_id, kind, postings FROM ledger.transactions WHERE "
+                    "table_id = %s AND hand_id = %s ORDER BY transaction_id", (table, hand))
+                cold += [f"{tx} {kind} ({postings} postings: ledger.transactions)"
+                         for tx, kind, postings in await cur.fetchall()]
+                cur = await conn.execute(
+                    "SELECT first_id, last_id, transactions FROM ledger.segments "
+                    "ORDER BY last_ms, last_seq")
+                segments = [f"{a}..{b}({n})" for a, b, n in await cur.fetchall()]
+                lines.append(f"{where}: ledger in Redis {hot or 'none'} (its first entry "
+                             f"{head}); in PostgreSQL "
+                             f"{cold or 'none'}; ledger segments {segments[:8]}"
+                             f"{' ...' if len(segments) > 8 else ''}")
+                cur = await conn.execute(
+                    "SELECT sequence, type FROM history.events WHERE table_id = %s AND "
+                    "hand = %s ORDER BY sequence", (table, failure.get("hand")))
+                events = [f"#{n} {t}" for n, t in await cur.fetchall()]
+                cur = await conn.execute(
+                    "SELECT count(DISTINCT hand_id) FROM (SELECT hand_id FROM ledger.postings "
+                    "WHERE table_id = %s AND kind = 'settlement' UNION SELECT hand_id FROM "
+                    "ledger.transactions WHERE table_id = %s AND kind = 'settlement') s",
+                    (table, table))
+                row = await cur.fetchone()
+                lines.append(f"{where}: its events in PostgreSQL {len(events)}, the last "
+                             f"{events[-6:]}; the table's hands settled in PostgreSQL "
+                             f"{row[0] if row else '?'}")
+    except Exception as exc:  # a diagnostic must not end the report
+        lines.append(f"evidence not read: {type(exc).__name__}: {exc}")
+    finally:
+        await admin.aclose()
+    for line in lines:
+        print(line, flush=True)
+    return lines
+
+
 ARCHIVER_EVENTS: Final = ("archived", "trimmed", "archive_failed", "archive_round_failed")
 
 
@@ -627,6 +697,14 @@ async def check_ledger(ar: ArchiveRoom, out: Outcome) -> None:
         for tx, account, amount, kind, table, hand in await cur.fetchall():
             cold.setdefault(tx, []).append((account, int(amount)))
             if kind == "settlement":
+                settled[tx] = (table, hand)
+        cur = await conn.execute("SELECT transaction_id, table_id, hand_id FROM "
+                                 "ledger.transactions WHERE kind = 'settlement' AND "
+                                 "postings = 0")
+        for tx, table, hand in await cur.fetchall():
+            if tx not in hot:
+                out.break_even += 1
+                cold.setdefault(tx, [])
                 settled[tx] = (table, hand)
     differ = [tx for tx in hot.keys() & cold.keys() if tuple(cold[tx]) != hot[tx]]
     if differ:
@@ -703,8 +781,11 @@ async def campaign(hands: int, kills: int, n_tables: int, seed: int, work: Path,
         out.chips_lost = await room.chips_lost(table_ids)
         out.duplicate_settlements = await duplicate_settlements(room.redis)
         await check_ledger(ar, out)
-        out.replay = check_replay(await asyncio.to_thread(verify_all, ar, work), out.hands)
+        report = await asyncio.to_thread(verify_all, ar, work)
+        out.replay = check_replay(report, out.hands)
         out.unverified = out.replay.unverified
+        if report.get("failures"):
+            out.replay.problems.extend(await failure_evidence(ar, report["failures"]))
     out.judge(hands, kills)
     return out
 
@@ -736,6 +817,7 @@ def main(argv: list[str] | None = None) -> int:
           f"samples_skipped={out.samples_skipped} chips_lost={out.chips_lost} "
           f"duplicate_settlements={out.duplicate_settlements} actions={out.tally.actions} "
           f"bot_errors={len(out.tally.errors)} verified_in_full={out.replay.in_full} "
+          f"break_even_archived={out.break_even} "
           f"seconds={time.monotonic() - started:.0f}")
     print(out.line())
     return 0 if not out.problems else 1

@@ -144,6 +144,7 @@ def check_replay(report: Mapping[str, Any], hands_played: int) -> ReplayCheck:
         out.problems.append(f"the log has {out.hands} hands, {hands_played} were played")
     if out.failed:
         out.problems.append(f"{out.failed} hands failed verification")
+    out.problems.extend(failure_lines(report.get("failures") or []))
     for note in report.get("notes") or []:
         out.problems.append(f"note: {note}")
     results = report.get("results")
@@ -168,6 +169,31 @@ def check_replay(report: Mapping[str, Any], hands_played: int) -> ReplayCheck:
     if report.get("notes"):
         out.unverified = hands_played  # a check was not made of any hand
     return out
+
+
+FAILURE_LINES = 10
+"""Failed hands named one by one (the rest counted)."""
+
+
+def failure_lines(failures: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each failed hand of the verifier's report as one line: its table and hand, where it
+    was read from (each store's events, the deck's) and every problem found (its event).
+
+    >>> failure_lines([{"table": "t", "hand": 3, "read_from": ["events #9..#20 from Redis"],
+    ...                 "problems": [{"event": 12, "what": "not legal"}]}])
+    ['table t hand 3 FAILED (read from events #9..#20 from Redis): event #12: not legal']
+    """
+    lines = []
+    for failure in failures[:FAILURE_LINES]:
+        where = ", ".join(failure.get("read_from") or []) or "?"
+        problems = "; ".join(
+            (f"event #{p.get('event')}: " if p.get("event") is not None else "")
+            + str(p.get("what")) for p in failure.get("problems") or []) or "no problem named"
+        lines.append(f"table {failure.get('table')} hand {failure.get('hand')} FAILED "
+                     f"(read from {where}): {problems}")
+    if len(failures) > FAILURE_LINES:
+        lines.append(f"... and {len(failures) - FAILURE_LINES} more failed hands")
+    return lines
 
 
 def enough_play(actions: int, hands: int) -> list[str]:

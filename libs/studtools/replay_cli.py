@@ -588,6 +588,8 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
                     hand, verdict.after, ledger.get((table_id, f"h{hand.number}"), [])))
                 verdict.checks.append("wallet")
             verdicts.append(verdict)
+    for hand, verdict in zip(todo, verdicts, strict=True):
+        verdict.read_from = read_from(hand, log)
     await _recheck_last_settlement(settings, table_id, todo, verdicts)
     if log.chain is not None:
         _chain_problem(table_id, log.chain, todo, verdicts, hand_number)
@@ -602,6 +604,25 @@ async def verify_table(settings: Settings, table_id: str, hand_number: int | Non
         finally:
             await dealer.aclose()
     return verdicts
+
+
+def read_from(hand: HandLog, log: TableLog) -> list[str]:
+    """Where ``hand``'s events (its lead's too) were read from: the archive's part
+    (``log.archived_to``) and Redis's, each as ``events #a..#b from STORE``.
+
+    >>> from rules import TableState
+    >>> log = TableLog(TableState(), [], archived_to=5, archived_in="PostgreSQL")
+    >>> hand = HandLog("t", 2, TableState(), [Logged(s, "", 0.0, None) for s in (4, 5, 6)])
+    >>> read_from(hand, log)
+    ['events #4..#5 from PostgreSQL', 'events #6..#6 from Redis']
+    """
+    sequences = [item.sequence for item in (*hand.lead, *hand.events)]
+    parts = []
+    for store, picked in ((log.archived_in, [s for s in sequences if s <= log.archived_to]),
+                          ("Redis", [s for s in sequences if s > log.archived_to])):
+        if picked:
+            parts.append(f"events #{min(picked)}..#{max(picked)} from {store}")
+    return parts
 
 
 def _chain_problem(table_id: str, broken: ChainBreak, hands: Sequence[HandLog],
@@ -665,6 +686,7 @@ async def _check_cards(dealer: DealerSource, token: str, table_id: str,
         checked = verify_hand(audit_from_proto(record.message),
                               [item.event for item in hand.events])
         verdict.checks.append("cards")
+        verdict.read_from.append(f"deck from {record.source}")
         if not checked.ok:
             verdict.problems.append(Problem(
                 hand.number, _first_card_event(hand), "cards: " + "; ".join(checked.problems)))
@@ -699,6 +721,9 @@ async def _verify(args: argparse.Namespace, out: TextIO, settings: Settings) -> 
         for verdict in failed:
             for problem in verdict.problems:
                 print("FAILED " + problem.line(verdict.table_id), file=out)
+            if verdict.read_from:
+                print(f"read from: table {verdict.table_id} hand {verdict.hand}: "
+                      + ", ".join(verdict.read_from), file=out)
         if args.verbose:
             for verdict in verdicts:
                 for note in verdict.notes:

@@ -392,6 +392,10 @@ class HandVerdict:
     checks: list[str] = field(default_factory=list)
     after: TableState | None = field(default=None, repr=False)
     """The state after the hand, folded from the log (for the money check)."""
+    read_from: list[str] = field(default_factory=list)
+    """Where the hand was read from: its events' stores (e.g. ``events #1..#9 from
+    PostgreSQL``, ``events #10..#31 from Redis``) and its deck's (``deck from the
+    dealer``), so that a failure names the store of the wrong bytes."""
 
     @property
     def ok(self) -> bool:
@@ -401,7 +405,7 @@ class HandVerdict:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form."""
         return {"table": self.table_id, "hand": self.hand, "ok": self.ok,
-                "checks": self.checks, "notes": self.notes,
+                "checks": self.checks, "notes": self.notes, "read_from": self.read_from,
                 "problems": [{"event": p.sequence, "what": p.what} for p in self.problems]}
 
 

@@ -271,6 +271,10 @@ class TableLog:
     """The first broken link of the events read (their stored bytes), None when whole."""
     chain_note: str = ""
     """What of the chain could not be checked (e.g. the links into an archive not read)."""
+    archived_to: int = 0
+    """Events ``..archived_to`` were read from ``archived_in``, those after it from Redis."""
+    archived_in: str = ""
+    """Where the archived events were read from (``PostgreSQL``, the export's files)."""
 
 
 def _split(decoded: list[Logged | RoomLogged]) -> tuple[list[Logged], list[RoomLogged]]:
@@ -474,7 +478,8 @@ class RedisSource:
                                  skipped="" if archive is None else
                                  "read from the export's files, not as stored bytes")
                 return TableLog(TableState(), old_events + events, room=old_room + room,
-                                **chain)
+                                archived_to=trimmed, archived_in="PostgreSQL"
+                                if archive is None else f"the export in {archive}", **chain)
             raise SourceError(f"table {table_id}: the archive in {archive or 'PostgreSQL'} "
                               f"does not hold events 1..{trimmed}")
         snapshot = await self.client.hgetall(snapshot_key(table_id))
@@ -537,7 +542,7 @@ class RedisSource:
             raise SourceError(f"table {table_id}: PostgreSQL: {exc}") from None
         events, room = _split(decoded)
         start = state_from_json(before) if before is not None else TableState()
-        return TableLog(start, events, room=room)
+        return TableLog(start, events, room=room, archived_to=last, archived_in="PostgreSQL")
 
     async def _archived(self, table_id: str, trimmed: int) -> list[bytes]:
         """Events ``1 .. trimmed`` of a table from PostgreSQL: their stored bytes."""
@@ -595,20 +600,28 @@ class RedisSource:
 
     async def _archived_settlements(self, table_ids: Sequence[str] | None
                                     ) -> list[tuple[tuple[str, str], LedgerTx]]:
-        """The settlements whose ledger entries left Redis (``ledger.postings``)."""
+        """The settlements whose ledger entries left Redis (``ledger.postings``), and those
+        with no posting (a break-even or voided hand: ``ledger.transactions``, migration
+        0012, where alone their table and hand are)."""
         import psycopg
 
+        where = "" if table_ids is None else " AND table_id = ANY(%s)"
         query = ("SELECT transaction_id, table_id, hand_id, account, amount FROM "
-                 "ledger.postings WHERE kind = 'settlement'"
-                 + ("" if table_ids is None else " AND table_id = ANY(%s)")
+                 "ledger.postings WHERE kind = 'settlement'" + where
                  + " ORDER BY transaction_id, posting")
+        empty = ("SELECT transaction_id, table_id, hand_id FROM ledger.transactions WHERE "
+                 "kind = 'settlement' AND postings = 0" + where)
+        args = () if table_ids is None else (list(table_ids),)
         rows: dict[str, tuple[tuple[str, str], list[tuple[str, int]]]] = {}
         try:
             conn = await self._history()
-            cur = await conn.execute(query, () if table_ids is None else (list(table_ids),))
+            cur = await conn.execute(query, args)
             for tx, table, hand, account, amount in await cur.fetchall():
                 rows.setdefault(str(tx), ((str(table), str(hand)), []))[1].append(
                     (str(account), int(amount)))
+            cur = await conn.execute(empty, args)
+            for tx, table, hand in await cur.fetchall():
+                rows.setdefault(str(tx), ((str(table), str(hand)), []))
         except psycopg.Error as exc:
             await self._drop_history()
             raise SourceError(f"the wallet's archived ledger: PostgreSQL: {exc}") from None
@@ -680,6 +693,8 @@ class AuditRecord:
 
     down: dict[int, list[Card]]
     message: dpb.HandAudit
+    source: str = "the dealer"
+    """Where the record was read from (the dealer, or PostgreSQL once it released it)."""
 
 
 class DealerSource:
@@ -744,7 +759,7 @@ class DealerSource:
                         and await self._archived_record(table_id, hand))
             if not archived:
                 raise _audit_error(table_id, hand, exc) from None
-            reply = archived  # released by the dealer: its record is in the archive
+            return _audit_record(archived, ARCHIVED_RECORDS)  # released by the dealer
         return _audit_record(reply)
 
     async def audits(self, token: str, table_id: str, hands: Sequence[int],
@@ -777,7 +792,8 @@ class DealerSource:
                 out[hand] = reply
                 continue
             out[hand] = (_audit_error(table_id, hand, reply)
-                         if isinstance(reply, grpc.aio.AioRpcError) else _audit_record(reply))
+                         if isinstance(reply, grpc.aio.AioRpcError) else _audit_record(
+                             reply, ARCHIVED_RECORDS if hand in archived else "the dealer"))
         return out
 
     async def my_cards(self, token: str, table_id: str, hand: int) -> tuple[int, list[Card]]:
@@ -792,14 +808,18 @@ class DealerSource:
         return reply.seat, [card_from_proto(c) for c in reply.down]
 
 
-def _audit_record(reply: dpb.HandAudit) -> AuditRecord:
+ARCHIVED_RECORDS: Final = "PostgreSQL (auditor.dealer_hands)"
+"""Where the dealer's records of the hands it released are read from."""
+
+
+def _audit_record(reply: dpb.HandAudit, source: str = "the dealer") -> AuditRecord:
     down: dict[int, list[tuple[int, Card]]] = {}
     for street in reply.streets:
         for draw in street.cards:
             if not draw.up and draw.seat:
                 down.setdefault(draw.seat, []).append((draw.index, card_from_proto(draw.card)))
     return AuditRecord({seat: [c for _, c in sorted(cards, key=lambda x: x[0])]
-                        for seat, cards in down.items()}, reply)
+                        for seat, cards in down.items()}, reply, source)
 
 
 def _audit_error(table_id: str, hand: int, exc: grpc.aio.AioRpcError) -> SourceError:
