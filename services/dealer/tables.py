@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from dealer.keyed_locks import KeyedLocks
 from rules import Event, TableState, evolve, fold, initial_state
 from rules.events import (
     CardBurned,
@@ -243,7 +243,7 @@ class PublicTables:
         self._decode = decode
         self._max_tables = max_tables
         self._views: OrderedDict[str, TableView] = OrderedDict()
-        self._locks: dict[str, _TableLock] = {}
+        self._locks = KeyedLocks()
         self._old: OrderedDict[tuple[str, int], HandRecord] = OrderedDict()
         """(table, hand) -> an older hand's record, folded again (least recently used goes)."""
         self._old_lock = asyncio.Lock()
@@ -294,7 +294,7 @@ class PublicTables:
                             ) -> tuple[TableView, dict[bytes, bytes] | None]:
         """:meth:`view`, and the hash ``hash_key`` (a key of the table's own hash tag: the
         dealer's record of one of its hands) read in the same round trip (issue 35)."""
-        async with self._lock(table_id):
+        async with self._locks.hold(table_id):
             view = self._views.get(table_id) or TableView(table_id)
             # One round trip while the cached view is a prefix of the stream: every call
             # but the first after a reset store or an archive's trim, which read again.
@@ -435,25 +435,3 @@ class PublicTables:
         self._views.move_to_end(view.table_id)
         while len(self._views) > self._max_tables:
             self._views.popitem(last=False)
-
-    @contextlib.asynccontextmanager
-    async def _lock(self, table_id: str) -> AsyncIterator[None]:
-        entry = self._locks.get(table_id)
-        if entry is None:
-            entry = self._locks[table_id] = _TableLock()
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0 and self._locks.get(table_id) is entry:
-                del self._locks[table_id]
-
-
-@dataclass(eq=False, slots=True)
-class _TableLock:
-    """A table's lock and how many calls hold or wait for it."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
