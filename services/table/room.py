@@ -21,19 +21,36 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum, unique
-from typing import Final, TypeAlias
+from typing import Final
 
 import rules
 from rules import Command, TableState
 from rules.commands import AddChips, LeaveSeat, OpenTable, SitDown, SitOut
-from rules.config import TableConfig
 from rules.decide import decide_and_fold
 from rules.errors import Reason, RuleViolation
 from rules.events import PlayerLeft
 from studkit.errors import BadRequest, FailedPrecondition
 from table import room_events as rev
-from table.model import TableSettings, settings_from_stored, settings_to_proto
-from table.room_events import RoomEvent
+from table.model import settings_from_stored, settings_to_proto
+from table.room_commands import (
+    ApplyTopUp,
+    BuyInEnd,
+    Close,
+    ConfirmBuyIn,
+    DropTopUp,
+    EndBuyIn,
+    Leave,
+    Open,
+    PayCashOut,
+    Play,
+    QueueTopUp,
+    Reconciled,
+    Record,
+    RequestBuyIn,
+    RoomCommand,
+    SetMuck,
+    Settle,
+)
 from table.room_state import (
     BUY_IN,
     CASH_OUT,
@@ -55,139 +72,36 @@ from table.tournament import (
     refuse_players,
 )
 
-__all__ = ["BUY_IN", "CASH_OUT", "TOP_UP", "Room", "Saga", "Turn", "apply"]
+__all__ = [
+    "BUY_IN",
+    "CASH_OUT",
+    "TOP_UP",
+    "ApplyTopUp",
+    "BuyInEnd",
+    "Close",
+    "ConfirmBuyIn",
+    "DropTopUp",
+    "EndBuyIn",
+    "Leave",
+    "Open",
+    "PayCashOut",
+    "Play",
+    "QueueTopUp",
+    "Reconciled",
+    "Record",
+    "RequestBuyIn",
+    "Room",
+    "RoomCommand",
+    "Saga",
+    "SetMuck",
+    "Settle",
+    "Turn",
+    "apply",
+]
 
 
 class RoomRefusal(FailedPrecondition):
     """The room's policy refuses the command now (``FAILED_PRECONDITION`` with a reason)."""
-
-
-# --- commands -------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Open:
-    table_id: str
-    config: TableConfig
-    settings: TableSettings
-    tournament_id: str = ""
-    """Non-empty: a tournament table (no wallet, no rake; :mod:`table.tournament`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Play:
-    """A rules command (an action, a deal, a time-out, a sit-out, ...)."""
-
-    command: Command
-
-
-@dataclass(frozen=True, slots=True)
-class RequestBuyIn:
-    seat: int
-    player_id: str
-    amount: int
-    wallet_key: str
-    command_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConfirmBuyIn:
-    seat: int
-    wallet_key: str
-
-
-@unique
-class BuyInEnd(StrEnum):
-    """How a buy-in ends without a seat (its value is in the step's command id)."""
-
-    FAILED = "failed"
-    REFUND_DUE = "refund_due"
-    REFUNDED = "refunded"
-
-
-@dataclass(frozen=True, slots=True)
-class EndBuyIn:
-    """The buy-in ends without a seat: failed (nothing moved), due for a refund, or
-    refunded."""
-
-    seat: int
-    wallet_key: str
-    stage: BuyInEnd
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class QueueTopUp:
-    seat: int
-    player_id: str
-    amount: int
-    wallet_key: str
-    command_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ApplyTopUp:
-    seat: int
-    wallet_key: str
-
-
-@dataclass(frozen=True, slots=True)
-class DropTopUp:
-    seat: int
-    wallet_key: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Leave:
-    """Stand the seat up now (with its cash-out), or once it can go (``LeaveRequested``)."""
-
-    seat: int
-    player_id: str
-    wallet_key: str
-
-
-@dataclass(frozen=True, slots=True)
-class PayCashOut:
-    seat: int
-    wallet_key: str
-
-
-@dataclass(frozen=True, slots=True)
-class SetMuck:
-    seat: int
-    player_id: str
-    muck: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    by: str
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    hand_number: int
-    rake: int
-
-
-@dataclass(frozen=True, slots=True)
-class Reconciled:
-    """A reconciliation's finding: ``problem`` ("" when every escrow equals its stack)."""
-
-    problem: str
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """Room events as they are (a migration of old side keys, an orphan's refund)."""
-
-    events: tuple[RoomEvent, ...]
-
-
-RoomCommand: TypeAlias = (Open | Play | RequestBuyIn | ConfirmBuyIn | EndBuyIn | QueueTopUp
-                          | ApplyTopUp | DropTopUp | Leave | PayCashOut | SetMuck | Close
-                          | Settle | Reconciled | Record | SeatEntrant | UnseatEntrant
-                          | SetStakes | PauseDealing)
 
 
 @dataclass(frozen=True, slots=True)
