@@ -13,6 +13,11 @@ Prints figures; asserts nothing.
   watchers and one on the rail are sent them: us an envelope (for all five).
 - ``fold``: :func:`table.actor.evolve` of every envelope of that game (a table's load and
   catch-up): us an envelope.
+- ``fanout``: the game's appends (each command's game envelopes) fanned out by the actor
+  (:meth:`table.actor.TableActor._fan_out`) to 5 live batched watches
+  (:meth:`table.watching.Watching.watch_batches`: the inbox, its wake, the batch), each
+  taken by a task as the servicer's loop takes them, the records left out (``records``):
+  us an append (for all five).
 
 Each figure is the best of ``--repeat`` timings (``time.process_time``). With ``--base REV``
 the same figures are taken from that revision's ``libs`` and ``services`` (``git archive``)
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ("plumbing", "decide", "records", "fold")
+PARTS = ("plumbing", "decide", "records", "fold", "fanout")
 
 
 def best(run: Callable[[], object], per: int, repeat: int) -> float:
@@ -153,9 +158,9 @@ def game_commands(seed: int, hands: int) -> list[Any]:
     return commands
 
 
-def decided(commands: list[Any]) -> tuple[Callable[[], int], list[Any]]:
-    """A run deciding ``commands`` on a fresh actor (returns how many), and the sealed
-    envelopes of one run."""
+def decided(commands: list[Any]) -> tuple[Callable[[], int], list[Any], list[list[Any]]]:
+    """A run deciding ``commands`` on a fresh actor (returns how many), the sealed
+    envelopes of one run, and those of each command (an append's)."""
     from studkit.commit import seal
     from table.actor import ActorDeps, Asked, TableActor
 
@@ -166,19 +171,68 @@ def decided(commands: list[Any]) -> tuple[Callable[[], int], list[Any]]:
         return clock[0]
 
     envelopes: list[Any] = []
+    appends: list[list[Any]] = []
 
     def run() -> int:
         actor = TableActor("bench", ActorDeps(store=None, redis=None, clock=tick))  # type: ignore[arg-type]
         envelopes.clear()
+        appends.clear()
         for command in commands:
             proposal = actor.decide(Asked(command))
             seal(proposal.envelopes, "bench", "c:bench", actor.version)
             envelopes.extend(proposal.envelopes)
+            appends.append(list(proposal.envelopes))
             actor.room = proposal.state
         return len(commands)
 
     run()
-    return run, list(envelopes)
+    return run, list(envelopes), list(appends)
+
+
+def fanout(appends: list[list[Any]], repeat: int, watchers: int = 5) -> float:
+    """The appends fanned out to ``watchers`` live batched watches: us an append."""
+    from studkit.auth import Principal, Role
+    from studkit.mapping import is_room_event
+    from table.actor import ActorDeps, TableActor
+    from table.watching import Watching
+
+    visible = sum(1 for a in appends for e in a if not is_room_event(e))
+
+    async def once() -> float:
+        """One round, on a fresh actor with fresh watches: CPU seconds."""
+        actor = TableActor("bench", ActorDeps(store=None, redis=None))  # type: ignore[arg-type]
+
+        async def routed(_table_id: str) -> TableActor:
+            return actor
+
+        reading = Watching(None, routed)  # type: ignore[arg-type]
+        taken = [0] * watchers
+
+        async def watch(number: int) -> None:
+            async for batch in reading.watch_batches(Principal(Role.OPERATOR, "ops"),
+                                                     "bench", 0):
+                taken[number] += len(batch)
+
+        tasks = [asyncio.create_task(watch(n)) for n in range(watchers)]
+        for _ in range(3):
+            await asyncio.sleep(0)  # each watch subscribed, waiting
+        assert len(actor.watchers) == watchers
+        started = time.process_time()
+        for append in appends:
+            actor._fan_out(append)  # room events are the actor's to drop, as it does
+            await asyncio.sleep(0)  # the watches take it, as the loop's next turn does
+        while min(taken) < visible:
+            await asyncio.sleep(0)
+        spent = time.process_time() - started
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return spent
+
+    async def main() -> float:
+        return min([await once() for _ in range(repeat)]) / len(appends) * 1e6
+
+    return asyncio.run(main())
 
 
 def figures(repeat: int, seed: int, hands: int) -> dict[str, float]:
@@ -189,7 +243,7 @@ def figures(repeat: int, seed: int, hands: int) -> dict[str, float]:
 
     out = {"plumbing": plumbing(repeat)}
     commands = game_commands(seed, hands)
-    run, envelopes = decided(commands)
+    run, envelopes, appends = decided(commands)
     out["decide"] = best(run, len(commands), repeat)
     game = [e for e in envelopes if not is_room_event(e)]
     viewers = [(1, True), (3, True), (5, True), (7, True), (None, False)]
@@ -208,6 +262,7 @@ def figures(repeat: int, seed: int, hands: int) -> dict[str, float]:
             room = evolve(room, envelope)
 
     out["fold"] = best(fold, len(envelopes), repeat)
+    out["fanout"] = fanout(appends, repeat)
     out["commands"] = len(commands)
     out["envelopes"] = len(envelopes)
     return out

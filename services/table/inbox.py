@@ -19,34 +19,65 @@ class WatcherTooSlow(Exception):
 
 @dataclass(eq=False)
 class Watcher:
-    """One live viewer's inbox: appended envelopes of the game, bounded."""
+    """One live viewer's inbox: appended envelopes of the game, at most ``limit`` not yet
+    taken. An append's envelopes go in at once and wake the watch once (issue 35: an
+    ``asyncio.Queue`` took and gave them one at a time); the watch takes all that is there,
+    in the order offered (:meth:`take`)."""
 
     limit: int
-    queue: asyncio.Queue[EventEnvelope | None] = field(init=False)
+    pending: list[EventEnvelope] = field(default_factory=list)
+    """Offered, not yet taken, in order."""
     overflowed: bool = False
+    """More was offered than ``limit`` allows untaken: what fit is still sent, then the
+    watch ends as too slow."""
     closed: bool = False
     """The replica no longer serves the table (handed over, lease lost, stopping): the
-    watch ends so that its client resumes at the owner (``None`` in the queue wakes it)."""
-
-    def __post_init__(self) -> None:
-        self.queue = asyncio.Queue(maxsize=self.limit)
+    watch ends, after what is pending, so that its client resumes at the owner."""
+    _waiter: asyncio.Future[None] | None = None
 
     def offer(self, envelopes: Sequence[EventEnvelope]) -> None:
-        for envelope in envelopes:
-            if self.overflowed or self.closed:
-                return
-            try:
-                self.queue.put_nowait(envelope)
-            except asyncio.QueueFull:
-                self.overflowed = True
+        if self.overflowed or self.closed or not envelopes:
+            return
+        pending = self.pending
+        room = self.limit - len(pending)
+        if len(envelopes) > room:
+            pending.extend(envelopes[:max(0, room)])
+            self.overflowed = True
+        else:
+            pending.extend(envelopes)
+        self._wake()
 
     def close(self) -> None:
-        """End the watch: what is queued is still sent, then the watch ends (a full inbox
+        """End the watch: what is pending is still sent, then the watch ends (a full inbox
         ends it as too slow, which the client resumes from the same sequence too)."""
         if self.closed:
             return
         self.closed = True
-        try:
-            self.queue.put_nowait(None)
-        except asyncio.QueueFull:
+        if len(self.pending) >= self.limit:
             self.overflowed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def take(self, most: int) -> list[EventEnvelope]:
+        """The first ``most`` envelopes pending (all of them, as a rule: an append's or
+        several appends'), in order, waiting for some; empty once the watch is to end
+        (:attr:`overflowed` or :attr:`closed`, nothing pending)."""
+        while not self.pending:
+            if self.overflowed or self.closed:
+                return []
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        pending = self.pending
+        if len(pending) <= most:
+            self.pending = []
+            return pending
+        taken = pending[:most]
+        del pending[:most]
+        return taken

@@ -13,19 +13,22 @@ the stream goes on. As for the unary call, a refusal changes nothing, except ``U
 ``INTERNAL`` or ``DEADLINE_EXCEEDED`` once the append was sent: that action may have been
 applied, and is retried with the same command id (a duplicate then).
 
-One stream, three parts: the watch (a task reading the table's batches), the actions (a task
-reading the client's messages and handling them one at a time, in order: the next message is
-read only once the previous one is answered, so a flood waits in gRPC's flow control, never
-in a queue of ours), and the one writer, this handler's generator (grpc.aio allows one write
-at a time), which takes both from a small queue. A client that half-closes keeps receiving
-records until it cancels. An action under way when the stream ends is not cancelled: it goes
-on to its end, and is answered before the stream's end if the stream is still open (its
-watch ended). The stream ends as ``WatchTable``'s does, and with
+One stream, two tasks, each writing what it has (one write at a time, in the order the
+messages were made: :class:`table.play_order.ReplyOrder` says where each goes): the watch
+(reading the table's batches) and the actions (reading the client's messages and handling
+them one at a time, in order, each in that task: the next message is read only once the
+previous one is answered, so a flood waits in gRPC's flow control, never in a queue of
+ours). A write waits for the client to read: a watch that falls behind is cut off as
+``WatchTable``'s is (``watcher_too_slow``). The handler waits for the end. A client that
+half-closes keeps receiving records until it cancels. An action under way when the stream
+ends is not cancelled: it goes on to its end, and is answered before the stream's end if the
+stream is still open (its watch ended). The stream ends as ``WatchTable``'s does, and with
 ``INVALID_ARGUMENT`` when the first message is not ``watch`` (``watch_first``), a later one
 is (``watch_again``) or is empty (``empty_message``), or a message does not decode
 (``undecodable_request``). An action naming another table than the stream's (an empty
 ``table_id`` included) is refused by a reply (``INVALID_ARGUMENT``, ``other_table``): the
-stream's table is the only one it acts at.
+stream's table is the only one it acts at; a ``table_id`` no table can have is refused as
+its unary call is (``malformed_id``).
 
 What is sent is built from the watchers' shared record bytes (:class:`table.views.Records`),
 never re-serialized: a ``PlayMessage{record=R}`` is the key of field 1 and ``R``'s length
@@ -36,6 +39,8 @@ left out when the command that wrote it is an action of this stream that was app
 an action is in flight, the watch's records written under its command id (its own, or
 another command's with the same id: a unary call of the same player's) wait, with the
 records after them, for its reply: applied, they are in it; refused, they come as records.
+An applied action's reply goes where its records would have been, after every record
+written before them. That bookkeeping is :class:`table.play_order.ReplyOrder`'s.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from studkit.limits import CallerKeys, CallRateLimiter, LogSampler, RateLimited,
 from studkit.mapping.common import check_ident
 from studkit.metrics import Metrics
 from table.app import TableApp, command_key
+from table.play_order import ReplyOrder
 from table.views import Records, batch_bytes, varint
 
 log = structlog.get_logger("studkit.grpc")
@@ -84,18 +90,41 @@ _RECORD_KEY: Final = bytes([pb.PlayMessage.DESCRIPTOR.fields_by_name["record"].n
 """The key of ``PlayMessage.record`` (a length-delimited field) on the wire."""
 _EVENT_ID = re.compile(r"0-([0-9]{1,19})")
 """A resume point: the stream id ``0-<sequence>`` (ASCII digits, at most 19 of them)."""
-OUTBOX: Final = 4
-"""What waits for the writer at most (batches of records, replies): past that the watch and
-the actions wait for the client to read; a watcher that falls behind is cut off as
-``WatchTable``'s is (``watcher_too_slow``)."""
-
-Unary = Callable[[Any, grpc.aio.ServicerContext], Awaitable[pb.CommandReply]]
-"""A unary action of the servicer: request -> ``CommandReply`` (raises when refused)."""
+Played = tuple[int, bool, list[bytes]]
+"""An applied action's reply, in parts: the version after it, whether it was a retry
+(``duplicate``), and the bytes of each of its records."""
+Action = Callable[[Any], Awaitable[Played]]
+"""A betting action of the servicer, handled as its unary call (the same checks, the same
+refusals raised) but answered as its reply's parts (:func:`reply_message` writes them)."""
+_REPLY_KEY: Final = bytes([pb.PlayMessage.DESCRIPTOR.fields_by_name["reply"].number << 3 | 2])
+_COMMAND_ID_KEY: Final = bytes([
+    pb.PlayReply.DESCRIPTOR.fields_by_name["command_id"].number << 3 | 2])
+_COMMAND_REPLY_KEY: Final = bytes([
+    pb.PlayReply.DESCRIPTOR.fields_by_name["reply"].number << 3 | 2])
+_VERSION_KEY: Final = bytes([pb.CommandReply.DESCRIPTOR.fields_by_name["version"].number << 3])
+_EVENT_KEY: Final = bytes([
+    pb.CommandReply.DESCRIPTOR.fields_by_name["events"].number << 3 | 2])
+_DUPLICATE: Final = bytes([
+    pb.CommandReply.DESCRIPTOR.fields_by_name["duplicate"].number << 3]) + b"\x01"
 
 
 def record_message(record: bytes) -> bytes:
     """The bytes of ``PlayMessage(record=<the record whose bytes are record>)``."""
     return _RECORD_KEY + varint(len(record)) + record
+
+
+def reply_message(command_id: str, version: int, duplicate: bool, records: list[bytes]
+                  ) -> bytes:
+    """The bytes of ``PlayMessage(reply=PlayReply(command_id=command_id,
+    reply=CommandReply(version=version, events=<records>, duplicate=duplicate)))``, the same
+    bytes protobuf writes, made of the records' bytes without parsing them."""
+    reply = b"".join((_VERSION_KEY + varint(version) if version else b"",
+                      *[_EVENT_KEY + varint(len(r)) + r for r in records],
+                      _DUPLICATE if duplicate else b""))
+    cid = command_id.encode()
+    answer = b"".join((_COMMAND_ID_KEY + varint(len(cid)) + cid if cid else b"",
+                       _COMMAND_REPLY_KEY, varint(len(reply)), reply))
+    return _REPLY_KEY + varint(len(answer)) + answer
 
 
 def resume_point(request: pb.WatchTableRequest) -> tuple[str, int]:
@@ -125,7 +154,9 @@ class Accounting:
     clock: Clock = time.time
 
 
-_BATCH, _REPLY, _END = 0, 1, 2
+_FINISHING: set[asyncio.Task[None]] = set()
+"""The tasks of streams that ended while an action was being applied: each finishes its
+action (kept here so that nothing collects it meanwhile)."""
 
 
 @dataclass
@@ -135,36 +166,34 @@ class _Stream:
     principal: Principal
     table_id: str
     client: str
-    live_from: int
-    """The table's version when the watch began: records after it may be this stream's."""
-    every_own: str | None
-    """The prefix of the caller's stored command ids when ``skip_own`` was asked for."""
-    mine: dict[str, int] = field(default_factory=dict)
-    """The stored command ids of this stream's actions whose records may still come by the
-    watch: 0 while in flight, then, once applied, the version after them (forgotten once
-    the watch is past it); a refused one is forgotten at its reply."""
-    held: list[list[EventEnvelope]] = field(default_factory=list)
-    """Batches the watch delivered from the first one holding a record of an action in
-    flight on: whether that record is this stream's own is known at the action's reply
-    (applied: it is in the reply; refused: another command with the same id, or an append
-    whose outcome was lost, wrote it, and it comes as a record), and the rest wait behind
-    it, in order."""
-    pending: dict[str, tuple[bytes, int]] = field(default_factory=dict)
-    """The replies of actions applied, each waiting for its place among the records (by
-    stored command id: the reply's bytes and the version after it)."""
+    order: ReplyOrder
+    """Where its replies go among its records (and which records are its own)."""
     busy: bool = False
     """Whether an action is being handled (read, not yet answered)."""
+    acting: bool = False
+    """Whether an action is being applied (the servicer's call under way): its task is not
+    cancelled when the stream ends, it finishes it (:data:`_FINISHING`)."""
+    ended: bool = False
+    """The stream has ended: nobody to answer any more."""
     closing: bool = False
     """The watch has ended: the action being handled is the last one."""
-    outbox: asyncio.Queue[tuple[int, Any]] = field(
-        default_factory=lambda: asyncio.Queue(OUTBOX))
+    writing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while a message is written (grpc.aio allows one write at a time)."""
+    stopping: bool = False
+    """The stream ends on its action's side: the watch takes nothing more from the order."""
+    watch_idle: asyncio.Event = field(default_factory=asyncio.Event)
+    """Cleared while the watch writes what it took from the order (it is not cancelled then:
+    those messages, a reply among them maybe, would be lost)."""
+
+    def __post_init__(self) -> None:
+        self.watch_idle.set()
 
 
 class PlayStreams:
     """The Play handler (:meth:`serve`) of one table server."""
 
     def __init__(self, app: TableApp, limiter: StreamLimiter, records: Records,
-                 actions: Mapping[str, Unary], accounting: Accounting) -> None:
+                 actions: Mapping[str, Action], accounting: Accounting) -> None:
         if set(actions) != set(ACTIONS):
             raise ValueError("a Play stream needs every action of ACTIONS")
         self._app = app
@@ -176,9 +205,9 @@ class PlayStreams:
                              f"/Play/{name}" for kind, name in ACTIONS.items()}
 
     async def serve(self, requests: AsyncIterator[pb.PlayRequest],
-                    context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        """The stream (each message as bytes: ``add_table_service`` sends them as they
-        are)."""
+                    context: grpc.aio.ServicerContext) -> None:
+        """The stream, each message written as bytes (``context.write``:
+        ``add_table_service`` sends them as they are)."""
         principal = current_principal()
         # Counted as a watch from the start: a stream that never sends its `watch` holds a
         # place too.
@@ -189,154 +218,104 @@ class PlayStreams:
                                  reason="watch_first")
             table_id, after = resume_point(first.watch)
             actor = (await self._app.routed(table_id)).actor
-            rates = self._accounting.rates
-            stream = _Stream(
-                principal, table_id,
-                self._accounting.callers.key(context.peer(), context.invocation_metadata())
-                if rates is not None else "",
-                actor.version,
-                command_key(principal, "") if first.watch.skip_own else None)
-            watching = asyncio.create_task(self._watch(stream, after))
-            acting = asyncio.create_task(self._act_all(requests, stream, context))
             viewer = self._app.hand_viewer
             record = self._records.record_bytes
             batched = first.watch.batched
 
-            def shown(batch: list[EventEnvelope]) -> list[bytes]:
-                """The messages of one batch of the watch's."""
-                last = batch[-1].sequence
-                if stream.mine or stream.every_own is not None:
-                    batch = [e for e in batch if not _own(stream, e)]
-                    for cid in [c for c, v in stream.mine.items() if 0 < v <= last]:
-                        del stream.mine[cid]
-                    if not batch:
-                        return []
+            def render(batch: list[EventEnvelope]) -> list[bytes]:
+                """The messages of a run of records of the watch's."""
                 records = [record(e, *viewer(principal, actor, e.hand_number))
                            for e in batch]
                 if batched:
                     return [record_message(batch_bytes(records))]
                 return [record_message(one) for one in records]
 
-            def emit(batch: list[EventEnvelope]) -> list[bytes]:
-                """The messages of one batch, with each reply waiting for its place put
-                before the first record of its action (or before the first record past the
-                version after it, should the action's records not come)."""
-                pending = stream.pending
-                if not pending:
-                    return shown(batch)
-                out: list[bytes] = []
-                start = 0
-                for at, envelope in enumerate(batch):
-                    due = [cid for cid, (_data, version) in pending.items()
-                           if cid == envelope.command_id or version < envelope.sequence]
-                    if not due:
-                        continue
-                    if at > start:
-                        out += shown(batch[start:at])
-                        start = at
-                    out += [pending.pop(cid)[0] for cid in due]
-                    if not pending:
-                        break
-                return out + shown(batch[start:]) if start < len(batch) else out
-
-            def released() -> list[bytes]:
-                """The messages of the held batches no action in flight holds back."""
-                out: list[bytes] = []
-                while stream.held and not _held_back(stream, stream.held[0]):
-                    out += emit(stream.held.pop(0))
-                return out
-
-            def answered(item: tuple[bytes, str, int | None, bool]) -> list[bytes]:
-                """A reply, and the held records its outcome releases (before it when it was
-                refused: those are someone else's records, or an append whose outcome was
-                lost). An action applied now waits for its place: the reply goes out where
-                its records would have, after every record written before them
-                (:func:`emit`), whether the watch has delivered them yet or not (a client
-                folding by sequence would drop a record that came after a reply past it);
-                a retry's reply (its records came long ago) goes at once."""
-                data, cid, version, fresh = item
-                if version is None:
-                    if cid and stream.mine.get(cid) == 0:
-                        del stream.mine[cid]
-                    return [*released(), data]
-                if cid:
-                    stream.mine[cid] = max(version, 1)
-                    if fresh:
-                        stream.pending[cid] = (data, version)
-                        return released()
-                return [data, *released()]
-
+            order = ReplyOrder(
+                actor.version, command_key(principal, "") if first.watch.skip_own else None,
+                render, after)
+            stream = _Stream(
+                principal, table_id,
+                self._accounting.callers.key(context.peer(), context.invocation_metadata())
+                if self._accounting.rates is not None else "", order)
+            watching = asyncio.create_task(self._watch(stream, after, context))
+            acting = asyncio.create_task(self._act_all(requests, stream, context))
             try:
-                while True:
-                    kind, item = await stream.outbox.get()
-                    if kind == _REPLY:
-                        for message in answered(item):
-                            yield message
-                        continue
-                    if kind == _END:
-                        # The action under way, if any, is answered before the end (and its
-                        # records the watch delivered, as the reply's outcome says).
-                        async for message in self._last_answers(stream, acting, answered,
-                                                                emit):
-                            yield message
-                        raise item
-                    if stream.held or _held_back(stream, item):
-                        stream.held.append(item)
-                        continue
-                    for message in emit(item):
-                        yield message
+                await self._until_the_end(stream, context, watching, acting)
             finally:
-                await settle(acting)
+                stream.ended = True
+                if stream.acting and not acting.done():
+                    # The action under way goes on to its end (counted and logged then);
+                    # the task ends after it.
+                    _FINISHING.add(acting)
+                    acting.add_done_callback(_FINISHING.discard)
+                else:
+                    await settle(acting)
                 await settle(watching)
 
-    @staticmethod
-    async def _last_answers(stream: _Stream, acting: asyncio.Task[None],
-                            answered: Callable[[Any], list[bytes]],
-                            emit: Callable[[list[EventEnvelope]], list[bytes]]
-                            ) -> AsyncIterator[bytes]:
-        """Once the watch has ended: the replies still to come (the action being handled
-        finishes: it is not cancelled), then the records still held (no action is in flight
-        any more: one that never answered is not this stream's), each reply still waiting
-        for its place in them, and last the replies whose records never came."""
-        stream.closing = True
+    async def _until_the_end(self, stream: _Stream, context: grpc.aio.ServicerContext,
+                             watching: asyncio.Task[None], acting: asyncio.Task[None]
+                             ) -> None:
+        """Wait for the stream's end: its watch's (the action under way, if any, answered
+        first, then what the order still holds: :meth:`ReplyOrder.drain`), or a message that
+        ends it (the same, the watch stopped first, once it has written what it took from the
+        order: a reply may be among it). A client that half-closes keeps its
+        records: the actions' end alone ends nothing."""
+        waiting: set[asyncio.Task[None]] = {watching, acting}
         while True:
-            while not stream.outbox.empty():
-                kind, item = stream.outbox.get_nowait()
-                if kind == _REPLY:
-                    for message in answered(item):
-                        yield message
-            if acting.done() or not stream.busy:
-                break
-            getting = asyncio.ensure_future(stream.outbox.get())
-            try:
-                await asyncio.wait({acting, getting}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                if not getting.done():
-                    getting.cancel()
-            if getting.done() and not getting.cancelled():
-                kind, item = getting.result()
-                if kind == _REPLY:
-                    for message in answered(item):
-                        yield message
-        for cid in [c for c, v in stream.mine.items() if v == 0]:
-            del stream.mine[cid]
-        held, stream.held = stream.held, []
-        for batch in held:
-            for message in emit(batch):
-                yield message
-        waiting, stream.pending = stream.pending, {}
-        for data, _version in waiting.values():
-            yield data
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if watching.done():
+                end = watching.exception()
+                if end is not None:
+                    stream.closing = True
+                    if stream.busy and not acting.done():
+                        # It answers its action, then returns (it is not cancelled).
+                        await asyncio.wait({acting})
+                    await self._write(stream, context, stream.order.drain())
+                    raise end
+                waiting.discard(watching)
+            if acting.done() and acting in waiting:
+                waiting.discard(acting)
+                failure = acting.exception()
+                if failure is not None:
+                    stream.stopping = True
+                    while not stream.watch_idle.is_set():  # its write finished first
+                        await stream.watch_idle.wait()
+                    await settle(watching)
+                    await self._write(stream, context, stream.order.drain())
+                    raise failure
+            if not waiting:
+                await asyncio.get_running_loop().create_future()  # until the client goes
 
-    async def _watch(self, stream: _Stream, after: int) -> None:
-        """The table's batches into the outbox; how the watch ended, last."""
+    @staticmethod
+    async def _write(stream: _Stream, context: grpc.aio.ServicerContext,
+                     messages: list[bytes]) -> None:
+        """Write ``messages`` in order, after every message made before them (one write at a
+        time: the order's messages are made and queued for the lock in one step, and the
+        lock is first come, first served)."""
+        if not messages:
+            return
+        async with stream.writing:
+            for message in messages:
+                await context.write(message)
+
+    async def _watch(self, stream: _Stream, after: int,
+                     context: grpc.aio.ServicerContext) -> None:
+        """The table's batches, written as they come (as the order says); raises how the
+        watch ended (after_the_end, archived, moved, ...)."""
         batches = cast(AsyncGenerator[list[EventEnvelope], None],
                        self._app.watch_batches(stream.principal, stream.table_id, after))
+        order, idle = stream.order, stream.watch_idle
         try:
             async for batch in batches:
-                await stream.outbox.put((_BATCH, batch))
-        except Exception as exc:  # the watch's end (after_the_end, archived, moved, ...)
-            await stream.outbox.put((_END, exc))
+                if stream.stopping:
+                    return
+                messages = order.batch(batch)
+                if messages:
+                    idle.clear()
+                    try:
+                        await self._write(stream, context, messages)
+                    finally:
+                        idle.set()
         finally:
             await batches.aclose()
 
@@ -347,22 +326,25 @@ class PlayStreams:
         try:
             async for request in requests:
                 stream.busy = True
-                await stream.outbox.put((_REPLY, await self._one(request, stream, context)))
+                answer = await self._one(request, stream, context)
+                if stream.ended:
+                    return  # nobody to answer: the action was counted and logged as late
+                await self._write(stream, context, stream.order.answered(*answer))
                 stream.busy = False
                 if stream.closing:
                     return
-        except Exception as exc:  # a later `watch`, an empty or undecodable message, expiry
+        except Exception:  # a later `watch`, an empty or undecodable message, expiry
             stream.busy = False
-            await stream.outbox.put((_END, exc))
+            raise
 
     async def _one(self, request: pb.PlayRequest, stream: _Stream,
                    context: grpc.aio.ServicerContext
                    ) -> tuple[bytes, str, int | None, bool]:
         """One action, handled as its unary call: its reply's bytes, its stored command id
         ("" when it was refused before it had one) and, applied, the version after it
-        (None: refused). An action under way when the stream ends goes on to its end
-        (shielded: it is answered if the stream is still open, its outcome logged
-        anyway)."""
+        (None: refused). An action under way when the stream ends goes on to its end (its
+        task is not cancelled: it is answered if the stream is still open, its outcome
+        logged anyway)."""
         kind = request.WhichOneof("kind")
         if kind is None:
             raise BadRequest("kind", "an empty message on a Play stream",
@@ -394,17 +376,22 @@ class PlayStreams:
             if accounting.rates is not None:
                 accounting.rates.check(stream.principal, stream.client)
             if action.table_id != stream.table_id:
+                if action.table_id:
+                    check_ident(action.table_id, "table_id")  # malformed: as its call is
                 raise BadRequest("table_id", f"this Play stream acts at {stream.table_id} "
                                  "only", reason="other_table")
             cid = command_key(stream.principal, action.command_id)
-            stream.mine.setdefault(cid, 0)
-            handling = asyncio.ensure_future(self._actions[kind](action, context))
+            stream.order.started(cid)
+            stream.acting = True
             try:
-                reply = await asyncio.shield(handling)
-            except asyncio.CancelledError:
-                handling.add_done_callback(lambda done: self._late(done, path, started))
-                raise
+                played = await self._actions[kind](action)
+            finally:
+                stream.acting = False
         except Exception as exc:
+            if stream.ended:
+                mapped = accounting.errors.map(exc)
+                self._late(path, started, mapped.code)
+                return b"", cid, None, False, mapped.code
             if isinstance(exc, RateLimited) and accounting.rates is not None:
                 # Answered after the unary call's hold: a flooding stream gets a trickle.
                 await accounting.rates.hold(stream.client, None, stream.principal)
@@ -414,48 +401,24 @@ class PlayStreams:
                         accounting.metrics, rpc=path)
             accounting.metrics.observe_rpc(path, mapped.code, seconds)
             return refusal(action.command_id, mapped), cid, None, False, mapped.code
+        if stream.ended:
+            self._late(path, started, grpc.StatusCode.OK)
+            return b"", cid, None, False, grpc.StatusCode.OK
         seconds = time.perf_counter() - started
         log.info("rpc_handled", rpc=path, code=grpc.StatusCode.OK.name,
                  duration_ms=round(seconds * 1000, 2))
         accounting.metrics.observe_rpc(path, grpc.StatusCode.OK, seconds)
-        data: bytes = pb.PlayMessage(reply=pb.PlayReply(command_id=action.command_id,
-                                                        reply=reply)).SerializeToString()
-        return data, cid, reply.version, not reply.duplicate, grpc.StatusCode.OK
+        version, duplicate, records = played
+        return (reply_message(action.command_id, version, duplicate, records), cid, version,
+                not duplicate, grpc.StatusCode.OK)
 
-    def _late(self, done: asyncio.Future[pb.CommandReply], path: str, started: float
-              ) -> None:
+    def _late(self, path: str, started: float, code: grpc.StatusCode) -> None:
         """Count and log an action that ended after its stream did (nobody to answer)."""
         accounting = self._accounting
         seconds = time.perf_counter() - started
-        if done.cancelled():
-            code = grpc.StatusCode.CANCELLED
-        elif (exc := done.exception()) is not None:
-            code = accounting.errors.map(exc).code
-        else:
-            code = grpc.StatusCode.OK
         log.info("rpc_handled_after_the_stream", rpc=path, code=code.name,
                  duration_ms=round(seconds * 1000, 2))
         accounting.metrics.observe_rpc(path, code, seconds)
-
-
-def _held_back(stream: _Stream, batch: list[EventEnvelope]) -> bool:
-    """Whether ``batch`` holds a record of an action of the stream in flight (written after
-    the watch began by a command with its id: the action's own, or another's with the same
-    id)."""
-    mine, live_from = stream.mine, stream.live_from
-    return bool(mine) and any(e.sequence > live_from and mine.get(e.command_id) == 0 for e in batch)
-
-
-def _own(stream: _Stream, envelope: EventEnvelope) -> bool:
-    """Whether ``envelope`` is left out of the stream's records: written after the watch
-    began by one of its applied actions (or by any command of the caller, with
-    ``skip_own``)."""
-    if envelope.sequence <= stream.live_from:
-        return False
-    cid = envelope.command_id
-    if cid in stream.mine:
-        return True
-    return stream.every_own is not None and cid.startswith(stream.every_own)
 
 
 def refusal(command_id: str, mapped: MappedError) -> bytes:

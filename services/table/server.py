@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -30,7 +31,7 @@ from table.bootstrap import TableDeps
 from table.config import Settings
 from table.errors import TABLE_ERRORS
 from table.model import TableSettings, settings_from_proto
-from table.play import ACTIONS, Accounting, PlayStreams, resume_point
+from table.play import ACTIONS, Accounting, Played, PlayStreams, resume_point
 from table.room_state import Stakes
 from table.tournament import (
     AMOUNT_MAX,
@@ -80,6 +81,18 @@ def _to(request: Any) -> int | None:
     return check_amount(request.to, "to") if request.HasField("to") else None
 
 
+_BETTING: dict[str, Callable[[Any], Command]] = {
+    "PostBringIn": lambda r: PostBringIn(seat=r.seat),
+    "Complete": lambda r: Complete(seat=r.seat, to=_to(r)),
+    "Bet": lambda r: Bet(seat=r.seat, to=_to(r)),
+    "Raise": lambda r: Raise(seat=r.seat, to=_to(r)),
+    "Call": lambda r: Call(seat=r.seat),
+    "Check": lambda r: Check(seat=r.seat),
+    "Fold": lambda r: Fold(seat=r.seat),
+}
+"""The rules' command of each betting action's request (by its unary method)."""
+
+
 def _common(request: Any, method: str) -> tuple[str, str, str]:
     """(table id, command id, fingerprint) of a command request."""
     table_id = check_ident(request.table_id, "table_id")
@@ -97,23 +110,31 @@ class TableServicer(pb_grpc.TableServiceServicer):
         self._limiter = limiter
         self._records = Records()
         self.play = PlayStreams(app, limiter, self._records,
-                                {kind: getattr(self, name) for kind, name in ACTIONS.items()},
+                                {kind: functools.partial(self._played, name)
+                                 for kind, name in ACTIONS.items()},
                                 accounting or Accounting(TABLE_ERRORS, Metrics()))
         """``Play``'s handler (registered by :func:`add_table_service`)."""
 
-    def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
+    def _records_of(self, table_id: str, outcome: Outcome) -> list[bytes]:
+        """The bytes of each record of an applied command's reply: the watchers' bytes of
+        the same envelopes (kept for them: issue 35)."""
         principal = current_principal()
         # The command is applied: answer it even if the table changed hands since (then
         # the events are shown as to an observer).
         actor = self._app.actor_of(table_id)
-        reply = pb.CommandReply(version=outcome.version, duplicate=outcome.duplicate)
+        records = []
         for envelope in outcome.envelopes:
             if is_room_event(envelope):
                 continue  # the room's own state: shown by the views, not as events
             viewer = (self._app.hand_viewer(principal, actor, envelope.hand_number)
                       if actor is not None else (None, False))
-            # The watchers' bytes of the same envelope, parsed (kept for them: issue 35).
-            reply.events.add().MergeFromString(self._records.record_bytes(envelope, *viewer))
+            records.append(self._records.record_bytes(envelope, *viewer))
+        return records
+
+    def _reply(self, table_id: str, outcome: Outcome) -> pb.CommandReply:
+        reply = pb.CommandReply(version=outcome.version, duplicate=outcome.duplicate)
+        for record in self._records_of(table_id, outcome):
+            reply.events.add().MergeFromString(record)
         return reply
 
     # --- lobby ---------------------------------------------------------------------------
@@ -200,40 +221,50 @@ class TableServicer(pb_grpc.TableServiceServicer):
 
     # --- betting -------------------------------------------------------------------------
 
-    async def _act(self, request: Any, method: str, command: Command) -> pb.CommandReply:
+    async def _applied(self, request: Any, method: str) -> tuple[str, Outcome]:
+        command = _BETTING[method](request)
         table_id, command_id, fp = _common(request, method)
         outcome = await self._app.act(current_principal(), table_id, command_id,
                                       _seat(request.seat), command, fp, _expected(request))
-        return self._reply(table_id, outcome)
+        return table_id, outcome
+
+    async def _act(self, request: Any, method: str) -> pb.CommandReply:
+        return self._reply(*await self._applied(request, method))
+
+    async def _played(self, method: str, request: Any) -> Played:
+        """A betting action of a Play stream, as its unary call (``method``) but answered
+        as its reply's parts: the version after it, whether a retry, its records' bytes
+        (:func:`table.play.reply_message` makes the message of them, never parsed)."""
+        table_id, outcome = await self._applied(request, method)
+        return outcome.version, outcome.duplicate, self._records_of(table_id, outcome)
 
     async def PostBringIn(self, request: pb.PostBringInRequest,
                           context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        return await self._act(request, "PostBringIn", PostBringIn(seat=request.seat))
+        return await self._act(request, "PostBringIn")
 
     async def Complete(self, request: pb.CompleteRequest,
                        context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        return await self._act(request, "Complete",
-                               Complete(seat=request.seat, to=_to(request)))
+        return await self._act(request, "Complete")
 
     async def Bet(self, request: pb.BetRequest,
                   context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        return await self._act(request, "Bet", Bet(seat=request.seat, to=_to(request)))
+        return await self._act(request, "Bet")
 
     async def Raise(self, request: pb.RaiseRequest,
                     context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        return await self._act(request, "Raise", Raise(seat=request.seat, to=_to(request)))
+        return await self._act(request, "Raise")
 
     async def Call(self, request: pb.CallRequest,
                    context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        return await self._act(request, "Call", Call(seat=request.seat))
+        return await self._act(request, "Call")
 
     async def Check(self, request: pb.CheckRequest,
                     context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        return await self._act(request, "Check", Check(seat=request.seat))
+        return await self._act(request, "Check")
 
     async def Fold(self, request: pb.FoldRequest,
                    context: grpc.aio.ServicerContext) -> pb.CommandReply:
-        return await self._act(request, "Fold", Fold(seat=request.seat))
+        return await self._act(request, "Fold")
 
     # --- tournament tables ---------------------------------------------------------------
 

@@ -140,25 +140,22 @@ class Watching:
                             batch = []
                 if batch:
                     yield batch
-            queue = watcher.queue
             while True:
-                if watcher.overflowed and queue.empty():
-                    raise WatcherTooSlow(f"fell behind; resume after sequence {last}")
-                live: EventEnvelope | None = await queue.get()
-                batch = []
-                while live is not None:
-                    if live.sequence > last:
-                        batch.append(live)
-                        last = live.sequence
-                    if len(batch) >= most or queue.empty():
-                        break
-                    live = queue.get_nowait()
-                if batch:
-                    yield batch
-                if live is None:  # the replica let the table go: resume at its owner
+                # What is pending, an append's envelopes or several appends', in one wake.
+                live = await watcher.take(most)
+                if not live:
+                    if watcher.overflowed:
+                        raise WatcherTooSlow(f"fell behind; resume after sequence {last}")
+                    # The replica let the table go: resume at its owner.
                     await self._routed(table_id)  # not_owner, naming the owner, if it is known
                     raise Unavailable(f"the table moved between replicas; resume after "
                                       f"sequence {last}", reason="table_moved")
+                if live[0].sequence <= last:  # read by the catch-up too (held, then offered)
+                    live = [e for e in live if e.sequence > last]
+                    if not live:
+                        continue
+                last = live[-1].sequence
+                yield live
         finally:
             actor.unsubscribe(watcher)
 

@@ -40,6 +40,21 @@ async def observed(room: Room, table_id: str, upto: int) -> list[pb.TableEventRe
     return out
 
 
+def slow_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every watch's batches each 0.2 s late: a reply is ready before the records written
+    before its action have left."""
+    from table.app import TableApp
+
+    original = TableApp.watch_batches
+
+    async def late(self: TableApp, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        async for batch in original(self, *args, **kwargs):  # type: ignore[arg-type]
+            await asyncio.sleep(0.2)
+            yield batch
+
+    monkeypatch.setattr(TableApp, "watch_batches", late)
+
+
 def reached(stream: PlayStream, version: int) -> bool:
     """Whether ``stream`` has carried the record at ``version`` (as a record or a reply's)."""
     return any(r.sequence >= version for r in stream.records) or any(
@@ -102,7 +117,14 @@ async def test_players_play_whole_hands_each_on_their_own_play_stream(room: Room
             await stream.close()
 
 
-async def test_replies_come_in_order_and_a_retry_is_a_duplicate(room: Room) -> None:
+@pytest.mark.parametrize("late", [False, True], ids=["watch", "late_watch"])
+async def test_replies_come_in_order_and_a_retry_is_a_duplicate(
+        room: Room, monkeypatch: pytest.MonkeyPatch, late: bool) -> None:
+    """Replies keep the order of their actions, with the watch as it is and with its
+    batches late (the bring-in's reply then waits for its records: the retry's and the stale
+    fold's refusal wait behind it)."""
+    if late:
+        slow_watch(monkeypatch)
     table_id = await seated(room, {1: "ann", 2: "bob"})
     view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
                                       and v.hand.phase == pb.HAND_PHASE_BETTING)
@@ -258,21 +280,12 @@ async def test_a_reply_never_comes_before_a_record_written_before_its_action(
     call, then this player's call on the Play stream with no expected_sequence, applied on
     top of it. The stream carries the bring-in's records before the reply, never after (a
     client folding by sequence would drop a record that comes after a reply past it)."""
-    from table.app import TableApp
-
     table_id = await seated(room, {1: "ann", 2: "bob"})
     view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
                                       and v.hand.phase == pb.HAND_PHASE_BETTING)
     first = view.hand.to_act
     other = next(s for s in view.seats if s.seat != first)
-    original = TableApp.watch_batches
-
-    async def late(self: TableApp, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        async for batch in original(self, *args, **kwargs):  # type: ignore[arg-type]
-            await asyncio.sleep(0.2)
-            yield batch
-
-    monkeypatch.setattr(TableApp, "watch_batches", late)
+    slow_watch(monkeypatch)
     stream = await PlayStream.open(room, player(other.player_id), table_id)
     try:
         await stream.wait(lambda: reached(stream, view.version))
@@ -290,5 +303,91 @@ async def test_a_reply_never_comes_before_a_record_written_before_its_action(
         at_reply = order.index(("reply", max(e.sequence for e in reply.reply.events)))
         late_records = [s for kind, s in order[at_reply:] if kind == "record" and s in before]
         assert late_records == [], order
+    finally:
+        await stream.close()
+
+
+async def test_a_retry_on_a_resumed_stream_comes_after_the_records_before_its_action(
+        room: Room, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream resumed from before another player's bring-in sends again a call applied
+    meanwhile on top of it (its reply lost with the stream that carried it, as a PlaySession
+    sends every waiting action on the next stream): the duplicate's reply comes after the
+    catch-up's bring-in records, never before them (the watch slowed: the reply is ready
+    first)."""
+    table_id = await seated(room, {1: "ann", 2: "bob"})
+    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
+                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    first = view.hand.to_act
+    other = next(s for s in view.seats if s.seat != first)
+    mover = next(s.player_id for s in view.seats if s.seat == first)
+    brought = await room.client.call("PostBringIn", pb.PostBringInRequest(
+        table_id=table_id, seat=first, expected_sequence=view.version,
+        command_id=new_id()), player(mover))
+    before = {e.sequence for e in brought.events}
+    cid = new_id()
+    called = await room.client.call("Call", pb.CallRequest(
+        table_id=table_id, seat=other.seat, command_id=cid), player(other.player_id))
+    slow_watch(monkeypatch)
+    stream = await PlayStream.open(room, player(other.player_id), table_id,
+                                   after=view.version, batched=True)
+    try:
+        await stream.send(pb.PlayRequest(call=pb.CallRequest(
+            table_id=table_id, seat=other.seat, command_id=cid)))
+        await stream.wait(lambda: bool(stream.replies)
+                          and before <= {r.sequence for r in stream.records})
+        reply = stream.replies[0]
+        assert reply.HasField("reply") and reply.reply.duplicate
+        assert reply.reply.version == called.version
+        order = ["reply" if m.HasField("reply") else
+                 [m.record.sequence, *[r.sequence for r in m.record.more]]
+                 for m in stream.messages]
+        at_reply = order.index("reply")
+        shown = {s for run in order[:at_reply] if run != "reply" for s in run}
+        assert before <= shown, order
+    finally:
+        await stream.close()
+
+
+async def test_a_message_that_ends_the_stream_loses_no_reply_the_watch_is_writing(
+        room: Room, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An applied action's reply waits for its records (the watch slowed), the watch takes it
+    from the order with them and is writing it (each of its writes held 0.5 s) when an empty
+    message ends the stream: the reply is written before the stream ends, not lost with the
+    watch stopped in the middle of its write."""
+    from table.play import PlayStreams
+
+    writing = asyncio.Event()
+    armed = False
+    original = PlayStreams._write
+
+    async def held(stream: object, context: object, messages: list[bytes]) -> None:
+        task = asyncio.current_task()
+        if armed and messages and task is not None \
+                and task.get_coro().__qualname__ == "PlayStreams._watch":  # type: ignore[union-attr]
+            writing.set()
+            await asyncio.sleep(0.5)
+        await original(stream, context, messages)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PlayStreams, "_write", staticmethod(held))
+    slow_watch(monkeypatch)
+    table_id = await seated(room, {1: "ann", 2: "bob"})
+    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
+                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    to_act = view.hand.to_act
+    name = next(s.player_id for s in view.seats if s.seat == to_act)
+    stream = await PlayStream.open(room, player(name), table_id)
+    try:
+        await stream.wait(lambda: reached(stream, view.version))
+        armed = True
+        cid = new_id()
+        await stream.send(pb.PlayRequest(post_bring_in=pb.PostBringInRequest(
+            table_id=table_id, seat=to_act, command_id=cid, expected_sequence=view.version)))
+        async with asyncio.timeout(20):
+            await writing.wait()
+        await stream.send(pb.PlayRequest())
+        end = await stream.ending()
+        assert end.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert [r.command_id for r in stream.replies] == [cid], stream.messages
+        assert stream.replies[0].HasField("reply")
     finally:
         await stream.close()

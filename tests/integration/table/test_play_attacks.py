@@ -89,6 +89,11 @@ async def test_a_refused_action_is_the_unary_refusal_and_changes_nothing(
         (actor, "fold", dict(seat=to_act, expected_sequence=view.version,
                              command_id=""), "malformed_id"),
         (actor, "fold", dict(seat=to_act, command_id="no-time-in-it"), "command_id_untimed"),
+        (actor, "fold", dict(seat=to_act, expected_sequence=view.version,
+                             command_id=new_id() + "\n"), "malformed_id"),
+        (actor, "fold", dict(seat=to_act, command_id=new_id() + "\n"), "malformed_id"),
+        (actor, "fold", dict(seat=to_act, expected_sequence=view.version,
+                             command_id="x" * 10_000), "malformed_id"),
     ]
     try:
         for who, kind, fields, reason in cases:
@@ -134,6 +139,35 @@ async def test_an_action_at_another_table_is_refused(room: Room,
             assert reply.metadata["field"] == "table_id"
         assert (await room.client.view(other_id)).version == other_view.version
         assert (await room.client.view(table_id)).version == view.version
+    finally:
+        await stream.close()
+
+
+async def test_a_malformed_table_id_is_the_unary_refusal(
+        room: Room, table: tuple[str, pb.TableView]) -> None:
+    """An action naming a table id no table can have (the stream's own with a trailing
+    newline, 10,000 characters) is refused as its unary call is (INVALID_ARGUMENT
+    ``malformed_id``, field ``table_id``), not as another table's, and changes nothing; the
+    stream goes on."""
+    table_id, view = table
+    to_act = view.hand.to_act
+    name = holder(view, to_act)
+    stream = await PlayStream.open(room, player(name), table_id)
+    try:
+        for target in (table_id + "\n", "t" * 10_000, table_id[:-1] + "\n"):
+            fields = dict(table_id=target, seat=to_act, command_id=new_id(),
+                          expected_sequence=view.version)
+            code, reason, metadata = await unary_refusal(room, "post_bring_in", fields,
+                                                         player(name))
+            reply = await stream.act("post_bring_in", **fields)
+            assert (reply.code, reply.reason, dict(reply.metadata)) == (
+                code, reason, metadata), target[:80]
+            assert (reply.code, reply.reason, reply.metadata["field"]) == (
+                grpc.StatusCode.INVALID_ARGUMENT.value[0], "malformed_id", "table_id")
+            assert (await room.client.view(table_id)).version == view.version
+        done = await stream.act("post_bring_in", table_id=table_id, seat=to_act,
+                                command_id=new_id(), expected_sequence=view.version)
+        assert done.HasField("reply") and not done.code
     finally:
         await stream.close()
 

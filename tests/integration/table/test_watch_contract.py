@@ -19,7 +19,11 @@ import pytest
 from stud.v1 import table_pb2 as pb
 from studkit.auth import Principal
 from studkit.mapping import is_room_event
-from studtest.table import OPERATOR, Room, play_until, player
+from studtest.redis import TestRedis
+from studtest.table import OPERATOR, Room, act_once, play_until, player, running_room
+from studtools.devkeys import DevKeys
+from table.inbox import WatcherTooSlow
+from table.watching import WATCH_BATCH
 
 pytestmark = pytest.mark.integration
 
@@ -234,3 +238,48 @@ async def test_a_watch_that_skips_its_own_commands_gets_them_in_their_replies(
         assert flattened(read, last_other) == [
             r for r in everything if pb.TableEventRecord.FromString(r).sequence <= last_other]
         assert set(mine) & set(flattened(read, last_other))
+
+
+async def test_a_watch_that_reads_no_more_gets_its_buffer_then_ends_and_resumes(
+        redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
+    """A watch that stops reading is cut off after the table's ``watch_buffer`` envelopes
+    (``watcher_too_slow``): the table never waits for it. What it got until then is the
+    table's game envelopes in order, none missing, none twice, across appends; resuming
+    after the last sequence it names gives what follows, from the store."""
+    async with running_room(redis_server, redis_url, dev_keys, watch_buffer=12) as room:
+        table_id = await room.client.open_table()
+        for seat, name in {1: "ann", 3: "bob"}.items():
+            await room.fund(name)
+            await room.client.call("SitDown", pb.SitDownRequest(
+                table_id=table_id, seat=seat, buy_in=10_000), player(name))
+        view = await room.client.wait_for(
+            table_id, lambda v: bool(v.hand.to_act) and v.hand.legal_actions.seat
+            == v.hand.to_act)
+        app = room.table_deps.app
+        watch = app.watch_batches(OPERATOR, table_id, view.version)
+        first = asyncio.create_task(anext(watch))
+        await asyncio.sleep(0.2)  # subscribed, waiting: nothing is appended meanwhile
+        assert not first.done()
+        assert await act_once(room.client, table_id, view, random.Random(3).choice)
+        got = [e.sequence for e in await asyncio.wait_for(first, 20)]
+        taken_first = len(got)
+        # It reads no more while two hands are played: far more than 12 envelopes.
+        await play_until(room.client, table_id, 3, random.Random(13).choice)
+        with pytest.raises(WatcherTooSlow) as slow:
+            async with asyncio.timeout(20):
+                async for batch in watch:
+                    assert batch and len(batch) <= WATCH_BATCH
+                    got.extend(e.sequence for e in batch)
+        stream = [s.envelope for s in await room.table_deps.events.read(table_id)]
+        visible = [e.sequence for e in stream
+                   if not is_room_event(e) and e.sequence > view.version]
+        assert len(visible) > len(got) + 20
+        assert got == visible[:len(got)]  # in order, none missing, none twice
+        assert len(got) == taken_first + 12  # what was taken, then the buffer's worth
+        assert f"resume after sequence {got[-1]}" in str(slow.value)
+        resumed = app.watch_batches(OPERATOR, table_id, got[-1])
+        try:
+            again = await asyncio.wait_for(anext(resumed), 10)
+        finally:
+            await resumed.aclose()
+        assert [e.sequence for e in again] == visible[len(got):len(got) + len(again)]
