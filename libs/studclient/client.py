@@ -146,6 +146,15 @@ _ACTIONS: Final[dict[int, str]] = {
     common_pb2.ACTION_KIND_CHECK: "Check",
     common_pb2.ACTION_KIND_FOLD: "Fold",
 }
+
+
+def legal_action(action: common_pb2.LegalAction) -> tuple[str, int | None]:
+    """A view's legal action (``hand.legal_actions.actions``) as its unary method's name and
+    its amount (``to``: a completion's, bet's or raise's; None for the others)."""
+    method = _ACTIONS[action.kind]
+    return method, action.to if method in ("Complete", "Bet", "Raise") else None
+
+
 _REQUESTS: Final[dict[str, Any]] = {
     "PostBringIn": table_pb2.PostBringInRequest,
     "Complete": table_pb2.CompleteRequest,
@@ -366,7 +375,10 @@ class Client:
                 else:
                     await asyncio.sleep(pause * (0.5 + self._rng.random()))
 
-    def _saw(self, table_id: str, version: int) -> None:
+    def saw(self, table_id: str, version: int) -> None:
+        """Note that the caller has seen ``table_id`` at ``version`` (a record, a reply, a
+        view): what ``expected_sequence=AUTO`` sends next (:meth:`known_version`) never goes
+        back. :class:`~studclient.play.PlaySession` calls it for its records and replies."""
         if version > self._versions.get(table_id, -1):
             self._versions[table_id] = version
 
@@ -383,7 +395,7 @@ class Client:
         if not request.command_id:
             request.command_id = new_command_id()
         reply: table_pb2.CommandReply = await self._call(method, request)
-        self._saw(request.table_id, reply.version)
+        self.saw(request.table_id, reply.version)
         return reply
 
     async def _seat(self, table_id: str, seat: int | None) -> int:
@@ -396,14 +408,27 @@ class Client:
             self._seats[table_id] = view.viewer_seat
         return self._seats[table_id]
 
-    async def _seat_command(self, method: str, table_id: str, seat: int | None,
-                            expected: ExpectedSequence, command_id: str | None,
-                            **fields: Any) -> table_pb2.CommandReply:
+    async def seat_request(self, method: str, table_id: str, seat: int | None = None,
+                           expected: ExpectedSequence = AUTO, command_id: str | None = None,
+                           **fields: Any) -> Any:
+        """The request of the seat command ``method`` (a betting action's unary method
+        name, ``SitOut``, ``SitIn``, ``LeaveSeat``) at ``table_id``, as this client sends
+        it: the seat (``seat``, else the caller's seat there, asked once), the command id
+        (``command_id``, else a new one: :func:`new_command_id`), ``expected_sequence`` as
+        ``expected`` says (``AUTO``: :meth:`known_version`), and ``fields`` (``to=``).
+        :class:`~studclient.play.PlaySession` sends the same requests on its stream."""
         request = _REQUESTS[method](table_id=table_id, seat=await self._seat(table_id, seat),
-                                    command_id=command_id or "", **fields)
+                                    command_id=command_id or new_command_id(), **fields)
         sequence = self._expected(table_id, expected)
         if sequence is not None:
             request.expected_sequence = sequence
+        return request
+
+    async def _seat_command(self, method: str, table_id: str, seat: int | None,
+                            expected: ExpectedSequence, command_id: str | None,
+                            **fields: Any) -> table_pb2.CommandReply:
+        request = await self.seat_request(method, table_id, seat, expected, command_id,
+                                          **fields)
         return await self._command(method, request)
 
     # --- lobby -----------------------------------------------------------------------------
@@ -448,7 +473,7 @@ class Client:
         view: table_pb2.TableView = await self._call(
             "GetTable", table_pb2.GetTableRequest(table_id=table_id),
             retry_on=READ_RETRIED_CODES)
-        self._saw(table_id, view.version)
+        self.saw(table_id, view.version)
         if view.viewer_seat:
             self._seats[table_id] = view.viewer_seat
         return view
@@ -585,8 +610,7 @@ class Client:
                   command_id: str | None = None) -> table_pb2.CommandReply:
         """Take one of the view's legal actions (``hand.legal_actions.actions``), with its
         amount (``to``) for a completion, bet or raise."""
-        method = _ACTIONS[action.kind]
-        to = action.to if method in ("Complete", "Bet", "Raise") else None
+        method, to = legal_action(action)
         return await self._action(method, table_id, seat, expected_sequence, command_id, to)
 
     # --- the dealer ------------------------------------------------------------------------

@@ -57,13 +57,12 @@ from stud.v1 import common_pb2, table_pb2
 from studclient.errors import (
     DeadlineExceeded,
     StudError,
-    TokenExpired,
     from_play_reply,
-    from_rpc_error,
     status_code,
 )
 from studclient.expected import AUTO, ExpectedSequence
-from studclient.watch import MAX_BACKOFF_S, MAX_FAILURES, RESUMABLE, records_of
+from studclient.resume import follow
+from studclient.watch import records_of
 
 if TYPE_CHECKING:
     from studclient.client import Client
@@ -73,7 +72,6 @@ FIELDS: Final[dict[str, str]] = {
     "Call": "call", "Check": "check", "Fold": "fold",
 }
 """The ``PlayRequest`` field of each betting action (by its unary method's name)."""
-_WITH_TO: Final = frozenset({"Complete", "Bet", "Raise"})
 _ENDED: Final = object()
 
 
@@ -203,28 +201,21 @@ class PlaySession:
                   command_id: str | None = None) -> table_pb2.CommandReply:
         """Take one of the view's legal actions (``hand.legal_actions.actions``), with its
         amount (``to``) for a completion, bet or raise."""
-        from studclient.client import _ACTIONS
-        method = _ACTIONS[action.kind]
-        return await self._action(method, seat, expected_sequence, command_id,
-                                  action.to if method in _WITH_TO else None)
+        from studclient.client import legal_action
+        method, to = legal_action(action)
+        return await self._action(method, seat, expected_sequence, command_id, to)
 
     async def _action(self, method: str, seat: int | None,
                       expected: ExpectedSequence, command_id: str | None,
                       to: int | None = None) -> table_pb2.CommandReply:
-        from studclient.client import _REQUESTS, new_command_id
         if self.error is not None:
             raise self.error
         if self._closed:
             raise StudError(grpc.StatusCode.CANCELLED, "", "the session was closed")
         self.start()  # an action opens the stream if nothing has yet
-        request = _REQUESTS[method](table_id=self.table_id,
-                                    seat=await self.client._seat(self.table_id, seat),
-                                    command_id=command_id or new_command_id())
-        if to is not None:
-            request.to = to
-        sequence = self.client._expected(self.table_id, expected)
-        if sequence is not None:
-            request.expected_sequence = sequence
+        request = await self.client.seat_request(
+            method, self.table_id, seat, expected, command_id,
+            **({"to": to} if to is not None else {}))
         message = table_pb2.PlayRequest(**{FIELDS[method]: request})
         policy = self.client.retry
         waiting = _Waiting(message, asyncio.get_running_loop().create_future(),
@@ -246,7 +237,7 @@ class PlaySession:
                     if not waiting.reply.done():
                         await self._send(message)  # again, the same command id
                     continue
-                self.client._saw(self.table_id, reply.version)
+                self.client.saw(self.table_id, reply.version)
                 return reply
         finally:
             self._waiting.pop(request.command_id, None)
@@ -273,7 +264,7 @@ class PlaySession:
             if record.sequence <= self.last_sequence:
                 continue  # had already (a reply's record, a resumed stream's catch-up)
             self.last_sequence = record.sequence
-            self.client._saw(self.table_id, record.sequence)
+            self.client.saw(self.table_id, record.sequence)
             self._queue.put_nowait(record)
 
     def _release(self) -> None:
@@ -338,62 +329,37 @@ class PlaySession:
         self._queue.put_nowait(_ENDED)
 
     async def _follow(self) -> None:
-        """Open the stream, resuming it after a resumable ending (as
-        :class:`~studclient.watch.TableWatch` resumes its watch)."""
-        fresh = False
-        failures = 0
-        backoff = 0.05
+        """Open the stream, resuming it after a resumable ending
+        (:func:`~studclient.resume.follow`, as :class:`~studclient.watch.TableWatch` resumes
+        its watch): from the last sequence handed over, every action still waiting for its
+        reply sent again on it."""
         opened = 0
-        while not self._closed:
-            metadata = (*await self.client.metadata(fresh),
-                        *self.client.owner_metadata(self.table_id))
-            fresh = False
-            call = self.client.table_stub(self.table_id).Play(metadata=metadata)
+
+        def open_call(metadata: tuple[tuple[str, str], ...]) -> Any:
+            nonlocal opened
             if opened:
                 self.resumes += 1
             opened += 1
             self._held.clear()
-            try:
-                async with self._write_lock:
-                    await call.write(table_pb2.PlayRequest(watch=table_pb2.WatchTableRequest(
-                        table_id=self.table_id, after_sequence=self.last_sequence,
-                        batched=True)))
-                    for waiting in list(self._waiting.values()):
-                        if not waiting.reply.done():
-                            await call.write(waiting.message)  # again, the same command id
-                    self._call = call
-                async for message in call:
-                    failures = 0
-                    backoff = 0.05
-                    self._handle(message)
-                if self._closed:
-                    return
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if self._closed or (task is not None and task.cancelling()):
-                    raise
-                # The call was cancelled under the session (not the session itself): the
-                # stream was cut before its replies were read; open it again.
-            except grpc.aio.AioRpcError as exc:
-                if self._closed:
-                    return
-                error = from_rpc_error(exc)
-                if exc.code() is grpc.StatusCode.UNAVAILABLE:
-                    self.client.forget_route(self.table_id)
-                if isinstance(error, TokenExpired) and self.client.refreshable:
-                    fresh = True
-                elif self.client.follow_redirect(self.table_id, error):
-                    failures = 0
-                elif error.reason == "not_owner" and failures < MAX_FAILURES:
-                    pass  # the table is changing hands between replicas: resume
-                elif exc.code() not in RESUMABLE or failures >= MAX_FAILURES:
-                    self._end(error)
-                    return
-            finally:
-                self._call = None
-                call.cancel()
-            failures += 1
-            if not fresh:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+            return self.client.table_stub(self.table_id).Play(
+                metadata=(*metadata, *self.client.owner_metadata(self.table_id)))
 
+        async def start(call: Any) -> None:
+            async with self._write_lock:
+                await call.write(table_pb2.PlayRequest(watch=table_pb2.WatchTableRequest(
+                    table_id=self.table_id, after_sequence=self.last_sequence,
+                    batched=True)))
+                for waiting in list(self._waiting.values()):
+                    if not waiting.reply.done():
+                        await call.write(waiting.message)  # again, the same command id
+                self._call = call
+
+        def done(call: Any) -> None:
+            self._call = None
+            call.cancel()
+
+        async def fail(error: StudError) -> None:
+            self._end(error)
+
+        await follow(self.client, self.table_id, open_call=open_call, handle=self._handle,
+                     closed=lambda: self._closed, fail=fail, start=start, done=done)

@@ -21,26 +21,17 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from stud.v1 import tournament_pb2 as pb
 from stud.v1 import tournament_pb2_grpc
 from studclient.errors import FailedPrecondition, TokenExpired, from_rpc_error
+from studclient.resume import MAX_BACKOFF_S, MAX_FAILURES, RESUMABLE
 
 if TYPE_CHECKING:
     from studclient.client import Client
-
-RESUMABLE: Final = frozenset({
-    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
-})
-"""Stream endings after which :meth:`TournamentClient.follow` resumes."""
-MAX_FAILURES: Final = 30
-"""Consecutive failed resumes (no record in between) before following gives up."""
-MAX_BACKOFF_S: Final = 2.0
 
 
 @dataclass(frozen=True, slots=True)

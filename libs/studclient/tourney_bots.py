@@ -38,11 +38,11 @@ from studclient.errors import (
     ResourceExhausted,
     StudError,
 )
+from studclient.resume import RESUMABLE
 from studclient.room_env import bots_credentials, connector
 from studclient.strategies import strategy_for
 from studclient.tournament import SeatTracker
 from studclient.views import my_turn
-from studclient.watch import RESUMABLE
 
 TOURNAMENT_TARGET_ENV: Final = "STUD_TOURNAMENT_TARGET"
 DEFAULT_TOURNAMENT_TARGET: Final = "127.0.0.1:50054"

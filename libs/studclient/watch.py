@@ -21,27 +21,17 @@ import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
-import grpc
-
 from stud.v1 import dealer_pb2, table_pb2
-from studclient.errors import StudError, TokenExpired, from_rpc_error
+from studclient.errors import StudError
 from studclient.fairness import HandVerifier, VerdictHook
+from studclient.resume import MAX_BACKOFF_S, RESUMABLE, follow
 
 if TYPE_CHECKING:
     from studclient.client import Client
 
-RESUMABLE: Final = frozenset({
-    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
-})
-"""Stream endings after which the watch resumes (the rest end the watch with an error)."""
 NOT_SEATED: Final = "not_seated"
 """The dealer's refusal of a card watch by a player with no seat (waited out: see
 ``_follow_cards``)."""
-MAX_BACKOFF_S: Final = 2.0
-MAX_FAILURES: Final = 30
-"""Consecutive failed resumes (no record received in between) before the watch gives up."""
 
 EventHook = Callable[[table_pb2.TableEventRecord], None]
 
@@ -245,43 +235,17 @@ class TableWatch:
                       wait_out: Callable[[StudError], Awaitable[bool]] | None = None
                       ) -> None:
         """Follow a server stream opened by ``open_call(metadata)``, resuming it after a
-        resumable ending; ``handle`` gets each message. ``wait_out(error)``, when given, may
-        wait out a refusal that is not resumable (True: open the stream again)."""
-        fresh = False
-        failures = 0
-        backoff = 0.05
-        while not self._closed:
-            call = open_call(await self.client.metadata(fresh))
+        resumable ending (:func:`~studclient.resume.follow`); ``handle`` gets each message.
+        ``wait_out(error)``, when given, may wait out a refusal that is not resumable (True:
+        open the stream again)."""
+        def opened(metadata: tuple[tuple[str, str], ...]) -> Any:
+            call = open_call(metadata)
             self._calls.add(call)
-            fresh = False
-            try:
-                async for message in call:
-                    failures = 0
-                    backoff = 0.05
-                    handle(message)
-            except grpc.aio.AioRpcError as exc:
-                if self._closed:
-                    return
-                error = from_rpc_error(exc)
-                if exc.code() is grpc.StatusCode.UNAVAILABLE:
-                    self.client.forget_route(self.table_id)
-                if isinstance(error, TokenExpired) and self.client.refreshable:
-                    fresh = True
-                elif self.client.follow_redirect(self.table_id, error):
-                    failures = 0
-                elif error.reason == "not_owner" and failures < MAX_FAILURES:
-                    pass  # the table is changing hands between replicas: resume
-                elif wait_out is not None and await wait_out(error):
-                    failures = 0
-                elif exc.code() not in RESUMABLE or failures >= MAX_FAILURES:
-                    await self._fail(error)
-                    return
-            finally:
-                self._calls.discard(call)
-            failures += 1
-            if not fresh:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+            return call
+
+        await follow(self.client, self.table_id, open_call=opened, handle=handle,
+                     closed=lambda: self._closed, fail=self._fail, wait_out=wait_out,
+                     done=self._calls.discard)
 
     async def _follow_table(self) -> None:
         def handle(message: table_pb2.TableEventRecord) -> None:

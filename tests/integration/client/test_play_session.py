@@ -16,6 +16,7 @@ import rules
 from rules import Phase
 from stud.v1 import table_pb2 as pb
 from studclient import Client, IllegalAction, NotYourTurn, PlaySession, RetryPolicy, Stale
+from studclient.client import new_command_id
 from studkit.auth import Principal
 from studkit.mapping.events import event_from_proto
 from studtest.redis import TestRedis
@@ -287,3 +288,47 @@ async def test_an_action_on_top_of_a_record_not_handed_over_yet_loses_no_record(
     assert before[-1].sequence in sequences  # the record the action applied on top of
     watch = await watched(acting, table_id, sequences[-1])
     assert [r.SerializeToString() for r in records] == watch[len(before) - 1:]
+
+
+async def test_an_action_sent_again_on_a_session_behind_the_table_loses_no_record(
+        client_for: ClientFor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An action applied already (its first attempt's reply lost) sent again with its
+    command id on a session opened behind the table, the watch's batches slowed: the
+    duplicate's reply comes after the catch-up records written before the action, and the
+    session hands every one of them over (it drops what is at or below a reply's events)."""
+    from table.app import TableApp
+
+    table_id, (ann, bob) = await seated(client_for, ["ann", "bob"])
+    view = await betting(ann, table_id)
+    acting = ann if view.hand.to_act == 1 else bob
+    before = [pb.TableEventRecord.FromString(r)
+              for r in await watched(acting, table_id, view.version)]
+    behind = before[-2].sequence  # the table's last record not handed over yet
+    cid = new_command_id()
+    first = await acting.act(table_id, view.hand.legal_actions.actions[0],
+                             expected_sequence=None, command_id=cid)
+    original = TableApp.watch_batches
+
+    async def late(self: TableApp, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        async for batch in original(self, *args, **kwargs):  # type: ignore[arg-type]
+            await asyncio.sleep(0.2)
+            yield batch
+
+    monkeypatch.setattr(TableApp, "watch_batches", late)
+    session = acting.play(table_id, after_sequence=behind)
+    try:
+        async with asyncio.timeout(20):
+            reply = await session.act(view.hand.legal_actions.actions[0],
+                                      expected_sequence=None, command_id=cid)
+        assert reply.duplicate and reply.version == first.version
+        records: list[pb.TableEventRecord] = []
+        async with asyncio.timeout(20):
+            async for record in session.records():
+                records.append(record)
+                if record.sequence >= reply.events[-1].sequence:
+                    break
+    finally:
+        await session.close()
+    sequences = [r.sequence for r in records]
+    assert sequences == sorted(set(sequences))
+    assert before[-1].sequence in sequences  # the record the action applied on top of

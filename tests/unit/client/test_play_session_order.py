@@ -25,14 +25,14 @@ class FakeClient:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     versions: dict[str, int] = field(default_factory=dict)
 
-    def _saw(self, table_id: str, version: int) -> None:
+    def saw(self, table_id: str, version: int) -> None:
         self.versions[table_id] = max(version, self.versions.get(table_id, 0))
 
-    def _expected(self, table_id: str, expected: Any) -> int | None:
-        return None
-
-    async def _seat(self, table_id: str, seat: int | None) -> int:
-        return seat or 1
+    async def seat_request(self, method: str, table_id: str, seat: int | None = None,
+                           expected: Any = None, command_id: str | None = None,
+                           **fields: Any) -> Any:
+        return getattr(pb, f"{method}Request")(table_id=table_id, seat=seat or 1,
+                                               command_id=command_id or "c", **fields)
 
 
 @dataclass

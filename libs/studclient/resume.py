@@ -1,0 +1,106 @@
+"""Following a table's stream and opening it again after it ends: :func:`follow`.
+
+Shared by :class:`~studclient.watch.TableWatch` (``WatchTable``, ``WatchMyCards``) and
+:class:`~studclient.play.PlaySession` (``Play``). After a resumable ending the stream is
+opened again, the caller resuming it from where it stopped (its own ``open_call`` says from
+where):
+
+- UNAUTHENTICATED ``token_expired``, with a fresh token from the client's provider, at once;
+- ``not_owner`` naming the table's owner (:meth:`Client.follow_redirect`), at the owner;
+- ``not_owner`` without one (the table is changing hands between replicas), after a pause;
+- an ending in :data:`RESUMABLE` (UNAVAILABLE also forgets the table's route), after a pause;
+- a refusal ``wait_out`` waits out (True), after it;
+- the stream ended without an error, or its call was cancelled under the follower (not by
+  closing it), after a pause.
+
+The pause doubles from 50 ms up to :data:`MAX_BACKOFF_S`, back at 50 ms once a message came;
+after :data:`MAX_FAILURES` endings in a row with no message in between, or on any other
+ending, the follower gives up: ``fail`` gets the :class:`~studclient.errors.StudError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import grpc
+
+from studclient.errors import StudError, TokenExpired, from_rpc_error
+
+if TYPE_CHECKING:
+    from studclient.client import Client
+
+RESUMABLE: Final = frozenset({
+    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
+})
+"""Stream endings after which the stream is opened again (the rest end following it)."""
+FIRST_BACKOFF_S: Final = 0.05
+MAX_BACKOFF_S: Final = 2.0
+MAX_FAILURES: Final = 30
+"""Consecutive failed resumes (no message received in between) before following gives up."""
+
+Metadata = tuple[tuple[str, str], ...]
+
+
+async def follow(client: Client, table_id: str, *,
+                 open_call: Callable[[Metadata], Any],
+                 handle: Callable[[Any], None],
+                 closed: Callable[[], bool],
+                 fail: Callable[[StudError], Awaitable[None]],
+                 start: Callable[[Any], Awaitable[None]] | None = None,
+                 wait_out: Callable[[StudError], Awaitable[bool]] | None = None,
+                 done: Callable[[Any], None] | None = None) -> None:
+    """Follow a stream of ``table_id`` until ``closed()`` or it gives up (see the module
+    docstring). ``open_call(metadata)`` opens the call (the caller's token in
+    ``metadata``); ``start(call)``, when given, sends its first messages; ``handle`` gets
+    each message received; ``wait_out(error)``, when given, may wait out an ending that is
+    not resumable (True: open the stream again); ``done(call)`` is called once the call has
+    ended, whatever ended it."""
+    fresh = False
+    failures = 0
+    backoff = FIRST_BACKOFF_S
+    while not closed():
+        call = open_call(await client.metadata(fresh))
+        fresh = False
+        try:
+            if start is not None:
+                await start(call)
+            async for message in call:
+                failures = 0
+                backoff = FIRST_BACKOFF_S
+                handle(message)
+            if closed():
+                return
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if closed() or (task is not None and task.cancelling()):
+                raise
+            # The call was cancelled under the follower (not the follower itself): the
+            # stream was cut before its messages were read; open it again.
+        except grpc.aio.AioRpcError as exc:
+            if closed():
+                return
+            error = from_rpc_error(exc)
+            if exc.code() is grpc.StatusCode.UNAVAILABLE:
+                client.forget_route(table_id)
+            if isinstance(error, TokenExpired) and client.refreshable:
+                fresh = True
+            elif client.follow_redirect(table_id, error):
+                failures = 0
+            elif error.reason == "not_owner" and failures < MAX_FAILURES:
+                pass  # the table is changing hands between replicas: resume
+            elif wait_out is not None and await wait_out(error):
+                failures = 0
+            elif exc.code() not in RESUMABLE or failures >= MAX_FAILURES:
+                await fail(error)
+                return
+        finally:
+            if done is not None:
+                done(call)
+        failures += 1
+        if not fresh:
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
