@@ -184,6 +184,9 @@ class _Stream:
     watch_idle: asyncio.Event = field(default_factory=asyncio.Event)
     """Cleared while the watch writes what it took from the order (it is not cancelled then:
     those messages, a reply among them maybe, would be lost)."""
+    written: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set each time the watch has written a batch's messages: the action side, waiting for
+    its reply's place (:meth:`PlayStreams._act_all`), looks again."""
 
     def __post_init__(self) -> None:
         self.watch_idle.set()
@@ -316,23 +319,32 @@ class PlayStreams:
                         await self._write(stream, context, messages)
                     finally:
                         idle.set()
+                    stream.written.set()
         finally:
             await batches.aclose()
 
     async def _act_all(self, requests: AsyncIterator[pb.PlayRequest], stream: _Stream,
                        context: grpc.aio.ServicerContext) -> None:
         """The client's messages, one at a time, each answered before the next is read; a
-        message that ends the stream, last. A client that half-closes keeps its records."""
+        message that ends the stream, last. A client that half-closes keeps its records.
+        An applied action's reply that waits for its place among the records is not written
+        yet: the next message is read only once it is (the watch wrote it), so that a flood
+        behind a watch the client does not read waits in gRPC's flow control, never in the
+        order (refusals would queue behind that reply)."""
+        order, written = stream.order, stream.written
         try:
             async for request in requests:
                 stream.busy = True
                 answer = await self._one(request, stream, context)
                 if stream.ended:
                     return  # nobody to answer: the action was counted and logged as late
-                await self._write(stream, context, stream.order.answered(*answer))
+                await self._write(stream, context, order.answered(*answer))
                 stream.busy = False
                 if stream.closing:
                     return
+                while order.pending:  # the watch's end drains it and cancels this wait
+                    written.clear()
+                    await written.wait()
         except Exception:  # a later `watch`, an empty or undecodable message, expiry
             stream.busy = False
             raise

@@ -408,3 +408,65 @@ async def test_a_flood_of_messages_is_limited_as_calls_are(slow_room: Room) -> N
         assert (await room.client.view(table_id, OPERATOR)).version > view.version
     finally:
         await stream.close()
+
+
+async def test_a_flood_behind_a_stalled_watch_waits_in_flow_control(
+        room: Room, table: tuple[str, pb.TableView], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream's watch stalls (as a client that reads nothing stalls it: its write waits
+    for the client), its player's bring-in is applied, whose reply waits for its place among
+    the records, and the player floods refused actions behind it: the stream reads none of
+    them while the reply waits (they wait in gRPC's flow control, never queued behind the
+    reply on the server). Once the watch moves again, the reply comes, then each refusal in
+    its turn, and nothing else changed."""
+    from table.app import TableApp
+    from table.play import PlayStreams
+
+    table_id, view = table
+    seat = view.hand.to_act
+    name = next(s.player_id for s in view.seats if s.seat == seat)
+    stalled, moving = asyncio.Event(), asyncio.Event()
+    original = TableApp.watch_batches
+
+    async def stalling(self: TableApp, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        async for batch in original(self, *args, **kwargs):  # type: ignore[arg-type]
+            if stalled.is_set():
+                await moving.wait()
+            yield batch
+
+    handled: list[str] = []
+    handle = PlayStreams._handled
+
+    async def counted(self: PlayStreams, kind: str, *args: Any) -> Any:
+        handled.append(kind)
+        return await handle(self, kind, *args)
+
+    monkeypatch.setattr(TableApp, "watch_batches", stalling)
+    monkeypatch.setattr(PlayStreams, "_handled", counted)
+    stream = await PlayStream.open(room, player(name), table_id)
+    try:
+        await stream.wait(lambda: any(r.sequence >= view.version for r in stream.records))
+        stalled.set()
+        await stream.send(pb.PlayRequest(post_bring_in=pb.PostBringInRequest(
+            table_id=table_id, seat=seat, command_id=new_id(),
+            expected_sequence=view.version)))
+        flood = [new_id() for _ in range(20)]
+        for cid in flood:  # not this seat's turn once the bring-in is in: each refused
+            await stream.send(pb.PlayRequest(check=pb.CheckRequest(
+                table_id=table_id, seat=seat, command_id=cid)))
+        async with asyncio.timeout(20):
+            while not handled:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        assert handled == ["post_bring_in"], "read past a reply waiting for its place"
+        assert stream.replies == []
+        after = await room.client.view(table_id)
+        moving.set()
+        await stream.wait(lambda: len(stream.replies) == 1 + len(flood))
+        assert stream.replies[0].HasField("reply"), stream.replies[0]
+        assert [r.command_id for r in stream.replies[1:]] == flood
+        assert all(not r.HasField("reply") and r.code == grpc.StatusCode
+                   .FAILED_PRECONDITION.value[0] for r in stream.replies[1:]), stream.replies
+        assert (await room.client.view(table_id)).version == after.version
+    finally:
+        moving.set()
+        await stream.close()
