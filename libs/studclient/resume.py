@@ -5,7 +5,8 @@ Shared by :class:`~studclient.watch.TableWatch` (``WatchTable``, ``WatchMyCards`
 opened again, the caller resuming it from where it stopped (its own ``open_call`` says from
 where):
 
-- UNAUTHENTICATED ``token_expired``, with a fresh token from the client's provider, at once;
+- UNAUTHENTICATED ``token_expired``, with a fresh token from the client's provider, at once
+  (after a pause when the fresh token's stream ended so too, with no message between);
 - ``not_owner`` naming the table's owner (:meth:`Client.follow_redirect`), at the owner;
 - ``not_owner`` without one (the table is changing hands between replicas), after a pause;
 - an ending in :data:`RESUMABLE` (UNAVAILABLE also forgets the table's route), after a pause;
@@ -14,8 +15,10 @@ where):
   closing it), after a pause.
 
 The pause doubles from 50 ms up to :data:`MAX_BACKOFF_S`, back at 50 ms once a message came;
-after :data:`MAX_FAILURES` endings in a row with no message in between, or on any other
-ending, the follower gives up: ``fail`` gets the :class:`~studclient.errors.StudError`.
+after :data:`MAX_FAILURES` endings in a row with no message in between (token expiries and
+redirects counted too: a provider whose tokens the server finds expired, or replicas that
+name each other, never spin), or on any other ending, the follower gives up: ``fail`` gets
+the :class:`~studclient.errors.StudError`.
 """
 
 from __future__ import annotations
@@ -86,10 +89,12 @@ async def follow(client: Client, table_id: str, *,
             error = from_rpc_error(exc)
             if exc.code() is grpc.StatusCode.UNAVAILABLE:
                 client.forget_route(table_id)
-            if isinstance(error, TokenExpired) and client.refreshable:
+            # Past MAX_FAILURES endings with no message, only wait_out still resumes.
+            if isinstance(error, TokenExpired) and client.refreshable \
+                    and failures < MAX_FAILURES:
                 fresh = True
-            elif client.follow_redirect(table_id, error):
-                failures = 0
+            elif failures < MAX_FAILURES and client.follow_redirect(table_id, error):
+                pass  # at the owner it names (replicas naming each other count as failures)
             elif error.reason == "not_owner" and failures < MAX_FAILURES:
                 pass  # the table is changing hands between replicas: resume
             elif wait_out is not None and await wait_out(error):
@@ -101,6 +106,6 @@ async def follow(client: Client, table_id: str, *,
             if done is not None:
                 done(call)
         failures += 1
-        if not fresh:
+        if not fresh or failures > 1:  # a fresh token at once, the first time in a row
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)

@@ -12,16 +12,23 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 
 from studclient import resume
-from studclient.errors import REASON_KEY, StudError
+from studclient.errors import DETAILS_KEY, REASON_KEY, StudError
 
 
 def ending(code: grpc.StatusCode, reason: str = "", **metadata: str) -> grpc.aio.AioRpcError:
-    trailing = grpc.aio.Metadata(*([(REASON_KEY, reason)] if reason else []))
-    error = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, details=reason)
-    error.stud_metadata = metadata  # type: ignore[attr-defined]
-    return error
+    """A call's ending with ``reason``, and ``metadata`` in its ErrorInfo (as the services
+    send it: a ``google.rpc.Status`` in the trailing metadata)."""
+    pairs: list[tuple[str, str | bytes]] = [(REASON_KEY, reason)] if reason else []
+    if metadata:
+        status = status_pb2.Status(code=code.value[0], message=reason)
+        status.details.add().Pack(error_details_pb2.ErrorInfo(reason=reason,
+                                                              metadata=metadata))
+        pairs.append((DETAILS_KEY, status.SerializeToString()))
+    trailing = grpc.aio.Metadata(*pairs)
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, details=reason)
 
 
 class Call:
@@ -176,3 +183,47 @@ async def test_closing_during_an_error_returns_without_failing(monkeypatch):
     run.closed = lambda: len(run.opened) >= 1  # type: ignore[method-assign]
     await run.go(monkeypatch)
     assert run.failed == [] and len(run.opened) == 1
+
+
+async def test_tokens_found_expired_again_pause_then_give_up(monkeypatch):
+    """A provider whose fresh tokens the server still finds expired (its clock ahead, a
+    cached token): the first expiry reopens at once, each next one in a row after a pause,
+    and following gives up after MAX_FAILURES, never a tight loop."""
+    calls = [Call([], ending(grpc.StatusCode.UNAUTHENTICATED, "token_expired"))
+             for _ in range(resume.MAX_FAILURES + 1)]
+    run = Run(calls, client=FakeClient(refreshable=True))
+    await run.go(monkeypatch)
+    assert len(run.opened) == resume.MAX_FAILURES + 1
+    assert [e.reason for e in run.failed] == ["token_expired"]
+    assert run.pauses[:3] == [0.05, 0.1, 0.2]
+    assert len(run.pauses) == resume.MAX_FAILURES - 1  # all but the first expiry's
+    assert run.client.fresh_tokens == resume.MAX_FAILURES
+
+
+async def test_an_expiry_after_messages_reopens_at_once_again(monkeypatch):
+    expired = ending(grpc.StatusCode.UNAUTHENTICATED, "token_expired")
+    run = Run([Call(["a"], expired), Call(["b"], expired), Call(["c"], None)],
+              client=FakeClient(refreshable=True), close_after=3)
+    await run.go(monkeypatch)
+    assert run.handled == ["a", "b", "c"] and run.pauses == [] and run.failed == []
+
+
+async def test_replicas_naming_each_other_give_up(monkeypatch):
+    """Two replicas, each naming the other as the table's owner (a stale route in a
+    handover that never ends): each redirect is followed, after a pause, until
+    MAX_FAILURES, then following gives up."""
+    calls = [Call([], ending(grpc.StatusCode.FAILED_PRECONDITION, "not_owner",
+                             owner=f"replica-{i % 2}:50051"))
+             for i in range(resume.MAX_FAILURES + 1)]
+    run = Run(calls)
+    await run.go(monkeypatch)
+    assert len(run.opened) == resume.MAX_FAILURES + 1
+    assert [e.reason for e in run.failed] == ["not_owner"]
+    assert len(run.pauses) == resume.MAX_FAILURES
+
+
+async def test_a_redirect_then_messages_resets_the_count(monkeypatch):
+    not_owner = ending(grpc.StatusCode.FAILED_PRECONDITION, "not_owner", owner="b:1")
+    run = Run([Call([], not_owner), Call(["m"], None)], close_after=2)
+    await run.go(monkeypatch)
+    assert run.handled == ["m"] and run.failed == [] and run.client.routes == {"t1": "b:1"}
