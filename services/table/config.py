@@ -30,7 +30,8 @@ class Settings:
     ``STUD_SERVICE_KEY`` (this service's private key; it signs as ``service:table``),
     ``LOG_LEVEL`` (``INFO``), ``TABLE_SHUTDOWN_GRACE`` (seconds, ``5``),
     ``TABLE_CALL_DEADLINE`` (seconds per call to the dealer or wallet, ``3``),
-    ``TABLE_WATCH_BUFFER`` (events a watcher may fall behind before it is cut off, ``1000``),
+    ``TABLE_WATCH_BUFFER`` (events a watcher may fall behind before it is cut off, ``1000``, at
+    least 1),
     ``TABLE_WATCHES_PER_PLAYER`` (open watches per caller, ``8``),
     ``TABLE_WATCHES_PER_CONNECTION`` (open watches per client connection, ``16``),
     ``TABLE_SNAPSHOT_EVERY`` (hands between the repository's snapshots, ``25``),
@@ -67,6 +68,10 @@ class Settings:
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_addr: str = DEFAULT_METRICS_ADDR
     history_dsn: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if self.watch_buffer < 1:  # 0 would cut off every watch at its first live event
+            raise ValueError("TABLE_WATCH_BUFFER must be at least 1")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
