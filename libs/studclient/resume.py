@@ -14,16 +14,18 @@ where):
 - the stream ended without an error, or its call was cancelled under the follower (not by
   closing it), after a pause.
 
-The pause doubles from 50 ms up to :data:`MAX_BACKOFF_S`, back at 50 ms once a message came;
-after :data:`MAX_FAILURES` endings in a row with no message in between (token expiries and
-redirects counted too: a provider whose tokens the server finds expired, or replicas that
-name each other, never spin), or on any other ending, the follower gives up: ``fail`` gets
-the :class:`~studclient.errors.StudError`.
+The pause doubles from 50 ms up to :data:`MAX_BACKOFF_S`, back at 50 ms once a message came
+or a call ended after :data:`HEALTHY_S` open (a quiet table's watch that its token's expiry
+ends); after :data:`MAX_FAILURES` endings in a row with neither in between (token expiries
+and redirects counted too: a provider whose tokens the server finds expired, or replicas
+that name each other, never spin), or on any other ending, the follower gives up: ``fail``
+gets the :class:`~studclient.errors.StudError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -44,6 +46,10 @@ FIRST_BACKOFF_S: Final = 0.05
 MAX_BACKOFF_S: Final = 2.0
 MAX_FAILURES: Final = 30
 """Consecutive failed resumes (no message received in between) before following gives up."""
+HEALTHY_S: Final = 10.0
+"""A call open this long before it ended was a healthy one, as if a message had come (a
+quiet table's watch lives until its token expires, and is not a failure)."""
+_clock = time.monotonic
 
 Metadata = tuple[tuple[str, str], ...]
 
@@ -68,6 +74,7 @@ async def follow(client: Client, table_id: str, *,
     while not closed():
         call = open_call(await client.metadata(fresh))
         fresh = False
+        opened = _clock()
         try:
             if start is not None:
                 await start(call)
@@ -86,6 +93,9 @@ async def follow(client: Client, table_id: str, *,
         except grpc.aio.AioRpcError as exc:
             if closed():
                 return
+            if _clock() - opened >= HEALTHY_S:
+                failures = 0
+                backoff = FIRST_BACKOFF_S
             error = from_rpc_error(exc)
             if exc.code() is grpc.StatusCode.UNAVAILABLE:
                 client.forget_route(table_id)

@@ -227,3 +227,24 @@ async def test_a_redirect_then_messages_resets_the_count(monkeypatch):
     run = Run([Call([], not_owner), Call(["m"], None)], close_after=2)
     await run.go(monkeypatch)
     assert run.handled == ["m"] and run.failed == [] and run.client.routes == {"t1": "b:1"}
+
+
+async def test_a_quiet_tables_watch_is_never_given_up_for_its_tokens_expiries(monkeypatch):
+    """A table that sends nothing: each stream lives its token's lifetime (5 minutes here)
+    and ends token_expired with no message. Each call open that long was healthy: the stream
+    is opened again at once with a fresh token, however many times (the review's finding
+    against counting every expiry)."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 150.0  # read twice a call: opened, ended
+        return now[0]
+
+    monkeypatch.setattr(resume, "_clock", clock)
+    expired = ending(grpc.StatusCode.UNAUTHENTICATED, "token_expired")
+    count = 2 * resume.MAX_FAILURES
+    run = Run([Call([], expired) for _ in range(count)] + [Call(["m"], None)],
+              client=FakeClient(refreshable=True), close_after=count + 1)
+    await run.go(monkeypatch)
+    assert run.failed == [] and run.handled == ["m"]
+    assert run.pauses == [] and run.client.fresh_tokens == count
