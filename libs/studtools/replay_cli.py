@@ -655,6 +655,8 @@ async def _recheck_last_settlement(settings: Settings, table_id: str, hands: Seq
     """The table's last complete hand may have ended just before the log was read, its
     settlement not yet written (the table settles right after ``HandEnded``): if the wallet
     has none, look again once after a grace period before calling it a failure."""
+    if not hands:  # a broken chain's verdict alone (_chain_problem): no hand to settle
+        return
     done = [(h, v) for h, v in zip(hands, verdicts, strict=True) if h.complete]
     if not done:
         return
@@ -676,6 +678,8 @@ async def _recheck_last_settlement(settings: Settings, table_id: str, hands: Seq
 async def _check_cards(dealer: DealerSource, token: str, table_id: str,
                        hands: Sequence[HandLog], verdicts: Sequence[HandVerdict]) -> None:
     """Every dealt card of each complete hand against its committed deck."""
+    if not hands:  # a broken chain's verdict alone (_chain_problem): no hand dealt
+        return
     pairs = [(h, v) for h, v in zip(hands, verdicts, strict=True) if h.complete]
     records = await dealer.audits(token, table_id, [h.number for h, _ in pairs])
     for hand, verdict in pairs:
