@@ -702,9 +702,9 @@ async def check_ledger(ar: ArchiveRoom, out: Outcome) -> None:
                                  "ledger.transactions WHERE kind = 'settlement' AND "
                                  "postings = 0")
         for tx, table, hand in await cur.fetchall():
+            cold.setdefault(tx, [])  # compared with Redis's postings below where both hold it
             if tx not in hot:
                 out.break_even += 1
-                cold.setdefault(tx, [])
                 settled[tx] = (table, hand)
     differ = [tx for tx in hot.keys() & cold.keys() if tuple(cold[tx]) != hot[tx]]
     if differ:
