@@ -71,6 +71,9 @@ TLS_ENV: Final = "STUD_TLS"
 """``1``: :meth:`Client.connect`'s default is TLS (the system's trusted roots)."""
 TLS_CA_ENV: Final = "STUD_TLS_CA"
 """A PEM file of the roots to trust (a private CA, a self-signed gateway): TLS with those."""
+REDIRECTS_AT_ONCE: Final = 3
+"""``not_owner`` redirects a call follows without a pause (then after one, while its retry
+patience lasts: :meth:`Client._call`)."""
 OWNER_HEADER: Final = "stud-owner"
 """Through the gateway, a table call carrying this header (``ip:port``, the ``owner`` of a
 ``not_owner`` refusal) goes to that table replica (``studtools.gateway.OWNER_HEADER``)."""
@@ -357,10 +360,14 @@ class Client:
                 if isinstance(error, TokenExpired) and self.refreshable and not refreshed:
                     refreshed = fresh = True
                     continue
-                if isinstance(rpc, str) and redirects < 3 and self.follow_redirect(
-                        table_id, error):
+                if isinstance(rpc, str) and self.follow_redirect(table_id, error):
+                    # At the owner it names: at once, the first REDIRECTS_AT_ONCE times;
+                    # after that after the not_owner pause below, while the patience
+                    # lasts (a replica killed, restarted, its tables taken over: each
+                    # step names another owner, and the last one named is the one).
                     redirects += 1
-                    continue
+                    if redirects <= REDIRECTS_AT_ONCE:
+                        continue
                 if isinstance(rpc, str) and exc.code() is grpc.StatusCode.UNAVAILABLE:
                     # The replica it was routed to may be gone: ask the first address again.
                     self.forget_route(table_id)
