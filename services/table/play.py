@@ -342,7 +342,7 @@ class PlayStreams:
                 stream.busy = False
                 if stream.closing:
                     return
-                while order.pending:  # the watch's end drains it and cancels this wait
+                while order.waiting:  # the watch's end drains it and cancels this wait
                     written.clear()
                     await written.wait()
         except Exception:  # a later `watch`, an empty or undecodable message, expiry

@@ -53,6 +53,12 @@ class ReplyOrder:
         the records (by stored command id: the reply's bytes, with those of the replies
         answered meanwhile that go right after it, and the version after it)."""
 
+    @property
+    def waiting(self) -> bool:
+        """Whether an applied action's reply waits for its place among the records (it
+        goes out with the watch's next batches, or at :meth:`drain`)."""
+        return bool(self.pending)
+
     # --- in --------------------------------------------------------------------------------
 
     def started(self, cid: str) -> None:

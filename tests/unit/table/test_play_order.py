@@ -167,3 +167,20 @@ def test_a_retry_still_waiting_at_the_end_follows_its_reply() -> None:
     assert o.answered(b"reply-a", A, 12, True) == []
     assert o.answered(b"retry-a", A, 12, False) == []
     assert o.drain() == [b"reply-a", b"retry-a"]
+
+
+def test_waiting_says_whether_a_reply_waits_for_its_place() -> None:
+    """What the Play handler waits on before it reads the next message."""
+    o = order()
+    assert not o.waiting
+    o.started(A)
+    assert not o.waiting  # in flight, not answered
+    assert o.answered(b"reply-a", A, 12, True) == []
+    assert o.waiting
+    assert o.batch(batch((11, OTHER), (12, A))) == [b"r11", b"reply-a"]
+    assert not o.waiting
+    o.started(B)
+    assert o.answered(b"reply-b", B, 13, True) == []
+    assert o.waiting
+    assert o.drain() == [b"reply-b"]
+    assert not o.waiting
