@@ -12,7 +12,7 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 
@@ -30,6 +30,9 @@ from table.bootstrap import TableDeps, build_deps
 from table.config import Settings
 from table.server import create_server
 from wallet.config import Settings as WalletSettings
+
+if TYPE_CHECKING:
+    import pytest
 
 OPERATOR: Final = Principal(Role.OPERATOR, "ops")
 AUDITOR: Final = Principal(Role.AUDITOR, "audit")
@@ -218,3 +221,19 @@ async def play_until(client: TableClient, table_id: str, hands: int,
                 return view
             if not await act_once(client, table_id, view, choose):
                 await asyncio.sleep(0.01)
+
+
+def slow_watch(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.2) -> None:
+    """Every watch's batches each ``seconds`` late (``TableApp.watch_batches``, which
+    ``WatchTable`` and ``Play`` read): a reply is ready before the records written before
+    its action have left."""
+    from table.app import TableApp
+
+    original = TableApp.watch_batches
+
+    async def late(self: TableApp, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async for batch in original(self, *args, **kwargs):
+            await asyncio.sleep(seconds)
+            yield batch
+
+    monkeypatch.setattr(TableApp, "watch_batches", late)

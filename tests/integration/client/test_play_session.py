@@ -26,6 +26,7 @@ from studtest.table import (
     fast_settings,
     player,
     running_table,
+    slow_watch,
     table_settings,
 )
 from studtools.devkeys import DevKeys
@@ -158,6 +159,17 @@ async def test_a_refused_action_raises_the_unary_calls_error(client_for: ClientF
         assert acting.known_version(table_id) == reply.version
 
 
+async def records_through(session: PlaySession, last: int) -> list[pb.TableEventRecord]:
+    """The session's records handed over, up to the first at or past ``last``."""
+    records: list[pb.TableEventRecord] = []
+    async with asyncio.timeout(20):
+        async for record in session.records():
+            records.append(record)
+            if record.sequence >= last:
+                break
+    return records
+
+
 async def betting(client: Client, table_id: str) -> pb.TableView:
     """The table's view once a hand waits for a betting action."""
     view = await client.get_table(table_id)
@@ -186,12 +198,7 @@ async def test_an_action_cut_off_before_its_reply_is_answered_on_the_next_stream
             reply = await act
         assert session.resumes >= 1
         assert reply.events[0].sequence > view.version
-        records: list[pb.TableEventRecord] = []
-        async with asyncio.timeout(20):
-            async for record in session.records():
-                records.append(record)
-                if record.sequence >= reply.events[-1].sequence:
-                    break
+        records = await records_through(session, reply.events[-1].sequence)
         # Nothing lost, nothing twice: the resumed stream's records and the reply's events
         # handed over once each, in order.
         sequences = [r.sequence for r in records]
@@ -275,12 +282,7 @@ async def test_an_action_on_top_of_a_record_not_handed_over_yet_loses_no_record(
             reply = await session.act(view.hand.legal_actions.actions[0],
                                       expected_sequence=None)
         assert reply.events[0].sequence > view.version
-        records: list[pb.TableEventRecord] = []
-        async with asyncio.timeout(20):
-            async for record in session.records():
-                records.append(record)
-                if record.sequence >= reply.events[-1].sequence:
-                    break
+        records = await records_through(session, reply.events[-1].sequence)
     finally:
         await session.close()
     sequences = [r.sequence for r in records]
@@ -296,8 +298,6 @@ async def test_an_action_sent_again_on_a_session_behind_the_table_loses_no_recor
     command id on a session opened behind the table, the watch's batches slowed: the
     duplicate's reply comes after the catch-up records written before the action, and the
     session hands every one of them over (it drops what is at or below a reply's events)."""
-    from table.app import TableApp
-
     table_id, (ann, bob) = await seated(client_for, ["ann", "bob"])
     view = await betting(ann, table_id)
     acting = ann if view.hand.to_act == 1 else bob
@@ -307,26 +307,14 @@ async def test_an_action_sent_again_on_a_session_behind_the_table_loses_no_recor
     cid = new_command_id()
     first = await acting.act(table_id, view.hand.legal_actions.actions[0],
                              expected_sequence=None, command_id=cid)
-    original = TableApp.watch_batches
-
-    async def late(self: TableApp, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        async for batch in original(self, *args, **kwargs):  # type: ignore[arg-type]
-            await asyncio.sleep(0.2)
-            yield batch
-
-    monkeypatch.setattr(TableApp, "watch_batches", late)
+    slow_watch(monkeypatch)
     session = acting.play(table_id, after_sequence=behind)
     try:
         async with asyncio.timeout(20):
             reply = await session.act(view.hand.legal_actions.actions[0],
                                       expected_sequence=None, command_id=cid)
         assert reply.duplicate and reply.version == first.version
-        records: list[pb.TableEventRecord] = []
-        async with asyncio.timeout(20):
-            async for record in session.records():
-                records.append(record)
-                if record.sequence >= reply.events[-1].sequence:
-                    break
+        records = await records_through(session, reply.events[-1].sequence)
     finally:
         await session.close()
     sequences = [r.sequence for r in records]

@@ -13,7 +13,7 @@ import pytest
 from stud.v1 import table_pb2 as pb
 from studkit.commandwindow import new_id
 from studtest.redis import TestRedis
-from studtest.table import OPERATOR, Room, player
+from studtest.table import OPERATOR, Room, player, slow_watch
 from studtools.devkeys import DevKeys
 from table.play import record_message
 from table.views import batch_bytes
@@ -40,19 +40,12 @@ async def observed(room: Room, table_id: str, upto: int) -> list[pb.TableEventRe
     return out
 
 
-def slow_watch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every watch's batches each 0.2 s late: a reply is ready before the records written
-    before its action have left."""
-    from table.app import TableApp
-
-    original = TableApp.watch_batches
-
-    async def late(self: TableApp, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        async for batch in original(self, *args, **kwargs):  # type: ignore[arg-type]
-            await asyncio.sleep(0.2)
-            yield batch
-
-    monkeypatch.setattr(TableApp, "watch_batches", late)
+async def at_the_bring_in(room: Room) -> tuple[str, pb.TableView]:
+    """A table of ann (seat 1) and bob (seat 2) in its first hand, its bring-in due."""
+    table_id = await seated(room, {1: "ann", 2: "bob"})
+    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
+                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    return table_id, view
 
 
 def reached(stream: PlayStream, version: int) -> bool:
@@ -125,9 +118,7 @@ async def test_replies_come_in_order_and_a_retry_is_a_duplicate(
     fold's refusal wait behind it)."""
     if late:
         slow_watch(monkeypatch)
-    table_id = await seated(room, {1: "ann", 2: "bob"})
-    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
-                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    table_id, view = await at_the_bring_in(room)
     to_act = view.hand.to_act
     name = next(s.player_id for s in view.seats if s.seat == to_act)
     stream = await PlayStream.open(room, player(name), table_id)
@@ -187,9 +178,7 @@ async def test_only_this_streams_own_actions_are_left_out(room: Room) -> None:
     """Two Play streams of one player: the records of an action sent on one come in its
     reply there and as records on the other; the player's unary calls' come whole on both,
     and not at all on a third stream whose watch asked for skip_own."""
-    table_id = await seated(room, {1: "ann", 2: "bob"})
-    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
-                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    table_id, view = await at_the_bring_in(room)
     to_act = view.hand.to_act
     name = next(s.player_id for s in view.seats if s.seat == to_act)
     one, two = [await PlayStream.open(room, player(name), table_id) for _ in range(2)]
@@ -280,9 +269,7 @@ async def test_a_reply_never_comes_before_a_record_written_before_its_action(
     call, then this player's call on the Play stream with no expected_sequence, applied on
     top of it. The stream carries the bring-in's records before the reply, never after (a
     client folding by sequence would drop a record that comes after a reply past it)."""
-    table_id = await seated(room, {1: "ann", 2: "bob"})
-    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
-                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    table_id, view = await at_the_bring_in(room)
     first = view.hand.to_act
     other = next(s for s in view.seats if s.seat != first)
     slow_watch(monkeypatch)
@@ -314,9 +301,7 @@ async def test_a_retry_on_a_resumed_stream_comes_after_the_records_before_its_ac
     sends every waiting action on the next stream): the duplicate's reply comes after the
     catch-up's bring-in records, never before them (the watch slowed: the reply is ready
     first)."""
-    table_id = await seated(room, {1: "ann", 2: "bob"})
-    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
-                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    table_id, view = await at_the_bring_in(room)
     first = view.hand.to_act
     other = next(s for s in view.seats if s.seat != first)
     mover = next(s.player_id for s in view.seats if s.seat == first)
@@ -370,9 +355,7 @@ async def test_a_message_that_ends_the_stream_loses_no_reply_the_watch_is_writin
 
     monkeypatch.setattr(PlayStreams, "_write", staticmethod(held))
     slow_watch(monkeypatch)
-    table_id = await seated(room, {1: "ann", 2: "bob"})
-    view = await room.client.wait_for(table_id, lambda v: v.hand.to_act != 0
-                                      and v.hand.phase == pb.HAND_PHASE_BETTING)
+    table_id, view = await at_the_bring_in(room)
     to_act = view.hand.to_act
     name = next(s.player_id for s in view.seats if s.seat == to_act)
     stream = await PlayStream.open(room, player(name), table_id)

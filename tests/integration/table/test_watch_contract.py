@@ -257,8 +257,13 @@ async def test_a_watch_that_reads_no_more_gets_its_buffer_then_ends_and_resumes(
             == v.hand.to_act)
         app = room.table_deps.app
         watch = app.watch_batches(OPERATOR, table_id, view.version)
+        actor = app.actor_of(table_id)
+        assert actor is not None
+        watching = len(actor.watchers)
         first = asyncio.create_task(anext(watch))
-        await asyncio.sleep(0.2)  # subscribed, waiting: nothing is appended meanwhile
+        async with asyncio.timeout(10):  # subscribed, waiting: nothing is appended meanwhile
+            while len(actor.watchers) == watching:
+                await asyncio.sleep(0.01)
         assert not first.done()
         assert await act_once(room.client, table_id, view, random.Random(3).choice)
         got = [e.sequence for e in await asyncio.wait_for(first, 20)]
