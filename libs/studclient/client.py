@@ -42,6 +42,7 @@ from studclient.errors import (
     from_rpc_error,
 )
 from studclient.expected import AUTO, ExpectedSequence
+from studclient.pace import TABLE_BURST, TABLE_CALLS_PER_S, CallPace
 from studclient.play import PlaySession
 from studclient.tournament import TournamentClient
 from studclient.watch import TableWatch, records_of
@@ -71,6 +72,8 @@ TLS_ENV: Final = "STUD_TLS"
 """``1``: :meth:`Client.connect`'s default is TLS (the system's trusted roots)."""
 TLS_CA_ENV: Final = "STUD_TLS_CA"
 """A PEM file of the roots to trust (a private CA, a self-signed gateway): TLS with those."""
+DEFAULT_PACE: Final = CallPace(TABLE_CALLS_PER_S, TABLE_BURST)
+"""A marker: :class:`Client` makes its own pace (never shared between clients)."""
 REDIRECTS_AT_ONCE: Final = 3
 """``not_owner`` redirects a call follows without a pause (then after one, while its retry
 patience lasts: :meth:`Client._call`)."""
@@ -185,7 +188,8 @@ class Client:
                  retry: RetryPolicy | None = None,
                  interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
                  tournament: grpc.aio.Channel | None = None,
-                 via_gateway: bool = False) -> None:
+                 via_gateway: bool = False,
+                 table_pace: CallPace | None = DEFAULT_PACE) -> None:
         self.via_gateway = via_gateway
         """Follow ``not_owner`` through the address connected to, with the owner in the
         ``stud-owner`` header, instead of dialing the owner (docs/sdk.md)."""
@@ -208,6 +212,13 @@ class Client:
         self._versions: dict[str, int] = {}
         self._seats: dict[str, int] = {}
         self._rng = random.Random()
+        self.table_pace = (CallPace(TABLE_CALLS_PER_S, TABLE_BURST)
+                           if table_pace is DEFAULT_PACE else table_pace)
+        """The pace a player's table calls keep (:mod:`studclient.pace`): under the table's
+        budget, a call waits instead of being refused ``rate_limited``. None: unpaced
+        (operators, services and auditors are not budgeted by the table anyway)."""
+        self._paced: tuple[str | None, bool] = (None, False)
+        """The token last looked at, and whether it is a player's (whose calls are paced)."""
 
     @classmethod
     def connect(cls, table_addr: str, dealer_addr: str | None = None,
@@ -216,12 +227,15 @@ class Client:
                 interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
                 tournament_addr: str | None = None,
                 via_gateway: bool | None = None, tls: bool | None = None,
-                tls_roots: bytes | None = None) -> Client:
+                tls_roots: bytes | None = None,
+                table_pace: CallPace | None = DEFAULT_PACE) -> Client:
         """A client for the services at these addresses (``host:port``).
         ``via_gateway``: the addresses are the gateway's (docs/web.md), which alone reaches
         the table replicas; None: ``STUD_VIA_GATEWAY=1`` in the environment says so.
         ``tls``: TLS, trusting ``tls_roots`` (PEM) or else the system's roots; None:
-        ``STUD_TLS=1`` or ``STUD_TLS_CA=<PEM file>`` in the environment, else plaintext."""
+        ``STUD_TLS=1`` or ``STUD_TLS_CA=<PEM file>`` in the environment, else plaintext.
+        ``table_pace``: the pace of a player's table calls (:mod:`studclient.pace`; by
+        default :data:`~studclient.pace.TABLE_CALLS_PER_S`; None: unpaced)."""
         if via_gateway is None:
             via_gateway = os.environ.get(VIA_GATEWAY_ENV, "").strip() == "1"
         ca = os.environ.get(TLS_CA_ENV, "").strip()
@@ -242,7 +256,7 @@ class Client:
                    channel(wallet_addr) if wallet_addr else None, token, retry=retry,
                    interceptors=interceptors,
                    tournament=channel(tournament_addr) if tournament_addr else None,
-                   via_gateway=via_gateway)
+                   via_gateway=via_gateway, table_pace=table_pace)
 
     async def __aenter__(self) -> Client:
         return self
@@ -294,6 +308,14 @@ class Client:
     async def metadata(self, fresh: bool = False) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {await self.token(fresh)}"),)
 
+    def _player_token(self) -> bool:
+        """Whether the current token is a player's (read unverified, once per token)."""
+        token, player = self._paced
+        if token != self._token:
+            player = token_subject(self._token or "")[0] == "player"
+            self._paced = (self._token, player)
+        return player
+
     # --- calling ---------------------------------------------------------------------------
 
     def table_stub(self, table_id: str | None = None) -> Any:
@@ -336,9 +358,10 @@ class Client:
 
     async def _call(self, rpc: Callable[..., Awaitable[T]] | str, request: Any, *,
                     retry_on: frozenset[grpc.StatusCode] = RETRIED_CODES) -> T:
-        """``rpc(request)`` with the token, retrying ``retry_on`` codes with the same request
-        and replacing an expired token once. A table method given by name is sent to the
-        replica that owns the request's table, following ``not_owner`` redirects."""
+        """``rpc(request)`` with the token, retrying ``retry_on`` codes and ``rate_limited``
+        with the same request and replacing an expired token once. A table method given by
+        name is sent to the replica that owns the request's table, following ``not_owner``
+        redirects; a player's is sent at the client's pace (:attr:`table_pace`)."""
         delays = self.retry.delays()
         started = time.monotonic()
         refreshed = fresh = False
@@ -351,6 +374,8 @@ class Client:
                 metadata = await self.metadata(fresh)
                 if isinstance(rpc, str):
                     metadata += self.owner_metadata(table_id)
+                    if self.table_pace is not None and self._player_token():
+                        await self.table_pace.take()
                 result: T = await method(request, metadata=metadata,
                                          timeout=self.retry.timeout_s)
                 return result
@@ -371,7 +396,10 @@ class Client:
                 if isinstance(rpc, str) and exc.code() is grpc.StatusCode.UNAVAILABLE:
                     # The replica it was routed to may be gone: ask the first address again.
                     self.forget_route(table_id)
-                retried = error.reason == "not_owner" or exc.code() in retry_on
+                # A rate limit (the table's budget set below the client's pace, or the
+                # player's calls on more than one client) says to back off and retry.
+                retried = (error.reason in ("not_owner", "rate_limited")
+                           or exc.code() in retry_on)
                 pause = (self.retry.pause(delays, started, time.monotonic()) if retried
                          else None)
                 if pause is None:

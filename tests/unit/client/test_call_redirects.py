@@ -110,3 +110,38 @@ async def test_redirects_that_never_reach_the_owner_end_with_the_patience(
     assert len(pauses) == len(retry.delays())  # the attempts' pauses, no patience left
     assert len(replicas.asked) == REDIRECTS_AT_ONCE + len(retry.delays()) + 1
     await client.close()
+
+
+def rate_limited() -> grpc.aio.AioRpcError:
+    trailing = grpc.aio.Metadata((REASON_KEY, "rate_limited"))
+    return grpc.aio.AioRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.aio.Metadata(),
+                                trailing, details="more than 100 calls a second")
+
+
+async def test_a_rate_limited_call_is_sent_again_after_a_pause(
+        monkeypatch: pytest.MonkeyPatch, pauses: list[float]) -> None:
+    """``rate_limited`` says back off and retry: the same request is sent again after a
+    pause (a command keeps its id, so it is done once), where it ended the call."""
+    reply = table_pb2.CommandReply(version=3)
+    replicas = Replicas({"first": [rate_limited(), rate_limited(), reply]})
+    client = a_client(replicas, monkeypatch)
+    assert await call(client) == reply
+    assert replicas.asked == ["first"] * 3
+    assert len(pauses) == 2
+    await client.close()
+
+
+async def test_another_resource_exhausted_is_not_retried(
+        monkeypatch: pytest.MonkeyPatch, pauses: list[float]) -> None:
+    """RESOURCE_EXHAUSTED for another reason (a stream limit) is not a rate limit: the
+    call ends with it at once."""
+    other = grpc.aio.AioRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.aio.Metadata(),
+                                 grpc.aio.Metadata((REASON_KEY, "too_many_streams")),
+                                 details="too many streams")
+    replicas = Replicas({"first": [other]})
+    client = a_client(replicas, monkeypatch)
+    with pytest.raises(StudError) as caught:
+        await call(client)
+    assert caught.value.reason == "too_many_streams"
+    assert pauses == [] and replicas.asked == ["first"]
+    await client.close()
