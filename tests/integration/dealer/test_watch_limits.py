@@ -138,9 +138,14 @@ class TestUnknownTables:
         starts = [table.dealer.start_hand(table.table_id, 1) for table in tables]
         results = await asyncio.gather(*watches, *starts)
         errors, commitments = results[:150], results[150:]
-        # All on one connection: past its limit they are refused before the table is looked up.
-        codes = [e.code() for e in errors]
-        assert set(codes) == {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.RESOURCE_EXHAUSTED}
+        # All on one connection: those past its limit while others are open are refused
+        # before the table is looked up. How many are open at once is the machine's to decide
+        # (a busy one may answer each NOT_FOUND before the next arrives), so only the
+        # refusals' kinds are pinned here; the limits themselves: TestStreamLimits.
+        reasons = Counter((e.code(), rpc_error_reason(e)) for e in errors)
+        assert (grpc.StatusCode.NOT_FOUND, "unknown_table") in reasons
+        assert set(reasons) <= {(grpc.StatusCode.NOT_FOUND, "unknown_table"),
+                                (grpc.StatusCode.RESOURCE_EXHAUSTED, "too_many_streams")}
         assert all(isinstance(c, str) and c for c in commitments)
         assert limited.deps.tailer.tailed_tables() == frozenset()
 
