@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, TextIO
 
-from stud.v1 import common_pb2
 from stud.v1 import tournament_pb2 as pb
 from studclient.bot import Bot, Tally
 from studclient.client import Client
@@ -35,7 +34,6 @@ from studclient.errors import (
     AlreadyExists,
     FailedPrecondition,
     NotFound,
-    ResourceExhausted,
     StudError,
 )
 from studclient.resume import RESUMABLE
@@ -51,8 +49,6 @@ PHASES: Final[dict[int, str]] = {pb.TOURNAMENT_PHASE_REGISTERING: "registering",
                  pb.TOURNAMENT_PHASE_FINISHED: "finished",
                  pb.TOURNAMENT_PHASE_CANCELLED: "cancelled"}
 OPEN_RETRY_S: Final = 0.1
-RATE_RETRIES: Final = 5
-RATE_PAUSE_S: Final = 0.5
 REWATCH_MAX_S: Final = 2.0
 
 
@@ -115,20 +111,6 @@ class TourneyBot:
         if not task.cancelled() and (error := task.exception()) is not None:
             tally.error(f"{self.name} at {self.tables[-1] if self.tables else '?'}", error)
 
-    async def _act(self, table_id: str, action: common_pb2.LegalAction, version: int,
-                   tally: TourneyTally) -> None:
-        """The action; a rate limit (bots heads-up act very fast) is waited out, a few
-        times, as an expected refusal."""
-        for attempt in range(RATE_RETRIES):
-            try:
-                await self.client.act(table_id, action, expected_sequence=version)
-                return
-            except ResourceExhausted as exc:
-                if exc.reason != "rate_limited" or attempt == RATE_RETRIES - 1:
-                    raise
-                tally.refused += 1
-                await asyncio.sleep(RATE_PAUSE_S)
-
     async def _play_table(self, table_id: str, tally: TourneyTally, out: TextIO) -> None:
         """Act at each of the bot's turns at ``table_id`` until cancelled (moved, out). A
         watch that fails (the table's replicas changing hands, Redis restarting, a stream
@@ -145,8 +127,10 @@ class TourneyBot:
                         if view.version > acted_at and my_turn(view):
                             acted_at = view.version
                             action = self.bot.strategy(view, self.bot.rng)
-                            if await self.bot._command(tally, "act", self._act(
-                                    table_id, action, view.version, tally)):
+                            # A rate limit is the client's to keep under and retry
+                            # (studclient.pace, Client._call).
+                            if await self.bot._command(tally, "act", self.client.act(
+                                    table_id, action, expected_sequence=view.version)):
                                 tally.actions += 1
                 return
             except NotFound:
