@@ -15,6 +15,7 @@ every record that came while it waited).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Final
 
 TABLE_CALLS_PER_S: Final = 80.0
@@ -25,43 +26,48 @@ TABLE_BURST: Final = 80.0
 
 class CallPace:
     """A token bucket of ``per_s`` calls a second, ``burst`` at once, that callers wait on
-    (:meth:`take`) in the order they came: each takes a token, waiting for it if there is
-    none (the bucket goes below zero by the calls waiting, each waiting for its own). Its
-    clock is the running event loop's.
+    (:meth:`take`) in the order they came: each takes a token (:meth:`reserve`), waiting for
+    it if there is none (the bucket goes below zero by the calls waiting, each waiting for
+    its own). Its clock is ``clock``, else the running event loop's.
 
-    >>> async def times(n: int) -> list[float]:
-    ...     pace, loop = CallPace(per_s=10, burst=2), asyncio.get_running_loop()
-    ...     start, out = loop.time(), []
-    ...     for _ in range(n):
-    ...         await pace.take()
-    ...         out.append(round(loop.time() - start, 1))
-    ...     return out
-    >>> asyncio.run(times(5))  # two at once, then one every 0.1 s
-    [0.0, 0.0, 0.1, 0.2, 0.3]
+    >>> now = [0.0]
+    >>> pace = CallPace(per_s=10, burst=2, clock=lambda: now[0])
+    >>> [round(pace.reserve(), 3) for _ in range(4)]  # two at once, then one every 0.1 s
+    [0.0, 0.0, 0.1, 0.2]
+    >>> now[0] = 1.0  # a quiet second: the burst is back, and no more
+    >>> [round(pace.reserve(), 3) for _ in range(3)]
+    [0.0, 0.0, 0.1]
     """
 
-    def __init__(self, per_s: float, burst: float) -> None:
+    def __init__(self, per_s: float, burst: float,
+                 clock: Callable[[], float] | None = None) -> None:
         if per_s <= 0 or burst < 1:
             raise ValueError(f"a pace needs per_s > 0 and burst >= 1, not {per_s}, {burst}")
         self.per_s = per_s
         self.burst = burst
+        self._clock = clock
         self._tokens = burst
         self._stamp: float | None = None
         self.waited = 0
         """Calls that had to wait (for tests and benchmarks)."""
 
-    async def take(self) -> None:
-        """Take a token, waiting until it is due."""
-        now = asyncio.get_running_loop().time()
+    def reserve(self) -> float:
+        """Take a token now: the seconds until it is due (0.0: at once)."""
+        now = self._clock() if self._clock is not None else asyncio.get_running_loop().time()
         if self._stamp is not None:
             self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.per_s)
         self._stamp = now
         self._tokens -= 1.0
-        if self._tokens >= 0:
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.per_s
+
+    async def take(self) -> None:
+        """Take a token, waiting until it is due."""
+        delay = self.reserve()
+        if delay <= 0:
             return
         self.waited += 1
         try:
-            await asyncio.sleep(-self._tokens / self.per_s)
+            await asyncio.sleep(delay)
         except asyncio.CancelledError:
             self._tokens += 1.0  # the call was never made: its token is back
             raise

@@ -1,7 +1,7 @@
-"""The SDK's pace of a player's table calls (``studclient.pace.CallPace``), on the event
-loop's clock: a burst at once, then one call every ``1 / per_s`` seconds, in the order they
-came; a cancelled wait gives its token back. Against the real table:
-tests/integration/client/test_pace.py."""
+"""The SDK's pace of a player's table calls (``studclient.pace.CallPace``), on a clock the
+test moves: a burst at once, then one call every ``1 / per_s`` seconds, in the order they
+came; a quiet while refills the burst and no more; a cancelled wait gives its token back.
+Against the real table: tests/integration/client/test_pace.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ import asyncio
 import pytest
 
 from studclient.pace import TABLE_BURST, TABLE_CALLS_PER_S, CallPace
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_the_default_pace_stays_inside_the_tables_default_budget() -> None:
@@ -22,49 +30,55 @@ def test_the_default_pace_stays_inside_the_tables_default_budget() -> None:
     assert per_player * limiter._burst >= TABLE_BURST
 
 
-async def test_calls_past_the_burst_wait_their_turn_in_order() -> None:
-    pace, loop = CallPace(per_s=50, burst=3), asyncio.get_running_loop()
-    start = loop.time()
-    finished: list[tuple[int, float]] = []
+def test_calls_past_the_burst_are_due_one_every_period_in_order() -> None:
+    clock = Clock()
+    pace = CallPace(per_s=50, burst=3, clock=clock)
+    dues = [pace.reserve() for _ in range(8)]
+    assert dues[:3] == [0.0, 0.0, 0.0]
+    assert dues[3:] == pytest.approx([0.02, 0.04, 0.06, 0.08, 0.10])
+
+
+def test_time_passing_pays_the_waiting_calls_first() -> None:
+    clock = Clock()
+    pace = CallPace(per_s=10, burst=1, clock=clock)
+    assert [pace.reserve() for _ in range(3)] == pytest.approx([0.0, 0.1, 0.2])
+    clock.now = 0.15  # one and a half tokens refilled, both owed to the calls waiting
+    assert pace.reserve() == pytest.approx(0.15)  # due at 0.3, after the two before it
+
+
+def test_a_quiet_while_refills_the_burst_and_no_more() -> None:
+    clock = Clock()
+    pace = CallPace(per_s=100, burst=2, clock=clock)
+    assert [pace.reserve() for _ in range(2)] == [0.0, 0.0]
+    clock.now = 10.0  # a thousand tokens' worth, capped at two
+    assert [pace.reserve() for _ in range(3)] == pytest.approx([0.0, 0.0, 0.01])
+
+
+async def test_take_waits_only_past_the_burst() -> None:
+    """On the loop: the calls within the burst do not wait; those past it sleep (counted in
+    ``waited``) and finish in the order they came."""
+    pace = CallPace(per_s=20, burst=3)
+    order: list[int] = []
 
     async def one(i: int) -> None:
         await pace.take()
-        finished.append((i, loop.time() - start))
+        order.append(i)
 
-    await asyncio.gather(*(one(i) for i in range(8)))
-    assert [i for i, _ in finished] == list(range(8))
-    at_once = [t for _, t in finished[:3]]
-    assert max(at_once) < 0.015
-    # The five past the burst: one every 20 ms (never earlier; timers may fire late).
-    for k, (_, t) in enumerate(finished[3:], start=1):
-        assert t >= k * 0.02 - 0.002
-    assert pace.waited == 5
-
-
-async def test_a_quiet_while_refills_the_burst_and_no_more() -> None:
-    pace = CallPace(per_s=100, burst=2)
-    for _ in range(2):
-        await pace.take()
-    await asyncio.sleep(0.1)  # ten tokens' worth, capped at two
-    for _ in range(2):
-        await pace.take()
-    assert pace.waited == 0
-    await pace.take()
-    assert pace.waited == 1
+    await asyncio.gather(*(one(i) for i in range(6)))
+    assert order == list(range(6))
+    assert pace.waited == 3
 
 
 async def test_a_cancelled_wait_gives_its_token_back() -> None:
-    pace = CallPace(per_s=10, burst=1)
+    clock = Clock()
+    pace = CallPace(per_s=10, burst=1, clock=clock)
     await pace.take()
-    waiting = asyncio.ensure_future(pace.take())
-    await asyncio.sleep(0.01)
+    waiting = asyncio.ensure_future(pace.take())  # due in 0.1 s of the test's clock
+    await asyncio.sleep(0)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    await pace.take()  # due 0.1 s after the first, not 0.2 s
-    assert loop.time() - start < 0.15
+    assert pace.reserve() == pytest.approx(0.1)  # the cancelled one's turn, not 0.2
 
 
 @pytest.mark.parametrize(("per_s", "burst"), [(0, 1), (-1, 5), (10, 0.5)])
