@@ -134,6 +134,21 @@ def last_sequence(messages: list[pb.TableEventRecord]) -> int:
     return max([0, *(r.sequence for m in messages for r in (m, *m.more))])
 
 
+def watchers(room: Room, table_id: str) -> int:
+    """How many watches the table's actor has subscribed now."""
+    actor = room.table_deps.app.actor_of(table_id)
+    assert actor is not None
+    return len(actor.watchers)
+
+
+async def subscribed(room: Room, table_id: str, count: int) -> None:
+    """Until the table's actor has ``count`` watches subscribed (each opened watch gets what
+    is appended from then on; a fixed sleep was not enough on a busy machine)."""
+    async with asyncio.timeout(10):
+        while watchers(room, table_id) < count:
+            await asyncio.sleep(0.01)
+
+
 async def test_a_batched_watch_carries_the_same_records_in_fewer_messages(room: Room) -> None:
     """WatchTableRequest.batched (issue 35): the records an unbatched watch gets, byte for
     byte and in order, each as the caller may see it, live and caught up, in fewer
@@ -148,12 +163,13 @@ async def test_a_batched_watch_carries_the_same_records_in_fewer_messages(room: 
     # Live: watching while the hands are played (what the table fans out as it commits).
     live: dict[tuple[str, bool], list[pb.TableEventRecord]] = {}
     tasks = []
+    watching = watchers(room, table_id)
     for who in (ann, rail):
         for batched in (False, True):
             live[(who.name, batched)] = []
             tasks.append(asyncio.create_task(watch_messages(
                 room, table_id, who, start, 10**9, batched, live[(who.name, batched)])))
-    await asyncio.sleep(0.2)
+    await subscribed(room, table_id, watching + len(tasks))
     await play_until(room.client, table_id, 3, random.Random(7).choice)
     version = (await room.client.view(table_id)).version
     async with asyncio.timeout(10):
@@ -204,13 +220,15 @@ async def test_a_watch_that_skips_its_own_commands_gets_them_in_their_replies(
     room.client.call = recording  # type: ignore[method-assign]
     live: dict[tuple[str, bool, bool], list[pb.TableEventRecord]] = {}
     tasks = []
+    watching = watchers(room, table_id)
     for who, batched, skip in ((ann, True, False), (ann, True, True), (ann, False, True),
                                (rail, True, True)):
         live[(who.name, batched, skip)] = []
         tasks.append(asyncio.create_task(watch_messages(
             room, table_id, who, start, 10**9, batched, live[(who.name, batched, skip)],
             skip)))
-    await asyncio.sleep(0.2)
+    # Each watch subscribed (its own actions from here on are what it skips) before any.
+    await subscribed(room, table_id, watching + len(tasks))
     await play_until(room.client, table_id, 3, random.Random(11).choice)
     room.client.call = calling  # type: ignore[method-assign]
     version = (await room.client.view(table_id)).version
@@ -218,20 +236,24 @@ async def test_a_watch_that_skips_its_own_commands_gets_them_in_their_replies(
         while last_sequence(live[("ann", True, False)]) < version \
                 or last_sequence(live[("rail-watcher", True, True)]) < version:
             await asyncio.sleep(0.05)
-    await asyncio.sleep(0.2)  # a skipping watch's last records may be ann's own: none come
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
     everything = flattened(live[("ann", True, False)], version)
     mine = [r.SerializeToString() for reply in replies for r in reply.events]
     assert len(replies) > 5 and mine and set(mine) < set(everything)
     others = [r for r in everything if r not in mine]
+    # The skipping watches' last records may be ann's own, which never come: each is
+    # waited for up to the last record that is not.
+    last_other = pb.TableEventRecord.FromString(others[-1]).sequence
+    async with asyncio.timeout(10):
+        while last_sequence(live[("ann", True, True)]) < last_other \
+                or last_sequence(live[("ann", False, True)]) < last_other:
+            await asyncio.sleep(0.05)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     assert flattened(live[("ann", True, True)], version) == others
     assert flattened(live[("ann", False, True)], version) == others
     assert len(flattened(live[("rail-watcher", True, True)], version)) == len(everything)
     # Caught up on what was written before the watch began: everything, ann's own included.
-    last_other = pb.TableEventRecord.FromString(others[-1]).sequence
     for batched in (True, False):
         read = await watch_messages(room, table_id, ann, start, last_other, batched,
                                     skip_own=True)
