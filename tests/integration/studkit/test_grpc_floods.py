@@ -276,7 +276,17 @@ async def test_a_player_flooding_past_their_rate_is_served_nothing_while_held(
     flooder, other = await connection(server), await connection(server)
     eve, amy = valid(Principal(Role.PLAYER, "eve")), valid(Principal(Role.PLAYER, "amy"))
     outcomes: Counter[tuple[str, str | None]] = Counter()
-    deadline = time.monotonic() + 2.0
+    first_held: list[float] = []
+    holding = rates.hold
+
+    async def hold(*args: Any, **kwargs: Any) -> None:
+        if not first_held:
+            first_held.append(time.monotonic())
+        await holding(*args, **kwargs)
+
+    rates.hold = hold  # type: ignore[method-assign]
+    started = time.monotonic()
+    deadline = started + 2.0
 
     async def worker() -> None:
         while time.monotonic() < deadline:
@@ -290,8 +300,11 @@ async def test_a_player_flooding_past_their_rate_is_served_nothing_while_held(
     await flood
     assert served_other >= 5
     assert outcomes[("RESOURCE_EXHAUSTED", "rate_limited")] > 0
-    # The burst (50), and the odd call between two held ones at most: not 50 a second more.
-    assert outcomes[("OK", None)] <= 50 + 10, outcomes
+    # The burst (50) and what refilled until the first call was held (a busy machine
+    # serves the burst more slowly), and the odd call between two held ones at most: not
+    # 50 a second more.
+    assert first_held
+    assert outcomes[("OK", None)] <= 50 + 50 * (first_held[0] - started) + 10, outcomes
     while rates.held():
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.1)  # a refill for eve
