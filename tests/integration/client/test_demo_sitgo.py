@@ -30,7 +30,13 @@ from tests.integration.client.conftest import client_env
 
 pytestmark = pytest.mark.integration
 
-WINDOW_S = 4
+WINDOW_S = 300
+"""The demo's window, on the demo's own clock (``sitgo.one(clock=...)``): the test ends it
+by moving that clock on, once the person is registered and the bots are seen to wait, so no
+check hangs on how fast this machine runs the lobby, the registration and the bots (with 4
+real seconds, a busy CI machine could run out of window: no countdown in the lobby, or the
+bots in the seats before the person). Long enough never to end on the wall's clock first;
+not the default 30 s, so that ``stud play`` is seen to read it."""
 
 
 async def stud_play(*args: str) -> tuple[int, str, str]:
@@ -57,20 +63,34 @@ async def test_a_person_takes_a_seat_in_the_demo_sit_and_go_and_plays_it(
                          env["STUD_WALLET_TARGET"], Setup(env, None).operator or "",
                          tournament_addr=env["STUD_TOURNAMENT_TARGET"])
     feed = io.StringIO()
+    offset = [0.0]  # the demo's clock: the wall's until the test ends the window
+
+    def clock() -> float:
+        return time.time() + offset[0]
+
     opened = time.time()
-    demo = asyncio.create_task(sitgo.one(ops, env, feed, seed=7))
+    demo = asyncio.create_task(sitgo.one(ops, env, feed, seed=7, clock=clock))
     person: Client | None = None
     try:
         async with asyncio.timeout(10):
             while "sitgo-1" not in feed.getvalue():
                 await asyncio.sleep(0.05)
+        seen = time.time()
+        # The window the demo opened (on its clock), kept as the sit & go's start_at.
+        bots_at = sitgo.bots_at((await service.client.get("sitgo-1")).config)
+        assert opened + WINDOW_S <= bots_at < seen + WINDOW_S + 1, (bots_at, opened, seen)
+
+        before = time.time()
         status, out, err = await stud_play("--lobby", "--player", "alice")
+        after = time.time()
         assert status == 0, err
         line = next(li for li in out.splitlines() if li.startswith("sitgo-1 "))
         assert "registering" in line and "0 entries" in line, line
         left = re.search(r"bots take the seats left in (\d+):(\d\d)", line)
         assert left is not None, line  # the time left, read from the sit & go itself
-        assert 0 < 60 * int(left[1]) + int(left[2]) <= WINDOW_S + 1  # whole seconds
+        secs = 60 * int(left[1]) + int(left[2])  # whole seconds, rounded up
+        assert 0 < secs <= WINDOW_S + 1, line
+        assert bots_at - after <= secs < bots_at - before + 1, (line, bots_at, before, after)
 
         status, out, err = await stud_play("--register", "sitgo-1", "--player", "alice")
         assert status == 0, err  # before: FAILED_PRECONDITION registration_closed
@@ -79,9 +99,18 @@ async def test_a_person_takes_a_seat_in_the_demo_sit_and_go_and_plays_it(
         # read before the wallet's charge and said '0 entries' under 'registered').
         listed = next(li for li in out.splitlines() if li.startswith("sitgo-1 "))
         assert "1 entry" in listed, out
-        assert time.time() - opened < WINDOW_S  # taken within the window, not after it
-        view = await service.client.get("sitgo-1")
-        assert [e.player_id for e in view.entries] == ["alice"]  # the bots wait
+        assert clock() < bots_at  # taken within the window, not after it
+        # The bots wait: the demo looks at its sit & go every POLL_S and, its window open,
+        # leaves alice alone in it (watched over a few of its looks).
+        watch_until = time.time() + 2.5 * sitgo.POLL_S
+        while True:
+            view = await service.client.get("sitgo-1")
+            assert [e.player_id for e in view.entries] == ["alice"]  # the bots wait
+            assert "the bots take the rest" not in feed.getvalue(), feed.getvalue()
+            if time.time() >= watch_until:
+                break
+            await asyncio.sleep(0.1)
+        assert not demo.done()
 
         # alice plays her seat (through the SDK, calling down as a person might).
         setup = Setup(env, "alice")
@@ -92,11 +121,17 @@ async def test_a_person_takes_a_seat_in_the_demo_sit_and_go_and_plays_it(
         tally = TourneyTally()
         play = asyncio.create_task(alice.play("sitgo-1", tally, io.StringIO()))
 
-        async with asyncio.timeout(60):  # the window ends: the bots take the other seats
+        # The window ends (the demo's clock passes bots_at): the bots take the other seats.
+        assert clock() < bots_at
+        ended = time.time()
+        offset[0] = bots_at - ended + 1
+        async with asyncio.timeout(60):
             while len((await service.client.get("sitgo-1")).entries) < sitgo.SEATS:
                 await asyncio.sleep(0.1)
         full = await service.client.get("sitgo-1")
-        assert time.time() - opened >= WINDOW_S - 1
+        assert clock() >= bots_at
+        # They sat on the demo's clock, not the wall's (whose window is far from over).
+        assert time.time() < bots_at, "the bots waited for the wall's clock"
         assert sorted(e.player_id for e in full.entries) == [
             "alice", "sitgo-bot-1", "sitgo-bot-2", "sitgo-bot-3"]
 
