@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -73,6 +74,32 @@ class TournamentClient:
 
 
 @dataclass
+class OffsetClock:
+    """The wall clock plus an offset the test moves: a tournament service built with it
+    (``running_tournament(..., clock=)``) takes its start, its level clock and its
+    deadlines by it, so a start comes when the test moves the clock past it, not when a busy
+    machine happens to get there (the offset starts at 0: the wall clock)."""
+
+    offset: float = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def jump_to(self, at: float) -> None:
+        """From now on the clock reads ``at`` and runs on from there (never back)."""
+        self.offset = max(self.offset, at - time.time())
+
+
+def use_clock(deps: TournamentDeps, clock: Callable[[], float]) -> None:
+    """The service's app decides by ``clock`` (its own, in place: the server, the process
+    manager and its fenced writer all hold that app). The app has no setter: its clock is
+    the one private attribute set here, checked first so that a rename fails loudly."""
+    if not callable(getattr(deps.app, "_clock", None)):
+        raise TypeError("TournamentApp keeps its clock elsewhere now: update use_clock")
+    deps.app._clock = clock
+
+
+@dataclass
 class RunningTournament:
     settings: Settings
     deps: TournamentDeps
@@ -83,12 +110,16 @@ class RunningTournament:
 
 @contextlib.asynccontextmanager
 async def running_tournament(settings: Settings, keys: DevKeys, *,
-                             prepare: Callable[[TournamentDeps], None] | None = None
+                             prepare: Callable[[TournamentDeps], None] | None = None,
+                             clock: Callable[[], float] | None = None
                              ) -> AsyncIterator[RunningTournament]:
     """Start the service for ``settings`` (``addr="127.0.0.1:0"``) with its process manager;
     stop both on exit. ``prepare`` sees the dependencies before anything starts (a test's
-    wrapper around the wallet or the store)."""
+    wrapper around the wallet or the store). ``clock``: the time the service decides by
+    (:class:`OffsetClock`; None: the wall clock)."""
     deps = build_deps(settings)
+    if clock is not None:
+        use_clock(deps, clock)
     if prepare is not None:
         prepare(deps)
     server, port = create_server(settings, deps)

@@ -11,7 +11,7 @@ import pytest
 
 from studtest.redis import TestRedis
 from studtest.table import Room, fast_settings, running_room
-from studtest.tournament_service import RunningTournament, running_tournament
+from studtest.tournament_service import OffsetClock, RunningTournament, running_tournament
 from studtest.wallet import RunningWallet, running_wallet
 from studtools.devkeys import DevKeys
 from tournament.config import Settings
@@ -51,12 +51,20 @@ def room_settings(room: Room, redis_server: TestRedis, redis_url: str,
 
 
 @pytest.fixture
+def tournament_clock() -> OffsetClock:
+    """The clock the ``tournament`` fixture's service decides by: the wall clock until a test
+    moves it (``jump_to``), so a start comes when the test says."""
+    return OffsetClock()
+
+
+@pytest.fixture
 async def tournament(redis_server: TestRedis, redis_url: str, dev_keys: DevKeys,
-                     wallet: RunningWallet) -> AsyncIterator[RunningTournament]:
+                     wallet: RunningWallet, tournament_clock: OffsetClock
+                     ) -> AsyncIterator[RunningTournament]:
     settings = Settings(addr="127.0.0.1:0",
                         redis_url=url_for(redis_server, redis_url, "tournament"),
                         auth_keys=dev_keys.key_set(),
                         service_key=dev_keys.service_key("tournament"),
                         wallet_target=f"127.0.0.1:{wallet.port}", tick_s=0.05)
-    async with running_tournament(settings, dev_keys) as running:
+    async with running_tournament(settings, dev_keys, clock=tournament_clock) as running:
         yield running

@@ -12,7 +12,7 @@ import pytest
 
 from stud.v1 import tournament_pb2 as pb
 from stud.v1 import wallet_pb2 as wpb
-from studtest.tournament_service import OPERATOR, RunningTournament, eventually
+from studtest.tournament_service import OPERATOR, OffsetClock, RunningTournament, eventually
 from studtest.wallet import RunningWallet
 from tests.integration.tournament.test_tournament_api import SNG, funded, player
 
@@ -80,10 +80,11 @@ async def test_a_sit_and_go_entrant_who_excludes_themself_is_refunded_at_the_fil
 
 
 async def test_a_multi_table_entrant_an_operator_excludes_is_refunded_at_the_start(
-        tournament: RunningTournament, wallet: RunningWallet) -> None:
+        tournament: RunningTournament, wallet: RunningWallet,
+        tournament_clock: OffsetClock) -> None:
     await funded(wallet, "ann", "bob", "cy")
     client = tournament.client
-    start = int(time.time()) + 3
+    start = int(time.time()) + 3600  # far off: the start comes when the clock is moved to it
     await client.create("x2", pb.TournamentConfig(
         name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, buy_in=50, fee=5, seats=8,
         min_entrants=2, start_at={"seconds": start},
@@ -96,6 +97,7 @@ async def test_a_multi_table_entrant_an_operator_excludes_is_refunded_at_the_sta
                                  reason="support case 34"),
         metadata=wallet.client.metadata(OPERATOR), timeout=10)
     assert (await client.get("x2")).phase == pb.TOURNAMENT_PHASE_REGISTERING
+    tournament_clock.jump_to(start)  # the start time comes, bob excluded while entered
 
     async def running() -> bool:
         return (await client.get("x2")).phase == pb.TOURNAMENT_PHASE_RUNNING

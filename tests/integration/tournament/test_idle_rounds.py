@@ -16,6 +16,7 @@ import pytest
 
 from studkit.auth import Principal, Role
 from studkit.redis_client import connect
+from studtest.tournament_service import OffsetClock
 from tournament import commands as c
 from tournament import driver
 from tournament import events as ev
@@ -64,11 +65,41 @@ class Counting(TournamentApp):
         return await super().execute(tournament_id, cmd, command_id, **kwargs)  # type: ignore[arg-type]
 
 
+class CountingRounds(driver.Rounds):
+    """The process manager's rounds, counting those done (``driver.run``'s, in a test that
+    puts it in place of :class:`driver.Rounds`)."""
+
+    done = 0
+
+    async def round(self, stop: asyncio.Event | None = None) -> int:
+        stepped = await super().round(stop)
+        CountingRounds.done += 1
+        return stepped
+
+
 @pytest.fixture
-async def app(redis_url: str) -> AsyncIterator[Counting]:
+def counted_rounds(monkeypatch: pytest.MonkeyPatch) -> type[CountingRounds]:
+    monkeypatch.setattr(CountingRounds, "done", 0)
+    monkeypatch.setattr(driver, "Rounds", CountingRounds)
+    return CountingRounds
+
+
+async def rounds_done(rounds: type[CountingRounds], n: int) -> None:
+    async with asyncio.timeout(10):
+        while rounds.done < n:
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def clock() -> OffsetClock:
+    return OffsetClock()
+
+
+@pytest.fixture
+async def app(redis_url: str, clock: OffsetClock) -> AsyncIterator[Counting]:
     client = connect(redis_url)
     try:
-        yield Counting(tournament_store(client))
+        yield Counting(tournament_store(client), clock=clock)
     finally:
         await client.aclose()
 
@@ -78,18 +109,21 @@ def mtt(start_at: float, min_entrants: int = 2) -> ev.Config:
                      min_entrants=min_entrants)
 
 
-async def test_idle_tournaments_are_not_stepped_each_round(app: Counting) -> None:
-    far = time.time() + 7200
+async def test_idle_tournaments_are_not_stepped_each_round(
+        app: Counting, clock: OffsetClock, counted_rounds: type[CountingRounds]) -> None:
+    far = clock() + 7200
     for i in range(IDLE):
         await app.create(OPERATOR, f"idle-{i}", mtt(far), f"create-{i}")
-    soon = time.time() + 1.5  # no event will wake it: its deadline must
+    soon = clock() + 3600  # its time comes when the test moves the clock to it; no event
+    # will wake it then: its deadline must
     await app.create(OPERATOR, "soon", mtt(soon, min_entrants=3), "create-soon")
     wallet, stop = Wallet(), asyncio.Event()
     task = asyncio.create_task(driver.run(app, wallet, 0.02, stop))
     try:
-        await asyncio.sleep(1.0)  # the first round steps each once; the rest, none of them
-        assert app.commands["Tick"] <= IDLE * 1.5, app.commands
+        await rounds_done(counted_rounds, 1)  # the first round steps each once
+        assert IDLE + 1 <= app.commands["Tick"] <= IDLE * 1.5, app.commands
         ticks = app.commands["Tick"]
+        await rounds_done(counted_rounds, counted_rounds.done + 5)  # the rest, none of them
         await app.player_command(Principal(Role.PLAYER, "ann"), "idle-7", c.Register,
                                  "r-ann")
         async with asyncio.timeout(5):
@@ -98,10 +132,14 @@ async def test_idle_tournaments_are_not_stepped_each_round(app: Counting) -> Non
         async with asyncio.timeout(5):
             while (await app.load("idle-7")).entries["e1"].paid is False:
                 await asyncio.sleep(0.01)
+        assert (await app.load("soon")).phase == "registering"  # not before its time
+        clock.jump_to(soon)
         async with asyncio.timeout(5):  # below its minimum at its start: cancelled
             while (await app.load("soon")).phase != "cancelled":
                 await asyncio.sleep(0.02)
-        assert time.time() >= soon
+        cancelled = [r.event for r in await app.records("soon", 0)
+                     if isinstance(r.event, ev.Cancelled)]
+        assert len(cancelled) == 1 and cancelled[0].at >= soon, cancelled
         assert app.commands["Tick"] - ticks <= 10, app.commands
     finally:
         stop.set()

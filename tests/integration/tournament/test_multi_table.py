@@ -18,7 +18,7 @@ import pytest
 from stud.v1 import tournament_pb2 as pb
 from studkit.auth import Principal, Role
 from studtest.table import Room, act_once
-from studtest.tournament_service import RunningTournament, running_tournament
+from studtest.tournament_service import OffsetClock, RunningTournament, running_tournament
 from studtools.devkeys import DevKeys
 from tests.integration.tournament.test_sit_and_go_to_the_end import aggressive
 from tournament import events as ev
@@ -58,16 +58,20 @@ async def test_an_mtt_balances_breaks_tables_goes_hand_for_hand_and_survives_a_r
         await room.fund(name, 10_000)
     rng = random.Random(11)
     restarted = False
+    clock = OffsetClock()  # both runs of the service decide by it (the restart too)
     async with contextlib.AsyncExitStack() as stack:
         service: RunningTournament = await stack.enter_async_context(
-            running_tournament(settings, dev_keys))
+            running_tournament(settings, dev_keys, clock=clock))
+        start = int(time.time()) + 3600  # far off: it starts when the clock is moved to it
         config = pb.TournamentConfig(
             name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, buy_in=1000, fee=100,
-            seats=3, min_entrants=4, structure=structure(),
-            start_at={"seconds": int(time.time()) + 2})
+            seats=3, min_entrants=4, structure=structure(), start_at={"seconds": start})
         await service.client.create("mtt-e2e", config)
         for name in names:
             await service.client.register("mtt-e2e", Principal(Role.PLAYER, name), f"r-{name}")
+        before = await service.deps.app.load("mtt-e2e")
+        assert before.phase == "registering" and len(before.field()) == 10
+        clock.jump_to(start)  # every entry in: its start comes (once the last charge settles)
         async with asyncio.timeout(240):
             while True:
                 t = await service.deps.app.load("mtt-e2e")
@@ -76,7 +80,7 @@ async def test_an_mtt_balances_breaks_tables_goes_hand_for_hand_and_survives_a_r
                 if not restarted and t.moves >= 1:
                     await stack.aclose()  # the tournament service goes away mid-tournament
                     service = await stack.enter_async_context(
-                        running_tournament(settings, dev_keys))
+                        running_tournament(settings, dev_keys, clock=clock))
                     restarted = True
                 for table_id in list(t.tables):
                     try:
