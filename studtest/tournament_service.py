@@ -90,15 +90,6 @@ class OffsetClock:
         self.offset = max(self.offset, at - time.time())
 
 
-def use_clock(deps: TournamentDeps, clock: Callable[[], float]) -> None:
-    """The service's app decides by ``clock`` (its own, in place: the server, the process
-    manager and its fenced writer all hold that app). The app has no setter: its clock is
-    the one private attribute set here, checked first so that a rename fails loudly."""
-    if not callable(getattr(deps.app, "_clock", None)):
-        raise TypeError("TournamentApp keeps its clock elsewhere now: update use_clock")
-    deps.app._clock = clock
-
-
 @dataclass
 class RunningTournament:
     settings: Settings
@@ -117,9 +108,7 @@ async def running_tournament(settings: Settings, keys: DevKeys, *,
     stop both on exit. ``prepare`` sees the dependencies before anything starts (a test's
     wrapper around the wallet or the store). ``clock``: the time the service decides by
     (:class:`OffsetClock`; None: the wall clock)."""
-    deps = build_deps(settings)
-    if clock is not None:
-        use_clock(deps, clock)
+    deps = build_deps(settings, clock or time.time)
     if prepare is not None:
         prepare(deps)
     server, port = create_server(settings, deps)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -19,7 +20,7 @@ from studkit.metrics import Metrics
 from studkit.ownership import Ownership, Replica
 from studkit.redis_client import Client, connect
 from tournament import driver, metrics
-from tournament.app import TournamentApp, tournament_store
+from tournament.app import Clock, TournamentApp, tournament_store
 from tournament.clients import WalletClient
 from tournament.config import Settings
 from tournament.history import NO_ARCHIVE, ArchivedTournaments
@@ -90,8 +91,9 @@ class TournamentDeps:
         await self.redis.aclose()
 
 
-def build_deps(settings: Settings) -> TournamentDeps:
-    """The tournament service's dependencies for ``settings`` (call within a running loop)."""
+def build_deps(settings: Settings, clock: Clock = time.time) -> TournamentDeps:
+    """The tournament service's dependencies for ``settings`` (call within a running loop);
+    ``clock``: the time its app decides by (a test's clock it moves)."""
     client = connect(settings.redis_url, socket_timeout=10, health_check_interval=30)
     source = ServiceTokenSource(settings.service_key, "tournament")
     wallet_channel = grpc.aio.insecure_channel(settings.wallet_target)
@@ -110,7 +112,8 @@ def build_deps(settings: Settings) -> TournamentDeps:
         structlog.get_logger("tournament").warning("tournament_archive_not_configured",
                                                     detail=NO_ARCHIVE)
     return TournamentDeps(
-        app=TournamentApp(tournament_store(client), archive=archive), redis=client,
+        app=TournamentApp(tournament_store(client), clock=clock, archive=archive),
+        redis=client,
         verifier=TokenVerifier(settings.auth_keys, audience="tournament"), wallet=wallet,
         tables=tables, channels=(wallet_channel, table_channel), tick_s=settings.tick_s,
         leases=Leases(ownership))
