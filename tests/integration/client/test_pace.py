@@ -96,12 +96,12 @@ async def test_an_operators_calls_are_not_paced(small_budget: Room) -> None:
         assert client.table_pace is not None and client.table_pace.waited == 0
 
 
-async def test_a_players_client_is_paced_by_default(small_budget: Room) -> None:
-    """The default pace (80 calls a second, 80 at once: the table's default budget is 100
-    and 200) makes calls past its burst wait."""
-    room = small_budget
-    async with connect(room, player("dee")) as client:
-        assert client.table_pace is not None
-        for _ in range(int(client.table_pace.burst) + 1):
-            client.table_pace.reserve()
-        assert client.table_pace.reserve() > 0
+async def test_a_players_client_is_paced_by_default(room: Room) -> None:
+    """The default pace (80 calls a second, 80 at once), in a room at the table's default
+    budget (100 a second, 200 at once): 120 calls at once, those past the client's burst
+    wait their turn, all are answered, none is refused by the table."""
+    table_id = await room.client.open_table()
+    async with no_retry(room, player("dee")) as client:
+        assert await gets(client, table_id, 120) == ["ok"] * 120
+        assert client.table_pace is not None and client.table_pace.waited > 0
+    assert refused(room) == 0
