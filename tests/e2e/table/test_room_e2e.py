@@ -115,6 +115,14 @@ class TableBot:
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
                 return False
+            if exc.code() is grpc.StatusCode.PERMISSION_DENIED and method != "SitDown":
+                # The seat was emptied after the view this command was chosen from: a leave
+                # asked for during a hand takes effect once the hand is settled. Refused so
+                # only if the log no longer seats ``name`` there.
+                view = await self.view()
+                holder = next((s.player_id for s in view.seats if s.seat == request.seat), None)
+                if holder != name:
+                    return False
             raise
         return True
 
@@ -181,7 +189,7 @@ class TableBot:
             while True:
                 view = await self.view()
                 for seat in view.seats:
-                    if not seat.sitting_out:
+                    if not seat.sitting_out and not seat.leaving:  # a leaver goes after the hand
                         await self.command("SitOut", pb.SitOutRequest(
                             table_id=self.table_id, seat=seat.seat), seat.player_id)
                 view = await self.view()
