@@ -190,9 +190,10 @@ async def act_once(client: TableClient, table_id: str, view: pb.TableView,
     hand = view.hand
     if not view.HasField("hand") or hand.phase != pb.HAND_PHASE_BETTING or not hand.to_act:
         return False
-    holder = next((s.player_id for s in view.seats if s.seat == hand.to_act), None)
-    if holder is None or not hand.legal_actions.actions:
-        return False
+    seat = next((s for s in view.seats if s.seat == hand.to_act), None)
+    if seat is None or seat.leaving or not hand.legal_actions.actions:
+        return False  # a leaving seat is checked or folded by the table itself, at once
+    holder = seat.player_id
     action = choose(list(hand.legal_actions.actions))
     method, request_type = _RPC[action.kind]
     request = request_type(table_id=table_id, seat=hand.to_act,
@@ -204,6 +205,13 @@ async def act_once(client: TableClient, table_id: str, view: pb.TableView,
     except grpc.aio.AioRpcError as exc:
         if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
             return False  # the table moved on (stale) or the clock acted first
+        if exc.code() is grpc.StatusCode.PERMISSION_DENIED:
+            # The seat is checked for its holder before the view's version: a seat stood up
+            # since the view (its leave, asked during the hand, done when the hand ended) is
+            # "not yours". Anything else denied is a failure.
+            now = await client.view(table_id)
+            if all(s.player_id != holder for s in now.seats if s.seat == request.seat):
+                return False
         raise
     return True
 

@@ -155,7 +155,11 @@ async def test_leave_during_a_hand_folds_at_the_turn_and_cashes_out(room: Room) 
     # His turn came and he was checked or folded, as a leaving seat is (a forced bring-in
     # is posted for him, as RULES 6.12 posts it).
     assert {"folded", "checked", "bring_in_posted"} & set(kinds), kinds
-    # Bob is stood up: his whole stack went back to his account.
+    # Bob is stood up: his whole stack went back to his account. A seat leaves the view when
+    # it is stood up; its cash-out follows.
+    async with asyncio.timeout(10):
+        while (await room.wallet.client.escrows(table_id)).get(2):
+            await asyncio.sleep(0.02)
     assert await room.wallet.client.player_balance("bob") == DEPOSIT - paid + won
     await assert_money_agrees(room, table_id, ["ann", "bob", "cat"])
 

@@ -176,7 +176,6 @@ async def test_a_seat_sitting_out_past_the_limit_is_stood_up_and_paid_out(room: 
     await room.client.call("SitOut", pb.SitOutRequest(table_id=table_id, seat=1),
                            player("ann"))
     await sit(room, table_id, 2, "bob")
-    assert await room.wallet.client.player_balance("ann") == DEPOSIT - 10_000
     view = await room.client.wait_for(
         table_id, lambda v: [s.player_id for s in v.seats] == ["bob"], timeout=20)
     assert view.hands_started == 0
@@ -197,8 +196,10 @@ async def test_rathole_rule(room: Room) -> None:
     """Ann tops up to 15,000 and leaves: within the window she must bring back at least
     15,000 (refused with reason rathole, nothing moved); with 15,000 she sits down, at any
     seat; once the window has passed any buy-in in range is taken."""
+    # The window must outlast the refusals' few calls on a busy machine; it is waited out
+    # once, at the end.
     table_id = await room.client.open_table(settings=fast_settings(
-        rathole_window_s=2, buy_in_max=20_000))
+        rathole_window_s=4, buy_in_max=20_000))
     await sit(room, table_id, 1, "ann")
     await room.client.call("AddChips", pb.AddChipsRequest(table_id=table_id, seat=1,
                                                           amount=5_000), player("ann"))
@@ -218,7 +219,7 @@ async def test_rathole_rule(room: Room) -> None:
     # Leave again with 15,000, wait out the window: 10,000 is taken.
     await room.client.call("LeaveSeat", pb.LeaveSeatRequest(table_id=table_id, seat=3),
                            player("ann"))
-    await asyncio.sleep(2.2)
+    await asyncio.sleep(4.2)
     await sit(room, table_id, 1, "ann", buy_in=10_000, fund=False)
     assert stacks(await room.client.view(table_id)) == {1: 10_000}
     assert await room.wallet.client.player_balance("ann") == DEPOSIT - 10_000
