@@ -93,7 +93,10 @@ async def test_a_command_retried_after_its_record_left_redis_is_refused_command_
         cat_top_up = pb.AddChipsRequest(table_id=table_id, seat=3, amount=700,
                                         command_id=uuid7(now_ms() - COMMAND_WINDOW_S * 1000))
         await client.call("AddChips", cat_top_up, player("cat"))
-        # An untimed id with expected_sequence keeps working: the sequence dates it.
+        # An untimed id with expected_sequence keeps working: the sequence dates it. (Read
+        # once the first hand waits for a player: while it is being dealt, a deal landing
+        # after the read makes the sequence stale.)
+        await client.wait_for(table_id, lambda v: v.HasField("hand") and v.hand.to_act != 0)
         with_sequence = pb.SitOutRequest(table_id=table_id, seat=3, command_id=uuid.uuid4().hex,
                                          expected_sequence=await store.version(table_id))
         await client.call("SitOut", with_sequence, player("cat"))
