@@ -201,13 +201,19 @@ class TableBot:
                 settled = await retrying(lambda: self.clients.wallet.stub.Reconcile(
                     wpb.ReconcileRequest(table_id=self.table_id),
                     metadata=self.clients.wallet.metadata(AUDITOR), timeout=10))
-                if view.hands_started and settled.last_hand_id != f"h{view.hands_started}":
+                # Settled: the last hand's settlement has landed, and the money steps the
+                # table takes after a hand without a game event (a leaver's cash-out, a
+                # queued top-up) too: every escrow is its seat's stack. Then still.
+                escrows = {s.seat: s.balance for s in settled.seats if s.balance}
+                stacks = {s.seat: s.stack for s in view.seats if s.stack}
+                if (view.hands_started and settled.last_hand_id != f"h{view.hands_started}"
+                        or escrows != stacks):
                     await asyncio.sleep(0.05)
                     continue
-                await asyncio.sleep(0.5)
                 again = await self.view()
                 if again.version == view.version and all(s.sitting_out for s in again.seats):
                     return again
+                await asyncio.sleep(0.05)
 
 
 async def open_tables(clients: Clients, rng: random.Random,
