@@ -8,7 +8,6 @@ at once, and a start comes at its time with no event to wake it."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -146,18 +145,21 @@ async def test_idle_tournaments_are_not_stepped_each_round(
         await task
 
 
-async def test_a_lost_wake_is_found_by_the_next_sweep(app: Counting) -> None:
+async def test_a_lost_wake_is_found_by_the_next_sweep(app: Counting,
+                                                     clock: OffsetClock) -> None:
     """A caller's event whose wake was lost (the process died between its append and the
     mark) is stepped by the next sweep, which reads every tournament's version."""
-    await app.create(OPERATOR, "lost", mtt(time.time() + 7200), "create-lost")
+    await app.create(OPERATOR, "lost", mtt(clock() + 7200), "create-lost")
     wallet = Wallet()
-    rounds = driver.Rounds(app, wallet, sweep_s=0.5)
+    # The rounds read the app's clock, which moves only when the test moves it: a sweep
+    # comes when the test says, not when a slow machine's rounds happen to reach it.
+    rounds = driver.Rounds(app, wallet, sweep_s=3600)
     assert await rounds.round() == 1  # the first round: a sweep, every tournament
     assert await rounds.round() == 0
     await app.player_command(Principal(Role.PLAYER, "ann"), "lost", c.Register, "r-ann")
     await app.store.client.zrem(WOKEN, "lost")  # the wake lost
-    assert await rounds.round() == 0 and wallet.entered == []
-    await asyncio.sleep(0.6)
+    assert await rounds.round() == 0 and wallet.entered == []  # no sweep yet: not found
+    clock.jump_to(clock() + 3601)  # the next sweep is due (the start, at 7200 s, is not)
     assert await rounds.round() == 1 and wallet.entered == [("lost", "e1")]
     assert (await app.load("lost")).entries["e1"].paid  # charged and settled in that step
     assert await rounds.round() == 0  # idle again
