@@ -206,7 +206,7 @@ class TableBot:
                 # queued top-up) too: every escrow is its seat's stack. Then still.
                 escrows = {s.seat: s.balance for s in settled.seats if s.balance}
                 stacks = {s.seat: s.stack for s in view.seats if s.stack}
-                if (view.hands_started and settled.last_hand_id != f"h{view.hands_started}"
+                if ((view.hands_started and settled.last_hand_id != f"h{view.hands_started}")
                         or escrows != stacks):
                     await asyncio.sleep(0.05)
                     continue
