@@ -22,7 +22,6 @@ from rules.settlement import settlement as settle_query
 from stud.v1 import wallet_pb2 as wpb
 from studkit.commit import Committed
 from studkit.errors import FailedPrecondition
-from table import room_events as rev
 from table.clients import Refused, Unreachable, WalletClient, key
 from table.port import System, TablePort
 from table.room import (
@@ -37,7 +36,7 @@ from table.room import (
     Leave,
     PayCashOut,
     Reconciled,
-    Record,
+    RefundOrphan,
     Room,
     Saga,
     Settle,
@@ -99,6 +98,8 @@ class Money:
         """Seats whose saga a call of this process carries on now (the driver leaves them)."""
         self.repaired = False
         """Whether the table was checked against the wallet since it was loaded."""
+        self._refunding: dict[int, asyncio.Event] = {}
+        """Seats whose orphan escrow a repair of this process is paying back now."""
 
     @contextlib.asynccontextmanager
     async def carrying(self, seat: int) -> AsyncIterator[None]:
@@ -142,6 +143,10 @@ class Money:
             end = EndBuyIn(seat, saga.wallet_key, BuyInEnd.FAILED, exc.reason or "")
             await self.actor.commit(end, step_id(end, saga.wallet_key))
             raise _refusal("the wallet refused the buy-in", exc) from None
+        if bought.replayed:
+            # The wallet answered a retry of a buy-in made before: its escrow may be one a
+            # repair took for an orphan and is paying back; decided once that is done.
+            await self._repair_done(seat)
         if bought.replayed and not await self._holds(seat, saga):
             # A replay whose chips went back meanwhile (an orphan's refund): the wallet moved
             # nothing now, so nothing may be seated on it.
@@ -156,6 +161,11 @@ class Money:
             log.warning("sit_down_refunded", seat=seat, amount=saga.amount)
             await self.refund(seat, saga, exc.reason.value)
             raise
+
+    async def _repair_done(self, seat: int) -> None:
+        refunding = self._refunding.get(seat)
+        if refunding is not None:
+            await refunding.wait()
 
     async def _holds(self, seat: int, saga: Saga) -> bool:
         reply = await self._wallet.reconcile(self.actor.table_id, on_wait=self.status.waiting)
@@ -356,15 +366,24 @@ class Money:
             seat = room.table.seat(number) if number <= len(room.table.seats) else None
             if seat is not None and seat.player_id == player:
                 continue
-            log.warning("orphan_escrow_refunded", seat=number, amount=balance)
             wallet_key = key(self.actor.table_id, "orphan", number, player, room.version)
-            # Recorded (fenced) before the wallet moves: a former owner resumed with a stale
-            # room would take a seat's escrow for an orphan; its append is refused first
-            # (NotOwner), so it pays nothing (found by the simulator, docs/reliability.md).
-            if not await self.actor.own(Record((rev.OrphanEscrowRefunded(
-                    seat=number, player_id=player, amount=balance),)), f"orphan:{wallet_key}"):
-                continue
-            await self._wallet.cash_out(player, self.actor.table_id, number, wallet_key,
-                                        on_wait=self.status.waiting)
+            # Marked before the first await: a sit-down retried meanwhile whose wallet call
+            # is a replay (the same key as the orphan's) waits for this refund before it
+            # asks the wallet whether the escrow is still there.
+            refunding = self._refunding[number] = asyncio.Event()
+            try:
+                # Recorded (fenced) before the wallet moves: a former owner resumed with a
+                # stale room would take a seat's escrow for an orphan; its append is refused
+                # first (NotOwner), so it pays nothing (found by the simulator,
+                # docs/reliability.md). Refused too if a saga took the seat meanwhile.
+                if not await self.actor.own(RefundOrphan(number, player, balance),
+                                            f"orphan:{wallet_key}"):
+                    continue
+                log.warning("orphan_escrow_refunded", seat=number, amount=balance)
+                await self._wallet.cash_out(player, self.actor.table_id, number, wallet_key,
+                                            on_wait=self.status.waiting)
+            finally:
+                del self._refunding[number]
+                refunding.set()
             repaired.append(number)
         return repaired

@@ -46,6 +46,7 @@ from table.room_commands import (
     QueueTopUp,
     Reconciled,
     Record,
+    RefundOrphan,
     RequestBuyIn,
     RoomCommand,
     SetMuck,
@@ -89,6 +90,7 @@ __all__ = [
     "QueueTopUp",
     "Reconciled",
     "Record",
+    "RefundOrphan",
     "RequestBuyIn",
     "Room",
     "RoomCommand",
@@ -287,6 +289,14 @@ def decide(room: Room, command: RoomCommand, now: float) -> Decision:
             if not problem and room.stopped:
                 return Decision((rev.DealingResumed(),))
             return Decision(())
+        case RefundOrphan(seat=seat, player_id=player, amount=amount):
+            # Decided at the commit, not where the wallet was read: a sit-down's saga recorded
+            # meanwhile (a retry after a restart, with the same wallet key) owns the escrow.
+            holder = room.table.seat(seat) if 1 <= seat <= len(room.table.seats) else None
+            if seat in room.sagas or (holder is not None and holder.player_id == player):
+                raise _refuse("not_an_orphan", f"seat {seat}'s escrow is accounted for")
+            return Decision((rev.OrphanEscrowRefunded(seat=seat, player_id=player,
+                                                      amount=amount),))
         case Record(events=events):
             return Decision(events)
     raise AssertionError(f"not a room command: {command!r}")

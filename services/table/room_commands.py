@@ -129,6 +129,17 @@ class Reconciled:
 
 
 @dataclass(frozen=True, slots=True)
+class RefundOrphan:
+    """Pay back an escrow the log has neither a seat nor a saga for (recorded before the
+    wallet moves); refused if, by the time it is decided, the seat has a saga or is the
+    player's."""
+
+    seat: int
+    player_id: str
+    amount: int
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """Room events as they are (a migration of old side keys, an orphan's refund)."""
 
@@ -137,5 +148,6 @@ class Record:
 
 RoomCommand: TypeAlias = (Open | Play | RequestBuyIn | ConfirmBuyIn | EndBuyIn | QueueTopUp
                           | ApplyTopUp | DropTopUp | Leave | PayCashOut | SetMuck | Close
-                          | Settle | Reconciled | Record | SeatEntrant | UnseatEntrant
+                          | Settle | Reconciled | RefundOrphan | Record | SeatEntrant
+                          | UnseatEntrant
                           | SetStakes | PauseDealing)

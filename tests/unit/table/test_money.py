@@ -6,6 +6,7 @@ with its stack. No Redis, no gRPC."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -233,8 +234,46 @@ class TestSettlementAndReconciliation:
         money, port = money_for(opened(), wallet)
         assert await money.check_once() is True
         assert wallet.escrow == {} and wallet.accounts["cat"] == 700
-        assert port.kinds()[:1] == ["Record"] and not port.room.stopped
+        assert port.kinds()[:1] == ["RefundOrphan"] and not port.room.stopped
         assert await money.check_once() is False  # once per load
+
+    async def test_a_sit_down_retried_while_its_escrow_is_refunded_seats_nobody_on_it(
+            self) -> None:
+        """The table died after the wallet moved ann's buy-in (key k-ann) and before her
+        seat was recorded: on its load the escrow is an orphan, recorded and being paid back
+        when her client retries the sit-down. The wallet answers the retry as a replay;
+        the buy-in waits for the refund, finds the escrow gone and seats nobody: no chip is
+        invented (before, it found the escrow still there, seated 10,000, and the refund
+        then emptied the escrow under the stack)."""
+        wallet = FakeWallet(accounts={"ann": 0}, escrow={4: ("ann", 10_000)},
+                            done={"k-ann": True})
+        paying = asyncio.Event()
+        cash_out = wallet.cash_out
+
+        async def slow_cash_out(*args: Any, **kwargs: Any) -> wpb.CashOutResponse:
+            await paying.wait()
+            return await cash_out(*args, **kwargs)
+
+        wallet.cash_out = slow_cash_out  # type: ignore[method-assign]
+        money, port = money_for(opened(), wallet)
+        check = asyncio.create_task(money.check_once())
+        async with asyncio.timeout(5):
+            while "RefundOrphan" not in port.kinds():
+                await asyncio.sleep(0)
+        await port.commit(RequestBuyIn(4, "ann", 10_000, "k-ann", "c-ann"), "c-ann")
+        saga = port.room.saga(4)
+        assert saga is not None
+        sit = asyncio.create_task(money.buy_in(4, saga, None))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not sit.done()  # waits for the refund in flight
+        paying.set()
+        assert await check is True
+        with pytest.raises(FailedPrecondition) as refused:
+            await sit
+        assert refused.value.reason == "buy_in_refunded"
+        assert port.room.table.seat(4) is None and not port.room.sagas
+        assert wallet.escrow == {} and wallet.accounts == {"ann": 10_000}
 
 
 @pytest.mark.parametrize("street", list(Street))

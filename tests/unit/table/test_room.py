@@ -45,6 +45,7 @@ from table.room import (
     QueueTopUp,
     Reconciled,
     Record,
+    RefundOrphan,
     RequestBuyIn,
     Room,
     RoomCommand,
@@ -415,6 +416,20 @@ def test_a_failed_reconciliation_stops_dealing_until_one_passes() -> None:
     room = run(room, Reconciled(""))
     assert room.stopped == ""
     assert events_of(room, Reconciled("")) == []
+
+
+def test_an_orphan_escrow_is_refunded_only_while_no_saga_or_seat_accounts_for_it() -> None:
+    """An escrow with neither a seat nor a saga is recorded as refunded; one a sit-down's saga
+    took meanwhile (a retry after a restart, with the buy-in's own key), or the player's own
+    seat, is not an orphan by the time the refund is decided."""
+    assert events_of(opened(), RefundOrphan(4, "ann", 10_000)) == [
+        rev.OrphanEscrowRefunded(seat=4, player_id="ann", amount=10_000)]
+    saga = run(opened(), RequestBuyIn(4, "ann", 10_000, "k-ann", "c-ann"))
+    assert refused(saga, RefundOrphan(4, "ann", 10_000)) == "not_an_orphan"
+    assert refused(seated(opened(), 4, "ann"), RefundOrphan(4, "ann", 10_000)) == "not_an_orphan"
+    # another player's seat over ann's escrow: hers is still an orphan
+    assert events_of(seated(opened(), 4, "bob"), RefundOrphan(4, "ann", 10_000)) == [
+        rev.OrphanEscrowRefunded(seat=4, player_id="ann", amount=10_000)]
 
 
 # --- carrying a saga on after a crash --------------------------------------------------------
