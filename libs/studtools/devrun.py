@@ -45,6 +45,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -55,9 +56,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -354,8 +355,9 @@ def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
                   logs_dir: Path, signin: str | None = None) -> Gateway | None:
     """The gRPC-Web gateway (:mod:`studtools.gateway`: Envoy from the pinned wheel) in front
     of the table, dealer, wallet and tournament on :data:`WEB_PORT` (or a free port), serving
-    ``web/dist``; ready when returned. None (and why, printed) when it cannot start: the
-    terminal clients work without it."""
+    ``web/dist``; ready when returned. A port taken before Envoy could bind it is swapped
+    for another free one, up to :data:`BIND_RETRIES` times, as the services' are. None (and
+    why, printed) when it cannot start: the terminal clients work without it."""
     port = WEB_PORT if port_free(WEB_PORT) else free_port_but_planned()
     tls_port = WEB_TLS_PORT if port_free(WEB_TLS_PORT) else free_port_but_planned()
     tls = run_dir / "tls"
@@ -375,15 +377,49 @@ def start_gateway(addrs: Mapping[str, str], root: Path, run_dir: Path,
                            .split()))
     gateway = Gateway(settings, run_dir / "gateway", new_session=True,
                       log_file=logs_dir / "gateway.log")
-    try:
-        gateway.start()
-        gateway.wait_ready()
-    except GatewayError as exc:
-        gateway.stop()
-        print(f"web        no gateway: {str(exc).splitlines()[0]} (see {gateway.log_path})",
-              flush=True)
-        return None
-    return gateway
+    for attempt in range(BIND_RETRIES + 1):
+        logged = gateway.log_path.stat().st_size if gateway.log_path.exists() else 0
+        # (gateway.log is kept across runs: only what this start wrote says why it failed)
+        try:
+            gateway.start()
+            gateway.wait_ready()
+            return gateway
+        except GatewayError as exc:
+            gateway.stop()
+            taken = ports_taken(gateway.log_path.read_bytes()[logged:].decode(errors="replace")
+                                if gateway.log_path.exists() else "", gateway.settings)
+            if attempt == BIND_RETRIES or not taken:
+                print(f"web        no gateway: {str(exc).splitlines()[0]} "
+                      f"(see {gateway.log_path})", flush=True)
+                return None
+            # Another process took a port between its choice and Envoy's bind (a second
+            # `make run`, a test): the same gateway again, each taken port swapped for a free
+            # one (8080 and 8443 stay the first choice; the web line names the ports it got).
+            moved: dict[str, Any] = {field: free_port_but_planned() for field in taken}
+            print("gateway    " + ", ".join(
+                f"{field} {getattr(gateway.settings, field)} was taken before Envoy bound it, "
+                f"now {port}" for field, port in moved.items()), flush=True)
+            gateway.settings = replace(gateway.settings, **moved)
+    return None
+
+
+GATEWAY_PORTS: Final = ("port", "tls_port", "admin_port", "metrics_port")
+"""The gateway's listeners (:class:`~studtools.gateway.GatewaySettings` fields)."""
+
+
+def ports_taken(log: str, settings: GatewaySettings) -> list[str]:
+    """Which of the gateway's ports (:data:`GATEWAY_PORTS`) Envoy's ``log`` says it could not
+    bind, being in use (``cannot bind '127.0.0.1:8080': Address already in use``).
+
+    >>> ports_taken("cannot bind '127.0.0.1:8080': Address already in use",
+    ...             GatewaySettings(upstreams={}, port=8080, tls_port=8443))
+    ['port']
+    >>> ports_taken("envoy exited (1)", GatewaySettings(upstreams={}, port=8080))
+    []
+    """
+    refused = {int(port) for port in
+               re.findall(r"cannot bind '[^']*:(\d+)': Address already in use", log)}
+    return [field for field in GATEWAY_PORTS if getattr(settings, field) in refused]
 
 
 def lost_its_port(service: Running, metrics_port: int | None = None) -> bool:
