@@ -6,6 +6,7 @@ FAILS here with what to install; these tests never skip."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import struct
@@ -20,13 +21,14 @@ from google.protobuf import message_factory
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from stud.v1 import dealer_pb2, table_pb2, tournament_pb2, wallet_pb2
-from studtest.gateway import running_gateway
+from studtest.gateway import BIND_ATTEMPTS, running_gateway
+from studtest.processes import restartable_port
 from studtest.redis import TestRedis
 from studtest.rigged_dealer import Corruption, RiggedDealing
 from studtest.table import Room, player, running_room
 from studtest.tournament_service import RunningTournament, running_tournament
 from studtools.devkeys import DevKeys
-from studtools.gateway import Gateway
+from studtools.gateway import Gateway, GatewayError
 from tournament.config import Settings as TournamentSettings
 
 # Generous waits: CI's machine may be busy; a test never asserts on speed.
@@ -126,12 +128,28 @@ async def tournaments(room: Room, redis_server: TestRedis, redis_url: str,
 
 @pytest.fixture
 def gateway(room: Room, tournaments: RunningTournament, tmp_path: Path) -> Iterator[Gateway]:
-    """Envoy (studtest.gateway) in front of the room, serving web/dist on the same origin."""
+    """Envoy (studtest.gateway) in front of the room, serving web/dist on the same origin.
+
+    On a port outside the kernel's ephemeral range (``restartable_port``): a test stops it
+    and starts it again on the same address (test_web_client's cut), and while it is down
+    the pages' reconnect attempts could take a port of that range as their source port."""
     upstreams = {"table": f"127.0.0.1:{room.table_port}",
                  "dealer": f"127.0.0.1:{room.dealer.port}",
                  "wallet": f"127.0.0.1:{room.wallet.port}",
                  "tournament": f"127.0.0.1:{tournaments.port}"}
-    with running_gateway(upstreams, tmp_path / "gateway", web_root=web_dist()) as gw:
+    work_dir = tmp_path / "gateway"
+    with contextlib.ExitStack() as stack:
+        for attempt in range(BIND_ATTEMPTS):
+            # (running_gateway does not move a port it is given: another one here instead,
+            # should another process bind this one before Envoy does)
+            try:
+                gw = stack.enter_context(running_gateway(
+                    upstreams, work_dir, web_root=web_dist(), port=restartable_port()))
+                break
+            except GatewayError as exc:
+                if attempt == BIND_ATTEMPTS - 1 or "already in use" not in str(exc):
+                    raise
+                (work_dir / "envoy.log").unlink(missing_ok=True)
         yield gw
 
 

@@ -18,6 +18,7 @@ from campaigns.loadbots import RoomBot, Window
 from stud.v1 import table_pb2 as pb
 from stud.v1 import table_pb2_grpc as pb_grpc
 from studkit.auth import TokenBook
+from studtest.processes import restartable_port
 from studtest.redis import TestRedis
 from studtest.table import (
     Room,
@@ -29,7 +30,6 @@ from studtest.table import (
     table_settings,
 )
 from studtools.devkeys import DevKeys
-from studtools.redis_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -59,7 +59,9 @@ async def test_play_bots_play_through_a_table_restart(
         redis_server: TestRedis, redis_url: str, dev_keys: DevKeys) -> None:
     async with running_room(redis_server, redis_url, dev_keys) as room:
         await room.table_deps.app.stop()  # our own table services from here on
-        port = free_port()
+        # Stopped and started again on it: a port outside the kernel's ephemeral range, which
+        # the bots' reconnect attempts could take as a source port while no table serves it.
+        port = restartable_port()
         settings = table_settings(redis_server, redis_url, dev_keys, room.dealer.port,
                                   room.wallet.port, addr=f"127.0.0.1:{port}")
         tokens = TokenBook(dev_keys)
