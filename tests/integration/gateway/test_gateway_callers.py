@@ -1,20 +1,48 @@
 """Behind the gateway many browsers share one upstream connection, and still each has its own
 budgets: one browser's bad tokens never refuse another's calls (issue 29 G6), through the
 real Envoy, which appends each browser's address to ``x-forwarded-for`` for the services to
-believe (``STUD_TRUSTED_PROXIES``). The module's stack refills one refused token in 5 s."""
+believe (``STUD_TRUSTED_PROXIES``). The module's stack of its own refills one refused token
+in 20 s."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from stud.v1 import table_pb2
-from studtest.gateway import Stack, WebReply, loopback_sources, running_gateway, web_call
+from studtest.gateway import (
+    Stack,
+    WebReply,
+    gateway_stack,
+    loopback_sources,
+    running_gateway,
+    web_call,
+)
+from studtest.redis import TestRedis
+from studtools.devkeys import DevKeys
+
+from .conftest import url_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 PATH = "/stud.v1.TableService/ListTables"
+REFUSED_PER_CONNECTION = "0.05"
+"""Refused tokens a second per client, with one second of burst: one (max(1, 0.05)), and 20 s
+to refill it. One bad call spends a client's budget, and it is still spent at the last
+assertion even on a slow machine (at conftest's 0.2, a refill after 5 s could serve it)."""
+
+
+@pytest.fixture(scope="module")
+async def stack(module_redis: TestRedis, dev_keys: DevKeys,
+                tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """The services behind the gateway, as conftest's stack, with budgets that refill slower."""
+    async with gateway_stack(url_for(module_redis), dev_keys,
+                             tmp_path_factory.mktemp("gateway-callers"),
+                             extra_env={"STUD_RATE_REFUSED_PER_CONNECTION":
+                                        REFUSED_PER_CONNECTION}) as running:
+        yield running
 
 
 def list_tables(base_url: str, token: str, source: str,
