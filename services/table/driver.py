@@ -40,6 +40,10 @@ DEALER_STEPS = {Phase.DEALING: "table.deal", Phase.REVEAL: "table.reveal",
 PENDING_SAGA_S = 5.0
 """How soon a table with a saga still pending looks at it again (else an idle table waits
 for a change only)."""
+STOPPED_RECHECK_S = 30.0
+"""How often a table stopped by a failed reconciliation checks the wallet again: dealing
+resumes once every escrow equals its stack (a stop a transient disagreement caused heals;
+a real one stays, and says so)."""
 
 
 async def cancel_until_done(task: asyncio.Task[None] | None) -> None:
@@ -80,6 +84,8 @@ class Driver:
         self.money = Money(actor, driving.system, self.status, driving.checks)
         self.task: asyncio.Task[None] | None = None
         self.stopping = False
+        self._recheck_at: float | None = None
+        """When a stopped table checks the wallet again (None: it is not stopped)."""
 
     def start(self) -> None:
         """Run the driver in the background (in a fresh log context)."""
@@ -146,7 +152,14 @@ class Driver:
         if await self.money.check_once():
             return None
         if room.stopped:
-            return 5.0
+            now = self.system.clock()
+            if self._recheck_at is None:
+                self._recheck_at = now + STOPPED_RECHECK_S
+            if now < self._recheck_at:
+                return min(5.0, self._recheck_at - now)
+            self._recheck_at = now + STOPPED_RECHECK_S
+            return None if await self.money.check() else 5.0
+        self._recheck_at = None
         if await self.money.roll_forward():
             return None
         now = self.system.clock()

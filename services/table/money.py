@@ -63,6 +63,11 @@ def _refusal(what: str, exc: Refused) -> FailedPrecondition:
     return error
 
 
+def _holding(room: Room, number: int) -> tuple[str, int] | None:
+    seat = room.table.seat(number) if number <= len(room.table.seats) else None
+    return None if seat is None else (seat.player_id, seat.stack)
+
+
 def settle_request(table_id: str, settlement: Settlement,
                    rake: Rake | None) -> wpb.SettleHandRequest | None:
     """The wallet's request for a hand's settlement, naming the street the hand really ended
@@ -136,6 +141,10 @@ class Money:
                      ) -> Committed[Room]:
         """Move the buy-in, then seat the player; a refusal ends the saga (raised)."""
         table_id = self.actor.table_id
+        # An orphan's refund in flight on this seat empties the seat's whole escrow when it
+        # lands: the buy-in moves after it, not into it (a new sit-down's saga is recorded
+        # while the refund pays; the orphan's record was decided before it).
+        await self._repair_done(seat)
         try:
             bought = await self._wallet.buy_in(saga.player_id, table_id, seat, saga.amount,
                                                saga.wallet_key, give_up_after=wait_s)
@@ -145,7 +154,8 @@ class Money:
             raise _refusal("the wallet refused the buy-in", exc) from None
         if bought.replayed:
             # The wallet answered a retry of a buy-in made before: its escrow may be one a
-            # repair took for an orphan and is paying back; decided once that is done.
+            # repair took for an orphan (its refund started during the call); decided once
+            # that is paid.
             await self._repair_done(seat)
         if bought.replayed and not await self._holds(seat, saga):
             # A replay whose chips went back meanwhile (an orphan's refund): the wallet moved
@@ -328,29 +338,37 @@ class Money:
                 await self.actor.own(Reconciled(""), f"reconciled:{self.actor.version}")
                 return True
         async with self._checks:
+            read_over = self.actor.room
             reply = await self._wallet.reconcile(self.actor.table_id,
                                                  on_wait=self.status.waiting)
         escrows = {s.seat: (s.player_id, s.balance) for s in reply.seats}
         for seat in await self.repair(escrows):
             escrows.pop(seat, None)
         self.repaired = True
-        problem = self.reconcile(escrows)
+        problem = self.reconcile(escrows, read_over)
         await self.actor.own(Reconciled(problem), f"reconciled:{self.actor.version}")
         if problem:
             log.error("reconciliation_failed", detail=problem)
         return not problem
 
-    def reconcile(self, escrows: dict[int, tuple[str, int]]) -> str:
+    def reconcile(self, escrows: dict[int, tuple[str, int]], read_over: Room | None = None
+                  ) -> str:
         """What is wrong between the wallet's escrows and the table's stacks ("" if
-        nothing). A seat with a saga in flight is passed over: its money is moving."""
+        nothing). A seat with a saga in flight is passed over: its money is moving. So is,
+        when the escrows were read over the room ``read_over``, a seat whose saga or holding
+        has changed since (a sit-down, top-up or cash-out that landed during the read: the
+        wallet's answer is older than the stack it would be compared with)."""
         room = self.actor.room
         wrong = []
         for number in range(1, len(room.table.seats) + 1):
             if number in room.sagas or number in self._busy:
                 continue
             seat = room.table.seat(number)
-            held = escrows.get(number)
             want = None if seat is None else (seat.player_id, seat.stack)
+            if read_over is not None and (number in read_over.sagas
+                                          or _holding(read_over, number) != want):
+                continue
+            held = escrows.get(number)
             if held != want and not (held is None and want is not None and want[1] == 0):
                 wrong.append(f"seat {number}: escrow {held} vs table {want}")
         return "; ".join(wrong)

@@ -68,6 +68,28 @@ async def test_a_loaded_table_is_checked_against_the_wallet_first() -> None:
     assert port.commands[-1] == Play(StartHand(hand_number=1, deck_commitment="commitment-1"))
 
 
+async def test_a_stopped_table_checks_the_wallet_again_and_resumes_once_it_agrees() -> None:
+    """A failed reconciliation stops dealing; the stopped table asks the wallet again every
+    STOPPED_RECHECK_S (not at every step), stays stopped while an escrow is still wrong, and
+    deals again once every escrow equals its stack."""
+    from table.driver import STOPPED_RECHECK_S
+    driver, port, wallet, dealer, clock = driver_for(two_players())
+    wallet.escrow[2] = ("bob", 9_000)
+    assert await driver.step() is None  # the load's check fails
+    assert "seat 2" in port.room.stopped
+    assert await driver.step() == 5.0 and wallet.calls == ["Reconcile"]
+    clock.now += STOPPED_RECHECK_S
+    assert await driver.step() == 5.0  # asked again: still wrong, still stopped
+    assert wallet.calls == ["Reconcile"] * 2 and "seat 2" in port.room.stopped
+    clock.now += 10
+    assert await driver.step() == 5.0 and wallet.calls == ["Reconcile"] * 2
+    wallet.escrow[2] = ("bob", 10_000)  # (an operator put it right at the wallet)
+    clock.now += STOPPED_RECHECK_S
+    assert await driver.step() is None
+    assert port.room.stopped == "" and wallet.calls == ["Reconcile"] * 3
+    assert await driver.step() is None and dealer.calls == ["StartHand"]
+
+
 async def test_cards_due_are_dealt_as_the_rules_plan_them() -> None:
     """With the hand started, the dealer is asked for third street and the deal is
     committed; then a player is to act."""

@@ -48,6 +48,28 @@ def opened(tournament_id: str = "") -> Room:
     return run(Room(), Open("t1", TableConfig(), TableSettings(), tournament_id))
 
 
+async def spin(times: int = 50) -> None:
+    for _ in range(times):
+        await asyncio.sleep(0)
+
+
+def gated(wallet: FakeWallet, call: str, after: bool = False) -> asyncio.Event:
+    """The wallet's ``call`` waits for the returned event before it acts (``after``: acts at
+    once, and its answer reaches the table when the event is set)."""
+    inner = getattr(wallet, call)
+    gate = asyncio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        if not after:
+            await gate.wait()
+        reply = await inner(*args, **kwargs)
+        await gate.wait()
+        return reply
+
+    setattr(wallet, call, held)
+    return gate
+
+
 def money_for(room: Room, wallet: FakeWallet) -> tuple[Money, FakePort]:
     port = FakePort(room)
     parts = driving(wallet)
@@ -247,14 +269,7 @@ class TestSettlementAndReconciliation:
         then emptied the escrow under the stack)."""
         wallet = FakeWallet(accounts={"ann": 0}, escrow={4: ("ann", 10_000)},
                             done={"k-ann": True})
-        paying = asyncio.Event()
-        cash_out = wallet.cash_out
-
-        async def slow_cash_out(*args: Any, **kwargs: Any) -> wpb.CashOutResponse:
-            await paying.wait()
-            return await cash_out(*args, **kwargs)
-
-        wallet.cash_out = slow_cash_out  # type: ignore[method-assign]
+        paying = gated(wallet, "cash_out")
         money, port = money_for(opened(), wallet)
         check = asyncio.create_task(money.check_once())
         async with asyncio.timeout(5):
@@ -264,8 +279,7 @@ class TestSettlementAndReconciliation:
         saga = port.room.saga(4)
         assert saga is not None
         sit = asyncio.create_task(money.buy_in(4, saga, None))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await spin()
         assert not sit.done()  # waits for the refund in flight
         paying.set()
         assert await check is True
@@ -274,6 +288,58 @@ class TestSettlementAndReconciliation:
         assert refused.value.reason == "buy_in_refunded"
         assert port.room.table.seat(4) is None and not port.room.sagas
         assert wallet.escrow == {} and wallet.accounts == {"ann": 10_000}
+
+    async def test_a_new_sit_down_on_a_seat_whose_orphan_is_being_refunded_moves_after_it(
+            self) -> None:
+        """The orphan's refund is recorded and paying when ann sits down at that seat again
+        with a new command id (as the table tells her to): her buy-in moves once the refund
+        has emptied the seat, so her escrow is her stack (before, it moved into the orphan's
+        escrow, she was seated, and the refund drained both: 10,000 invented)."""
+        wallet = FakeWallet(accounts={"ann": 10_000}, escrow={4: ("ann", 10_000)},
+                            done={"k-old": True})
+        paying = gated(wallet, "cash_out")
+        money, port = money_for(opened(), wallet)
+        check = asyncio.create_task(money.check_once())
+        async with asyncio.timeout(5):
+            while "RefundOrphan" not in port.kinds():
+                await asyncio.sleep(0)
+        await port.commit(RequestBuyIn(4, "ann", 10_000, "k-new", "c-new"), "c-new")
+        saga = port.room.saga(4)
+        assert saga is not None
+        sit = asyncio.create_task(money.buy_in(4, saga, None))
+        await spin()
+        assert not sit.done() and wallet.escrow == {4: ("ann", 10_000)}
+        paying.set()
+        await check
+        await sit
+        holder = port.room.table.seat(4)
+        assert holder is not None and holder.stack == 10_000
+        assert wallet.escrow == {4: ("ann", 10_000)} and wallet.accounts == {"ann": 10_000}
+        assert not port.room.stopped
+
+    async def test_a_sit_down_that_lands_while_the_wallet_is_read_does_not_stop_dealing(
+            self) -> None:
+        """The check reads the escrows; cat's sit-down moves her buy-in and is seated before
+        that answer is compared with the room: her seat is passed over this time (the answer
+        is older than her stack), not taken for a wrong escrow that stops dealing."""
+        room = opened()
+        for number, player in ((1, "ann"), (2, "bob")):
+            room = run(room, RequestBuyIn(number, player, 10_000, f"k-{player}",
+                                          f"c-{player}"))
+            room = run(room, ConfirmBuyIn(number, f"k-{player}"))
+        wallet = FakeWallet(accounts={"cat": 10_000},
+                            escrow={1: ("ann", 10_000), 2: ("bob", 10_000)})
+        answered = gated(wallet, "reconcile", after=True)
+        money, port = money_for(room, wallet)
+        check = asyncio.create_task(money.check_once())
+        await spin()
+        assert wallet.calls == ["Reconcile"]  # read; the answer not yet back
+        await seat(money, port, 3, "cat")
+        answered.set()
+        assert await check is True and not port.room.stopped
+        # a wrong escrow on a seat that did not move is still found
+        wallet.escrow[1] = ("ann", 9_000)
+        assert await money.check() is False and "seat 1" in port.room.stopped
 
 
 @pytest.mark.parametrize("street", list(Street))
