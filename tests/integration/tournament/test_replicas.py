@@ -25,6 +25,7 @@ from studkit.ownership import Replica, rendezvous
 from studkit.store import AppendResult
 from studtest.table import Room, act_once
 from studtest.tournament_service import (
+    OffsetClock,
     RunningTournament,
     eventually,
     freeze,
@@ -36,15 +37,21 @@ from studtools.devkeys import DevKeys
 from tests.integration.tournament.test_sit_and_go_to_the_end import aggressive
 from tournament.bootstrap import TournamentDeps
 from tournament.config import Settings
-from tournament.driver import over
+from tournament.driver import SWEEP_S, over
 from tournament.leases import STALE_APPENDS
 
 pytestmark = pytest.mark.integration
 
-LEASE_MS = 600
-START_S = 3.0
-"""How long after its creation a test's multi-table tournament starts: the time its first
-entrant has to be registered and charged, on a loaded machine too."""
+LEASE_MS = 3000
+"""The replicas' lease (the product's default): both share this test's event loop, so a
+stall of the loop longer than a lease would expire both at once and the first to wake would
+take the other's tournaments (600 ms did, on a loaded machine)."""
+QUIET_S = 0.6
+"""How long a test watches for something that must not happen (a few rounds of the process
+manager at the services' tick_s of 0.05 s)."""
+START_S = 3600
+"""How far after its creation a test's multi-table tournament starts by the replicas' shared
+clock: it starts when the test moves the clock there, not when a busy machine gets there."""
 SNG = pb.TournamentConfig(name="sng", format=pb.TOURNAMENT_FORMAT_SIT_AND_GO, buy_in=100,
                           fee=10, seats=3, structure=pb.TournamentStructure(preset="turbo"))
 A, B = Replica("a", "127.0.0.1:0"), Replica("b", "127.0.0.1:0")
@@ -63,6 +70,16 @@ def owned_by(replica: Replica, n: int, prefix: str) -> list[str]:
 async def owner(running: RunningTournament, tid: str) -> str:
     raw = await running.deps.redis.hget(keys.tournament_owner(tid), "replica")
     return "" if raw is None else raw.decode()
+
+
+async def lease_over(running: RunningTournament, tid: str, replica: Replica) -> bool:
+    """``replica``'s lease on ``tid`` has run out by Redis's clock (the one the leases are
+    kept by), or another replica holds it now."""
+    held_by, expires = await running.deps.redis.hmget(keys.tournament_owner(tid),
+                                                      ["replica", "expires"])
+    seconds, micros = await running.deps.redis.time()
+    return held_by != replica.id.encode() or \
+        int(expires or 0) <= seconds * 1000 + micros // 1000
 
 
 def stale(running: RunningTournament) -> float:
@@ -116,10 +133,14 @@ def settings_for(base: Settings, replica: Replica, **changes: Any) -> Settings:
 
 @contextlib.asynccontextmanager
 async def two(base: Settings, dev_keys: DevKeys,
-              prepare: Callable[[TournamentDeps], None] | None = None
+              prepare: Callable[[TournamentDeps], None] | None = None,
+              clock: OffsetClock | None = None
               ) -> AsyncIterator[tuple[RunningTournament, RunningTournament]]:
-    async with running_tournament(settings_for(base, A), dev_keys, prepare=prepare) as a, \
-            running_tournament(settings_for(base, B), dev_keys, prepare=prepare) as b:
+    """Replicas A and B; ``clock``: the time both decide by (None: the wall clock)."""
+    async with running_tournament(settings_for(base, A), dev_keys, prepare=prepare,
+                                  clock=clock) as a, \
+            running_tournament(settings_for(base, B), dev_keys, prepare=prepare,
+                               clock=clock) as b:
         async def both_live() -> bool:  # else the first to start takes all, then hands over
             return all(len(r.deps.leases.spread.live) == 2 for r in (a, b))
         await eventually(both_live)
@@ -175,15 +196,13 @@ async def test_a_paused_former_owner_that_resumes_changes_nothing(
         # charge raced the start on a loaded machine: the start's tick went through).
         gates[deps.leases.me] = Gate(deps, "pm:tick.", shut=True)
 
-    async with two(tournament.settings, dev_keys, gate) as (a, b):
-        # The start time from now, not from before the replicas started (on a loaded
-        # machine that took long enough for the create to be refused: start_at passed).
-        start = time.time_ns() + int(START_S * 1e9)
+    clock = OffsetClock()  # both replicas decide by it: the start comes when it is moved
+    async with two(tournament.settings, dev_keys, gate, clock) as (a, b):
+        start = int(clock()) + START_S
         config = pb.TournamentConfig(name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE,
                                      buy_in=100, fee=10, seats=3, min_entrants=3,
                                      structure=pb.TournamentStructure(preset="turbo"),
-                                     start_at={"seconds": start // 10**9,
-                                               "nanos": start % 10**9})
+                                     start_at={"seconds": start})
         await b.client.create(tid, config)
         await b.client.register(tid, player("ann"), "r-ann")
 
@@ -193,13 +212,21 @@ async def test_a_paused_former_owner_that_resumes_changes_nothing(
         async def paid_or_held() -> bool:
             return gates[A.id].holding.is_set() or await ann_paid()
         await eventually(paid_or_held)
-        assert await ann_paid(), f"the start came before ann's charge ({START_S} s)"
+        # not before its time: A's ticks before the start decide and write nothing
+        assert await ann_paid() and not gates[A.id].holding.is_set()
         assert await owner(a, tid) == A.id
         epoch = a.deps.leases.held[tid]
+        clock.jump_to(start)  # ann is paid: the start time comes
         # At its start time, A decides the cancel below the minimum field and is held there.
-        await asyncio.wait_for(gates[A.id].holding.wait(), 10 + START_S)
+        await asyncio.wait_for(gates[A.id].holding.wait(), 10)
         await freeze(a)  # and A's keeper with it: a paused process
         await b.client.register(tid, player("bob"), "r-bob")  # any replica serves a caller
+        await eventually(lambda: lease_over(b, tid, A), 10 + LEASE_MS / 1000)
+        # B claims a departed replica's tournaments when it sees it leave, and at each sweep.
+        # A's lease can outlive its last heartbeat (it took the tournament, or renewed it,
+        # after that heartbeat), so B's claim when it saw A leave may have been refused; the
+        # clock moved past B's next sweep makes B's next round that sweep, which takes it.
+        clock.jump_to(clock() + SWEEP_S)
 
         async def taken_over() -> bool:
             return await owner(b, tid) == B.id
@@ -216,7 +243,7 @@ async def test_a_paused_former_owner_that_resumes_changes_nothing(
             return stale(a) >= 1
         await eventually(refused)
         assert tid not in a.deps.leases.held
-        await asyncio.sleep(LEASE_MS / 1000)  # A's next rounds (it owns nothing now)
+        await asyncio.sleep(QUIET_S)  # A's next rounds (it owns nothing now)
         after = await b.deps.app.store.read(tid)
         assert [(s.stream_id, s.envelope) for s in after] == \
             [(s.stream_id, s.envelope) for s in before]
