@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-import time
 from typing import Any
 
 import pytest
@@ -22,7 +21,12 @@ from studclient.tui.app import screen_text
 from studclient.tui.command import Setup
 from studclient.tui.tourney import TournamentPlayApp
 from studtest.table import Room
-from studtest.tournament_service import RunningTournament, eventually, running_tournament
+from studtest.tournament_service import (
+    OffsetClock,
+    RunningTournament,
+    eventually,
+    running_tournament,
+)
 from studtools import cli, replay_tournament
 from studtools.devkeys import DevKeys
 from studtools.replay_source import RedisSource
@@ -38,12 +42,20 @@ FAST = pb.TournamentStructure(starting_stack=600, levels=[
     # chop pots for minutes (a multi-table run in CI did, for 150 s and 3,147 actions)
     pb.TournamentLevel(ante=200, bring_in=300, small_bet=600, big_bet=1200, seconds=3),
     pb.TournamentLevel(ante=600, bring_in=700, small_bet=1200, big_bet=2400, seconds=600)])
+START_S = 3600
+"""How far after its creation a multi-table tournament here starts by the service's clock
+(``tournament_clock``): it starts when the test moves the clock there, once every entrant is
+paid, not when a busy machine gets there (a few seconds of wall time were overrun: fewer than
+two paid at the start, or entrants registering after late registration closed)."""
+PAID_S = 60.0
+"""How long the bots have to fund and register (one after another) before the start."""
 
 
 @pytest.fixture
-async def service(room_settings: Settings, dev_keys: DevKeys) -> Any:
+async def service(room_settings: Settings, dev_keys: DevKeys,
+                  tournament_clock: OffsetClock) -> Any:
     settings = room_settings
-    async with running_tournament(settings, dev_keys) as running:
+    async with running_tournament(settings, dev_keys, clock=tournament_clock) as running:
         yield running
 
 
@@ -67,6 +79,20 @@ async def bots(*args: str) -> tuple[int, list[str], dict[str, str]]:
     print(out.getvalue())
     lines = out.getvalue().strip().splitlines()
     return status, lines, dict(part.split("=") for part in lines[-1].split())
+
+
+async def all_paid(service: RunningTournament, tid: str, players: set[str],
+                   bots_run: asyncio.Task[Any]) -> None:
+    """Wait until ``players`` hold ``tid``'s entries, each paid (the bots' run ended first,
+    or too slow: the test fails here, the bots' output printed)."""
+    async with asyncio.timeout(PAID_S):
+        while True:
+            view = await service.client.get(tid)
+            if {e.player_id for e in view.entries if e.paid} == players:
+                return
+            if bots_run.done():
+                raise AssertionError(f"the bots ended before the start: {await bots_run}")
+            await asyncio.sleep(0.05)
 
 
 async def test_bots_play_a_sit_and_go_to_the_end(
@@ -115,14 +141,19 @@ async def test_bots_play_a_sit_and_go_to_the_end(
 
 async def test_bots_follow_moves_in_a_multi_table_tournament_and_replay_verifies_it(
         room: Room, service: RunningTournament, dev_keys: DevKeys, redis_url: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tournament_clock: OffsetClock) -> None:
     env_for(room, service, dev_keys, monkeypatch)
-    start = Timestamp(seconds=int(time.time()) + 3)
+    start = int(tournament_clock()) + START_S
     await service.client.create("mtt-bots", pb.TournamentConfig(
         name="mtt", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, buy_in=500, fee=50, seats=3,
-        structure=FAST, start_at=start, min_entrants=2, late_through_level=1))
-    status, lines, last = await bots("--tournament", "mtt-bots", "--players", "6",
-                                     "--seed", "5", "--prefix", "mb")
+        structure=FAST, start_at=Timestamp(seconds=start), min_entrants=2,
+        late_through_level=1))
+    bots_run = asyncio.create_task(bots("--tournament", "mtt-bots", "--players", "6",
+                                        "--seed", "5", "--prefix", "mb"))
+    await all_paid(service, "mtt-bots", {f"mb-{i}" for i in range(1, 7)}, bots_run)
+    assert (await service.client.get("mtt-bots")).phase == pb.TOURNAMENT_PHASE_REGISTERING
+    tournament_clock.jump_to(start)  # all six in and paid: the start comes
+    status, lines, last = await bots_run
     if status != 0:
         await explain(room, "mtt-bots", redis_url)
     assert status == 0 and last["bots"] == "6" and last["phase"] == "finished"
@@ -214,12 +245,13 @@ async def paid_out(service: RunningTournament, tid: str, redis_url: str) -> bool
 
 async def test_stud_play_registers_and_its_table_follows_the_player_through_moves(
         room: Room, service: RunningTournament, dev_keys: DevKeys,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tournament_clock: OffsetClock) -> None:
     env = env_for(room, service, dev_keys, monkeypatch)
-    start = Timestamp(seconds=int(time.time()) + 4)
+    start = int(tournament_clock()) + START_S
     await service.client.create("mtt-play", pb.TournamentConfig(
         name="Play", format=pb.TOURNAMENT_FORMAT_MULTI_TABLE, buy_in=500, fee=50, seats=3,
-        structure=FAST, start_at=start, min_entrants=2, late_through_level=1))
+        structure=FAST, start_at=Timestamp(seconds=start), min_entrants=2,
+        late_through_level=1))
     out = io.StringIO()
     status = await asyncio.to_thread(cli.main, ["play", "--player", "ann", "--register",
                                                 "mtt-play"], out)
@@ -229,9 +261,16 @@ async def test_stud_play_registers_and_its_table_follows_the_player_through_move
     assert lines[-1].startswith("mtt-play  Play (MTT) ")  # the lobby, listed after
     bots_run = asyncio.create_task(bots("--tournament", "mtt-play", "--players", "5",
                                         "--seed", "9", "--prefix", "pp"))
+    # The screen keeps the wall clock (the table's turn deadlines are by it): the countdown
+    # to the next level in its title reads START_S too long, which the title check ignores.
     app = TournamentPlayApp(Setup(env, "ann").connect, "mtt-play")
     titles: set[str] = set()
     async with app.run_test(size=(140, 36)) as pilot:
+        await all_paid(service, "mtt-play", {"ann", *(f"pp-{i}" for i in range(1, 6))},
+                       bots_run)
+        assert (await service.client.get("mtt-play")).phase == \
+            pb.TOURNAMENT_PHASE_REGISTERING
+        tournament_clock.jump_to(start)  # ann and the five bots in and paid: the start comes
         async with asyncio.timeout(220):  # the whole tournament; a busy machine is slow
             while not any(line.startswith(("You finished", "Tournament ")) for line in
                           app.log_lines[1:]):
