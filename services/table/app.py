@@ -80,6 +80,12 @@ def _outcome(done: Committed[Room]) -> Outcome:
     return Outcome(done.result.version, done.envelopes, done.result.duplicate)
 
 
+def _carries(room: Room, seat: int, wallet_key: str, kind: str | None = None) -> bool:
+    """Whether the seat's saga is the one with ``wallet_key`` (of ``kind``, if given)."""
+    saga = room.saga(seat)
+    return saga is not None and saga.wallet_key == wallet_key and kind in (None, saga.kind)
+
+
 def own_seat(principal: Principal, room: Room, seat: int) -> str:
     """The caller must be the player the log seats at ``seat``."""
     if principal.role is not Role.PLAYER:
@@ -294,19 +300,20 @@ class TableApp:
         await self._precheck(driver, cid, fp, expected, lambda _room: request, buy_in)
         requested = await self._command(driver, principal, command_id, fp, expected,
                                         lambda _room: request)
-        saga = driver.actor.room.saga(seat)
-        if saga is None or saga.kind != BUY_IN or saga.wallet_key != wallet_key:
-            done = await self._store.recorded(
-                table_id, step_id(ConfirmBuyIn(seat, wallet_key), wallet_key))
-            if done is None and not requested.result.duplicate:
-                return _outcome(requested)
-            if done is None:
-                raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again "
-                                         "with a new command id", reason="buy_in_refunded")
-            return Outcome(done.version, await self.tables.actor(table_id).recorded_envelopes(
-                done), True)
-        async with driver.money.carrying(seat):
-            return _outcome(await driver.money.buy_in(seat, saga, PLAYER_WAIT_S))
+        async with driver.money.carrying(seat, PLAYER_WAIT_S):
+            # read once carried: the driver's roll forward of this saga may have ended it
+            saga = driver.actor.room.saga(seat)
+            if saga is not None and saga.kind == BUY_IN and saga.wallet_key == wallet_key:
+                return _outcome(await driver.money.buy_in(seat, saga, PLAYER_WAIT_S))
+        done = await self._store.recorded(
+            table_id, step_id(ConfirmBuyIn(seat, wallet_key), wallet_key))
+        if done is None and not requested.result.duplicate:
+            return _outcome(requested)
+        if done is None:
+            raise FailedPrecondition("this sit-down's buy-in was refunded; sit down again "
+                                     "with a new command id", reason="buy_in_refunded")
+        return Outcome(done.version, await self.tables.actor(table_id).recorded_envelopes(
+            done), True)
 
     async def leave_seat(self, principal: Principal, table_id: str, command_id: str,
                          seat: int, fp: str, expected: int | None) -> Outcome:
@@ -316,10 +323,11 @@ class TableApp:
         done = await self._command(driver, principal, command_id, fp, expected,
                                    lambda room: Leave(seat, own_seat(principal, room, seat),
                                                       wallet_key))
-        saga = driver.actor.room.saga(seat)
-        if saga is not None and saga.wallet_key == wallet_key:
-            async with driver.money.carrying(seat):
-                await driver.money.cash_out(seat, saga, wait_s=PLAYER_WAIT_S)
+        if _carries(driver.actor.room, seat, wallet_key):
+            async with driver.money.carrying(seat, PLAYER_WAIT_S):
+                saga = driver.actor.room.saga(seat)
+                if saga is not None and saga.wallet_key == wallet_key:  # not paid meanwhile
+                    await driver.money.cash_out(seat, saga, wait_s=PLAYER_WAIT_S)
         return _outcome(done)
 
     async def add_chips(self, principal: Principal, table_id: str, command_id: str, seat: int,
@@ -335,14 +343,15 @@ class TableApp:
 
         await self._precheck(driver, cid, fp, expected, queue, amount)
         queued = await self._command(driver, principal, command_id, fp, expected, queue)
-        saga = driver.actor.room.saga(seat)
-        if saga is None or saga.kind != TOP_UP or saga.wallet_key != wallet_key:
-            return await self._system_outcome(
-                self.tables.actor(table_id), step_id(ApplyTopUp(seat, wallet_key), wallet_key),
-                queued)
-        async with driver.money.carrying(seat):
-            added = await driver.money.top_up(seat, saga, PLAYER_WAIT_S)
-        return _outcome(added or queued)
+        if _carries(driver.actor.room, seat, wallet_key, TOP_UP):
+            async with driver.money.carrying(seat, PLAYER_WAIT_S):
+                saga = driver.actor.room.saga(seat)  # not dropped or added meanwhile
+                if saga is not None and saga.kind == TOP_UP and saga.wallet_key == wallet_key:
+                    added = await driver.money.top_up(seat, saga, PLAYER_WAIT_S)
+                    return _outcome(added or queued)
+        return await self._system_outcome(
+            self.tables.actor(table_id), step_id(ApplyTopUp(seat, wallet_key), wallet_key),
+            queued)
 
     async def set_muck(self, principal: Principal, table_id: str, command_id: str, seat: int,
                        muck: bool, fp: str) -> Outcome:

@@ -21,7 +21,7 @@ from rules.settlement import Settlement
 from rules.settlement import settlement as settle_query
 from stud.v1 import wallet_pb2 as wpb
 from studkit.commit import Committed
-from studkit.errors import FailedPrecondition
+from studkit.errors import FailedPrecondition, Unavailable
 from table.clients import Refused, Unreachable, WalletClient, key
 from table.port import System, TablePort
 from table.room import (
@@ -101,20 +101,41 @@ class Money:
         self._checks = checks
         self._busy: set[int] = set()
         """Seats whose saga a call of this process carries on now (the driver leaves them)."""
+        self._seat_locks: dict[int, asyncio.Lock] = {}
+        """One per seat: held by a caller carrying the seat's saga on, and by the driver's
+        roll forward from its wallet read to its step's commit, so that neither decides on
+        a read the other's wallet call has made stale."""
         self.repaired = False
         """Whether the table was checked against the wallet since it was loaded."""
         self._refunding: dict[int, asyncio.Event] = {}
         """Seats whose orphan escrow a repair of this process is paying back now."""
 
+    def _lock(self, seat: int) -> asyncio.Lock:
+        return self._seat_locks.setdefault(seat, asyncio.Lock())
+
     @contextlib.asynccontextmanager
-    async def carrying(self, seat: int) -> AsyncIterator[None]:
+    async def carrying(self, seat: int, wait_s: float | None = None) -> AsyncIterator[None]:
         """While a caller's request carries the seat's saga on, the driver leaves it (and
-        so does a reconciliation: its money is moving)."""
+        so does a reconciliation: its money is moving). Waits for a roll forward of the
+        seat in progress (``wait_s`` at most, then ``UNAVAILABLE``: retry); the caller reads
+        its saga again inside, since that step may have ended it."""
+        lock = self._lock(seat)
+        if not lock.locked():
+            # Taken at once, with no yield: the caller has just recorded its saga, and the
+            # driver (woken by that append) must not roll it forward before it is carried.
+            await lock.acquire()
+        else:
+            try:
+                await asyncio.wait_for(lock.acquire(), wait_s)
+            except TimeoutError:
+                raise Unavailable("the table is carrying this seat's money on now; retry",
+                                  reason="seat_busy") from None
         self._busy.add(seat)
         try:
             yield
         finally:
             self._busy.discard(seat)
+            lock.release()
 
     def carried(self, seat: int) -> bool:
         """Whether a call of this process carries the seat's saga on now."""
@@ -242,13 +263,23 @@ class Money:
         """Carry on one saga that no call of this process carries (the room's
         :func:`~table.room.saga_step` says how); True if one was."""
         room = self.actor.room
-        pending = sorted(seat for seat in room.sagas if seat not in self._busy)
+        pending = sorted(seat for seat in room.sagas if not self._lock(seat).locked())
         if not pending or room.tournament:  # a tournament table has no money sagas
             return False
+        async with contextlib.AsyncExitStack() as seats:
+            for seat in pending:  # free (just looked): taken without a wait
+                await seats.enter_async_context(self._lock(seat))
+            return await self._roll_forward(pending, {s: room.sagas[s] for s in pending})
+
+    async def _roll_forward(self, pending: list[int], read_over: dict[int, Saga]) -> bool:
         reply = await self._wallet.reconcile(self.actor.table_id, on_wait=self.status.waiting)
         held = {s.seat: (s.player_id, s.balance) for s in reply.seats}
+        room = self.actor.room
         for seat in pending:
-            saga, step = room.sagas[seat], saga_step(room, seat, held.get(seat))
+            saga = room.sagas.get(seat)
+            if saga is None or saga != read_over[seat]:
+                continue  # moved on meanwhile (the read is older than it)
+            step = saga_step(room, seat, held.get(seat))
             if step is None:
                 continue
             wallet, command = step

@@ -15,7 +15,7 @@ from rules.commands import StartHand, VoidHand
 from rules.settlement import Settlement, SettlementSeat
 from rules.streets import Street
 from stud.v1 import wallet_pb2 as wpb
-from studkit.errors import FailedPrecondition
+from studkit.errors import FailedPrecondition, Unavailable
 from table import money as money_module
 from table.model import TableSettings
 from table.money import Money, settle_request
@@ -160,6 +160,55 @@ class TestTopUpAndCashOut:
         assert not money.carried(1)
         assert await money.roll_forward() is True  # a buy-in that never reached the wallet
         assert port.room.saga(1) is None or port.room.saga(1).kind != BUY_IN  # type: ignore[union-attr]
+
+    async def test_a_retry_waits_for_the_roll_forward_of_its_seat_and_reads_its_saga_again(
+            self) -> None:
+        """The driver rolls a buy-in whose caller gave up forward: it reads the wallet (no
+        escrow yet). The player's retry (the same key) waits until that step is recorded
+        (the buy-in ended, 'abandoned'), reads its saga again, finds it ended and moves
+        nothing (before, it moved the buy-in meanwhile, its seat was refused, and the escrow
+        was left an orphan)."""
+        wallet = FakeWallet(accounts={"ann": 10_000})
+        money, port = money_for(opened(), wallet)
+        await port.commit(RequestBuyIn(3, "ann", 10_000, "k-ann", "c-ann"), "c-ann")
+        answered = gated(wallet, "reconcile", after=True)
+        step = asyncio.create_task(money.roll_forward())
+        await spin()
+        assert wallet.calls == ["Reconcile"]  # read: seat 3 holds nothing
+        moved = []
+
+        async def retry() -> None:  # what TableApp.sit_down does with a retry
+            async with money.carrying(3, 5.0):
+                saga = port.room.saga(3)
+                if saga is not None and saga.wallet_key == "k-ann":
+                    moved.append(await money.buy_in(3, saga, None))
+
+        sit = asyncio.create_task(retry())
+        await spin()
+        assert not sit.done() and wallet.escrow == {}  # waits for the driver's step
+        answered.set()
+        assert await step is True
+        await sit
+        assert moved == [] and port.room.saga(3) is None and port.room.table.seat(3) is None
+        assert wallet.escrow == {} and wallet.accounts == {"ann": 10_000}
+
+    async def test_a_call_that_cannot_wait_for_the_seat_is_told_to_retry(self) -> None:
+        """A caller waits for a roll forward of its seat only so long, then is answered
+        UNAVAILABLE (retry with the same id), having moved nothing."""
+        wallet = FakeWallet(accounts={"ann": 10_000})
+        money, port = money_for(opened(), wallet)
+        await port.commit(RequestBuyIn(3, "ann", 10_000, "k-ann", "c-ann"), "c-ann")
+        answered = gated(wallet, "reconcile", after=True)
+        step = asyncio.create_task(money.roll_forward())
+        await spin()
+        with pytest.raises(Unavailable) as busy:
+            async with money.carrying(3, 0.05):
+                raise AssertionError("carried while the driver holds the seat")
+        assert busy.value.reason == "seat_busy" and not money.carried(3)
+        answered.set()
+        assert await step is True
+        async with money.carrying(3, 0.05):  # free again
+            assert money.carried(3)
 
 
 class TestSettlementAndReconciliation:
