@@ -259,7 +259,11 @@ class Rounds:
             before = set(self.leases.held)
             try:
                 await self.leases.claim(sorted(self.open))
-                self._among = frozenset(self.leases.spread.live)
+                # Settled only once every tournament this replica should own is taken: a
+                # dead replica's lease can outlive its heartbeat by a moment, and its
+                # tournaments are claimed again next round, not at the next sweep.
+                if not self.leases.refused:
+                    self._among = frozenset(self.leases.spread.live)
             except Exception:
                 log.exception("tournament_claims_failed")
             due |= set(self.leases.held) - before

@@ -48,6 +48,9 @@ class Leases:
         self.held: dict[str, int] = {}
         self.spread = Spread()
         self.task: asyncio.Task[None] | None = None
+        self.refused: set[str] = set()
+        """What the last claim wanted here and could not take (another replica's lease had
+        not run out yet): claimed again at the next round, not the next sweep."""
 
     @property
     def me(self) -> str:
@@ -92,11 +95,14 @@ class Leases:
         if leaving:
             await self.release(leaving)
         free = [t for t in sorted(wanted) if t not in self.held and not self._elsewhere(t)]
+        self.refused = set()
         if free:
             for tid, lease in (await self.ownership.acquire_many(free)).items():
                 if lease.ok:
                     self.held[tid] = lease.epoch
                     log.info("tournament_taken", tournament_id=tid, epoch=lease.epoch)
+                else:
+                    self.refused.add(tid)
         return sorted(self.held)
 
     def _elsewhere(self, tid: str) -> bool:
