@@ -139,6 +139,10 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
             if holder_s is not None and holder_s != rule["player"]:
                 return ["error", "seat_taken",
                         f"seat {rule['seat']} is held for another player"]
+        elif rule["action"] == "claim_free":
+            if holder_s is not None:
+                whom = "this player already" if holder_s == rule["player"] else "another player"
+                return ["error", "seat_taken", f"seat {rule['seat']} is held for {whom}"]
         elif holder_s != rule["player"]:
             return ["error", "seat_not_held",
                     f"seat {rule['seat']} is not held for {rule['player']}"]
@@ -186,7 +190,7 @@ def _apply(r: SimRedis, keys_: list[bytes], argv: list[bytes]) -> list[Any]:
         lines.append((line_id, posting_after[i]))
     r.data.ledger_log.append((tx_id, tx_fields, tuple(lines)))
     for rule in plan["seats"]:
-        if rule["action"] == "claim":
+        if rule["action"] in ("claim", "claim_free"):
             h.setdefault(seats, {})[_b(rule["seat"])] = _b(rule["player"])
         elif rule["action"] == "release":
             h.get(seats, {}).pop(_b(rule["seat"]), None)

@@ -81,12 +81,15 @@ class WalletClient:
         return await self.balance(pb.AccountRef(player_id=name))
 
     async def buy_in(
-        self, name: str, table: str, seat: int, amount: int, key: str, who: Principal = TABLE
+        self, name: str, table: str, seat: int, amount: int, key: str, who: Principal = TABLE,
+        *, sit_down: bool = False,
     ) -> pb.BuyInResponse:
-        """Buy ``name`` in at ``table``/``seat``."""
+        """Buy ``name`` in at ``table``/``seat`` (``sit_down``: a sit-down's buy-in, which
+        only a free seat takes)."""
         reply: pb.BuyInResponse = await self.stub.BuyIn(
             pb.BuyInRequest(
-                player_id=name, table_id=table, seat=seat, amount=amount, idempotency_key=key
+                player_id=name, table_id=table, seat=seat, amount=amount, idempotency_key=key,
+                sit_down=sit_down,
             ),
             metadata=self.metadata(who),
             timeout=TIMEOUT_S,

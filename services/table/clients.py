@@ -191,10 +191,14 @@ class WalletClient:
         return await self._retry.call("wallet", attempt, give_up_after, on_wait)
 
     async def buy_in(self, player_id: str, table_id: str, seat: int, amount: int,
-                     idempotency_key: str, give_up_after: float | None = PLAYER_WAIT_S
-                     ) -> wpb.BuyInResponse:
+                     idempotency_key: str, give_up_after: float | None = PLAYER_WAIT_S,
+                     *, sit_down: bool = False) -> wpb.BuyInResponse:
+        """Move a buy-in to the seat's escrow. ``sit_down``: a sit-down's, which the wallet
+        puts only on a free seat (``seat_taken`` on any escrow there, the player's own
+        orphan too: review finding F3); a top-up's (False) adds to the player's escrow."""
         request = wpb.BuyInRequest(player_id=player_id, table_id=table_id, seat=seat,
-                                   amount=amount, command_id=idempotency_key)
+                                   amount=amount, command_id=idempotency_key,
+                                   sit_down=sit_down)
         reply = await self._call("BuyIn", request, give_up_after)
         assert isinstance(reply, wpb.BuyInResponse)
         return reply

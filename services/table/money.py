@@ -167,8 +167,13 @@ class Money:
         # while the refund pays; the orphan's record was decided before it).
         await self._repair_done(seat)
         try:
+            # A sit-down: the wallet takes only a free seat, never adding to an escrow there
+            # (an orphan of this player's, its refund still to come, would else be seated
+            # under a stack of half of it and stop the table: review finding F3). Refused
+            # seat_taken, the saga ends and the next check pays the orphan back.
             bought = await self._wallet.buy_in(saga.player_id, table_id, seat, saga.amount,
-                                               saga.wallet_key, give_up_after=wait_s)
+                                               saga.wallet_key, give_up_after=wait_s,
+                                               sit_down=True)
         except Refused as exc:
             end = EndBuyIn(seat, saga.wallet_key, BuyInEnd.FAILED, exc.reason or "")
             await self.actor.commit(end, step_id(end, saga.wallet_key))
@@ -291,7 +296,7 @@ class Money:
                 if wallet == WALLET_REFUND:
                     await self.refund(seat, saga, "refund due")
                     return True
-                if wallet == WALLET_BUY_IN:
+                if wallet == WALLET_BUY_IN:  # a top-up's (a sit-down's is never re-sent)
                     await self._wallet.buy_in(saga.player_id, self.actor.table_id, seat,
                                               saga.amount, saga.wallet_key, give_up_after=None)
                 await self.actor.commit(command, step_id(command, saga.wallet_key))

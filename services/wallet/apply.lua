@@ -209,6 +209,13 @@ for _, rule in ipairs(plan.seats) do
     if holder and holder ~= rule.player then
       return {'error', 'seat_taken', 'seat ' .. rule.seat .. ' is held for another player'}
     end
+  elseif rule.action == 'claim_free' then
+    -- A sit-down's buy-in: never added to an escrow already there, the player's own either
+    -- (an orphan a table's crash left, its refund to come). Checked after the replay above.
+    if holder then
+      return {'error', 'seat_taken', 'seat ' .. rule.seat .. ' is held for ' ..
+        (holder == rule.player and 'this player already' or 'another player')}
+    end
   elseif holder ~= rule.player then
     return {'error', 'seat_not_held', 'seat ' .. rule.seat .. ' is not held for ' .. rule.player}
   end
@@ -306,7 +313,7 @@ elseif pool and pool.action == 'prize' then
     n = n, player = pool.player, amount = pool.amount, place = pool.place}))
 end
 for _, rule in ipairs(plan.seats) do
-  if rule.action == 'claim' then
+  if rule.action == 'claim' or rule.action == 'claim_free' then
     redis.call('HSET', KEYS[5], rule.seat, rule.player)
   elseif rule.action == 'release' then
     redis.call('HDEL', KEYS[5], rule.seat)

@@ -96,8 +96,8 @@ class InsufficientFunds(LedgerError):
 
 
 class SeatUnavailable(LedgerError):
-    """Raised when a seat is held for another player (``seat_taken``) or not held for the
-    named player (``seat_not_held``)."""
+    """Raised when a seat is held for another player, or for anyone at a sit-down's buy-in
+    (``seat_taken``), or not held for the named player (``seat_not_held``)."""
 
 
 class UnknownEntry(LedgerError):
@@ -117,10 +117,15 @@ class PoolUnavailable(LedgerError):
 
 
 def fingerprint(command: Command) -> str:
-    """A digest of every field of ``command`` (the idempotency check): the canonical JSON of
-    ``{"type": ..., **dataclasses.asdict(command)}`` (:func:`studkit.plain.plain`, the same
-    values without the deep copy: a wallet call makes one per command)."""
+    """A digest of every field of ``command`` (the idempotency check) but a buy-in's
+    ``sit_down``: the canonical JSON of ``{"type": ..., **dataclasses.asdict(command)}``
+    (:func:`studkit.plain.plain`, the same values without the deep copy: a wallet call makes
+    one per command)."""
     payload = {"type": type(command).__name__, **plain(command)}
+    if isinstance(command, BuyIn):
+        # A condition on the seat, not the move: a retry is answered by its key whatever it
+        # says, and a buy-in recorded before the flag keeps its fingerprint.
+        del payload["sit_down"]
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -237,7 +242,8 @@ def _decide_buy_in(command: BuyIn) -> Transaction:
         postings=(Posting(player, -amount), Posting(seat, amount)),
         guards=(Guard(player, GuardOp.AT_LEAST, amount),),
         players=(command.player_id,),
-        seats=(SeatRule(SeatAction.CLAIM, command.seat, command.player_id),),
+        seats=(SeatRule(SeatAction.CLAIM_FREE if command.sit_down else SeatAction.CLAIM,
+                        command.seat, command.player_id),),
         table_id=command.table_id,
         report=(player, seat),
         amount=amount,

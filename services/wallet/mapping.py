@@ -167,6 +167,7 @@ def buy_in_from_proto(request: pb.BuyInRequest) -> BuyIn:
         seat=request.seat,
         amount=request.amount,
         idempotency_key=command_key(request),
+        sit_down=request.sit_down,
     )
 
 

@@ -131,6 +131,12 @@ class BuyIn:
     seat: int
     amount: int
     idempotency_key: str
+    sit_down: bool = False
+    """A sit-down's buy-in: the seat must hold no escrow at all (``seat_taken`` otherwise,
+    the player's own too: an orphan a table's crash left there is refunded, never added to).
+    False for a top-up, which adds to the player's own escrow (and for a table that sends no
+    flag: what every buy-in did before). Not part of the fingerprint (a retry is answered by
+    its key, and fingerprints recorded before it stay the same)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

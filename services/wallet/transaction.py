@@ -44,7 +44,11 @@ class SeatAction(StrEnum):
     """What a transaction does to a seat's holder."""
 
     CLAIM = "claim"
-    """Take the seat for the player unless another player holds it."""
+    """Take the seat for the player unless another player holds it (a top-up: the player's
+    own seat, added to)."""
+    CLAIM_FREE = "claim_free"
+    """Take the seat for the player only if nobody holds it (a sit-down's buy-in: an escrow
+    of the same player's there, an orphan to be refunded, refuses it too)."""
     CHECK = "check"
     """The player must hold the seat."""
     RELEASE = "release"

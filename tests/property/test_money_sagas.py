@@ -83,10 +83,10 @@ class CrashingWallet(FakeWallet):
     budget: Budget = Budget()
 
     async def buy_in(self, player_id: str, table_id: str, seat: int, amount: int,
-                     idempotency_key: str, give_up_after: float | None = None
-                     ) -> wpb.BuyInResponse:
+                     idempotency_key: str, give_up_after: float | None = None,
+                     *, sit_down: bool = False) -> wpb.BuyInResponse:
         reply = await super().buy_in(player_id, table_id, seat, amount, idempotency_key,
-                                     give_up_after)
+                                     give_up_after, sit_down=sit_down)
         self.budget.tick()
         return reply
 

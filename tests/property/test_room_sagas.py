@@ -61,11 +61,15 @@ class Wallet:
     escrow: dict[int, tuple[str, int]] = field(default_factory=dict)
     done: dict[str, bool] = field(default_factory=dict)
 
-    def buy_in(self, key: str, player: str, seat: int, amount: int) -> bool:
+    def buy_in(self, key: str, player: str, seat: int, amount: int,
+               sit_down: bool = False) -> bool:
+        """A sit-down's (``sit_down``) only on a free seat, a top-up's on one no other
+        player holds."""
         if key in self.done:
             return self.done[key]
         held = self.escrow.get(seat)
-        ok = (held is None or held[0] == player) and self.accounts[player] >= amount
+        free = held is None or (not sit_down and held[0] == player)
+        ok = free and self.accounts[player] >= amount
         if ok:
             self.accounts[player] -= amount
             self.escrow[seat] = (player, (held[1] if held else 0) + amount)
@@ -131,7 +135,7 @@ class Table:
         if not self.commit(RequestBuyIn(seat, player, amount, key, key)):
             return
         self.step()
-        if not self.wallet.buy_in(key, player, seat, amount):
+        if not self.wallet.buy_in(key, player, seat, amount, sit_down=True):
             self.commit(EndBuyIn(seat, key, "failed"))
             return
         self.step()

@@ -83,9 +83,9 @@ async def deposits(app: WalletApp) -> list[object]:
             await outcome(app.deposit(OPERATOR, deposit("p1", MAX, "big")))]  # balance_limit
 
 
-def buy_in(player: str, seat: int, amount: int, key: str) -> BuyIn:
+def buy_in(player: str, seat: int, amount: int, key: str, sit_down: bool = False) -> BuyIn:
     return BuyIn(player_id=player, table_id="t1", seat=seat, amount=amount,
-                 idempotency_key=key)
+                 idempotency_key=key, sit_down=sit_down)
 
 
 async def seats(app: WalletApp) -> list[object]:
@@ -104,7 +104,12 @@ async def seats(app: WalletApp) -> list[object]:
                                                       idempotency_key="c1"))),
             await outcome(app.cash_out(TABLE, CashOut(table_id="t1", seat=1, player_id="p1",
                                                       idempotency_key="c1"))),  # a replay
-            await outcome(app.buy_in(TABLE, buy_in("p2", 1, 100, "b6")))]  # seat freed
+            await outcome(app.buy_in(TABLE, buy_in("p2", 1, 100, "b6"))),  # seat freed
+            # A sit-down's buy-in takes only a free seat (review finding F3).
+            await outcome(app.buy_in(TABLE, buy_in("p2", 1, 100, "b7", True))),  # own escrow
+            await outcome(app.buy_in(TABLE, buy_in("p1", 2, 100, "b8", True))),  # another's
+            await outcome(app.buy_in(TABLE, buy_in("p1", 3, 100, "b9", True))),  # free
+            await outcome(app.buy_in(TABLE, buy_in("p1", 3, 100, "b9", True)))]  # a replay
 
 
 def settle(hand: str, *results: tuple[int, str, int, int]) -> SettleHand:

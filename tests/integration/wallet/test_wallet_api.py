@@ -220,6 +220,53 @@ class TestHands:
         assert info.value.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert rpc_error_reason(info.value) == "seat_taken"
 
+    async def test_a_sit_down_is_never_added_to_an_escrow_there(
+            self, wallet: RunningWallet, snapshot: Any) -> None:
+        """Review finding F3: a sit-down's buy-in (``sit_down``) on a seat holding the same
+        player's escrow (an orphan a table's crash left, its refund to come) is refused
+        seat_taken and moves nothing, as on a seat held for another player; a top-up on
+        the player's own seat still adds to it."""
+        client = wallet.client
+        await seated(wallet, {"ann": (4, 10_000), "bob": (2, 500)})
+        before = await snapshot()
+        for name in ("ann", "cat"):
+            if name == "cat":
+                await client.create_account("cat")
+                await client.deposit("cat", 1_000, "dep-cat")
+                before = await snapshot()
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await client.buy_in(name, "t1", 4, 1_000, f"sit-{name}", sit_down=True)
+            assert info.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert rpc_error_reason(info.value) == "seat_taken"
+            assert await snapshot() == before
+        top_up = await client.buy_in("ann", "t1", 4, 1_000, "top-ann")
+        assert (top_up.player_balance, top_up.seat_balance) == (9_000, 11_000)
+        reply = await client.stub.Reconcile(pb.ReconcileRequest(table_id="t1"),
+                                            metadata=client.metadata(OPERATOR))
+        assert [(s.seat, s.player_id, s.balance) for s in reply.seats] == [
+            (2, "bob", 500), (4, "ann", 11_000)]
+
+    async def test_a_sit_down_takes_a_free_seat_and_its_retry_is_a_replay(
+            self, wallet: RunningWallet, snapshot: Any) -> None:
+        """A sit-down's buy-in takes a free seat (a freed one too); its retry with the same
+        key is answered as the replay it is (the replay is checked before the seat, which the
+        first call now holds), moving nothing; so is a retry that leaves the flag out."""
+        client = wallet.client
+        await client.create_account("ann")
+        await client.deposit("ann", 5_000, "dep-ann")
+        first = await client.buy_in("ann", "t1", 4, 1_000, "sit-1", sit_down=True)
+        assert (first.player_balance, first.seat_balance, first.replayed) == (4_000, 1_000,
+                                                                             False)
+        after = await snapshot()
+        for sit_down in (True, False):
+            again = await client.buy_in("ann", "t1", 4, 1_000, "sit-1", sit_down=sit_down)
+            assert (again.transaction_id, again.seat_balance, again.replayed) == (
+                first.transaction_id, 1_000, True)
+            assert await snapshot() == after
+        await client.cash_out("ann", "t1", 4, "out-1")
+        back = await client.buy_in("ann", "t1", 4, 2_000, "sit-2", sit_down=True)
+        assert (back.player_balance, back.seat_balance) == (3_000, 2_000)
+
     async def test_a_player_cannot_squat_a_seat(self, wallet: RunningWallet,
                                                  snapshot: Any) -> None:
         """Seats are the table's business: a player's own BuyIn (which once let one player

@@ -122,14 +122,17 @@ class FakeWallet:
         return wpb.GetBalanceResponse(balance=self.accounts.get(player_id, 0))
 
     async def buy_in(self, player_id: str, table_id: str, seat: int, amount: int,
-                     idempotency_key: str, give_up_after: float | None = None
-                     ) -> wpb.BuyInResponse:
+                     idempotency_key: str, give_up_after: float | None = None,
+                     *, sit_down: bool = False) -> wpb.BuyInResponse:
         self._call("BuyIn")
         if idempotency_key in self.done:
             return wpb.BuyInResponse(replayed=True)
         if self.refuse:
             raise Refused("wallet", grpc.StatusCode.FAILED_PRECONDITION, self.refuse, "no")
         held = self.escrow.get(seat)
+        # The seat rule: a sit-down only on a free seat, a top-up on one no other player holds.
+        if held is not None and (sit_down or held[0] != player_id):
+            raise Refused("wallet", grpc.StatusCode.FAILED_PRECONDITION, "seat_taken", "held")
         self.accounts[player_id] = self.accounts.get(player_id, 0) - amount
         self.escrow[seat] = (player_id, (held[1] if held else 0) + amount)
         self.done[idempotency_key] = True

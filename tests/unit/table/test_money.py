@@ -366,6 +366,35 @@ class TestSettlementAndReconciliation:
         assert wallet.escrow == {4: ("ann", 10_000)} and wallet.accounts == {"ann": 10_000}
         assert not port.room.stopped
 
+    async def test_a_new_sit_down_on_an_orphan_escrow_before_the_check_is_refused(
+            self) -> None:
+        """Review finding F3: the table died after the wallet moved ann's buy-in (10,000 into
+        seat 4's escrow, key k-old) and before her seat was recorded; before the check after
+        the load finds that orphan, she sits down at seat 4 again with a new command id. The
+        wallet takes a sit-down's buy-in only on a free seat: refused seat_taken, nothing
+        moved, nobody seated, the saga ended. The check then pays the orphan back and the
+        table deals on; her next sit-down is seated. (Before, the buy-in was added to the
+        orphan, escrow 20,000 under a stack of 10,000: the table stopped until she left.)"""
+        wallet = FakeWallet(accounts={"ann": 10_000}, escrow={4: ("ann", 10_000)},
+                            done={"k-old": True})
+        money, port = money_for(opened(), wallet)
+        await port.commit(RequestBuyIn(4, "ann", 10_000, "k-new", "c-new"), "c-new")
+        saga = port.room.saga(4)
+        assert saga is not None
+        with pytest.raises(FailedPrecondition) as refused:
+            await money.buy_in(4, saga, None)
+        assert refused.value.reason == "seat_taken"
+        assert port.room.table.seat(4) is None and not port.room.sagas
+        assert port.kinds()[-1] == "EndBuyIn"
+        assert wallet.escrow == {4: ("ann", 10_000)} and wallet.accounts == {"ann": 10_000}
+        assert await money.check_once() is True
+        assert "RefundOrphan" in port.kinds() and not port.room.stopped
+        assert wallet.escrow == {} and wallet.accounts == {"ann": 20_000}
+        await seat(money, port, 4, "ann")
+        holder = port.room.table.seat(4)
+        assert holder is not None and holder.stack == 10_000
+        assert wallet.escrow == {4: ("ann", 10_000)} and await money.check() is True
+
     async def test_a_sit_down_that_lands_while_the_wallet_is_read_does_not_stop_dealing(
             self) -> None:
         """The check reads the escrows; cat's sit-down moves her buy-in and is seated before

@@ -87,6 +87,29 @@ class TestDecide:
         assert tx.seats == (SeatRule(SeatAction.CLAIM, 1, "alice"),)
         assert tx.guards == (Guard(ALICE, GuardOp.AT_LEAST, 300),)
 
+    def test_a_sit_downs_buy_in_claims_only_a_free_seat(self) -> None:
+        """A sit-down's buy-in claims the seat only if nobody holds it (review finding F3:
+        never added to an orphan escrow of the same player's); a top-up still claims it as
+        before, to add to the player's own escrow."""
+        sit = decide(BuyIn(player_id="alice", table_id="t1", seat=4, amount=300,
+                           idempotency_key="k", sit_down=True))
+        assert sit.seats == (SeatRule(SeatAction.CLAIM_FREE, 4, "alice"),)
+        top = decide(BuyIn(player_id="alice", table_id="t1", seat=4, amount=300,
+                           idempotency_key="k"))
+        assert top.seats == (SeatRule(SeatAction.CLAIM, 4, "alice"),)
+        assert sit.postings == top.postings and sit.scope == top.scope
+
+    def test_a_buy_ins_fingerprint_leaves_sit_down_out(self) -> None:
+        """The flag is a condition on the seat: a buy-in's fingerprint is the one it had
+        before the flag existed (a retry across the upgrade is answered as the replay it
+        is, not refused idempotency_key_reused)."""
+        old = BuyIn(player_id="alice", table_id="t1", seat=2, amount=400, idempotency_key="k")
+        fields = {f: getattr(old, f) for f in
+                  ("player_id", "table_id", "seat", "amount", "idempotency_key")}
+        text = json.dumps({"type": "BuyIn", **fields}, sort_keys=True, separators=(",", ":"))
+        assert fingerprint(old) == hashlib.sha256(text.encode()).hexdigest()
+        assert fingerprint(dataclasses.replace(old, sit_down=True)) == fingerprint(old)
+
     def test_settlement_posts_net_changes_and_rake(self) -> None:
         """Each seat gets won - in, the house the rake; every seat's escrow covers its in."""
         tx = decide(hand((1, "alice", 500, 970), (2, "bob", 500, 0), (3, "carol", 0, 0),
@@ -176,6 +199,8 @@ class TestDecide:
         """The text hashed is the canonical JSON of ``asdict``'s view, as it always was: a
         fingerprint recorded before stays the same."""
         payload = {"type": type(command).__name__, **dataclasses.asdict(command)}
+        if isinstance(command, BuyIn):
+            del payload["sit_down"]  # (added later: a condition on the seat, not the move)
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
         assert fingerprint(command) == hashlib.sha256(text.encode()).hexdigest()
 
