@@ -13,6 +13,7 @@ with the same request returns the recorded outcome; with another request, it is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,7 +24,7 @@ from stud.v1 import table_pb2 as pb
 from stud.v1.envelope_pb2 import EventEnvelope
 from studkit.auth import Forbidden, Principal, Role, require_role, require_service
 from studkit.commit import Committed
-from studkit.errors import AlreadyExists, FailedPrecondition
+from studkit.errors import AlreadyExists, FailedPrecondition, Unavailable
 from studkit.ownership import Ownership, rendezvous
 from studkit.store import AppendResult, EventStore
 from table import expiry
@@ -300,11 +301,12 @@ class TableApp:
         await self._precheck(driver, cid, fp, expected, lambda _room: request, buy_in)
         requested = await self._command(driver, principal, command_id, fp, expected,
                                         lambda _room: request)
-        async with driver.money.carrying(seat, PLAYER_WAIT_S):
-            # read once carried: the driver's roll forward of this saga may have ended it
-            saga = driver.actor.room.saga(seat)
-            if saga is not None and saga.kind == BUY_IN and saga.wallet_key == wallet_key:
-                return _outcome(await driver.money.buy_in(seat, saga, PLAYER_WAIT_S))
+        if _carries(driver.actor.room, seat, wallet_key, BUY_IN):
+            async with driver.money.carrying(seat, PLAYER_WAIT_S):
+                # read once carried: the driver's roll forward of this saga may have ended it
+                saga = driver.actor.room.saga(seat)
+                if saga is not None and saga.kind == BUY_IN and saga.wallet_key == wallet_key:
+                    return _outcome(await driver.money.buy_in(seat, saga, PLAYER_WAIT_S))
         done = await self._store.recorded(
             table_id, step_id(ConfirmBuyIn(seat, wallet_key), wallet_key))
         if done is None and not requested.result.duplicate:
@@ -324,10 +326,13 @@ class TableApp:
                                    lambda room: Leave(seat, own_seat(principal, room, seat),
                                                       wallet_key))
         if _carries(driver.actor.room, seat, wallet_key):
-            async with driver.money.carrying(seat, PLAYER_WAIT_S):
-                saga = driver.actor.room.saga(seat)
-                if saga is not None and saga.wallet_key == wallet_key:  # not paid meanwhile
-                    await driver.money.cash_out(seat, saga, wait_s=PLAYER_WAIT_S)
+            # The leave is recorded: the cash-out is the table's to finish (the driver pays
+            # it if this call does not), so a seat busy with it answers the leave as done.
+            with contextlib.suppress(Unavailable):
+                async with driver.money.carrying(seat, PLAYER_WAIT_S):
+                    saga = driver.actor.room.saga(seat)
+                    if saga is not None and saga.wallet_key == wallet_key:  # not paid yet
+                        await driver.money.cash_out(seat, saga, wait_s=PLAYER_WAIT_S)
         return _outcome(done)
 
     async def add_chips(self, principal: Principal, table_id: str, command_id: str, seat: int,
@@ -344,11 +349,15 @@ class TableApp:
         await self._precheck(driver, cid, fp, expected, queue, amount)
         queued = await self._command(driver, principal, command_id, fp, expected, queue)
         if _carries(driver.actor.room, seat, wallet_key, TOP_UP):
-            async with driver.money.carrying(seat, PLAYER_WAIT_S):
-                saga = driver.actor.room.saga(seat)  # not dropped or added meanwhile
-                if saga is not None and saga.kind == TOP_UP and saga.wallet_key == wallet_key:
-                    added = await driver.money.top_up(seat, saga, PLAYER_WAIT_S)
-                    return _outcome(added or queued)
+            # Queued and recorded: a seat busy with the driver's roll forward of it answers
+            # the top-up as queued (the driver adds it).
+            with contextlib.suppress(Unavailable):
+                async with driver.money.carrying(seat, PLAYER_WAIT_S):
+                    saga = driver.actor.room.saga(seat)  # not dropped or added meanwhile
+                    if (saga is not None and saga.kind == TOP_UP
+                            and saga.wallet_key == wallet_key):
+                        added = await driver.money.top_up(seat, saga, PLAYER_WAIT_S)
+                        return _outcome(added or queued)
         return await self._system_outcome(
             self.tables.actor(table_id), step_id(ApplyTopUp(seat, wallet_key), wallet_key),
             queued)

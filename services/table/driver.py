@@ -158,7 +158,11 @@ class Driver:
             if now < self._recheck_at:
                 return min(5.0, self._recheck_at - now)
             self._recheck_at = now + STOPPED_RECHECK_S
-            return None if await self.money.check() else 5.0
+            # The sagas first (each step idempotent by its key: a stuck leaver is paid, a
+            # queued top-up moved), then a check that resumes only if it saw every seat.
+            while await self.money.roll_forward():
+                pass
+            return None if await self.money.check(whole=True) else 5.0
         self._recheck_at = None
         if await self.money.roll_forward():
             return None

@@ -177,6 +177,11 @@ class Money:
         except Refused as exc:
             end = EndBuyIn(seat, saga.wallet_key, BuyInEnd.FAILED, exc.reason or "")
             await self.actor.commit(end, step_id(end, saga.wallet_key))
+            if exc.reason == "seat_taken" and self.actor.room.table.seat(seat) is None:
+                # An escrow the log knows nothing of holds the seat (a buy-in that landed
+                # after its saga ended): the driver checks the table again at its next step,
+                # which pays it back, not at the next hand's end (an idle table has none).
+                self.repaired = False
             raise _refusal("the wallet refused the buy-in", exc) from None
         if bought.replayed:
             # The wallet answered a retry of a buy-in made before: its escrow may be one a
@@ -357,14 +362,17 @@ class Money:
         await self.check()
         return True
 
-    async def check(self, settled: Sequence[wpb.EscrowSeat] = ()) -> bool:
+    async def check(self, settled: Sequence[wpb.EscrowSeat] = (), whole: bool = False
+                    ) -> bool:
         """Repair (an escrow the log knows nothing of is paid back) and reconcile, on one
         read of the wallet's escrows; True when every escrow is right. A tournament table
         holds no escrow: nothing to ask the wallet. ``settled``: the escrows a settlement's
         reply carries (``table_seats``, the table's seats right after it); when they agree
         with the stacks they are the check and the wallet is not asked again (issue 35),
         otherwise (or before the first check after a load, or from a wallet that sends none)
-        the wallet's Reconcile decides."""
+        the wallet's Reconcile decides. ``whole`` (a stopped table's check): right only if
+        no seat was passed over either (a seat whose money is moving is not yet shown
+        right, so the stop stays until a check sees every seat)."""
         if self.actor.room.tournament:
             self.repaired = True
             return True
@@ -381,28 +389,36 @@ class Money:
         for seat in await self.repair(escrows):
             escrows.pop(seat, None)
         self.repaired = True
-        problem = self.reconcile(escrows, read_over)
+        passed_over: list[int] = []
+        problem = self.reconcile(escrows, read_over, passed_over)
+        if whole and passed_over and not problem:
+            log.info("reconciliation_incomplete", passed_over=passed_over)
+            return False  # nothing shown wrong, not everything shown right: still stopped
         await self.actor.own(Reconciled(problem), f"reconciled:{self.actor.version}")
         if problem:
             log.error("reconciliation_failed", detail=problem)
         return not problem
 
-    def reconcile(self, escrows: dict[int, tuple[str, int]], read_over: Room | None = None
-                  ) -> str:
+    def reconcile(self, escrows: dict[int, tuple[str, int]], read_over: Room | None = None,
+                  passed_over: list[int] | None = None) -> str:
         """What is wrong between the wallet's escrows and the table's stacks ("" if
         nothing). A seat with a saga in flight is passed over: its money is moving. So is,
         when the escrows were read over the room ``read_over``, a seat whose saga or holding
         has changed since (a sit-down, top-up or cash-out that landed during the read: the
-        wallet's answer is older than the stack it would be compared with)."""
+        wallet's answer is older than the stack it would be compared with). The seats
+        passed over are added to ``passed_over``."""
         room = self.actor.room
         wrong = []
+        skipped = [] if passed_over is None else passed_over
         for number in range(1, len(room.table.seats) + 1):
             if number in room.sagas or number in self._busy:
+                skipped.append(number)
                 continue
             seat = room.table.seat(number)
             want = None if seat is None else (seat.player_id, seat.stack)
             if read_over is not None and (number in read_over.sagas
                                           or _holding(read_over, number) != want):
+                skipped.append(number)
                 continue
             held = escrows.get(number)
             if held != want and not (held is None and want is not None and want[1] == 0):

@@ -255,7 +255,8 @@ class Rounds:
         ones held, and the ones just taken (stepped at once)."""
         assert self.leases is not None
         among = frozenset(self.leases.spread.live)
-        if changed or among != self._among or self._held != set(self.leases.held):
+        if (changed or self.leases.refused or among != self._among
+                or self._held != set(self.leases.held)):
             before = set(self.leases.held)
             try:
                 await self.leases.claim(sorted(self.open))

@@ -90,6 +90,29 @@ async def test_a_stopped_table_checks_the_wallet_again_and_resumes_once_it_agree
     assert await driver.step() is None and dealer.calls == ["StartHand"]
 
 
+async def test_a_stopped_table_carries_its_sagas_on_and_resumes_only_on_every_seat_right(
+        ) -> None:
+    """While stopped, a seat's money can be moving (bob's top-up, queued, its wallet call
+    never made): at its re-check the table carries the saga on first, then resumes only if
+    it saw every seat right. Seat 2 is still 1,000 short after the top-up: still stopped
+    (before, the check passed over the seat whose saga was pending and resumed)."""
+    from table.driver import STOPPED_RECHECK_S
+    from table.room import QueueTopUp
+    driver, port, wallet, dealer, clock = driver_for(two_players())
+    wallet.accounts["bob"] = 500
+    wallet.escrow[2] = ("bob", 9_000)
+    assert await driver.step() is None
+    assert "seat 2" in port.room.stopped
+    assert await driver.step() == 5.0  # stopped: the next check in STOPPED_RECHECK_S
+    await port.commit(QueueTopUp(2, "bob", 500, "k-top", "c-top"), "c-top")
+    clock.now += STOPPED_RECHECK_S
+    assert await driver.step() == 5.0
+    assert not port.room.sagas and wallet.escrow[2] == ("bob", 9_500)  # carried on
+    holder = port.room.table.seat(2)
+    assert holder is not None and holder.stack == 10_500
+    assert "seat 2" in port.room.stopped and dealer.calls == []
+
+
 async def test_cards_due_are_dealt_as_the_rules_plan_them() -> None:
     """With the hand started, the dealer is asked for third street and the deal is
     committed; then a player is to act."""

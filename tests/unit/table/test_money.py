@@ -395,6 +395,28 @@ class TestSettlementAndReconciliation:
         assert holder is not None and holder.stack == 10_000
         assert wallet.escrow == {4: ("ann", 10_000)} and await money.check() is True
 
+    async def test_an_orphan_a_sit_down_finds_at_an_idle_table_is_paid_back_at_once(
+            self) -> None:
+        """The table was checked after its load; then a buy-in of ann's that had given up
+        lands late at the wallet (her saga already ended): an orphan on an idle table, where
+        no hand's end will check again. Her next sit-down there is refused seat_taken, and
+        that refusal has the driver check the table at its next step, which pays the orphan
+        back (before, it waited for a hand that an idle table never deals)."""
+        wallet = FakeWallet(accounts={"ann": 20_000})
+        money, port = money_for(opened(), wallet)
+        assert await money.check_once() is True  # the load's check: nothing there
+        wallet.escrow[4] = ("ann", 10_000)  # the late buy-in
+        wallet.accounts["ann"] = 10_000
+        await port.commit(RequestBuyIn(4, "ann", 10_000, "k-new", "c-new"), "c-new")
+        saga = port.room.saga(4)
+        assert saga is not None
+        with pytest.raises(FailedPrecondition):
+            await money.buy_in(4, saga, None)
+        assert await money.check_once() is True  # checked again, at the driver's next step
+        assert "RefundOrphan" in port.kinds() and not port.room.stopped
+        assert wallet.escrow == {} and wallet.accounts == {"ann": 20_000}
+        assert await money.check_once() is False  # and only once
+
     async def test_a_sit_down_that_lands_while_the_wallet_is_read_does_not_stop_dealing(
             self) -> None:
         """The check reads the escrows; cat's sit-down moves her buy-in and is seated before
