@@ -70,6 +70,38 @@ def gated(wallet: FakeWallet, call: str, after: bool = False) -> asyncio.Event:
     return gate
 
 
+async def sitting_down_while_refunded(wallet: FakeWallet, key: str) -> tuple[
+        FakePort, asyncio.Task[bool], asyncio.Event, asyncio.Task[Any]]:
+    """The load's check has recorded seat 4's escrow an orphan and its refund is paying (held
+    until the returned event is set) when ann's sit-down there, wallet key ``key``, starts;
+    the port, the check, the refund's gate and the sit-down."""
+    paying = gated(wallet, "cash_out")
+    money, port = money_for(opened(), wallet)
+    check = asyncio.create_task(money.check_once())
+    async with asyncio.timeout(5):
+        while "RefundOrphan" not in port.kinds():
+            await asyncio.sleep(0)
+    command_id = key.replace("k-", "c-")
+    await port.commit(RequestBuyIn(4, "ann", 10_000, key, command_id), command_id)
+    saga = port.room.saga(4)
+    assert saga is not None
+    sit = asyncio.create_task(money.buy_in(4, saga, None))
+    await spin()
+    return port, check, paying, sit
+
+
+async def rolling_a_buy_in_forward(wallet: FakeWallet) -> tuple[
+        Money, FakePort, asyncio.Event, asyncio.Task[bool]]:
+    """Ann's sit-down at seat 3 (key k-ann) recorded and nobody carrying it: the driver's roll
+    forward has read the wallet, its answer held until the returned event is set."""
+    money, port = money_for(opened(), wallet)
+    await port.commit(RequestBuyIn(3, "ann", 10_000, "k-ann", "c-ann"), "c-ann")
+    answered = gated(wallet, "reconcile", after=True)
+    step = asyncio.create_task(money.roll_forward())
+    await spin()
+    return money, port, answered, step
+
+
 def money_for(room: Room, wallet: FakeWallet) -> tuple[Money, FakePort]:
     port = FakePort(room)
     parts = driving(wallet)
@@ -169,11 +201,7 @@ class TestTopUpAndCashOut:
         nothing (before, it moved the buy-in meanwhile, its seat was refused, and the escrow
         was left an orphan)."""
         wallet = FakeWallet(accounts={"ann": 10_000})
-        money, port = money_for(opened(), wallet)
-        await port.commit(RequestBuyIn(3, "ann", 10_000, "k-ann", "c-ann"), "c-ann")
-        answered = gated(wallet, "reconcile", after=True)
-        step = asyncio.create_task(money.roll_forward())
-        await spin()
+        money, port, answered, step = await rolling_a_buy_in_forward(wallet)
         assert wallet.calls == ["Reconcile"]  # read: seat 3 holds nothing
         moved = []
 
@@ -196,11 +224,7 @@ class TestTopUpAndCashOut:
         """A caller waits for a roll forward of its seat only so long, then is answered
         UNAVAILABLE (retry with the same id), having moved nothing."""
         wallet = FakeWallet(accounts={"ann": 10_000})
-        money, port = money_for(opened(), wallet)
-        await port.commit(RequestBuyIn(3, "ann", 10_000, "k-ann", "c-ann"), "c-ann")
-        answered = gated(wallet, "reconcile", after=True)
-        step = asyncio.create_task(money.roll_forward())
-        await spin()
+        money, port, answered, step = await rolling_a_buy_in_forward(wallet)
         with pytest.raises(Unavailable) as busy:
             async with money.carrying(3, 0.05):
                 raise AssertionError("carried while the driver holds the seat")
@@ -318,17 +342,7 @@ class TestSettlementAndReconciliation:
         then emptied the escrow under the stack)."""
         wallet = FakeWallet(accounts={"ann": 0}, escrow={4: ("ann", 10_000)},
                             done={"k-ann": True})
-        paying = gated(wallet, "cash_out")
-        money, port = money_for(opened(), wallet)
-        check = asyncio.create_task(money.check_once())
-        async with asyncio.timeout(5):
-            while "RefundOrphan" not in port.kinds():
-                await asyncio.sleep(0)
-        await port.commit(RequestBuyIn(4, "ann", 10_000, "k-ann", "c-ann"), "c-ann")
-        saga = port.room.saga(4)
-        assert saga is not None
-        sit = asyncio.create_task(money.buy_in(4, saga, None))
-        await spin()
+        port, check, paying, sit = await sitting_down_while_refunded(wallet, "k-ann")
         assert not sit.done()  # waits for the refund in flight
         paying.set()
         assert await check is True
@@ -346,17 +360,7 @@ class TestSettlementAndReconciliation:
         escrow, she was seated, and the refund drained both: 10,000 invented)."""
         wallet = FakeWallet(accounts={"ann": 10_000}, escrow={4: ("ann", 10_000)},
                             done={"k-old": True})
-        paying = gated(wallet, "cash_out")
-        money, port = money_for(opened(), wallet)
-        check = asyncio.create_task(money.check_once())
-        async with asyncio.timeout(5):
-            while "RefundOrphan" not in port.kinds():
-                await asyncio.sleep(0)
-        await port.commit(RequestBuyIn(4, "ann", 10_000, "k-new", "c-new"), "c-new")
-        saga = port.room.saga(4)
-        assert saga is not None
-        sit = asyncio.create_task(money.buy_in(4, saga, None))
-        await spin()
+        port, check, paying, sit = await sitting_down_while_refunded(wallet, "k-new")
         assert not sit.done() and wallet.escrow == {4: ("ann", 10_000)}
         paying.set()
         await check
