@@ -224,7 +224,7 @@ class TestTopUpAndCashOut:
         """A caller waits for a roll forward of its seat only so long, then is answered
         UNAVAILABLE (retry with the same id), having moved nothing."""
         wallet = FakeWallet(accounts={"ann": 10_000})
-        money, port, answered, step = await rolling_a_buy_in_forward(wallet)
+        money, _, answered, step = await rolling_a_buy_in_forward(wallet)
         with pytest.raises(Unavailable) as busy:
             async with money.carrying(3, 0.05):
                 raise AssertionError("carried while the driver holds the seat")
