@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -21,7 +21,7 @@ from rules.settlement import Settlement
 from rules.settlement import settlement as settle_query
 from stud.v1 import wallet_pb2 as wpb
 from studkit.commit import Committed
-from studkit.errors import FailedPrecondition, Unavailable
+from studkit.errors import FailedPrecondition
 from table.clients import Refused, Unreachable, WalletClient, key
 from table.port import System, TablePort
 from table.room import (
@@ -42,6 +42,7 @@ from table.room import (
     Settle,
     saga_step,
 )
+from table.seat_money import SeatMoney
 from table.status import Status
 
 log = structlog.get_logger("table")
@@ -66,6 +67,29 @@ def _refusal(what: str, exc: Refused) -> FailedPrecondition:
 def _holding(room: Room, number: int) -> tuple[str, int] | None:
     seat = room.table.seat(number) if number <= len(room.table.seats) else None
     return None if seat is None else (seat.player_id, seat.stack)
+
+
+def escrow_problems(room: Room, escrows: dict[int, tuple[str, int]],
+                    moving: Callable[[int], bool], read_over: Room | None = None,
+                    passed_over: list[int] | None = None) -> str:
+    """What is wrong between the wallet's escrows and ``room``'s stacks ("" if nothing). A
+    seat with a saga in flight, or whose money a caller is ``moving`` now, is passed over. So
+    is, when the escrows were read over the room ``read_over``, a seat whose saga or holding
+    has changed since (a sit-down, top-up or cash-out that landed during the read: the
+    wallet's answer is older than the stack it would be compared with). The seats passed
+    over are added to ``passed_over``."""
+    wrong = []
+    skipped = [] if passed_over is None else passed_over
+    for number in range(1, len(room.table.seats) + 1):
+        want = _holding(room, number)
+        if number in room.sagas or moving(number) or (read_over is not None and (
+                number in read_over.sagas or _holding(read_over, number) != want)):
+            skipped.append(number)
+            continue
+        held = escrows.get(number)
+        if held != want and not (held is None and want is not None and want[1] == 0):
+            wrong.append(f"seat {number}: escrow {held} vs table {want}")
+    return "; ".join(wrong)
 
 
 def settle_request(table_id: str, settlement: Settlement,
@@ -99,47 +123,13 @@ class Money:
         self.status = status
         self._wallet: WalletClient = system.wallet
         self._checks = checks
-        self._busy: set[int] = set()
-        """Seats whose saga a call of this process carries on now (the driver leaves them)."""
-        self._seat_locks: dict[int, asyncio.Lock] = {}
-        """One per seat: held by a caller carrying the seat's saga on, and by the driver's
-        roll forward from its wallet read to its step's commit, so that neither decides on
-        a read the other's wallet call has made stale."""
+        self.seats = SeatMoney()
+        """Who moves each seat's money now (the seat's one serialized path)."""
+        self.carrying = self.seats.carrying
+        """A caller carries a seat's saga on: ``async with money.carrying(seat, wait_s)``."""
+        self.carried = self.seats.carried
         self.repaired = False
         """Whether the table was checked against the wallet since it was loaded."""
-        self._refunding: dict[int, asyncio.Event] = {}
-        """Seats whose orphan escrow a repair of this process is paying back now."""
-
-    def _lock(self, seat: int) -> asyncio.Lock:
-        return self._seat_locks.setdefault(seat, asyncio.Lock())
-
-    @contextlib.asynccontextmanager
-    async def carrying(self, seat: int, wait_s: float | None = None) -> AsyncIterator[None]:
-        """While a caller's request carries the seat's saga on, the driver leaves it (and
-        so does a reconciliation: its money is moving). Waits for a roll forward of the
-        seat in progress (``wait_s`` at most, then ``UNAVAILABLE``: retry); the caller reads
-        its saga again inside, since that step may have ended it."""
-        lock = self._lock(seat)
-        if not lock.locked():
-            # Taken at once, with no yield: the caller has just recorded its saga, and the
-            # driver (woken by that append) must not roll it forward before it is carried.
-            await lock.acquire()
-        else:
-            try:
-                await asyncio.wait_for(lock.acquire(), wait_s)
-            except TimeoutError:
-                raise Unavailable("the table is carrying this seat's money on now; retry",
-                                  reason="seat_busy") from None
-        self._busy.add(seat)
-        try:
-            yield
-        finally:
-            self._busy.discard(seat)
-            lock.release()
-
-    def carried(self, seat: int) -> bool:
-        """Whether a call of this process carries the seat's saga on now."""
-        return seat in self._busy
 
     # --- the saga's steps ----------------------------------------------------------------
 
@@ -165,7 +155,7 @@ class Money:
         # An orphan's refund in flight on this seat empties the seat's whole escrow when it
         # lands: the buy-in moves after it, not into it (a new sit-down's saga is recorded
         # while the refund pays; the orphan's record was decided before it).
-        await self._repair_done(seat)
+        await self.seats.refund_done(seat)
         try:
             # A sit-down: the wallet takes only a free seat, never adding to an escrow there
             # (an orphan of this player's, its refund still to come, would else be seated
@@ -187,7 +177,7 @@ class Money:
             # The wallet answered a retry of a buy-in made before: its escrow may be one a
             # repair took for an orphan (its refund started during the call); decided once
             # that is paid.
-            await self._repair_done(seat)
+            await self.seats.refund_done(seat)
         if bought.replayed and not await self._holds(seat, saga):
             # A replay whose chips went back meanwhile (an orphan's refund): the wallet moved
             # nothing now, so nothing may be seated on it.
@@ -202,11 +192,6 @@ class Money:
             log.warning("sit_down_refunded", seat=seat, amount=saga.amount)
             await self.refund(seat, saga, exc.reason.value)
             raise
-
-    async def _repair_done(self, seat: int) -> None:
-        refunding = self._refunding.get(seat)
-        if refunding is not None:
-            await refunding.wait()
 
     async def _holds(self, seat: int, saga: Saga) -> bool:
         reply = await self._wallet.reconcile(self.actor.table_id, on_wait=self.status.waiting)
@@ -273,12 +258,10 @@ class Money:
         """Carry on one saga that no call of this process carries (the room's
         :func:`~table.room.saga_step` says how); True if one was."""
         room = self.actor.room
-        pending = sorted(seat for seat in room.sagas if not self._lock(seat).locked())
+        pending = self.seats.free(room.sagas)
         if not pending or room.tournament:  # a tournament table has no money sagas
             return False
-        async with contextlib.AsyncExitStack() as seats:
-            for seat in pending:  # free (just looked): taken without a wait
-                await seats.enter_async_context(self._lock(seat))
+        async with self.seats.holding(pending):
             return await self._roll_forward(pending, {s: room.sagas[s] for s in pending})
 
     async def _roll_forward(self, pending: list[int], read_over: dict[int, Saga]) -> bool:
@@ -378,7 +361,7 @@ class Money:
             return True
         if settled and self.repaired:
             escrows = {s.seat: (s.player_id, s.balance) for s in settled}
-            if not self.reconcile(escrows):
+            if not escrow_problems(self.actor.room, escrows, self.seats.carried):
                 await self.actor.own(Reconciled(""), f"reconciled:{self.actor.version}")
                 return True
         async with self._checks:
@@ -390,7 +373,8 @@ class Money:
             escrows.pop(seat, None)
         self.repaired = True
         passed_over: list[int] = []
-        problem = self.reconcile(escrows, read_over, passed_over)
+        problem = escrow_problems(self.actor.room, escrows, self.seats.carried, read_over,
+                                  passed_over)
         if whole and passed_over and not problem:
             log.info("reconciliation_incomplete", passed_over=passed_over)
             return False  # nothing shown wrong, not everything shown right: still stopped
@@ -399,39 +383,13 @@ class Money:
             log.error("reconciliation_failed", detail=problem)
         return not problem
 
-    def reconcile(self, escrows: dict[int, tuple[str, int]], read_over: Room | None = None,
-                  passed_over: list[int] | None = None) -> str:
-        """What is wrong between the wallet's escrows and the table's stacks ("" if
-        nothing). A seat with a saga in flight is passed over: its money is moving. So is,
-        when the escrows were read over the room ``read_over``, a seat whose saga or holding
-        has changed since (a sit-down, top-up or cash-out that landed during the read: the
-        wallet's answer is older than the stack it would be compared with). The seats
-        passed over are added to ``passed_over``."""
-        room = self.actor.room
-        wrong = []
-        skipped = [] if passed_over is None else passed_over
-        for number in range(1, len(room.table.seats) + 1):
-            if number in room.sagas or number in self._busy:
-                skipped.append(number)
-                continue
-            seat = room.table.seat(number)
-            want = None if seat is None else (seat.player_id, seat.stack)
-            if read_over is not None and (number in read_over.sagas
-                                          or _holding(read_over, number) != want):
-                skipped.append(number)
-                continue
-            held = escrows.get(number)
-            if held != want and not (held is None and want is not None and want[1] == 0):
-                wrong.append(f"seat {number}: escrow {held} vs table {want}")
-        return "; ".join(wrong)
-
     async def repair(self, escrows: dict[int, tuple[str, int]]) -> list[int]:
         """An escrow the log has neither a seat nor a saga for (left by code older than the
         room events) is paid back to its player, and recorded; the seats repaired."""
         room = self.actor.room
         repaired = []
         for number, (player, balance) in sorted(escrows.items()):
-            if number in room.sagas or number in self._busy:
+            if number in room.sagas or self.seats.carried(number):
                 continue
             seat = room.table.seat(number) if number <= len(room.table.seats) else None
             if seat is not None and seat.player_id == player:
@@ -440,8 +398,7 @@ class Money:
             # Marked before the first await: a sit-down retried meanwhile whose wallet call
             # is a replay (the same key as the orphan's) waits for this refund before it
             # asks the wallet whether the escrow is still there.
-            refunding = self._refunding[number] = asyncio.Event()
-            try:
+            async with self.seats.refunding(number):
                 # Recorded (fenced) before the wallet moves: a former owner resumed with a
                 # stale room would take a seat's escrow for an orphan; its append is refused
                 # first (NotOwner), so it pays nothing (found by the simulator,
@@ -452,8 +409,5 @@ class Money:
                 log.warning("orphan_escrow_refunded", seat=number, amount=balance)
                 await self._wallet.cash_out(player, self.actor.table_id, number, wallet_key,
                                             on_wait=self.status.waiting)
-            finally:
-                del self._refunding[number]
-                refunding.set()
             repaired.append(number)
         return repaired
