@@ -81,12 +81,6 @@ def _outcome(done: Committed[Room]) -> Outcome:
     return Outcome(done.result.version, done.envelopes, done.result.duplicate)
 
 
-def _carries(room: Room, seat: int, wallet_key: str, kind: str | None = None) -> bool:
-    """Whether the seat's saga is the one with ``wallet_key`` (of ``kind``, if given)."""
-    saga = room.saga(seat)
-    return saga is not None and saga.wallet_key == wallet_key and kind in (None, saga.kind)
-
-
 def own_seat(principal: Principal, room: Room, seat: int) -> str:
     """The caller must be the player the log seats at ``seat``."""
     if principal.role is not Role.PLAYER:
@@ -301,12 +295,9 @@ class TableApp:
         await self._precheck(driver, cid, fp, expected, lambda _room: request, buy_in)
         requested = await self._command(driver, principal, command_id, fp, expected,
                                         lambda _room: request)
-        if _carries(driver.actor.room, seat, wallet_key, BUY_IN):
-            async with driver.money.carrying(seat, PLAYER_WAIT_S):
-                # read once carried: the driver's roll forward of this saga may have ended it
-                saga = driver.actor.room.saga(seat)
-                if saga is not None and saga.kind == BUY_IN and saga.wallet_key == wallet_key:
-                    return _outcome(await driver.money.buy_in(seat, saga, PLAYER_WAIT_S))
+        async with driver.money.carrying_own(seat, wallet_key, BUY_IN, PLAYER_WAIT_S) as saga:
+            if saga is not None:
+                return _outcome(await driver.money.buy_in(seat, saga, PLAYER_WAIT_S))
         done = await self._store.recorded(
             table_id, step_id(ConfirmBuyIn(seat, wallet_key), wallet_key))
         if done is None and not requested.result.duplicate:
@@ -325,14 +316,12 @@ class TableApp:
         done = await self._command(driver, principal, command_id, fp, expected,
                                    lambda room: Leave(seat, own_seat(principal, room, seat),
                                                       wallet_key))
-        if _carries(driver.actor.room, seat, wallet_key):
-            # The leave is recorded: the cash-out is the table's to finish (the driver pays
-            # it if this call does not), so a seat busy with it answers the leave as done.
-            with contextlib.suppress(Unavailable):
-                async with driver.money.carrying(seat, PLAYER_WAIT_S):
-                    saga = driver.actor.room.saga(seat)
-                    if saga is not None and saga.wallet_key == wallet_key:  # not paid yet
-                        await driver.money.cash_out(seat, saga, wait_s=PLAYER_WAIT_S)
+        # The leave is recorded: the cash-out is the table's to finish (the driver pays it
+        # if this call does not), so a seat busy with it answers the leave as done.
+        with contextlib.suppress(Unavailable):
+            async with driver.money.carrying_own(seat, wallet_key, None, PLAYER_WAIT_S) as saga:
+                if saga is not None:
+                    await driver.money.cash_out(seat, saga, wait_s=PLAYER_WAIT_S)
         return _outcome(done)
 
     async def add_chips(self, principal: Principal, table_id: str, command_id: str, seat: int,
@@ -348,16 +337,13 @@ class TableApp:
 
         await self._precheck(driver, cid, fp, expected, queue, amount)
         queued = await self._command(driver, principal, command_id, fp, expected, queue)
-        if _carries(driver.actor.room, seat, wallet_key, TOP_UP):
-            # Queued and recorded: a seat busy with the driver's roll forward of it answers
-            # the top-up as queued (the driver adds it).
-            with contextlib.suppress(Unavailable):
-                async with driver.money.carrying(seat, PLAYER_WAIT_S):
-                    saga = driver.actor.room.saga(seat)  # not dropped or added meanwhile
-                    if (saga is not None and saga.kind == TOP_UP
-                            and saga.wallet_key == wallet_key):
-                        added = await driver.money.top_up(seat, saga, PLAYER_WAIT_S)
-                        return _outcome(added or queued)
+        # Queued and recorded: a seat busy with the driver's roll forward of it answers the
+        # top-up as queued (the driver adds it).
+        with contextlib.suppress(Unavailable):
+            async with driver.money.carrying_own(seat, wallet_key, TOP_UP, PLAYER_WAIT_S) as saga:
+                if saga is not None:
+                    added = await driver.money.top_up(seat, saga, PLAYER_WAIT_S)
+                    return _outcome(added or queued)
         return await self._system_outcome(
             self.tables.actor(table_id), step_id(ApplyTopUp(seat, wallet_key), wallet_key),
             queued)

@@ -160,8 +160,9 @@ class Driver:
             self._recheck_at = now + STOPPED_RECHECK_S
             # The sagas first (each step idempotent by its key: a stuck leaver is paid, a
             # queued top-up moved), then a check that resumes only if it saw every seat.
-            while await self.money.roll_forward():
-                pass
+            for _ in range(len(room.sagas)):  # bounded: a step refused leaves its saga
+                if not await self.money.roll_forward():
+                    break
             return None if await self.money.check(whole=True) else 5.0
         self._recheck_at = None
         if await self.money.roll_forward():

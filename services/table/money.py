@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import structlog
 
@@ -67,6 +67,13 @@ def _refusal(what: str, exc: Refused) -> FailedPrecondition:
 def _holding(room: Room, number: int) -> tuple[str, int] | None:
     seat = room.table.seat(number) if number <= len(room.table.seats) else None
     return None if seat is None else (seat.player_id, seat.stack)
+
+
+def _own(room: Room, seat: int, wallet_key: str, kind: str | None) -> Saga | None:
+    saga = room.saga(seat)
+    if saga is None or saga.wallet_key != wallet_key or kind not in (None, saga.kind):
+        return None
+    return saga
 
 
 def escrow_problems(room: Room, escrows: dict[int, tuple[str, int]],
@@ -125,11 +132,20 @@ class Money:
         self._checks = checks
         self.seats = SeatMoney()
         """Who moves each seat's money now (the seat's one serialized path)."""
-        self.carrying = self.seats.carrying
-        """A caller carries a seat's saga on: ``async with money.carrying(seat, wait_s)``."""
-        self.carried = self.seats.carried
+        self.carrying, self.carried = self.seats.carrying, self.seats.carried
         self.repaired = False
         """Whether the table was checked against the wallet since it was loaded."""
+
+    @contextlib.asynccontextmanager
+    async def carrying_own(self, seat: int, wallet_key: str, kind: str | None,
+                           wait_s: float | None) -> AsyncIterator[Saga | None]:
+        """A caller carries its own saga on (``wallet_key``'s, of ``kind`` if given): read
+        again once the seat is carried (a roll forward may have ended it), else None."""
+        if _own(self.actor.room, seat, wallet_key, kind) is None:
+            yield None
+            return
+        async with self.seats.carrying(seat, wait_s):
+            yield _own(self.actor.room, seat, wallet_key, kind)
 
     # --- the saga's steps ----------------------------------------------------------------
 

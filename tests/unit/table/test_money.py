@@ -206,9 +206,8 @@ class TestTopUpAndCashOut:
         moved = []
 
         async def retry() -> None:  # what TableApp.sit_down does with a retry
-            async with money.carrying(3, 5.0):
-                saga = port.room.saga(3)
-                if saga is not None and saga.wallet_key == "k-ann":
+            async with money.carrying_own(3, "k-ann", BUY_IN, 5.0) as saga:
+                if saga is not None:
                     moved.append(await money.buy_in(3, saga, None))
 
         sit = asyncio.create_task(retry())
@@ -218,6 +217,8 @@ class TestTopUpAndCashOut:
         assert await step is True
         await sit
         assert moved == [] and port.room.saga(3) is None and port.room.table.seat(3) is None
+        async with money.carrying_own(3, "k-ann", BUY_IN, 0.0) as saga:  # ended: nothing held
+            assert saga is None and not money.carried(3)
         assert wallet.escrow == {} and wallet.accounts == {"ann": 10_000}
 
     async def test_a_call_that_cannot_wait_for_the_seat_is_told_to_retry(self) -> None:
